@@ -1,0 +1,239 @@
+// The allocator core: the one place that decides which node and which devices
+// a VM's claims get, and that keeps those decisions (DESIGN.md §3, §4).
+//
+// A bound claim behaves like a bound PersistentVolumeClaim: it keeps its node
+// and devices across any number of VM restarts (new pods, new pod UIDs) and
+// restarts of the process, until the claim is deleted.
+//
+// Concurrency: every method is thread-safe. Filter, Score, Preemptable and
+// the getters take a shared lock and see one consistent state; mutations take
+// the exclusive lock only to decide and apply in memory, and wait for the
+// store's fsync outside it, so concurrent binds share a flush (group commit).
+// A mutation is acknowledged (returns OK) only once its record is durable.
+// The allocator runs no threads of its own.
+#ifndef PDC_ALLOCATOR_ALLOCATOR_H_
+#define PDC_ALLOCATOR_ALLOCATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "allocator/store.h"
+#include "allocator/types.h"
+#include "common/clock.h"
+
+namespace pdc {
+
+enum class ScoringPolicy : uint8_t {
+  kBinPack = 0,  // Fill the fullest node that fits first.
+  kSpread = 1,   // Prefer the emptiest node.
+};
+
+struct AllocatorOptions {
+  std::vector<DeviceClass> device_classes;
+  // A node whose driver has not reported for longer is "not reporting".
+  absl::Duration node_stale_after = absl::Seconds(60);
+  ScoringPolicy scoring = ScoringPolicy::kBinPack;
+  // Reclaim policy of claims generated from templates for a VM.
+  ReclaimPolicy template_reclaim_policy = ReclaimPolicy::kRetain;
+  // CheckpointDue() turns true after this many records since the last one.
+  uint64_t checkpoint_every_records = 100000;
+};
+
+// What a pod asks for, extracted from the pod by the caller (DESIGN §3).
+struct SchedulingRequest {
+  std::string ns;        // Pod namespace; claims live in it.
+  std::string vm;        // VM identity (see VmIdentity()).
+  std::string pod_name;
+  std::string pod_uid;
+  std::vector<std::string> claim_names;  // pdc.kubevirt.io/claims
+  // Resource requests of the pod (resource name -> count). Names that are not
+  // a configured device class are ignored.
+  std::vector<std::pair<std::string, int64_t>> resources;
+};
+
+// A claim the request needs, existing or to be generated from the template.
+struct ResolvedClaim {
+  ClaimKey key;
+  bool exists = false;  // false: generated at bind time.
+  Claim claim;          // Current state (or the template-to-be).
+};
+
+enum class Verdict : uint8_t {
+  kFits = 0,
+  kFailed = 1,        // May clear later (kube-scheduler: FailedNodes).
+  kUnresolvable = 2,  // Preemption cannot help (FailedAndUnresolvableNodes).
+};
+
+// Why a node got its verdict; a low-cardinality label for metrics.
+enum class FilterReason : uint8_t {
+  kPassThrough = 0,    // The pod needs no managed device.
+  kStickyHit = 1,      // The node holds the pod's bound claims.
+  kFreshFit = 2,       // Pending claims fit here.
+  kBoundElsewhere = 3,
+  kReservedByOther = 4,
+  kInsufficient = 5,
+  kNotReporting = 6,
+  kUnhealthy = 7,
+  kClaimProblem = 8,   // Missing, Lost, inconsistent with the pod.
+  kPinned = 9,         // A pin excludes this node.
+};
+std::string_view ToString(FilterReason reason);
+
+struct NodeVerdict {
+  Verdict verdict = Verdict::kFits;
+  FilterReason reason = FilterReason::kPassThrough;
+  uint32_t message = 0;  // Index into FilterResult::messages.
+};
+
+struct FilterResult {
+  // True when the pod needs no managed device: every node fits, untouched.
+  bool pass_through = false;
+  std::vector<NodeVerdict> nodes;  // Same order as the input.
+  // Distinct failure messages in words a user understands; message 0 is "".
+  std::vector<std::string> messages;
+
+  const std::string& MessageFor(size_t i) const {
+    return messages[nodes[i].message];
+  }
+};
+
+// One claim touched by a bind, with what Undo needs to put it back.
+struct BoundClaim {
+  ClaimKey key;
+  std::string uid;
+  std::string resource_name;
+  std::vector<PciAddress> devices;
+  bool created = false;          // Generated from the template by this bind.
+  bool allocated = false;        // Was Pending; this bind chose its devices.
+  std::optional<Reservation> previous_reservation;
+};
+
+struct BindOutcome {
+  std::string node;
+  std::string pod_uid;
+  uint64_t revision = 0;  // The durable record of this bind.
+  std::vector<BoundClaim> claims;  // Sorted by key.
+};
+
+// What a node must prepare (for the node driver's long-poll).
+struct NodeAllocation {
+  PciAddress address;
+  ClaimKey claim;
+  std::string resource_name;
+  ReclaimPolicy reclaim_policy = ReclaimPolicy::kRetain;
+  std::optional<Reservation> reserved_for;
+};
+struct NodeAllocations {
+  uint64_t version = 0;  // Revision of the last change relevant to the node.
+  std::vector<NodeAllocation> claimed;      // Sorted by address.
+  std::vector<PciAddress> return_to_host;   // Sorted.
+};
+
+struct NodeView {
+  std::string name;
+  NodeInventory inventory;
+  bool reporting = false;
+  absl::Time last_report = absl::InfinitePast();
+};
+
+// Counts for metrics (claims by phase, devices by state).
+struct AllocatorStats {
+  uint64_t revision = 0;
+  size_t nodes = 0;
+  size_t nodes_not_reporting = 0;
+  size_t claims_pending = 0;
+  size_t claims_bound = 0;
+  size_t claims_lost = 0;
+  size_t devices_free = 0;
+  size_t devices_allocated = 0;
+  size_t devices_unhealthy = 0;
+};
+
+class Allocator {
+ public:
+  // Recovers the state from `store` and returns a ready allocator. Bad options
+  // are InvalidArgument naming the field; a corrupt store is DataLoss.
+  // `store` and `clock` must outlive the allocator.
+  static absl::StatusOr<std::unique_ptr<Allocator>> Open(
+      AllocatorOptions options, Store* store, const Clock* clock,
+      RecoveryReport* report = nullptr);
+
+  virtual ~Allocator() = default;
+
+  // --- Inventory -----------------------------------------------------------
+  // Replaces a node's inventory; also its heartbeat. Devices no class matches
+  // are dropped. A bound claim whose device vanished (or whose serial changed)
+  // turns Lost; a Lost claim whose devices are all back turns Bound again.
+  // Persists only when something durable changed.
+  virtual absl::Status ReplaceInventory(NodeInventory inventory) = 0;
+  // The node left the cluster: its claims turn Lost.
+  virtual absl::Status RemoveNode(std::string_view node) = 0;
+
+  // --- Claims --------------------------------------------------------------
+  // Validates (DNS-1123 names, count >= 1, configured resource name, pins)
+  // and stores a Pending claim. AlreadyExists when the key is taken.
+  virtual absl::StatusOr<Claim> CreateClaim(const ClaimKey& key,
+                                            const ClaimSpec& spec) = 0;
+  virtual absl::StatusOr<Claim> GetClaim(const ClaimKey& key) const = 0;
+  // All claims ("" namespace) or those of one namespace, sorted by key.
+  virtual std::vector<Claim> ListClaims(std::string_view ns) const = 0;
+  // FailedPrecondition while reserved by a VM, unless `force`.
+  virtual absl::Status DeleteClaim(const ClaimKey& key, bool force) = 0;
+  // Clears the claim's reservation when held by `pod_uid` ("" = any pod).
+  virtual absl::Status Release(const ClaimKey& key,
+                               std::string_view pod_uid) = 0;
+
+  // --- Scheduling ----------------------------------------------------------
+  // The claims a pod needs: its explicit claims, plus one template claim per
+  // managed resource the explicit ones do not cover.
+  virtual absl::StatusOr<std::vector<ResolvedClaim>> Resolve(
+      const SchedulingRequest& request) const = 0;
+  // A verdict per candidate node. Never mutates.
+  virtual FilterResult Filter(const SchedulingRequest& request,
+                              absl::Span<const std::string_view> nodes) const = 0;
+  // 0..10 per node: 10 where the pod's bound claims are; the configured
+  // policy for fresh allocations; 0 where the pod does not fit.
+  virtual std::vector<int> Score(
+      const SchedulingRequest& request,
+      absl::Span<const std::string_view> nodes) const = 0;
+  // Of `nodes`, those where evicting pods could let the request fit.
+  virtual std::vector<std::string> Preemptable(
+      const SchedulingRequest& request,
+      absl::Span<const std::string_view> nodes) const = 0;
+  // All-or-nothing: allocates devices on `node` for pending claims, reserves
+  // every claim for the VM, and persists it as one record before returning.
+  // Aborted when the node no longer fits (a race; retry), FailedPrecondition
+  // when it never will.
+  virtual absl::StatusOr<BindOutcome> Bind(const SchedulingRequest& request,
+                                           std::string_view node) = 0;
+  // Reverts what `outcome` did, for claims still as that bind left them.
+  // Idempotent: a second call changes nothing and returns OK.
+  virtual absl::Status Undo(const BindOutcome& outcome) = 0;
+
+  // --- Views ---------------------------------------------------------------
+  virtual absl::StatusOr<NodeView> GetNode(std::string_view node) const = 0;
+  virtual std::vector<NodeView> ListNodes() const = 0;
+  virtual absl::StatusOr<NodeAllocations> GetNodeAllocations(
+      std::string_view node) const = 0;
+  virtual AllocatorStats Stats() const = 0;
+  virtual uint64_t revision() const = 0;
+
+  // --- Maintenance ---------------------------------------------------------
+  // Writes a snapshot and drops the log it covers. Safe to call at any time.
+  virtual absl::Status Checkpoint() = 0;
+  // True when enough records accumulated since the last checkpoint.
+  virtual bool CheckpointDue() const = 0;
+  // OK, or the store's sticky failure.
+  virtual absl::Status Health() const = 0;
+};
+
+}  // namespace pdc
+
+#endif  // PDC_ALLOCATOR_ALLOCATOR_H_

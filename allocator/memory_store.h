@@ -1,0 +1,50 @@
+// MemoryStore: a Store that keeps records in memory. Used by tests, by the
+// simulator, and by `--store=memory` for throwaway runs. A second Allocator
+// opened on the same MemoryStore recovers what the first one wrote, which
+// lets tests exercise recovery without files. It can inject a Sync failure
+// to test the failure policy described in store.h.
+// Thread-safety: all methods are thread-safe.
+#ifndef PDC_ALLOCATOR_MEMORY_STORE_H_
+#define PDC_ALLOCATOR_MEMORY_STORE_H_
+
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "allocator/store.h"
+
+namespace pdc {
+
+class MemoryStore final : public Store {
+ public:
+  MemoryStore() = default;
+
+  absl::StatusOr<RecoveryReport> Recover(const RecordVisitor& apply) override;
+  absl::StatusOr<Ticket> Append(const Record& record) override;
+  absl::Status Sync(Ticket ticket) override;
+  uint64_t RecordsSinceCheckpoint() const override;
+  absl::Status BeginCheckpoint(uint64_t revision) override;
+  absl::Status WriteCheckpoint(const Record& snapshot) override;
+  absl::Status Health() const override;
+
+  // The next Sync fails with `error`, and the store stays failed, as the file
+  // store does after an fsync error.
+  void FailNextSync(absl::Status error);
+
+  // Records in the log (after the snapshot), for tests.
+  std::vector<Record> LogForTest() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::optional<Record> snapshot_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);  // Encoded records.
+  uint64_t last_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status injected_ ABSL_GUARDED_BY(mu_);
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pdc
+
+#endif  // PDC_ALLOCATOR_MEMORY_STORE_H_

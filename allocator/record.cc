@@ -1,0 +1,235 @@
+#include "allocator/record.h"
+
+#include "absl/strings/str_cat.h"
+#include "allocator/codec.h"
+
+namespace pdc {
+namespace {
+
+using codec::Decoder;
+using codec::Encoder;
+
+// Tags of the mutation kinds on disk. Never renumber.
+enum Tag : uint8_t {
+  kTagPutClaim = 1,
+  kTagDeleteClaim = 2,
+  kTagPutNode = 3,
+  kTagDeleteNode = 4,
+};
+constexpr uint8_t kFormatVersion = 1;
+
+void EncodeDevice(Encoder& e, const Device& d) {
+  e.Fixed32(d.address.packed());
+  e.Varint(d.vendor_id);
+  e.Varint(d.device_id);
+  e.Varint(d.class_code);
+  e.Signed(d.iommu_group);
+  e.Signed(d.numa_node);
+  e.U8(static_cast<uint8_t>(d.health));
+  e.String(d.serial);
+  e.String(d.driver);
+}
+
+void DecodeDevice(Decoder& d, Device& out) {
+  out.address = PciAddress::FromPacked(d.Fixed32());
+  out.vendor_id = static_cast<uint16_t>(d.Varint());
+  out.device_id = static_cast<uint16_t>(d.Varint());
+  out.class_code = static_cast<uint32_t>(d.Varint());
+  out.iommu_group = static_cast<int32_t>(d.Signed());
+  out.numa_node = static_cast<int16_t>(d.Signed());
+  uint8_t health = d.U8();
+  if (health > 1) d.Fail();
+  out.health = static_cast<DeviceHealth>(health);
+  out.serial = std::string(d.String());
+  out.driver = std::string(d.String());
+}
+
+void EncodeKey(Encoder& e, const ClaimKey& k) {
+  e.String(k.ns);
+  e.String(k.name);
+}
+
+void DecodeKey(Decoder& d, ClaimKey& k) {
+  k.ns = std::string(d.String());
+  k.name = std::string(d.String());
+}
+
+void EncodeReservation(Encoder& e, const std::optional<Reservation>& r) {
+  e.U8(r.has_value() ? 1 : 0);
+  if (!r) return;
+  e.String(r->vm);
+  e.String(r->pod_name);
+  e.String(r->pod_uid);
+}
+
+void DecodeReservation(Decoder& d, std::optional<Reservation>& r) {
+  uint8_t present = d.U8();
+  if (present > 1) d.Fail();
+  if (present != 1) {
+    r.reset();
+    return;
+  }
+  r.emplace();
+  r->vm = std::string(d.String());
+  r->pod_name = std::string(d.String());
+  r->pod_uid = std::string(d.String());
+}
+
+void EncodeClaim(Encoder& e, const Claim& c) {
+  EncodeKey(e, c.key);
+  e.String(c.uid);
+  e.Varint(c.created_revision);
+  const ClaimSpec& s = c.spec;
+  e.String(s.resource_name);
+  e.Varint(static_cast<uint64_t>(s.count));
+  e.String(s.node);
+  e.String(s.serial);
+  e.U8(s.address.has_value() ? 1 : 0);
+  if (s.address) e.Fixed32(s.address->packed());
+  e.U8(static_cast<uint8_t>(s.reclaim_policy));
+  e.String(s.owner_vm);
+  const ClaimStatus& st = c.status;
+  e.U8(static_cast<uint8_t>(st.phase));
+  e.String(st.node);
+  e.Varint(st.devices.size());
+  for (const BoundDevice& b : st.devices) {
+    e.Fixed32(b.address.packed());
+    e.String(b.serial);
+  }
+  e.String(st.lost_reason);
+  EncodeReservation(e, st.reserved_for);
+}
+
+void DecodeClaim(Decoder& d, Claim& c) {
+  DecodeKey(d, c.key);
+  c.uid = std::string(d.String());
+  c.created_revision = d.Varint();
+  ClaimSpec& s = c.spec;
+  s.resource_name = std::string(d.String());
+  uint64_t count = d.Varint();
+  if (count > INT32_MAX) d.Fail();
+  s.count = static_cast<int32_t>(count);
+  s.node = std::string(d.String());
+  s.serial = std::string(d.String());
+  uint8_t has_address = d.U8();
+  if (has_address > 1) d.Fail();
+  if (has_address == 1) {
+    s.address = PciAddress::FromPacked(d.Fixed32());
+  } else {
+    s.address.reset();
+  }
+  uint8_t policy = d.U8();
+  if (policy > 1) d.Fail();
+  s.reclaim_policy = static_cast<ReclaimPolicy>(policy);
+  s.owner_vm = std::string(d.String());
+  ClaimStatus& st = c.status;
+  uint8_t phase = d.U8();
+  if (phase > 2) d.Fail();
+  st.phase = static_cast<ClaimPhase>(phase);
+  st.node = std::string(d.String());
+  uint64_t n = d.Count(5);
+  st.devices.resize(n);
+  for (BoundDevice& b : st.devices) {
+    b.address = PciAddress::FromPacked(d.Fixed32());
+    b.serial = std::string(d.String());
+  }
+  st.lost_reason = std::string(d.String());
+  DecodeReservation(d, st.reserved_for);
+}
+
+void EncodeNode(Encoder& e, const NodeRecord& n) {
+  e.String(n.inventory.node);
+  e.Varint(n.inventory.devices.size());
+  for (const Device& dev : n.inventory.devices) EncodeDevice(e, dev);
+  e.Varint(n.return_to_host.size());
+  for (PciAddress a : n.return_to_host) e.Fixed32(a.packed());
+}
+
+void DecodeNode(Decoder& d, NodeRecord& n) {
+  n.inventory.node = std::string(d.String());
+  uint64_t count = d.Count(13);
+  n.inventory.devices.resize(count);
+  for (Device& dev : n.inventory.devices) DecodeDevice(d, dev);
+  uint64_t returns = d.Count(4);
+  n.return_to_host.resize(returns);
+  for (PciAddress& a : n.return_to_host) a = PciAddress::FromPacked(d.Fixed32());
+}
+
+}  // namespace
+
+std::string EncodeRecord(const Record& record) {
+  std::string out;
+  Encoder e(&out);
+  e.U8(kFormatVersion);
+  e.Varint(record.revision);
+  e.Varint(record.mutations.size());
+  for (const Mutation& m : record.mutations) {
+    if (const auto* p = std::get_if<PutClaim>(&m)) {
+      e.U8(kTagPutClaim);
+      EncodeClaim(e, p->claim);
+    } else if (const auto* p = std::get_if<DeleteClaim>(&m)) {
+      e.U8(kTagDeleteClaim);
+      EncodeKey(e, p->key);
+    } else if (const auto* p = std::get_if<PutNode>(&m)) {
+      e.U8(kTagPutNode);
+      EncodeNode(e, p->node);
+    } else if (const auto* p = std::get_if<DeleteNode>(&m)) {
+      e.U8(kTagDeleteNode);
+      e.String(p->node);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Record> DecodeRecord(std::string_view bytes) {
+  Decoder d(bytes);
+  Record r;
+  uint8_t version = d.U8();
+  if (d.ok() && version != kFormatVersion) {
+    return absl::DataLossError(
+        absl::StrCat("record format version ", version, " is not supported (want ",
+                     kFormatVersion, ")"));
+  }
+  r.revision = d.Varint();
+  uint64_t n = d.Count(2);
+  r.mutations.reserve(n);
+  for (uint64_t i = 0; i < n && d.ok(); ++i) {
+    uint8_t tag = d.U8();
+    switch (tag) {
+      case kTagPutClaim: {
+        PutClaim p;
+        DecodeClaim(d, p.claim);
+        r.mutations.emplace_back(std::move(p));
+        break;
+      }
+      case kTagDeleteClaim: {
+        DeleteClaim p;
+        DecodeKey(d, p.key);
+        r.mutations.emplace_back(std::move(p));
+        break;
+      }
+      case kTagPutNode: {
+        PutNode p;
+        DecodeNode(d, p.node);
+        r.mutations.emplace_back(std::move(p));
+        break;
+      }
+      case kTagDeleteNode: {
+        DeleteNode p;
+        p.node = std::string(d.String());
+        r.mutations.emplace_back(std::move(p));
+        break;
+      }
+      default:
+        d.Fail();
+    }
+  }
+  if (!d.ok() || !d.done()) {
+    return absl::DataLossError(absl::StrCat(
+        "malformed record: inconsistent encoding at byte ", d.position(), " of ",
+        bytes.size()));
+  }
+  return r;
+}
+
+}  // namespace pdc

@@ -1,0 +1,66 @@
+// The unit of persistence: one Record is one atomic change of the allocator's
+// durable state (a bind, a claim creation, an inventory change), made of
+// key-level puts and deletes. Snapshots are Records too (all puts), so the
+// file store, the memory store and a later etcd store share one encoding.
+// Thread-safety: value types.
+#ifndef PDC_ALLOCATOR_RECORD_H_
+#define PDC_ALLOCATOR_RECORD_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "allocator/types.h"
+
+namespace pdc {
+
+// Persisted per-node state: the inventory as last reported plus the devices
+// whose Delete-policy claim was deleted and that the node driver must hand
+// back to their host driver.
+struct NodeRecord {
+  NodeInventory inventory;
+  std::vector<PciAddress> return_to_host;  // Sorted.
+
+  bool operator==(const NodeRecord&) const = default;
+};
+
+struct PutClaim {
+  Claim claim;
+  bool operator==(const PutClaim&) const = default;
+};
+struct DeleteClaim {
+  ClaimKey key;
+  bool operator==(const DeleteClaim&) const = default;
+};
+struct PutNode {
+  NodeRecord node;
+  bool operator==(const PutNode&) const = default;
+};
+struct DeleteNode {
+  std::string node;
+  bool operator==(const DeleteNode&) const = default;
+};
+
+using Mutation = std::variant<PutClaim, DeleteClaim, PutNode, DeleteNode>;
+
+struct Record {
+  // Revision of the state after this record is applied. Records of one store
+  // have consecutive revisions starting at 1. A snapshot record carries the
+  // revision it captures.
+  uint64_t revision = 0;
+  std::vector<Mutation> mutations;
+
+  bool operator==(const Record&) const = default;
+};
+
+// Compact binary encoding (varints, length-prefixed strings). Decode never
+// trusts its input: any inconsistency is DataLoss naming what was wrong.
+std::string EncodeRecord(const Record& record);
+absl::StatusOr<Record> DecodeRecord(std::string_view bytes);
+
+}  // namespace pdc
+
+#endif  // PDC_ALLOCATOR_RECORD_H_

@@ -1,0 +1,90 @@
+// Store: where the allocator's durable state lives. The allocator is the only
+// writer of its store; every mutation it acknowledges has been made durable
+// through this interface first.
+//
+// Protocol, for one allocator:
+//   1. Recover() once, before anything else: the store replays the latest
+//      snapshot and then every later record, in revision order.
+//   2. For each mutation, under the allocator's lock: Append(record), whose
+//      revision is exactly the previous one + 1. Append only queues the
+//      record, so the log order is the order the allocator applied them.
+//   3. Outside the lock: Sync(ticket) blocks until that record and all before
+//      it are durable. Concurrent Sync calls share one flush (group commit).
+//   4. From time to time: BeginCheckpoint() under the lock (so the cut is
+//      exact), then WriteCheckpoint(snapshot) outside it.
+//
+// How a shared store (etcd) maps onto this: Append is a transaction that
+// compares the store's revision key with record.revision - 1 and fails with
+// Aborted when another replica wrote first (the allocator then reports the
+// race to its caller and reloads); Sync waits for the transaction; change
+// notifications from a watch are delivered to the allocator as Records through
+// Allocator::ApplyExternal (not needed by the single-writer stores here).
+//
+// Failure policy: an I/O error on Sync makes the store fail permanently
+// (every later Append/Sync returns the same error). The in-memory state may
+// then be ahead of the disk, so the process must restart and recover; the
+// extender reports itself unhealthy. Retrying fsync after an error is unsafe
+// on Linux (the kernel may have dropped the dirty pages).
+//
+// Thread-safety: Append, BeginCheckpoint are called under the allocator's
+// writer lock; Sync, WriteCheckpoint, Failed from any thread concurrently.
+#ifndef PDC_ALLOCATOR_STORE_H_
+#define PDC_ALLOCATOR_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "allocator/record.h"
+
+namespace pdc {
+
+struct RecoveryReport {
+  uint64_t snapshot_revision = 0;  // 0: no snapshot.
+  uint64_t records_replayed = 0;
+  uint64_t last_revision = 0;
+  // A torn last record (a crash during an unacknowledged append) is dropped
+  // and described here; "" when the log ended cleanly.
+  std::string torn_tail;
+};
+
+class Store {
+ public:
+  using Ticket = uint64_t;
+  using RecordVisitor = std::function<absl::Status(const Record&)>;
+
+  virtual ~Store() = default;
+
+  // Calls `apply` with the latest snapshot (one record of puts; skipped when
+  // there is none) and then each later record in revision order. A corrupt
+  // record anywhere but at the very end is DataLoss naming the file and offset.
+  // REQUIRES: called once, before any other method.
+  virtual absl::StatusOr<RecoveryReport> Recover(const RecordVisitor& apply) = 0;
+
+  // Queues `record` for durability and returns its ticket. Does not block on
+  // I/O. REQUIRES: record.revision == previous revision + 1.
+  virtual absl::StatusOr<Ticket> Append(const Record& record) = 0;
+
+  // Returns once the record with `ticket` and every earlier one are durable.
+  virtual absl::Status Sync(Ticket ticket) = 0;
+
+  // Number of records appended since the last checkpoint.
+  virtual uint64_t RecordsSinceCheckpoint() const = 0;
+
+  // Marks the point a snapshot at `revision` will cover: later Appends go to
+  // a new log segment. REQUIRES: revision == revision of the last Append.
+  virtual absl::Status BeginCheckpoint(uint64_t revision) = 0;
+
+  // Durably writes `snapshot` (covering everything up to its revision, as
+  // passed to BeginCheckpoint) and then drops the log segments it covers.
+  virtual absl::Status WriteCheckpoint(const Record& snapshot) = 0;
+
+  // The sticky error after an I/O failure; OK while the store is healthy.
+  virtual absl::Status Health() const = 0;
+};
+
+}  // namespace pdc
+
+#endif  // PDC_ALLOCATOR_STORE_H_

@@ -1,0 +1,44 @@
+#include "allocator/types.h"
+
+namespace pdc {
+
+bool DeviceClass::Matches(const Device& d) const {
+  for (const PciSelector& s : selectors) {
+    if (s.vendor_id != d.vendor_id || s.device_id != d.device_id) continue;
+    if (s.class_code && *s.class_code != d.class_code) continue;
+    return true;
+  }
+  return false;
+}
+
+std::string_view ToString(ClaimPhase phase) {
+  switch (phase) {
+    case ClaimPhase::kPending:
+      return "Pending";
+    case ClaimPhase::kBound:
+      return "Bound";
+    case ClaimPhase::kLost:
+      return "Lost";
+  }
+  return "Unknown";
+}
+
+std::string_view ToString(ReclaimPolicy policy) {
+  switch (policy) {
+    case ReclaimPolicy::kRetain:
+      return "Retain";
+    case ReclaimPolicy::kDelete:
+      return "Delete";
+  }
+  return "Unknown";
+}
+
+std::string VmIdentity(std::string_view label_vm_name,
+                       std::string_view annotation_domain,
+                       std::string_view pod_name) {
+  if (!label_vm_name.empty()) return std::string(label_vm_name);
+  if (!annotation_domain.empty()) return std::string(annotation_domain);
+  return std::string(pod_name);
+}
+
+}  // namespace pdc

@@ -1,0 +1,153 @@
+// Value types of the pdc data model (DESIGN.md §3): devices and node
+// inventories, device classes, claims with their status and reservation.
+// Plain structs with value semantics; no behaviour beyond formatting and
+// comparison. Thread-safety: value types, not synchronised.
+#ifndef PDC_ALLOCATOR_TYPES_H_
+#define PDC_ALLOCATOR_TYPES_H_
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/pci_address.h"
+
+namespace pdc {
+
+enum class DeviceHealth : uint8_t { kHealthy = 0, kUnhealthy = 1 };
+
+// One PCI function on a node, as the node driver reports it.
+struct Device {
+  PciAddress address;
+  uint16_t vendor_id = 0;
+  uint16_t device_id = 0;
+  uint32_t class_code = 0;   // 24-bit PCI class code, e.g. 0x010802 (NVMe).
+  int32_t iommu_group = -1;  // -1: no IOMMU group; vfio cannot use it.
+  int16_t numa_node = -1;    // -1: unknown / single node.
+  DeviceHealth health = DeviceHealth::kHealthy;
+  std::string serial;  // NVMe serial where sysfs has one, else "".
+  std::string driver;  // Current kernel driver ("nvme", "vfio-pci"), "" none.
+
+  bool operator==(const Device&) const = default;
+};
+
+// What a node driver reported: every device of a configured class on the
+// node. `devices` are sorted by address with no duplicates once accepted.
+struct NodeInventory {
+  std::string node;
+  std::vector<Device> devices;
+
+  bool operator==(const NodeInventory&) const = default;
+};
+
+// vendor:device, optionally narrowed by the 24-bit class code; the same
+// shape as KubeVirt's `pciVendorSelector`.
+struct PciSelector {
+  uint16_t vendor_id = 0;
+  uint16_t device_id = 0;
+  std::optional<uint32_t> class_code;
+
+  bool operator==(const PciSelector&) const = default;
+};
+
+// A resource name (KubeVirt's `resourceName`, e.g. devices.kubevirt.io/nvme)
+// and the PCI devices that provide it.
+struct DeviceClass {
+  std::string resource_name;
+  std::vector<PciSelector> selectors;
+
+  bool Matches(const Device& d) const;
+};
+
+// namespace/name of a claim.
+struct ClaimKey {
+  std::string ns;
+  std::string name;
+
+  std::string ToString() const { return ns + "/" + name; }
+  auto operator<=>(const ClaimKey&) const = default;
+  bool operator==(const ClaimKey&) const = default;
+
+  template <typename H>
+  friend H AbslHashValue(H h, const ClaimKey& k) {
+    return H::combine(std::move(h), k.ns, k.name);
+  }
+};
+
+enum class ReclaimPolicy : uint8_t {
+  kRetain = 0,  // The device stays on vfio-pci after the claim is deleted.
+  kDelete = 1,  // The node driver gives it back to its original host driver.
+};
+
+enum class ClaimPhase : uint8_t { kPending = 0, kBound = 1, kLost = 2 };
+
+std::string_view ToString(ClaimPhase phase);
+std::string_view ToString(ReclaimPolicy policy);
+
+struct ClaimSpec {
+  std::string resource_name;
+  int32_t count = 1;
+  // Optional pins. A claim pinned to a serial or an address asks for exactly
+  // that device (count must then be 1).
+  std::string node;
+  std::string serial;
+  std::optional<PciAddress> address;
+  ReclaimPolicy reclaim_policy = ReclaimPolicy::kRetain;
+  // Name of the VM (same namespace) for claims generated from a template;
+  // "" for claims people created.
+  std::string owner_vm;
+
+  bool operator==(const ClaimSpec&) const = default;
+};
+
+// The VM using a claim right now. A claim is reserved by one VM at a time; a
+// new pod of the same VM (a restart) takes the reservation over.
+struct Reservation {
+  std::string vm;  // VM name, in the claim's namespace.
+  std::string pod_name;
+  std::string pod_uid;
+
+  bool operator==(const Reservation&) const = default;
+};
+
+struct BoundDevice {
+  PciAddress address;
+  std::string serial;  // Serial at bind time: a swapped drive is detected.
+
+  bool operator==(const BoundDevice&) const = default;
+};
+
+struct ClaimStatus {
+  ClaimPhase phase = ClaimPhase::kPending;
+  // Set once bound and kept while Lost, so a device that comes back is
+  // recognised and the claim returns to Bound.
+  std::string node;
+  std::vector<BoundDevice> devices;  // Sorted by address.
+  std::string lost_reason;
+  std::optional<Reservation> reserved_for;
+
+  bool operator==(const ClaimStatus&) const = default;
+};
+
+struct Claim {
+  ClaimKey key;
+  std::string uid;
+  ClaimSpec spec;
+  ClaimStatus status;
+  uint64_t created_revision = 0;
+
+  bool operator==(const Claim&) const = default;
+};
+
+// VM identity of a pod, per DESIGN.md §3: label `vm.kubevirt.io/name`, else
+// annotation `kubevirt.io/domain`, else the pod's own name. Pure function so
+// that the extender and the simulator agree.
+std::string VmIdentity(std::string_view label_vm_name,
+                       std::string_view annotation_domain,
+                       std::string_view pod_name);
+
+}  // namespace pdc
+
+#endif  // PDC_ALLOCATOR_TYPES_H_
