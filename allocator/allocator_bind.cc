@@ -1,0 +1,139 @@
+// Bind and Undo of AllocatorImpl: the only scheduling paths that mutate.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "allocator/allocator_impl.h"
+#include "allocator/placement.h"
+#include "common/status_macros.h"
+
+namespace pdc {
+namespace {
+
+std::optional<int16_t> BoundNumaOf(const RequestPlan& plan, const NodeState& node) {
+  for (size_t i : plan.bound) {
+    for (const BoundDevice& b : plan.claims[i].claim.status.devices) {
+      if (const DeviceSlot* s = node.Find(b.address)) return s->device.numa_node;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request,
+                                                std::string_view node_name) {
+  if (request.pod_uid.empty()) {
+    return absl::InvalidArgumentError("pod uid: must not be empty for a bind");
+  }
+  BindOutcome out;
+  out.node = std::string(node_name);
+  out.pod_uid = request.pod_uid;
+  Store::Ticket ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(FailedLocked());
+    RequestPlan plan;
+    BuildRequestPlan(state_, options_, request, plan);
+    out.revision = state_.revision();
+    if (plan.pass_through) return out;
+    const Evaluation e = EvaluateLocked(plan, node_name, clock_->Now());
+    if (e.verdict == Verdict::kFailed) {
+      return absl::AbortedError(
+          absl::StrCat("node ", Sv(node_name), " no longer fits the pod: ", e.message));
+    }
+    if (e.verdict == Verdict::kUnresolvable) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", Sv(node_name), " cannot run the pod: ", e.message));
+    }
+    Placement placed;
+    if (!plan.pending.empty()) {
+      auto p = PlaceOnNode(*e.node, state_.classes(), plan.pending, BoundNumaOf(plan, *e.node));
+      if (!p.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("node ", Sv(node_name), " cannot run the pod: ", p.status().message()));
+      }
+      placed = *std::move(p);
+    }
+
+    const uint64_t revision = state_.revision() + 1;
+    const Reservation reservation{request.vm, request.pod_name, request.pod_uid};
+    std::vector<Mutation> mutations;
+    std::vector<PciAddress> allocated;
+    size_t next_pending = 0;
+    for (const ResolvedClaim& r : plan.claims) {
+      Claim c = r.claim;
+      BoundClaim bc;
+      bc.key = r.key;
+      bc.resource_name = c.spec.resource_name;
+      bc.created = !r.exists;
+      bc.previous_reservation = c.status.reserved_for;
+      if (!r.exists) {
+        c.created_revision = revision;
+        c.uid = MakeClaimUid(r.key, revision);
+      }
+      if (c.status.phase == ClaimPhase::kPending) {
+        c.status.phase = ClaimPhase::kBound;
+        c.status.node = std::string(node_name);
+        c.status.devices.clear();
+        for (PciAddress a : placed.devices[next_pending]) {
+          c.status.devices.push_back(BoundDevice{a, e.node->Find(a)->device.serial});
+          allocated.push_back(a);
+        }
+        ++next_pending;
+        bc.allocated = true;
+      }
+      const bool changed = bc.created || bc.allocated || c.status.reserved_for != reservation;
+      c.status.reserved_for = reservation;
+      bc.uid = c.uid;
+      for (const BoundDevice& b : c.status.devices) bc.devices.push_back(b.address);
+      if (changed) mutations.push_back(PutClaim{std::move(c)});
+      out.claims.push_back(std::move(bc));
+    }
+    // A device waiting to go back to its host driver is wanted again.
+    const auto& returns = e.node->return_to_host;
+    if (std::any_of(allocated.begin(), allocated.end(), [&](PciAddress a) {
+          return std::find(returns.begin(), returns.end(), a) != returns.end();
+        })) {
+      NodeRecord rec = e.node->ToRecord();
+      std::erase_if(rec.return_to_host, [&](PciAddress a) {
+        return std::find(allocated.begin(), allocated.end(), a) != allocated.end();
+      });
+      mutations.push_back(PutNode{std::move(rec)});
+    }
+    if (mutations.empty()) return out;  // A retried bind: already in place.
+    ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+    out.revision = revision;
+  }
+  RETURN_IF_ERROR(SyncOrFail(ticket));
+  return out;
+}
+
+absl::Status AllocatorImpl::Undo(const BindOutcome& outcome) {
+  Store::Ticket ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<Mutation> mutations;
+    for (const BoundClaim& bc : outcome.claims) {
+      const Claim* c = state_.FindClaim(bc.key);
+      // Only claims still exactly as this bind left them.
+      if (c == nullptr || c->uid != bc.uid || !c->status.reserved_for ||
+          c->status.reserved_for->pod_uid != outcome.pod_uid) {
+        continue;
+      }
+      if (bc.created) {
+        mutations.push_back(pdc::DeleteClaim{bc.key});
+        continue;
+      }
+      Claim u = *c;
+      if (bc.allocated) u.status = ClaimStatus{};
+      u.status.reserved_for = bc.previous_reservation;
+      if (u != *c) mutations.push_back(PutClaim{std::move(u)});
+    }
+    if (mutations.empty()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+  }
+  return SyncOrFail(ticket);
+}
+
+}  // namespace pdc

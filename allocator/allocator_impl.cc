@@ -1,0 +1,448 @@
+#include "allocator/allocator_impl.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "allocator/validation.h"
+#include "common/status_macros.h"
+
+namespace pdc {
+namespace {
+
+absl::Status ValidateOptions(const AllocatorOptions& options) {
+  RETURN_IF_ERROR(ValidateDeviceClasses(options.device_classes));
+  if (options.node_stale_after <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("nodeStaleAfter: must be positive");
+  }
+  if (options.checkpoint_every_records == 0) {
+    return absl::InvalidArgumentError("checkpointEveryRecords: must be at least 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateInventory(const NodeInventory& inv) {
+  RETURN_IF_ERROR(ValidateDnsSubdomain("node", inv.node));
+  if (inv.devices.size() > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("devices: ", inv.devices.size(), " devices; at most 4096 per node"));
+  }
+  std::vector<PciAddress> seen;
+  seen.reserve(inv.devices.size());
+  for (size_t i = 0; i < inv.devices.size(); ++i) {
+    const Device& d = inv.devices[i];
+    const std::string field = absl::StrCat("devices[", i, "]");
+    if (d.class_code > 0xffffff) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".class: more than 24 bits"));
+    }
+    if (d.iommu_group < -1) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".iommuGroup: ", d.iommu_group,
+                                                     " (use -1 for none)"));
+    }
+    if (d.numa_node < -1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".numaNode: ", d.numa_node, " (use -1 for unknown)"));
+    }
+    if (d.serial.size() > 64 || d.driver.size() > 64) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": serial or driver too long"));
+    }
+    seen.push_back(d.address);
+  }
+  std::sort(seen.begin(), seen.end());
+  auto dup = std::adjacent_find(seen.begin(), seen.end());
+  if (dup != seen.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("devices: address ", dup->ToString(), " is listed twice"));
+  }
+  return absl::OkStatus();
+}
+
+// Whether a Bound/Lost claim's devices are all present as bound; "" when
+// they are, else why not.
+std::string MissingDevice(const Claim& c, const NodeInventory& inv) {
+  for (const BoundDevice& b : c.status.devices) {
+    auto it = std::lower_bound(
+        inv.devices.begin(), inv.devices.end(), b.address,
+        [](const Device& d, PciAddress a) { return d.address < a; });
+    if (it == inv.devices.end() || it->address != b.address) {
+      return absl::StrCat("device ", b.address.ToString(), " is no longer reported by node ",
+                          inv.node);
+    }
+    if (!b.serial.empty() && !it->serial.empty() && it->serial != b.serial) {
+      return absl::StrCat("device ", b.address.ToString(), " on node ", inv.node,
+                          " now has serial ", it->serial, ", the claim was bound to serial ",
+                          b.serial);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Allocator>> Allocator::Open(AllocatorOptions options,
+                                                           Store* store, const Clock* clock,
+                                                           RecoveryReport* report) {
+  RETURN_IF_ERROR(ValidateOptions(options));
+  auto impl = std::make_unique<AllocatorImpl>(std::move(options), store, clock);
+  RETURN_IF_ERROR(impl->Recover(report));
+  return std::unique_ptr<Allocator>(std::move(impl));
+}
+
+AllocatorImpl::AllocatorImpl(AllocatorOptions options, Store* store, const Clock* clock)
+    : options_(std::move(options)),
+      store_(store),
+      clock_(clock),
+      state_(options_.device_classes) {}
+
+absl::Status AllocatorImpl::Recover(RecoveryReport* report) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(RecoveryReport r, store_->Recover([this](const Record& record) {
+    mu_.AssertHeld();
+    return state_.Apply(record);
+  }));
+  checkpoint_revision_ = r.snapshot_revision;
+  if (std::string bad = state_.CheckInvariants(); !bad.empty()) {
+    return absl::DataLossError(absl::StrCat("recovered state is inconsistent: ", bad));
+  }
+  if (report != nullptr) *report = r;
+  return absl::OkStatus();
+}
+
+absl::Status AllocatorImpl::FailedLocked() const {
+  if (!failed_.ok()) return failed_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Store::Ticket> AllocatorImpl::CommitLocked(std::vector<Mutation> mutations) {
+  RETURN_IF_ERROR(FailedLocked());
+  Record record;
+  record.revision = state_.revision() + 1;
+  record.mutations = std::move(mutations);
+  ASSIGN_OR_RETURN(Store::Ticket ticket, store_->Append(record));
+  if (absl::Status s = state_.Apply(record); !s.ok()) {
+    // The record is in the log but not in memory: a bug. Stop mutating.
+    failed_ = absl::InternalError(absl::StrCat("applying record ", record.revision, ": ",
+                                               s.message()));
+    return failed_;
+  }
+  return ticket;
+}
+
+absl::Status AllocatorImpl::SyncOrFail(Store::Ticket ticket) {
+  absl::Status s = store_->Sync(ticket);
+  if (!s.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (failed_.ok()) {
+      failed_ = absl::UnavailableError(absl::StrCat(
+          "the store failed to persist a change (", s.message(),
+          "); pdc stops accepting changes and must be restarted to recover from disk"));
+    }
+    return failed_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
+  RETURN_IF_ERROR(ValidateInventory(inventory));
+  std::vector<Device> kept;
+  kept.reserve(inventory.devices.size());
+  Store::Ticket ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (Device& d : inventory.devices) {
+      if (state_.Classify(d) != kNoClass) kept.push_back(std::move(d));
+    }
+    inventory.devices = std::move(kept);
+    std::sort(inventory.devices.begin(), inventory.devices.end(),
+              [](const Device& a, const Device& b) { return a.address < b.address; });
+    const NodeState* node = state_.FindNode(inventory.node);
+    NodeRecord next;
+    next.inventory = inventory;
+    std::vector<Mutation> mutations;
+    if (node != nullptr) {
+      // Devices handed back to their host driver leave the return list.
+      for (PciAddress a : node->return_to_host) {
+        auto it = std::find_if(inventory.devices.begin(), inventory.devices.end(),
+                               [&](const Device& d) { return d.address == a; });
+        if (it != inventory.devices.end() && (it->driver == "vfio-pci" || it->driver.empty())) {
+          next.return_to_host.push_back(a);
+        }
+      }
+      std::vector<const Claim*> claims(node->claims.begin(), node->claims.end());
+      std::sort(claims.begin(), claims.end(),
+                [](const Claim* a, const Claim* b) { return a->key < b->key; });
+      for (const Claim* c : claims) {
+        if (c->status.phase == ClaimPhase::kPending) continue;
+        std::string missing = MissingDevice(*c, inventory);
+        Claim updated = *c;
+        if (!missing.empty() && c->status.phase == ClaimPhase::kBound) {
+          updated.status.phase = ClaimPhase::kLost;
+          updated.status.lost_reason = missing;
+        } else if (missing.empty() && c->status.phase == ClaimPhase::kLost) {
+          updated.status.phase = ClaimPhase::kBound;
+          updated.status.lost_reason.clear();
+        } else {
+          continue;
+        }
+        mutations.push_back(PutClaim{std::move(updated)});
+      }
+    }
+    if (node == nullptr || !node->has_record || node->ToRecord() != next) {
+      mutations.insert(mutations.begin(), PutNode{std::move(next)});
+    }
+    if (!mutations.empty()) {
+      ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+    }
+    state_.MutableNode(inventory.node)->last_report = clock_->Now();
+  }
+  if (ticket == 0) return absl::OkStatus();
+  return SyncOrFail(ticket);
+}
+
+absl::Status AllocatorImpl::RemoveNode(std::string_view name) {
+  Store::Ticket ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const NodeState* node = state_.FindNode(name);
+    if (node == nullptr || !node->has_record) {
+      return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
+    }
+    std::vector<Mutation> mutations;
+    mutations.push_back(DeleteNode{std::string(name)});
+    std::vector<const Claim*> claims(node->claims.begin(), node->claims.end());
+    std::sort(claims.begin(), claims.end(),
+              [](const Claim* a, const Claim* b) { return a->key < b->key; });
+    for (const Claim* c : claims) {
+      if (c->status.phase != ClaimPhase::kBound) continue;
+      Claim updated = *c;
+      updated.status.phase = ClaimPhase::kLost;
+      updated.status.lost_reason = absl::StrCat("node ", Sv(name), " was removed");
+      mutations.push_back(PutClaim{std::move(updated)});
+    }
+    ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+  }
+  return SyncOrFail(ticket);
+}
+
+absl::StatusOr<Claim> AllocatorImpl::CreateClaim(const ClaimKey& key, const ClaimSpec& spec) {
+  RETURN_IF_ERROR(ValidateClaimKey(key));
+  RETURN_IF_ERROR(ValidateClaimSpec(spec, options_.device_classes));
+  Claim claim;
+  Store::Ticket ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_.FindClaim(key) != nullptr) {
+      return absl::AlreadyExistsError(absl::StrCat("claim ", key.ToString(), " already exists"));
+    }
+    claim.key = key;
+    claim.spec = spec;
+    claim.created_revision = state_.revision() + 1;
+    claim.uid = MakeClaimUid(key, claim.created_revision);
+    ASSIGN_OR_RETURN(ticket, CommitLocked({PutClaim{claim}}));
+  }
+  RETURN_IF_ERROR(SyncOrFail(ticket));
+  return claim;
+}
+
+absl::StatusOr<Claim> AllocatorImpl::GetClaim(const ClaimKey& key) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const Claim* c = state_.FindClaim(key);
+  if (c == nullptr) {
+    return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
+  }
+  return *c;
+}
+
+std::vector<Claim> AllocatorImpl::ListClaims(std::string_view ns) const {
+  std::vector<Claim> out;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [key, claim] : state_.claims()) {
+      if (ns.empty() || key.ns == ns) out.push_back(claim);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Claim& a, const Claim& b) { return a.key < b.key; });
+  return out;
+}
+
+absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
+  Store::Ticket ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const Claim* c = state_.FindClaim(key);
+    if (c == nullptr) {
+      return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
+    }
+    if (c->status.reserved_for && !force) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "claim ", key.ToString(), " is in use by VM ", c->status.reserved_for->vm, " (pod ",
+          c->status.reserved_for->pod_name,
+          "); stop the VM or release the claim first, or delete with force"));
+    }
+    std::vector<Mutation> mutations;
+    mutations.push_back(pdc::DeleteClaim{key});
+    const NodeState* node = state_.FindNode(c->status.node);
+    if (c->spec.reclaim_policy == ReclaimPolicy::kDelete && node != nullptr &&
+        node->has_record && !c->status.devices.empty()) {
+      NodeRecord rec = node->ToRecord();
+      for (const BoundDevice& b : c->status.devices) {
+        if (node->Find(b.address) != nullptr) rec.return_to_host.push_back(b.address);
+      }
+      std::sort(rec.return_to_host.begin(), rec.return_to_host.end());
+      rec.return_to_host.erase(std::unique(rec.return_to_host.begin(), rec.return_to_host.end()),
+                               rec.return_to_host.end());
+      mutations.push_back(PutNode{std::move(rec)});
+    }
+    ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+  }
+  return SyncOrFail(ticket);
+}
+
+absl::Status AllocatorImpl::Release(const ClaimKey& key, std::string_view pod_uid) {
+  Store::Ticket ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const Claim* c = state_.FindClaim(key);
+    if (c == nullptr) {
+      return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
+    }
+    if (!c->status.reserved_for) return absl::OkStatus();
+    if (!pod_uid.empty() && c->status.reserved_for->pod_uid != pod_uid) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "claim ", key.ToString(), " is reserved by pod ", c->status.reserved_for->pod_uid,
+          ", not ", Sv(pod_uid)));
+    }
+    Claim updated = *c;
+    updated.status.reserved_for.reset();
+    ASSIGN_OR_RETURN(ticket, CommitLocked({PutClaim{std::move(updated)}}));
+  }
+  return SyncOrFail(ticket);
+}
+
+bool AllocatorImpl::ReportingLocked(const NodeState& node, absl::Time now) const {
+  return node.has_record && now - node.last_report <= options_.node_stale_after;
+}
+
+NodeView AllocatorImpl::ViewLocked(const NodeState& node, absl::Time now) const {
+  NodeView v;
+  v.name = node.name;
+  v.inventory = node.ToRecord().inventory;
+  v.reporting = ReportingLocked(node, now);
+  v.last_report = node.last_report;
+  return v;
+}
+
+absl::StatusOr<NodeView> AllocatorImpl::GetNode(std::string_view name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const NodeState* node = state_.FindNode(name);
+  if (node == nullptr || !node->has_record) {
+    return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
+  }
+  return ViewLocked(*node, clock_->Now());
+}
+
+std::vector<NodeView> AllocatorImpl::ListNodes() const {
+  std::vector<NodeView> out;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    for (const auto& [name, node] : state_.nodes()) {
+      if (node.has_record) out.push_back(ViewLocked(node, now));
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const NodeView& a, const NodeView& b) { return a.name < b.name; });
+  return out;
+}
+
+absl::StatusOr<NodeAllocations> AllocatorImpl::GetNodeAllocations(std::string_view name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const NodeState* node = state_.FindNode(name);
+  if (node == nullptr) {
+    return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
+  }
+  NodeAllocations out;
+  out.version = node->version;
+  out.return_to_host = node->return_to_host;
+  for (const DeviceSlot& s : node->devices) {
+    if (s.owner == nullptr || s.owner->status.phase != ClaimPhase::kBound) continue;
+    out.claimed.push_back(NodeAllocation{s.device.address, s.owner->key,
+                                         s.owner->spec.resource_name,
+                                         s.owner->spec.reclaim_policy,
+                                         s.owner->status.reserved_for});
+  }
+  return out;
+}
+
+AllocatorStats AllocatorImpl::Stats() const {
+  absl::ReaderMutexLock lock(&mu_);
+  AllocatorStats s;
+  s.revision = state_.revision();
+  const absl::Time now = clock_->Now();
+  for (const auto& [name, node] : state_.nodes()) {
+    if (!node.has_record) continue;
+    ++s.nodes;
+    if (!ReportingLocked(node, now)) ++s.nodes_not_reporting;
+    for (const DeviceSlot& d : node.devices) {
+      if (d.owner != nullptr) {
+        ++s.devices_allocated;
+      } else if (d.device.health != DeviceHealth::kHealthy || d.device.iommu_group < 0) {
+        ++s.devices_unhealthy;
+      } else {
+        ++s.devices_free;
+      }
+    }
+  }
+  for (const auto& [key, claim] : state_.claims()) {
+    switch (claim.status.phase) {
+      case ClaimPhase::kPending:
+        ++s.claims_pending;
+        break;
+      case ClaimPhase::kBound:
+        ++s.claims_bound;
+        break;
+      case ClaimPhase::kLost:
+        ++s.claims_lost;
+        break;
+    }
+  }
+  return s;
+}
+
+uint64_t AllocatorImpl::revision() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return state_.revision();
+}
+
+absl::Status AllocatorImpl::Checkpoint() {
+  absl::MutexLock checkpoint_lock(&checkpoint_mu_);
+  Record snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(FailedLocked());
+    if (state_.revision() == checkpoint_revision_) return absl::OkStatus();
+    snapshot = state_.Snapshot();
+    RETURN_IF_ERROR(store_->BeginCheckpoint(snapshot.revision));
+    checkpoint_revision_ = snapshot.revision;
+  }
+  return store_->WriteCheckpoint(snapshot);
+}
+
+bool AllocatorImpl::CheckpointDue() const {
+  return store_->RecordsSinceCheckpoint() >= options_.checkpoint_every_records;
+}
+
+absl::Status AllocatorImpl::Health() const {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    RETURN_IF_ERROR(FailedLocked());
+  }
+  return store_->Health();
+}
+
+std::string AllocatorImpl::CheckInvariantsForTest() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return state_.CheckInvariants();
+}
+
+}  // namespace pdc

@@ -1,0 +1,104 @@
+// AllocatorImpl: the implementation behind allocator.h. Internal to
+// allocator/; everyone else uses Allocator::Open().
+//
+// Locking: `mu_` guards the state. Readers (Filter, Score, getters) hold it
+// shared. A mutation holds it exclusively while it decides, appends its record
+// to the store and applies it, then releases it and waits for the store's
+// fsync; only then does it return OK. `checkpoint_mu_` serialises checkpoints
+// and is always taken before `mu_`.
+#ifndef PDC_ALLOCATOR_ALLOCATOR_IMPL_H_
+#define PDC_ALLOCATOR_ALLOCATOR_IMPL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "allocator/allocator.h"
+#include "allocator/cluster_state.h"
+#include "allocator/request_plan.h"
+
+namespace pdc {
+
+class AllocatorImpl final : public Allocator {
+ public:
+  AllocatorImpl(AllocatorOptions options, Store* store, const Clock* clock);
+
+  absl::Status Recover(RecoveryReport* report);
+
+  absl::Status ReplaceInventory(NodeInventory inventory) override;
+  absl::Status RemoveNode(std::string_view node) override;
+  absl::StatusOr<Claim> CreateClaim(const ClaimKey& key, const ClaimSpec& spec) override;
+  absl::StatusOr<Claim> GetClaim(const ClaimKey& key) const override;
+  std::vector<Claim> ListClaims(std::string_view ns) const override;
+  absl::Status DeleteClaim(const ClaimKey& key, bool force) override;
+  absl::Status Release(const ClaimKey& key, std::string_view pod_uid) override;
+
+  absl::StatusOr<std::vector<ResolvedClaim>> Resolve(
+      const SchedulingRequest& request) const override;
+  FilterResult Filter(const SchedulingRequest& request,
+                      absl::Span<const std::string_view> nodes) const override;
+  std::vector<int> Score(const SchedulingRequest& request,
+                         absl::Span<const std::string_view> nodes) const override;
+  std::vector<std::string> Preemptable(
+      const SchedulingRequest& request,
+      absl::Span<const std::string_view> nodes) const override;
+  absl::StatusOr<BindOutcome> Bind(const SchedulingRequest& request,
+                                   std::string_view node) override;
+  absl::Status Undo(const BindOutcome& outcome) override;
+
+  absl::StatusOr<NodeView> GetNode(std::string_view node) const override;
+  std::vector<NodeView> ListNodes() const override;
+  absl::StatusOr<NodeAllocations> GetNodeAllocations(std::string_view node) const override;
+  AllocatorStats Stats() const override;
+  uint64_t revision() const override;
+
+  absl::Status Checkpoint() override;
+  bool CheckpointDue() const override;
+  absl::Status Health() const override;
+
+  // For tests: "" when the state's invariants hold.
+  std::string CheckInvariantsForTest() const;
+
+ private:
+  struct Evaluation {
+    Verdict verdict = Verdict::kFits;
+    FilterReason reason = FilterReason::kPassThrough;
+    std::string message;
+    const NodeState* node = nullptr;
+  };
+
+  // The verdict for one node. REQUIRES: mu_ held (shared is enough).
+  Evaluation EvaluateLocked(const RequestPlan& plan, std::string_view node_name,
+                            absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  int ScoreLocked(const RequestPlan& plan, const Evaluation& e) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  bool ReportingLocked(const NodeState& node, absl::Time now) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  NodeView ViewLocked(const NodeState& node, absl::Time now) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  // Appends `mutations` as the next record and applies it; returns the ticket
+  // to Sync outside the lock.
+  absl::StatusOr<Store::Ticket> CommitLocked(std::vector<Mutation> mutations)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for durability; a failure fails the allocator for good.
+  absl::Status SyncOrFail(Store::Ticket ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status FailedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const AllocatorOptions options_;
+  Store* const store_;
+  const Clock* const clock_;
+
+  absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  ClusterState state_ ABSL_GUARDED_BY(mu_);
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
+  uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pdc
+
+#endif  // PDC_ALLOCATOR_ALLOCATOR_IMPL_H_

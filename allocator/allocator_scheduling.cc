@@ -1,0 +1,233 @@
+// The scheduling half of AllocatorImpl: resolve, filter, score, preempt, bind,
+// undo (DESIGN.md §4). Filter/Score/Preemptable only read; Bind/Undo mutate.
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "allocator/allocator_impl.h"
+#include "allocator/placement.h"
+#include "common/status_macros.h"
+
+namespace pdc {
+namespace {
+
+// NUMA node of the pod's devices already bound on `node`, if any.
+std::optional<int16_t> BoundNuma(const RequestPlan& plan, const NodeState& node) {
+  for (size_t i : plan.bound) {
+    for (const BoundDevice& b : plan.claims[i].claim.status.devices) {
+      if (const DeviceSlot* s = node.Find(b.address)) return s->device.numa_node;
+    }
+  }
+  return std::nullopt;
+}
+
+// Collects distinct messages for a FilterResult.
+class MessageTable {
+ public:
+  explicit MessageTable(std::vector<std::string>* messages) : messages_(messages) {
+    messages_->assign(1, "");
+  }
+  uint32_t Intern(std::string message) {
+    if (message.empty()) return 0;
+    auto [it, inserted] = index_.try_emplace(message, messages_->size());
+    if (inserted) messages_->push_back(std::move(message));
+    return it->second;
+  }
+
+ private:
+  std::vector<std::string>* messages_;
+  absl::flat_hash_map<std::string, uint32_t> index_;
+};
+
+}  // namespace
+
+std::string_view ToString(FilterReason reason) {
+  switch (reason) {
+    case FilterReason::kPassThrough:
+      return "pass_through";
+    case FilterReason::kStickyHit:
+      return "sticky_hit";
+    case FilterReason::kFreshFit:
+      return "fresh_fit";
+    case FilterReason::kBoundElsewhere:
+      return "bound_elsewhere";
+    case FilterReason::kReservedByOther:
+      return "reserved_by_other";
+    case FilterReason::kInsufficient:
+      return "insufficient";
+    case FilterReason::kNotReporting:
+      return "not_reporting";
+    case FilterReason::kUnhealthy:
+      return "unhealthy";
+    case FilterReason::kClaimProblem:
+      return "claim_problem";
+    case FilterReason::kPinned:
+      return "pinned";
+  }
+  return "unknown";
+}
+
+AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
+                                                        std::string_view node_name,
+                                                        absl::Time now) const {
+  Evaluation e;
+  if (plan.pass_through) return e;
+  if (!plan.problem.empty()) {
+    return {Verdict::kUnresolvable, FilterReason::kClaimProblem, plan.problem};
+  }
+  if (!plan.bound_node.empty() && plan.bound_node != node_name) {
+    return {Verdict::kUnresolvable, FilterReason::kBoundElsewhere, plan.bound_elsewhere};
+  }
+  if (!plan.pin_node.empty() && plan.pin_node != node_name) {
+    return {Verdict::kUnresolvable, FilterReason::kPinned,
+            absl::StrCat("the pod's claims are pinned to node ", plan.pin_node)};
+  }
+  const NodeState* node = state_.FindNode(node_name);
+  if (node == nullptr || !node->has_record) {
+    return {Verdict::kFailed, FilterReason::kNotReporting,
+            absl::StrCat("no pdc node driver has reported devices from node ", Sv(node_name))};
+  }
+  if (!ReportingLocked(*node, now)) {
+    std::string since = node->last_report == absl::InfinitePast()
+                            ? "since pdc-extender started"
+                            : absl::StrCat("for ", absl::FormatDuration(absl::Trunc(
+                                                       now - node->last_report, absl::Seconds(1))));
+    return {Verdict::kFailed, FilterReason::kNotReporting,
+            absl::StrCat("pdc node driver on ", Sv(node_name), " has not reported ", since)};
+  }
+  e.node = node;
+  for (size_t i : plan.bound) {
+    const Claim& c = plan.claims[i].claim;
+    if (c.status.reserved_for && c.status.reserved_for->vm != plan.vm) {
+      return {Verdict::kFailed, FilterReason::kReservedByOther,
+              absl::StrCat("claim ", c.key.ToString(), " is in use by VM ", c.key.ns, "/",
+                           c.status.reserved_for->vm),
+              node};
+    }
+    for (const BoundDevice& b : c.status.devices) {
+      const DeviceSlot* s = node->Find(b.address);
+      if (s == nullptr || s->device.health != DeviceHealth::kHealthy) {
+        return {Verdict::kFailed, FilterReason::kUnhealthy,
+                absl::StrCat("device ", b.address.ToString(), " of claim ", c.key.ToString(),
+                             " is unhealthy"),
+                node};
+      }
+    }
+  }
+  if (!plan.pending.empty()) {
+    bool fits = true;
+    if (FastFitApplies(*node, plan.pending)) {
+      for (size_t c = 0; c < plan.need.size(); ++c) {
+        fits = fits && node->summary[c].free_single >= plan.need[c];
+      }
+    } else {
+      fits = false;
+    }
+    if (!fits) {
+      auto placed = PlaceOnNode(*node, state_.classes(), plan.pending, BoundNuma(plan, *node));
+      if (!placed.ok()) {
+        return {Verdict::kUnresolvable, FilterReason::kInsufficient,
+                std::string(placed.status().message()), node};
+      }
+    }
+  }
+  e.reason = plan.bound.empty() ? FilterReason::kFreshFit : FilterReason::kStickyHit;
+  return e;
+}
+
+absl::StatusOr<std::vector<ResolvedClaim>> AllocatorImpl::Resolve(
+    const SchedulingRequest& request) const {
+  absl::ReaderMutexLock lock(&mu_);
+  RequestPlan plan;
+  BuildRequestPlan(state_, options_, request, plan);
+  if (!plan.problem.empty()) return absl::FailedPreconditionError(plan.problem);
+  return std::move(plan.claims);
+}
+
+FilterResult AllocatorImpl::Filter(const SchedulingRequest& request,
+                                   absl::Span<const std::string_view> nodes) const {
+  FilterResult result;
+  MessageTable messages(&result.messages);
+  result.nodes.resize(nodes.size());
+  absl::ReaderMutexLock lock(&mu_);
+  RequestPlan plan;
+  BuildRequestPlan(state_, options_, request, plan);
+  result.pass_through = plan.pass_through;
+  if (plan.pass_through) return result;
+  const absl::Time now = clock_->Now();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Evaluation e = EvaluateLocked(plan, nodes[i], now);
+    result.nodes[i] = NodeVerdict{e.verdict, e.reason, messages.Intern(std::move(e.message))};
+  }
+  return result;
+}
+
+int AllocatorImpl::ScoreLocked(const RequestPlan& plan, const Evaluation& e) const {
+  if (e.verdict != Verdict::kFits) return 0;
+  if (plan.pass_through) return 0;
+  if (!plan.bound.empty()) return 10;
+  const NodeState& node = *e.node;
+  size_t healthy = 0;
+  size_t used_after = 0;
+  for (size_t c = 0; c < plan.need.size(); ++c) {
+    if (plan.need[c] == 0) continue;
+    healthy += node.summary[c].healthy;
+    used_after += node.summary[c].allocated + plan.need[c];
+  }
+  bool aligned = false;
+  if (FastFitApplies(node, plan.pending)) {
+    // Some NUMA node has enough free single-device groups of every class.
+    absl::flat_hash_map<int16_t, size_t> classes_ok;
+    size_t classes_needed = 0;
+    for (size_t c = 0; c < plan.need.size(); ++c) {
+      if (plan.need[c] == 0) continue;
+      ++classes_needed;
+      for (const auto& [numa, count] : node.summary[c].free_single_by_numa) {
+        if (count >= plan.need[c]) ++classes_ok[numa];
+      }
+    }
+    for (const auto& [numa, ok] : classes_ok) aligned = aligned || ok == classes_needed;
+  } else {
+    auto placed = PlaceOnNode(node, state_.classes(), plan.pending, std::nullopt);
+    aligned = placed.ok() && placed->numa_aligned;
+  }
+  const double util = healthy == 0 ? 1.0 : std::min(1.0, double(used_after) / double(healthy));
+  const double fill = options_.scoring == ScoringPolicy::kBinPack ? util : 1.0 - util;
+  return 1 + static_cast<int>(std::lround(6.0 * fill)) + (aligned ? 2 : 0);
+}
+
+std::vector<int> AllocatorImpl::Score(const SchedulingRequest& request,
+                                      absl::Span<const std::string_view> nodes) const {
+  std::vector<int> scores(nodes.size(), 0);
+  absl::ReaderMutexLock lock(&mu_);
+  RequestPlan plan;
+  BuildRequestPlan(state_, options_, request, plan);
+  if (plan.pass_through) return scores;
+  const absl::Time now = clock_->Now();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    scores[i] = ScoreLocked(plan, EvaluateLocked(plan, nodes[i], now));
+  }
+  return scores;
+}
+
+std::vector<std::string> AllocatorImpl::Preemptable(
+    const SchedulingRequest& request, absl::Span<const std::string_view> nodes) const {
+  std::vector<std::string> out;
+  absl::ReaderMutexLock lock(&mu_);
+  RequestPlan plan;
+  BuildRequestPlan(state_, options_, request, plan);
+  const absl::Time now = clock_->Now();
+  for (std::string_view n : nodes) {
+    Evaluation e = EvaluateLocked(plan, n, now);
+    // Evicting pods helps where the pod already fits on devices, or where
+    // another VM's pod holds the pod's bound claim.
+    if (e.verdict == Verdict::kFits || e.reason == FilterReason::kReservedByOther) {
+      out.emplace_back(n);
+    }
+  }
+  return out;
+}
+
+}  // namespace pdc

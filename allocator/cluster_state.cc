@@ -1,0 +1,272 @@
+#include "allocator/cluster_state.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "allocator/placement.h"
+#include "common/status_macros.h"
+
+namespace pdc {
+
+const DeviceSlot* NodeState::Find(PciAddress address) const {
+  auto it = std::lower_bound(
+      devices.begin(), devices.end(), address,
+      [](const DeviceSlot& s, PciAddress a) { return s.device.address < a; });
+  if (it == devices.end() || it->device.address != address) return nullptr;
+  return &*it;
+}
+
+NodeRecord NodeState::ToRecord() const {
+  NodeRecord r;
+  r.inventory.node = name;
+  r.inventory.devices.reserve(devices.size());
+  for (const DeviceSlot& s : devices) r.inventory.devices.push_back(s.device);
+  r.return_to_host = return_to_host;
+  return r;
+}
+
+ClusterState::ClusterState(std::vector<DeviceClass> classes)
+    : classes_(std::move(classes)) {}
+
+int16_t ClusterState::ClassIndex(std::string_view resource_name) const {
+  for (size_t i = 0; i < classes_.size(); ++i) {
+    if (classes_[i].resource_name == resource_name) return static_cast<int16_t>(i);
+  }
+  return kNoClass;
+}
+
+int16_t ClusterState::Classify(const Device& device) const {
+  for (size_t i = 0; i < classes_.size(); ++i) {
+    if (classes_[i].Matches(device)) return static_cast<int16_t>(i);
+  }
+  return kNoClass;
+}
+
+const Claim* ClusterState::FindClaim(const ClaimKey& key) const {
+  auto it = claims_.find(key);
+  return it == claims_.end() ? nullptr : &it->second;
+}
+
+const NodeState* ClusterState::FindNode(std::string_view name) const {
+  auto it = nodes_.find(Sv(name));
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+NodeState* ClusterState::MutableNode(std::string_view name) {
+  auto it = nodes_.find(Sv(name));
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+absl::Status ClusterState::Apply(const Record& record) {
+  if (record.revision <= revision_) {
+    return absl::DataLossError(absl::StrCat("record revision ", record.revision,
+                                            " does not follow revision ", revision_));
+  }
+  for (const Mutation& m : record.mutations) {
+    if (const auto* p = std::get_if<PutClaim>(&m)) {
+      RETURN_IF_ERROR(ApplyPutClaim(p->claim, record.revision));
+    } else if (const auto* p = std::get_if<DeleteClaim>(&m)) {
+      ApplyDeleteClaim(p->key, record.revision);
+    } else if (const auto* p = std::get_if<PutNode>(&m)) {
+      RETURN_IF_ERROR(ApplyPutNode(p->node, record.revision));
+    } else if (const auto* p = std::get_if<DeleteNode>(&m)) {
+      ApplyDeleteNode(p->node, record.revision);
+    }
+  }
+  revision_ = record.revision;
+  return absl::OkStatus();
+}
+
+NodeState& ClusterState::GetOrCreateNode(const std::string& name) {
+  auto [it, inserted] = nodes_.try_emplace(name);
+  if (inserted) {
+    it->second.name = name;
+    it->second.summary.assign(classes_.size(), ClassSummary{});
+  }
+  return it->second;
+}
+
+void ClusterState::Touch(const std::string& node, uint64_t revision) {
+  if (node.empty()) return;
+  GetOrCreateNode(node).version = revision;
+}
+
+absl::Status ClusterState::LinkClaim(const Claim* claim) {
+  const std::string& node_name = claim->status.node;
+  if (node_name.empty()) return absl::OkStatus();
+  NodeState& node = GetOrCreateNode(node_name);
+  node.claims.insert(claim);
+  for (const BoundDevice& b : claim->status.devices) {
+    auto* slot = const_cast<DeviceSlot*>(node.Find(b.address));
+    if (slot == nullptr) continue;  // Lost, or inventory not yet known.
+    if (slot->owner != nullptr && slot->owner != claim) {
+      return absl::DataLossError(absl::StrCat(
+          "device ", b.address.ToString(), " on node ", node_name, " is held by claim ",
+          slot->owner->key.ToString(), " and claim ", claim->key.ToString()));
+    }
+    slot->owner = claim;
+  }
+  RecomputeSummary(node);
+  return absl::OkStatus();
+}
+
+void ClusterState::UnlinkClaim(const Claim* claim) {
+  auto it = nodes_.find(claim->status.node);
+  if (it == nodes_.end()) return;
+  NodeState& node = it->second;
+  node.claims.erase(claim);
+  for (DeviceSlot& slot : node.devices) {
+    if (slot.owner == claim) slot.owner = nullptr;
+  }
+  RecomputeSummary(node);
+  if (!node.has_record && node.claims.empty()) nodes_.erase(it);
+}
+
+absl::Status ClusterState::ApplyPutClaim(const Claim& claim, uint64_t revision) {
+  auto [it, inserted] = claims_.try_emplace(claim.key);
+  if (!inserted) {
+    Touch(it->second.status.node, revision);
+    UnlinkClaim(&it->second);
+  }
+  it->second = claim;
+  Touch(claim.status.node, revision);
+  return LinkClaim(&it->second);
+}
+
+void ClusterState::ApplyDeleteClaim(const ClaimKey& key, uint64_t revision) {
+  auto it = claims_.find(key);
+  if (it == claims_.end()) return;
+  Touch(it->second.status.node, revision);
+  UnlinkClaim(&it->second);
+  claims_.erase(it);
+}
+
+absl::Status ClusterState::ApplyPutNode(const NodeRecord& record, uint64_t revision) {
+  NodeState& node = GetOrCreateNode(record.inventory.node);
+  node.has_record = true;
+  node.version = revision;
+  node.devices.clear();
+  node.devices.reserve(record.inventory.devices.size());
+  for (const Device& d : record.inventory.devices) {
+    node.devices.push_back(DeviceSlot{d, Classify(d), nullptr});
+  }
+  std::sort(node.devices.begin(), node.devices.end(),
+            [](const DeviceSlot& a, const DeviceSlot& b) {
+              return a.device.address < b.device.address;
+            });
+  node.return_to_host = record.return_to_host;
+  // Re-link the claims that live on this node to the new slots.
+  std::vector<const Claim*> claims(node.claims.begin(), node.claims.end());
+  for (const Claim* c : claims) RETURN_IF_ERROR(LinkClaim(c));
+  RecomputeSummary(node);
+  return absl::OkStatus();
+}
+
+void ClusterState::ApplyDeleteNode(const std::string& name, uint64_t revision) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  NodeState& node = it->second;
+  node.has_record = false;
+  node.version = revision;
+  node.devices.clear();
+  node.return_to_host.clear();
+  RecomputeSummary(node);
+  // The NodeState stays while claims still name the node, so they can be
+  // found again if it comes back.
+  if (node.claims.empty()) nodes_.erase(it);
+}
+
+void ClusterState::RecomputeSummary(NodeState& node) const {
+  node.summary.assign(classes_.size(), ClassSummary{});
+  for (const DeviceSlot& s : node.devices) {
+    if (s.class_index == kNoClass) continue;
+    ClassSummary& c = node.summary[s.class_index];
+    if (s.device.health == DeviceHealth::kHealthy && s.device.iommu_group >= 0) {
+      ++c.healthy;
+    }
+    if (s.owner != nullptr) ++c.allocated;
+  }
+  for (const FreeGroup& g : UsableFreeGroups(node)) {
+    ClassSummary& c = node.summary[g.class_index];
+    c.free_usable = static_cast<uint16_t>(c.free_usable + g.slots.size());
+    if (g.slots.size() != 1) continue;
+    ++c.free_single;
+    auto it = std::lower_bound(c.free_single_by_numa.begin(), c.free_single_by_numa.end(),
+                               g.numa, [](const auto& e, int16_t n) { return e.first < n; });
+    if (it == c.free_single_by_numa.end() || it->first != g.numa) {
+      it = c.free_single_by_numa.insert(it, {g.numa, 0});
+    }
+    ++it->second;
+  }
+}
+
+std::string ClusterState::CheckInvariants() const {
+  absl::flat_hash_map<std::pair<std::string, uint32_t>, const Claim*> seen;
+  for (const auto& [key, claim] : claims_) {
+    if (claim.status.phase == ClaimPhase::kPending) {
+      if (!claim.status.devices.empty()) {
+        return absl::StrCat("pending claim ", key.ToString(), " has devices");
+      }
+      continue;
+    }
+    if (claim.status.devices.size() != static_cast<size_t>(claim.spec.count)) {
+      return absl::StrCat("claim ", key.ToString(), " has ", claim.status.devices.size(),
+                          " devices, wants ", claim.spec.count);
+    }
+    for (const BoundDevice& b : claim.status.devices) {
+      auto [it, inserted] =
+          seen.try_emplace(std::make_pair(claim.status.node, b.address.packed()), &claim);
+      if (!inserted) {
+        return absl::StrCat("device ", b.address.ToString(), " on ", claim.status.node,
+                            " is in claims ", it->second->key.ToString(), " and ",
+                            key.ToString());
+      }
+      if (claim.status.phase != ClaimPhase::kBound) continue;
+      const NodeState* node = FindNode(claim.status.node);
+      const DeviceSlot* slot = node ? node->Find(b.address) : nullptr;
+      if (slot == nullptr) {
+        return absl::StrCat("bound claim ", key.ToString(), " names device ",
+                            b.address.ToString(), " missing from node ", claim.status.node);
+      }
+      if (slot->owner != &claim) {
+        return absl::StrCat("device ", b.address.ToString(), " does not link back to ",
+                            key.ToString());
+      }
+    }
+  }
+  for (const auto& [name, node] : nodes_) {
+    for (const DeviceSlot& s : node.devices) {
+      if (s.owner == nullptr) continue;
+      auto it = seen.find(std::make_pair(name, s.device.address.packed()));
+      if (it == seen.end() || it->second != s.owner) {
+        return absl::StrCat("device ", s.device.address.ToString(), " on ", name,
+                            " is linked to a claim that does not list it");
+      }
+    }
+  }
+  return "";
+}
+
+Record ClusterState::Snapshot() const {
+  Record r;
+  r.revision = revision_;
+  std::vector<const NodeState*> nodes;
+  for (const auto& [name, node] : nodes_) {
+    if (node.has_record) nodes.push_back(&node);
+  }
+  std::sort(nodes.begin(), nodes.end(),
+            [](const NodeState* a, const NodeState* b) { return a->name < b->name; });
+  std::vector<const Claim*> claims;
+  claims.reserve(claims_.size());
+  for (const auto& [key, claim] : claims_) claims.push_back(&claim);
+  std::sort(claims.begin(), claims.end(),
+            [](const Claim* a, const Claim* b) { return a->key < b->key; });
+  r.mutations.reserve(nodes.size() + claims.size());
+  // Nodes first, so that replaying claims links them to existing slots.
+  for (const NodeState* n : nodes) r.mutations.push_back(PutNode{n->ToRecord()});
+  for (const Claim* c : claims) r.mutations.push_back(PutClaim{*c});
+  return r;
+}
+
+}  // namespace pdc

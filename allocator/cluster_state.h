@@ -1,0 +1,112 @@
+// ClusterState: the allocator's in-memory state — nodes with their devices,
+// claims, and the derived indexes the scheduling paths read (which claim owns
+// which device, per-node free-device summaries). Internal to allocator/.
+//
+// Apply() is the only way to change it, and it is used both for live
+// mutations and for replaying the store on recovery, so the state after a
+// restart is, by construction, the state before it.
+//
+// Thread-safety: none; the Allocator guards it with its mutex.
+#ifndef PDC_ALLOCATOR_CLUSTER_STATE_H_
+#define PDC_ALLOCATOR_CLUSTER_STATE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "allocator/record.h"
+#include "allocator/types.h"
+#include "common/strings.h"
+
+namespace pdc {
+
+inline constexpr int16_t kNoClass = -1;
+
+struct DeviceSlot {
+  Device device;
+  int16_t class_index = kNoClass;
+  const Claim* owner = nullptr;  // The claim holding this device, if any.
+};
+
+// Per node and device class, what the filter's fast path needs.
+struct ClassSummary {
+  uint16_t healthy = 0;      // Healthy devices of the class in an IOMMU group.
+  uint16_t allocated = 0;    // Devices of the class owned by a claim.
+  uint16_t free_usable = 0;  // Free devices in groups that can be allocated.
+  uint16_t free_single = 0;  // ... of which in single-device groups.
+  // Free single-device groups per NUMA node: (numa, count), by numa.
+  absl::InlinedVector<std::pair<int16_t, uint16_t>, 2> free_single_by_numa;
+};
+
+struct NodeState {
+  std::string name;
+  bool has_record = false;  // An inventory is known (and persisted).
+  std::vector<DeviceSlot> devices;  // Sorted by address.
+  std::vector<PciAddress> return_to_host;
+  absl::flat_hash_set<const Claim*> claims;  // Claims whose status.node is here.
+  std::vector<ClassSummary> summary;          // Indexed by class.
+  uint64_t version = 0;                        // Last revision touching it.
+  absl::Time last_report = absl::InfinitePast();  // In memory only.
+
+  const DeviceSlot* Find(PciAddress address) const;
+  NodeRecord ToRecord() const;
+};
+
+class ClusterState {
+ public:
+  explicit ClusterState(std::vector<DeviceClass> classes);
+
+  // Applies one record. During recovery an inconsistency (a device in two
+  // claims, a revision out of order) is DataLoss; live callers never produce
+  // one, so for them an error is a bug.
+  absl::Status Apply(const Record& record);
+
+  uint64_t revision() const { return revision_; }
+  const std::vector<DeviceClass>& classes() const { return classes_; }
+  // Index of the class with this resource name, or kNoClass.
+  int16_t ClassIndex(std::string_view resource_name) const;
+  int16_t Classify(const Device& device) const;
+
+  const Claim* FindClaim(const ClaimKey& key) const;
+  const NodeState* FindNode(std::string_view name) const;
+  NodeState* MutableNode(std::string_view name);  // Only for last_report.
+
+  const absl::node_hash_map<ClaimKey, Claim>& claims() const { return claims_; }
+  const absl::flat_hash_map<std::string, NodeState>& nodes() const { return nodes_; }
+
+  // Every claim's devices exist at most once; bound claims have `count`
+  // devices. "" when all hold, else the first violation (for tests).
+  std::string CheckInvariants() const;
+
+  // All nodes (with records) and claims as one snapshot record, sorted.
+  Record Snapshot() const;
+
+ private:
+  absl::Status ApplyPutClaim(const Claim& claim, uint64_t revision);
+  void ApplyDeleteClaim(const ClaimKey& key, uint64_t revision);
+  absl::Status ApplyPutNode(const NodeRecord& node, uint64_t revision);
+  void ApplyDeleteNode(const std::string& node, uint64_t revision);
+
+  NodeState& GetOrCreateNode(const std::string& name);
+  // Links/unlinks `claim`'s devices to the slots of its node.
+  absl::Status LinkClaim(const Claim* claim);
+  void UnlinkClaim(const Claim* claim);
+  void RecomputeSummary(NodeState& node) const;
+  void Touch(const std::string& node, uint64_t revision);
+
+  std::vector<DeviceClass> classes_;
+  uint64_t revision_ = 0;
+  absl::node_hash_map<ClaimKey, Claim> claims_;  // Pointer-stable values.
+  absl::flat_hash_map<std::string, NodeState> nodes_;
+};
+
+}  // namespace pdc
+
+#endif  // PDC_ALLOCATOR_CLUSTER_STATE_H_

@@ -1,0 +1,49 @@
+// RequestPlan: a scheduling request resolved against one consistent state —
+// which claims the pod needs (explicit, existing template, or template to be
+// created at bind), which are already bound and where, which still need
+// devices, and any problem that makes every node unsuitable.
+// Internal to allocator/; pure over the ClusterState it is given.
+// Thread-safety: none; built and used under the allocator's lock.
+#ifndef PDC_ALLOCATOR_REQUEST_PLAN_H_
+#define PDC_ALLOCATOR_REQUEST_PLAN_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "allocator/allocator.h"
+#include "allocator/cluster_state.h"
+#include "allocator/placement.h"
+
+namespace pdc {
+
+struct RequestPlan {
+  bool pass_through = false;  // The pod needs no managed device.
+  std::string vm;             // The requesting VM.
+  // Non-empty: no node can run the pod until the claims change (a missing or
+  // Lost claim, claims inconsistent with the pod's requests).
+  std::string problem;
+  std::vector<ResolvedClaim> claims;  // Sorted by key.
+  std::string bound_node;             // Where the bound claims are, or "".
+  std::string pin_node;               // Node the pending claims are pinned to.
+  std::vector<size_t> bound;          // Indices of Bound claims.
+  std::vector<PendingClaim> pending;  // Point into `claims`; keep the plan still.
+  std::vector<size_t> need;           // Devices wanted per class (pending only).
+  // Message for nodes that are not bound_node, prepared once per request.
+  std::string bound_elsewhere;
+
+  RequestPlan() = default;
+  RequestPlan(const RequestPlan&) = delete;  // `pending` points into `claims`.
+  RequestPlan& operator=(const RequestPlan&) = delete;
+};
+
+// Fills `plan` (which must be fresh) from `request`.
+void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options,
+                      const SchedulingRequest& request, RequestPlan& plan);
+
+// Deterministic claim uid from its key and the revision that created it.
+std::string MakeClaimUid(const ClaimKey& key, uint64_t revision);
+
+}  // namespace pdc
+
+#endif  // PDC_ALLOCATOR_REQUEST_PLAN_H_

@@ -1,0 +1,37 @@
+// Validation of names and specs that enter the allocator from outside.
+// Every error is InvalidArgument and names the field that is wrong.
+// Thread-safety: pure functions.
+#ifndef PDC_ALLOCATOR_VALIDATION_H_
+#define PDC_ALLOCATOR_VALIDATION_H_
+
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "allocator/types.h"
+
+namespace pdc {
+
+// RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters
+// (Kubernetes namespaces and VM names).
+absl::Status ValidateDnsLabel(std::string_view field, std::string_view value);
+// RFC 1123 subdomain: dot-separated labels, at most 253 characters
+// (Kubernetes object names such as claims and nodes).
+absl::Status ValidateDnsSubdomain(std::string_view field, std::string_view value);
+
+absl::Status ValidateClaimKey(const ClaimKey& key);
+
+// REQUIRES: `classes` is the configured list.
+absl::Status ValidateClaimSpec(const ClaimSpec& spec,
+                               const std::vector<DeviceClass>& classes);
+
+absl::Status ValidateDeviceClasses(const std::vector<DeviceClass>& classes);
+
+// Resource name -> the short name used for template claims:
+// "devices.kubevirt.io/nvme" -> "nvme". Lower-cased; characters that are not
+// allowed in a DNS label become '-'.
+std::string ResourceShortName(std::string_view resource_name);
+
+}  // namespace pdc
+
+#endif  // PDC_ALLOCATOR_VALIDATION_H_
