@@ -175,7 +175,7 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
         if (c->status.phase == ClaimPhase::kPending) continue;
         std::string missing = MissingDevice(*c, inventory);
         Claim updated = *c;
-        if (!missing.empty() && c->status.phase == ClaimPhase::kBound) {
+        if (!missing.empty() && missing != c->status.lost_reason) {
           updated.status.phase = ClaimPhase::kLost;
           updated.status.lost_reason = missing;
         } else if (missing.empty() && c->status.phase == ClaimPhase::kLost) {

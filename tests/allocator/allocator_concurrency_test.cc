@@ -1,0 +1,138 @@
+// Randomised multi-threaded test: creates, binds, undos, releases, deletes and
+// inventory changes from several threads; the invariants hold after every
+// step, and the recovered state equals the final one.
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "allocator/allocator.h"
+#include "allocator/allocator_impl.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/allocator/allocator_test_util.h"
+
+namespace pdc::testing {
+namespace {
+
+constexpr int kThreads = 4;
+constexpr int kStepsPerThread = 1500;
+constexpr int kNodes = 6;
+constexpr int kVms = 24;
+
+std::vector<Device> NodeDevices(int node, std::mt19937& rng, bool randomize) {
+  std::vector<Device> devices;
+  for (int d = 0; d < 4; ++d) {
+    char addr[16];
+    std::snprintf(addr, sizeof(addr), "0000:%02x:00.0", 0x10 + d);
+    // Devices 2 and 3 share an IOMMU group on odd nodes.
+    int group = (node % 2 == 1 && d >= 2) ? 100 : d;
+    Device dev = Nvme(addr, group, d / 2);
+    if (randomize) {
+      std::uniform_int_distribution<int> pick(0, 9);
+      int roll = pick(rng);
+      if (roll == 0) continue;  // Vanished.
+      if (roll == 1) dev.health = DeviceHealth::kUnhealthy;
+    }
+    devices.push_back(dev);
+  }
+  return devices;
+}
+
+TEST(AllocatorConcurrencyTest, InvariantsHoldUnderRandomConcurrentOperations) {
+  FakeClock clock;
+  MemoryStore store;
+  ASSERT_OK_AND_ASSIGN(auto allocator, Allocator::Open(TestOptions(), &store, &clock));
+  auto* impl = dynamic_cast<AllocatorImpl*>(allocator.get());
+  ASSERT_NE(impl, nullptr);
+  std::mt19937 setup(1);
+  for (int n = 0; n < kNodes; ++n) {
+    ASSERT_OK(allocator->ReplaceInventory(
+        Inventory("node-" + std::to_string(n), NodeDevices(n, setup, false))));
+  }
+  std::vector<std::string> nodes;
+  for (int n = 0; n < kNodes; ++n) nodes.push_back("node-" + std::to_string(n));
+  const std::vector<std::string_view> names(nodes.begin(), nodes.end());
+
+  std::atomic<int> binds{0}, violations{0};
+  auto worker = [&](int id) {
+    std::mt19937 rng(1000 + id);
+    std::uniform_int_distribution<int> op(0, 99), vm(0, kVms - 1), node(0, kNodes - 1);
+    std::uniform_int_distribution<int> count(1, 2);
+    std::vector<BindOutcome> outcomes;
+    for (int step = 0; step < kStepsPerThread; ++step) {
+      const int o = op(rng);
+      const std::string vm_name = "vm" + std::to_string(vm(rng));
+      const std::string uid = "uid-" + std::to_string(id) + "-" + std::to_string(step);
+      if (o < 45) {
+        // Schedule like kube-scheduler: filter, score, bind the best node.
+        SchedulingRequest pod = VmPod(vm_name, uid, count(rng));
+        FilterResult f = allocator->Filter(pod, names);
+        std::vector<int> scores = allocator->Score(pod, names);
+        int best = -1;
+        for (int i = 0; i < kNodes; ++i) {
+          if (f.nodes[i].verdict == Verdict::kFits && (best < 0 || scores[i] > scores[best])) {
+            best = i;
+          }
+        }
+        if (best >= 0) {
+          auto b = allocator->Bind(pod, nodes[best]);
+          if (b.ok()) {
+            ++binds;
+            outcomes.push_back(*std::move(b));
+          }
+        }
+      } else if (o < 55 && !outcomes.empty()) {
+        EXPECT_OK(allocator->Undo(outcomes.back()));
+        EXPECT_OK(allocator->Undo(outcomes.back()));  // Idempotent.
+        outcomes.pop_back();
+      } else if (o < 75) {
+        for (const Claim& c : allocator->ListClaims("default")) {
+          if (c.spec.owner_vm == vm_name) {
+            absl::Status s = allocator->Release(c.key, "");  // May race a delete.
+            EXPECT_TRUE(s.ok() || s.code() == absl::StatusCode::kNotFound) << s;
+          }
+        }
+      } else if (o < 82) {
+        auto claims = allocator->ListClaims("default");
+        if (!claims.empty()) {
+          const Claim& c = claims[op(rng) % claims.size()];
+          absl::Status s = allocator->DeleteClaim(c.key, op(rng) < 50);
+          EXPECT_TRUE(s.ok() || s.code() == absl::StatusCode::kFailedPrecondition ||
+                      s.code() == absl::StatusCode::kNotFound)
+              << s;
+        }
+      } else if (o < 94) {
+        const int n = node(rng);
+        EXPECT_OK(allocator->ReplaceInventory(
+            Inventory(nodes[n], NodeDevices(n, rng, /*randomize=*/true))));
+      } else if (o < 97) {
+        absl::Status s = allocator->RemoveNode(nodes[node(rng)]);
+        EXPECT_TRUE(s.ok() || s.code() == absl::StatusCode::kNotFound) << s;
+      } else {
+        EXPECT_OK(allocator->Checkpoint());
+      }
+      if (std::string bad = impl->CheckInvariantsForTest(); !bad.empty()) {
+        ADD_FAILURE() << "thread " << id << " step " << step << ": " << bad;
+        ++violations;
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_GT(binds.load(), 100);  // The test did exercise binding.
+
+  const std::vector<Claim> claims = allocator->ListClaims("");
+  const uint64_t revision = allocator->revision();
+  allocator.reset();
+  ASSERT_OK_AND_ASSIGN(auto recovered, Allocator::Open(TestOptions(), &store, &clock));
+  EXPECT_EQ(recovered->revision(), revision);
+  EXPECT_EQ(recovered->ListClaims(""), claims);
+  EXPECT_EQ(dynamic_cast<AllocatorImpl*>(recovered.get())->CheckInvariantsForTest(), "");
+}
+
+}  // namespace
+}  // namespace pdc::testing

@@ -1,0 +1,136 @@
+// Builders shared by the allocator tests: device classes, inventories,
+// scheduling requests, and a fixture holding an allocator on a MemoryStore
+// with a fake clock.
+#ifndef PDC_TESTS_ALLOCATOR_ALLOCATOR_TEST_UTIL_H_
+#define PDC_TESTS_ALLOCATOR_ALLOCATOR_TEST_UTIL_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "allocator/allocator.h"
+#include "allocator/memory_store.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/status_matchers.h"
+
+namespace pdc::testing {
+
+inline constexpr char kNvme[] = "devices.kubevirt.io/nvme";
+inline constexpr char kGpu[] = "nvidia.com/gpu";
+
+inline AllocatorOptions TestOptions() {
+  AllocatorOptions o;
+  o.device_classes = {
+      DeviceClass{kNvme, {PciSelector{0x1b36, 0x0010, std::nullopt},
+                          PciSelector{0x8086, 0x5845, std::nullopt}}},
+      DeviceClass{kGpu, {PciSelector{0x10de, 0x20b0, std::nullopt}}},
+  };
+  o.node_stale_after = absl::Seconds(60);
+  return o;
+}
+
+inline PciAddress Addr(std::string_view s) { return *PciAddress::Parse(s); }
+
+inline Device Nvme(std::string_view address, int group, int numa = -1,
+                   std::string serial = "") {
+  Device d;
+  d.address = Addr(address);
+  d.vendor_id = 0x1b36;
+  d.device_id = 0x0010;
+  d.class_code = 0x010802;
+  d.iommu_group = group;
+  d.numa_node = static_cast<int16_t>(numa);
+  d.serial = serial.empty() ? "SN-" + std::string(address) : serial;
+  d.driver = "nvme";
+  return d;
+}
+
+inline Device Gpu(std::string_view address, int group, int numa = -1) {
+  Device d = Nvme(address, group, numa);
+  d.vendor_id = 0x10de;
+  d.device_id = 0x20b0;
+  d.class_code = 0x030200;
+  d.serial = "";
+  d.driver = "nvidia";
+  return d;
+}
+
+inline ClaimSpec Spec(std::string resource, int count) {
+  ClaimSpec s;
+  s.resource_name = std::move(resource);
+  s.count = count;
+  return s;
+}
+
+inline NodeInventory Inventory(std::string node, std::vector<Device> devices) {
+  return NodeInventory{std::move(node), std::move(devices)};
+}
+
+// A virt-launcher pod of VM `vm` in `ns` requesting `nvme` NVMe devices.
+inline SchedulingRequest VmPod(std::string vm, std::string pod_uid, int64_t nvme = 1,
+                               std::vector<std::string> claims = {}, std::string ns = "default") {
+  SchedulingRequest r;
+  r.ns = std::move(ns);
+  r.vm = vm;
+  r.pod_name = "virt-launcher-" + vm + "-" + pod_uid.substr(0, std::min<size_t>(5, pod_uid.size()));
+  r.pod_uid = std::move(pod_uid);
+  r.claim_names = std::move(claims);
+  if (nvme > 0) r.resources.push_back({kNvme, nvme});
+  r.resources.push_back({"cpu", 4});
+  return r;
+}
+
+inline std::vector<std::string_view> Names(const std::vector<std::string>& v) {
+  return std::vector<std::string_view>(v.begin(), v.end());
+}
+
+class AllocatorFixture : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  void Reopen(AllocatorOptions options = TestOptions()) {
+    allocator_.reset();
+    auto a = Allocator::Open(std::move(options), &store_, &clock_);
+    ASSERT_TRUE(a.ok()) << a.status();
+    allocator_ = *std::move(a);
+  }
+
+  // Reports the inventory (a heartbeat too); fails the test on error.
+  void Report(NodeInventory inv) { ASSERT_OK(allocator_->ReplaceInventory(std::move(inv))); }
+
+  FilterResult Filter(const SchedulingRequest& r, const std::vector<std::string>& nodes) {
+    auto names = Names(nodes);
+    return allocator_->Filter(r, names);
+  }
+
+  // Names of the nodes that fit.
+  std::vector<std::string> Fitting(const SchedulingRequest& r,
+                                   const std::vector<std::string>& nodes) {
+    FilterResult f = Filter(r, nodes);
+    std::vector<std::string> out;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (f.pass_through || f.nodes[i].verdict == Verdict::kFits) out.push_back(nodes[i]);
+    }
+    return out;
+  }
+
+  std::vector<PciAddress> DevicesOf(const ClaimKey& key) {
+    auto c = allocator_->GetClaim(key);
+    EXPECT_TRUE(c.ok()) << c.status();
+    std::vector<PciAddress> out;
+    if (c.ok()) {
+      for (const BoundDevice& b : c->status.devices) out.push_back(b.address);
+    }
+    return out;
+  }
+
+  FakeClock clock_;
+  MemoryStore store_;
+  std::unique_ptr<Allocator> allocator_;
+};
+
+}  // namespace pdc::testing
+
+#endif  // PDC_TESTS_ALLOCATOR_ALLOCATOR_TEST_UTIL_H_
