@@ -11,8 +11,7 @@ namespace pdc {
 namespace {
 
 [[noreturn]] void MetricsFatal(const std::string& message) {
-  std::fprintf(stderr, "pdc metrics registration error: %s\n",
-               message.c_str());
+  std::fprintf(stderr, "pdc metrics registration error: %s\n", message.c_str());
   std::fflush(stderr);
   std::abort();
 }
@@ -66,8 +65,9 @@ void CheckBuckets(std::string_view name, const std::vector<double>& buckets) {
   }
   for (size_t i = 0; i < buckets.size(); ++i) {
     if (!std::isfinite(buckets[i])) {
-      MetricsFatal(std::string(name) +
-                   ": histogram bucket bounds must be finite (+Inf is implicit)");
+      MetricsFatal(
+          std::string(name) +
+          ": histogram bucket bounds must be finite (+Inf is implicit)");
     }
     if (i > 0 && !(buckets[i - 1] < buckets[i])) {
       MetricsFatal(std::string(name) +
@@ -98,8 +98,8 @@ class CallbackFamily final : public metrics_internal::FamilyBase {
                        return a.label_values < b.label_values;
                      });
     for (const LabeledValue& s : samples) {
-      metrics_internal::AppendSample(out, name(), label_names(),
-                                     s.label_values, "", "", s.value);
+      metrics_internal::AppendSample(out, name(), label_names(), s.label_values,
+                                     "", "", s.value);
     }
     return !samples.empty();
   }
@@ -169,12 +169,10 @@ std::vector<uint64_t> Histogram::CumulativeCounts() const {
 }
 
 std::vector<double> DefaultLatencyBuckets() {
-  return {.0005, .001, .0025, .005, .01, .025, .05,
-          .1,    .25,  .5,    1,    2.5,  5,   10};
+  return {.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10};
 }
 
-std::vector<double> ExponentialBuckets(double start, double factor,
-                                       int count) {
+std::vector<double> ExponentialBuckets(double start, double factor, int count) {
   std::vector<double> out;
   double v = start;
   for (int i = 0; i < count; ++i, v *= factor) out.push_back(v);
@@ -251,8 +249,7 @@ void AppendChildSamples(std::string* out, const std::string& name,
   const std::vector<double>& bounds = h.upper_bounds();
   for (size_t i = 0; i < bounds.size(); ++i) {
     AppendSample(out, bucket_name, label_names, label_values, "le",
-                 FormatMetricValue(bounds[i]),
-                 static_cast<double>(counts[i]));
+                 FormatMetricValue(bounds[i]), static_cast<double>(counts[i]));
   }
   AppendSample(out, bucket_name, label_names, label_values, "le", "+Inf",
                static_cast<double>(counts.back()));
@@ -284,8 +281,7 @@ metrics_internal::FamilyBase* MetricsRegistry::GetOrAdd(
     }
     for (size_t j = 0; j < i; ++j) {
       if (label_names[j] == label) {
-        MetricsFatal(std::string(name) + ": duplicate label \"" + label +
-                     "\"");
+        MetricsFatal(std::string(name) + ": duplicate label \"" + label + "\"");
       }
     }
   }
@@ -313,8 +309,8 @@ metrics_internal::FamilyBase* MetricsRegistry::GetOrAdd(
 CounterFamily* MetricsRegistry::AddCounterFamily(
     std::string_view name, std::string_view help,
     std::vector<std::string> label_names) {
-  return static_cast<CounterFamily*>(GetOrAdd(
-      name, help, MetricType::kCounter, label_names, {}, false, [&] {
+  return static_cast<CounterFamily*>(
+      GetOrAdd(name, help, MetricType::kCounter, label_names, {}, false, [&] {
         return std::make_unique<CounterFamily>(
             std::string(name), std::string(help), MetricType::kCounter,
             label_names);
@@ -324,8 +320,8 @@ CounterFamily* MetricsRegistry::AddCounterFamily(
 GaugeFamily* MetricsRegistry::AddGaugeFamily(
     std::string_view name, std::string_view help,
     std::vector<std::string> label_names) {
-  return static_cast<GaugeFamily*>(GetOrAdd(
-      name, help, MetricType::kGauge, label_names, {}, false, [&] {
+  return static_cast<GaugeFamily*>(
+      GetOrAdd(name, help, MetricType::kGauge, label_names, {}, false, [&] {
         return std::make_unique<GaugeFamily>(std::string(name),
                                              std::string(help),
                                              MetricType::kGauge, label_names);
@@ -355,17 +351,15 @@ Gauge* MetricsRegistry::AddGauge(std::string_view name, std::string_view help) {
 Histogram* MetricsRegistry::AddHistogram(std::string_view name,
                                          std::string_view help,
                                          std::vector<double> buckets) {
-  return AddHistogramFamily(name, help, {}, std::move(buckets))
-      ->WithLabels({});
+  return AddHistogramFamily(name, help, {}, std::move(buckets))->WithLabels({});
 }
 
 void MetricsRegistry::AddCallbackGauge(std::string_view name,
                                        std::string_view help,
                                        std::function<double()> fn) {
-  AddCallbackFamily(name, help, MetricType::kGauge, {},
-                    [fn = std::move(fn)] {
-                      return std::vector<LabeledValue>{{{}, fn()}};
-                    });
+  AddCallbackFamily(name, help, MetricType::kGauge, {}, [fn = std::move(fn)] {
+    return std::vector<LabeledValue>{{{}, fn()}};
+  });
 }
 
 void MetricsRegistry::AddCallbackFamily(
@@ -379,9 +373,8 @@ void MetricsRegistry::AddCallbackFamily(
   // A second registration of a callback name is always an error: two
   // callbacks cannot both own the value.
   GetOrAdd(name, help, type, label_names, {}, true, [&] {
-    return std::make_unique<CallbackFamily>(std::string(name),
-                                            std::string(help), type,
-                                            label_names, std::move(fn));
+    return std::make_unique<CallbackFamily>(
+        std::string(name), std::string(help), type, label_names, std::move(fn));
   });
 }
 
@@ -392,7 +385,8 @@ std::string MetricsRegistry::Render() const {
   {
     absl::MutexLock lock(&mu_);
     families.reserve(families_.size());
-    for (const auto& [name, family] : families_) families.push_back(family.get());
+    for (const auto& [name, family] : families_)
+      families.push_back(family.get());
   }
   std::string out;
   std::string samples;

@@ -295,13 +295,15 @@ class MetricsRegistry {
 // Validation used by the registry, exposed for tests and for callers that
 // build names at run time.
 bool IsValidMetricName(std::string_view name);  // [a-zA-Z_:][a-zA-Z0-9_:]*
-bool IsValidLabelName(std::string_view name);   // [a-zA-Z_][a-zA-Z0-9_]*, no "__"
+bool IsValidLabelName(
+    std::string_view name);  // [a-zA-Z_][a-zA-Z0-9_]*, no "__"
 
 // Measures elapsed time on an injected clock (fake in tests).
 class Stopwatch {
  public:
   // REQUIRES: clock outlives the Stopwatch.
-  explicit Stopwatch(const Clock* clock) : clock_(clock), start_(clock->Now()) {}
+  explicit Stopwatch(const Clock* clock)
+      : clock_(clock), start_(clock->Now()) {}
   absl::Duration Elapsed() const { return clock_->Now() - start_; }
   void Reset() { start_ = clock_->Now(); }
 
@@ -317,7 +319,8 @@ class ScopedHistogramTimer {
   ScopedHistogramTimer(Histogram* histogram, const Clock* clock)
       : histogram_(histogram), stopwatch_(clock) {}
   ~ScopedHistogramTimer() {
-    if (histogram_ != nullptr) histogram_->ObserveDuration(stopwatch_.Elapsed());
+    if (histogram_ != nullptr)
+      histogram_->ObserveDuration(stopwatch_.Elapsed());
   }
   ScopedHistogramTimer(const ScopedHistogramTimer&) = delete;
   ScopedHistogramTimer& operator=(const ScopedHistogramTimer&) = delete;

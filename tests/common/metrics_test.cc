@@ -23,8 +23,8 @@ TEST(MetricsTest, GoldenTextIsSortedAndComplete) {
   Counter* binds = r.AddCounter("pdc_binds_total", "Bind calls.");
   CounterFamily* requests = r.AddCounterFamily(
       "pdc_http_requests_total", "HTTP requests.", {"verb", "code"});
-  Histogram* latency = r.AddHistogram("pdc_bind_seconds", "Bind latency.",
-                                      {0.001, 0.01, 0.1});
+  Histogram* latency =
+      r.AddHistogram("pdc_bind_seconds", "Bind latency.", {0.001, 0.01, 0.1});
 
   binds->Increment();
   binds->Increment(2);
@@ -64,8 +64,8 @@ TEST(MetricsTest, GoldenTextIsSortedAndComplete) {
 
 TEST(MetricsTest, LabeledHistogramGolden) {
   MetricsRegistry r;
-  HistogramFamily* h = r.AddHistogramFamily("pdc_verb_seconds", "Per verb.",
-                                            {"verb"}, {1, 2});
+  HistogramFamily* h =
+      r.AddHistogramFamily("pdc_verb_seconds", "Per verb.", {"verb"}, {1, 2});
   h->WithLabels({"filter"})->Observe(1.5);
   EXPECT_EQ(r.Render(),
             "# HELP pdc_verb_seconds Per verb.\n"
@@ -94,11 +94,11 @@ TEST(MetricsTest, CallbackGaugesAreComputedAtScrapeTimeAndSorted) {
   MetricsRegistry r;
   double free_devices = 3;
   r.AddCallbackGauge("pdc_free", "Free.", [&] { return free_devices; });
-  r.AddCallbackFamily("pdc_claims", "Claims by phase.", MetricType::kGauge,
-                      {"phase"}, [] {
-                        return std::vector<LabeledValue>{
-                            {{"Pending"}, 2}, {{"Bound"}, 10}, {{"bad", "x"}, 1}};
-                      });
+  r.AddCallbackFamily(
+      "pdc_claims", "Claims by phase.", MetricType::kGauge, {"phase"}, [] {
+        return std::vector<LabeledValue>{
+            {{"Pending"}, 2}, {{"Bound"}, 10}, {{"bad", "x"}, 1}};
+      });
   free_devices = 4;
   EXPECT_EQ(r.Render(),
             "# HELP pdc_claims Claims by phase.\n"
@@ -151,10 +151,14 @@ TEST(MetricsTest, NameValidation) {
     bool label_ok;
   };
   const Case cases[] = {
-      {"pdc_binds_total", true, true}, {"_x", true, true},
-      {"a:b", true, false},            {"9abc", false, false},
-      {"", false, false},              {"a-b", false, false},
-      {"__reserved", true, false},     {"ab9", true, true},
+      {"pdc_binds_total", true, true},
+      {"_x", true, true},
+      {"a:b", true, false},
+      {"9abc", false, false},
+      {"", false, false},
+      {"a-b", false, false},
+      {"__reserved", true, false},
+      {"ab9", true, true},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(IsValidMetricName(c.name), c.metric_ok) << c.name;

@@ -1,0 +1,217 @@
+// Configuration of pdc-extender and pdc-node: one struct with documented
+// defaults, loaded from one YAML file plus command-line flags that override
+// it, then validated. Every error names the field (and, for the file, the
+// file, line and column):
+//   pdc.yaml:7:9: deviceClasses[1].selectors[0]: "1b36:00g0" is not
+//   vendor:device in hex flag --extender.workerThreads: "many" is not an
+//   integer
+//
+// Sources, later ones win: built-in defaults (below, also shown field by field
+// in config/pdc.example.yaml) < the YAML file < flags < the environment for
+// node.nodeName only when it is still empty ($NODE_NAME, set by the DaemonSet
+// through the downward API).
+//
+// Flags (see ParseConfigFlags): `--config=FILE`, `--help`, and one flag per
+// field named by its dotted YAML path: `--extender.listen=127.0.0.1:9999`,
+// `--logLevel=debug`, `--deviceClasses=[{resourceName: x, selectors:
+// [1b36:0010]}]` (a list field takes a YAML flow value). `--name value` works
+// too. Unknown flags and unknown YAML keys are errors, so a typo is never
+// silently ignored.
+//
+// YAML layout: top-level `deviceClasses`, `logFormat`, `logLevel` (shared by
+// both programs), then sections `extender:` and `node:`.
+//
+// Thread-safety: pure functions over value types; call from any thread.
+#ifndef PDC_CONFIG_CONFIG_H_
+#define PDC_CONFIG_CONFIG_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "allocator/allocator.h"
+#include "allocator/types.h"
+
+namespace pdc {
+
+enum class StoreKind : uint8_t { kFile, kMemory };
+enum class LogFormat : uint8_t { kText, kJson };
+enum class KubernetesMode : uint8_t { kNone, kInCluster, kKubeconfig };
+
+// TLS of the extender's listener. All empty: plain HTTP.
+struct ServerTlsConfig {
+  std::string cert_file;       // certFile: PEM certificate chain.
+  std::string key_file;        // keyFile: PEM private key.
+  std::string client_ca_file;  // clientCAFile: when set, clients must present
+                               // a certificate signed by this CA (mTLS).
+};
+
+// TLS of a client talking to the extender over https://.
+struct ClientTlsConfig {
+  std::string
+      ca_file;  // caFile: CA bundle to verify the extender; "" = system.
+  std::string cert_file;  // certFile: client certificate (mTLS), optional.
+  std::string key_file;   // keyFile: its key; set together with certFile.
+};
+
+struct KubernetesConfig {
+  // mode: `none` (no Kubernetes API: no pod annotation, no binding object;
+  // for tests and the simulator), `in-cluster` (service account), or
+  // `kubeconfig` (the file below). Default none.
+  KubernetesMode mode = KubernetesMode::kNone;
+  std::string kubeconfig;  // kubeconfig: path; required for mode kubeconfig.
+};
+
+// Section `extender:`.
+struct ExtenderConfig {
+  // listen: host:port of the HTTP(S) listener (scheduler extender verbs,
+  // REST API, /metrics, /healthz). Port 0 picks a free port (tests).
+  std::string listen = "0.0.0.0:8888";
+  // schedulerPathPrefix: urlPrefix of the KubeSchedulerConfiguration
+  // extender; verbs are served at <prefix>/filter, /prioritize, /bind,
+  // /preempt.
+  std::string scheduler_path_prefix = "/scheduler";
+  // workerThreads: threads running the HTTP server (1..1024).
+  int worker_threads = 4;
+  // maxBodyBytes: largest accepted request body; a filter call carrying a
+  // full NodeList of 10000 nodes is tens of MiB. Accepts 67108864, 64Mi, 1Gi.
+  uint64_t max_body_bytes = uint64_t{64} << 20;
+  // readTimeout: time allowed to read one request (headers and body).
+  absl::Duration read_timeout = absl::Seconds(30);
+  // idleTimeout: a kept-alive connection with no request for this long is
+  // closed (a long-poll in progress is not idle).
+  absl::Duration idle_timeout = absl::Seconds(120);
+  ServerTlsConfig tls;  // tls: certFile, keyFile, clientCAFile.
+  // tokenFile: file holding a bearer token required on mutating REST calls
+  // (claims, inventory). "" = no token required.
+  std::string token_file;
+  // dataDir: where the file store keeps its log and snapshots.
+  std::string data_dir = "/var/lib/pdc";
+  // store: `file` (durable write-ahead log + snapshots in dataDir) or
+  // `memory` (lost on restart; tests and demos only).
+  StoreKind store = StoreKind::kFile;
+  // nodeStaleAfter: a node whose driver has not reported for longer fails
+  // filter with "node driver not reporting".
+  absl::Duration node_stale_after = absl::Seconds(60);
+  // scoring: policy for fresh allocations, `binpack` or `spread`.
+  ScoringPolicy scoring = ScoringPolicy::kBinPack;
+  // templateReclaimPolicy: reclaimPolicy of claims generated for a VM,
+  // `Retain` or `Delete`.
+  ReclaimPolicy template_reclaim_policy = ReclaimPolicy::kRetain;
+  // checkpointEveryRecords: write a snapshot after this many log records.
+  uint64_t checkpoint_every_records = 100000;
+  KubernetesConfig kubernetes;  // kubernetes: mode, kubeconfig.
+};
+
+// Section `node:` (pdc-node, the DaemonSet).
+struct NodeConfig {
+  // nodeName: this node's Kubernetes name. "" = take $NODE_NAME.
+  std::string node_name;
+  // extenderURL: base URL of pdc-extender (http:// or https://).
+  std::string extender_url = "http://pdc-extender.kube-system.svc:8888";
+  ClientTlsConfig tls;  // tls: caFile, certFile, keyFile (for https).
+  // tokenFile: bearer token sent with inventory reports. "" = none.
+  std::string token_file;
+  std::string sysfs_root = "/sys";  // sysfsRoot: a fake tree in tests.
+  std::string dev_root = "/dev";    // devRoot: for /dev/vfio/<group>.
+  // stateDir: remembers each device's original driver across restarts.
+  std::string state_dir = "/var/lib/pdc-node";
+  // heartbeatInterval: inventory is re-sent at least this often; must be
+  // well below extender.nodeStaleAfter.
+  absl::Duration heartbeat_interval = absl::Seconds(10);
+  // metricsListen: host:port for the driver's /metrics and /healthz;
+  // "" = no listener.
+  std::string metrics_listen = "0.0.0.0:9102";
+};
+
+struct PdcConfig {
+  // deviceClasses: managed resource names and the PCI devices behind them,
+  // like KubeVirt's permittedHostDevices.pciHostDevices. In YAML:
+  //   - resourceName: devices.kubevirt.io/nvme
+  //     selectors: ["1b36:0010", "8086:5845"]   # vendor:device, hex
+  //     classCode: "010802"                      # optional, 6 hex digits
+  // Default: devices.kubevirt.io/nvme -> 1b36:0010 (QEMU NVMe), 8086:5845.
+  std::vector<DeviceClass> device_classes = DefaultDeviceClasses();
+  LogFormat log_format = LogFormat::kText;  // logFormat: `text` or `json`.
+  // logLevel: trace, debug, info, warn, error, critical, off.
+  std::string log_level = "info";
+  ExtenderConfig extender;
+  NodeConfig node;
+
+  static std::vector<DeviceClass> DefaultDeviceClasses();
+};
+
+// Which program is loading; selects the program-specific validation.
+enum class Component : uint8_t { kExtender, kNode };
+
+// The result of parsing the command line.
+struct ConfigFlags {
+  std::string config_file;  // --config; "" = none.
+  bool help = false;        // --help / -h.
+  // --<dotted.path>=value, in command-line order.
+  std::vector<std::pair<std::string, std::string>> overrides;
+};
+
+// Parses args (without argv[0]). Unknown fields are InvalidArgument naming
+// the flag.
+absl::StatusOr<ConfigFlags> ParseConfigFlags(
+    absl::Span<const std::string> args);
+
+// Defaults < file < flags < environment, then Validate(). `getenv` is
+// injectable for tests; nullptr means ::getenv.
+absl::StatusOr<PdcConfig> LoadConfig(
+    const ConfigFlags& flags, Component component,
+    const std::function<std::optional<std::string>(std::string_view)>& getenv =
+        nullptr);
+
+// Convenience for main(): ParseConfigFlags + LoadConfig. On --help, returns
+// a config and sets *help (when non-null) so main prints ConfigHelp().
+absl::StatusOr<PdcConfig> LoadConfigFromArgs(int argc, char** argv,
+                                             Component component,
+                                             bool* help = nullptr);
+
+// Applies YAML text (a whole file) on top of `config`. `origin` (a file
+// name) prefixes error locations: "origin:line:col: field: problem".
+absl::Status ApplyYaml(std::string_view yaml, std::string_view origin,
+                       PdcConfig* config);
+// Reads `path` and applies it (NotFound / PermissionDenied naming the file).
+absl::Status ApplyYamlFile(const std::string& path, PdcConfig* config);
+// Applies one --<dotted.path>=value override.
+absl::Status ApplyOverride(std::string_view path, std::string_view value,
+                           PdcConfig* config);
+
+// Checks ranges and combinations; the error names the field. Node-only
+// fields are checked for kNode, extender-only ones for kExtender.
+absl::Status Validate(const PdcConfig& config, Component component);
+
+// The effective configuration as YAML (every field), e.g. for a
+// --print-config log line. ApplyYaml(FormatConfigYaml(c)) reproduces c.
+std::string FormatConfigYaml(const PdcConfig& config);
+
+// One line per field: "  --extender.listen (default "0.0.0.0:8888")".
+std::string ConfigHelp();
+
+// REQUIRES: Validate(config) is OK.
+AllocatorOptions ToAllocatorOptions(const PdcConfig& config);
+
+std::string_view ToString(StoreKind v);
+std::string_view ToString(LogFormat v);
+std::string_view ToString(KubernetesMode v);
+// Not ToString(): the allocator may name its own one day.
+std::string_view ScoringPolicyName(ScoringPolicy v);
+
+// "1b36:0010" -> selector; InvalidArgument "... is not vendor:device in hex".
+absl::StatusOr<PciSelector> ParsePciSelector(std::string_view text);
+// "1b36:0010" (the class code is a separate YAML field).
+std::string FormatPciSelector(const PciSelector& s);
+
+}  // namespace pdc
+
+#endif  // PDC_CONFIG_CONFIG_H_

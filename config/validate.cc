@@ -1,0 +1,293 @@
+// Validation of a loaded PdcConfig, conversions and names.
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "config/config.h"
+#include "config/fields.h"
+
+namespace pdc {
+namespace {
+
+using config_internal::QuoteYaml;
+
+absl::Status Bad(std::string_view field, std::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(Sv(field), ": ", Sv(problem)));
+}
+
+// host:port with a numeric port; host may be empty, a name, IPv4 or [IPv6].
+bool IsHostPort(std::string_view s) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string_view::npos) return false;
+  std::string_view host = s.substr(0, colon);
+  const std::string_view port = s.substr(colon + 1);
+  int p = 0;
+  if (port.empty() || !absl::SimpleAtoi(Sv(port), &p) || p < 0 || p > 65535 ||
+      !std::all_of(port.begin(), port.end(), absl::ascii_isdigit)) {
+    return false;
+  }
+  if (host.starts_with("[")) return host.size() > 2 && host.ends_with("]");
+  return std::all_of(host.begin(), host.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == '_';
+  });
+}
+
+bool IsResourceName(std::string_view s) {
+  const size_t slash = s.find('/');
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 == s.size() ||
+      s.find('/', slash + 1) != std::string_view::npos) {
+    return false;
+  }
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == '_' ||
+           c == '/';
+  });
+}
+
+absl::Status CheckPositive(std::string_view field, absl::Duration d) {
+  if (d <= absl::ZeroDuration()) {
+    return Bad(field,
+               absl::StrCat("must be positive, got ", absl::FormatDuration(d)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckKeyPair(std::string_view prefix, const std::string& cert,
+                          const std::string& key) {
+  if (!cert.empty() && key.empty()) {
+    return Bad(absl::StrCat(Sv(prefix), ".keyFile"),
+               absl::StrCat("required when ", Sv(prefix), ".certFile is set"));
+  }
+  if (cert.empty() && !key.empty()) {
+    return Bad(absl::StrCat(Sv(prefix), ".certFile"),
+               absl::StrCat("required when ", Sv(prefix), ".keyFile is set"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCommon(const PdcConfig& c) {
+  if (c.device_classes.empty()) {
+    return Bad("deviceClasses", "at least one device class is required");
+  }
+  for (size_t i = 0; i < c.device_classes.size(); ++i) {
+    const DeviceClass& dc = c.device_classes[i];
+    const std::string path = absl::StrCat("deviceClasses[", i, "]");
+    if (!IsResourceName(dc.resource_name)) {
+      return Bad(absl::StrCat(path, ".resourceName"),
+                 absl::StrCat(QuoteYaml(dc.resource_name),
+                              " is not a resource name like "
+                              "devices.kubevirt.io/nvme"));
+    }
+    if (dc.selectors.empty()) {
+      return Bad(absl::StrCat(path, ".selectors"),
+                 "at least one vendor:device selector is required");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      const DeviceClass& other = c.device_classes[j];
+      if (other.resource_name == dc.resource_name) {
+        return Bad(absl::StrCat(path, ".resourceName"),
+                   absl::StrCat(QuoteYaml(dc.resource_name),
+                                " is already used by deviceClasses[", j, "]"));
+      }
+      // A device matched by two classes would be offered twice.
+      for (size_t s = 0; s < dc.selectors.size(); ++s) {
+        for (const PciSelector& o : other.selectors) {
+          if (o == dc.selectors[s]) {
+            return Bad(
+                absl::StrCat(path, ".selectors[", s, "]"),
+                absl::StrCat(FormatPciSelector(o),
+                             " is already selected by deviceClasses[", j, "]"));
+          }
+        }
+      }
+    }
+  }
+  static constexpr std::string_view kLevels[] = {
+      "trace", "debug", "info", "warn", "error", "critical", "off"};
+  if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level) ==
+      std::end(kLevels)) {
+    return Bad("logLevel",
+               absl::StrCat(QuoteYaml(c.log_level),
+                            " is not one of trace, debug, info, warn, error, "
+                            "critical, off"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateExtender(const ExtenderConfig& e) {
+  if (!IsHostPort(e.listen)) {
+    return Bad("extender.listen",
+               absl::StrCat(QuoteYaml(e.listen),
+                            " is not host:port (like 0.0.0.0:8888)"));
+  }
+  const std::string& prefix = e.scheduler_path_prefix;
+  if (!prefix.empty() && (!prefix.starts_with("/") || prefix.ends_with("/"))) {
+    return Bad("extender.schedulerPathPrefix",
+               absl::StrCat(QuoteYaml(prefix),
+                            " must start with / and not end with / (like "
+                            "/scheduler)"));
+  }
+  if (e.worker_threads < 1 || e.worker_threads > 1024) {
+    return Bad(
+        "extender.workerThreads",
+        absl::StrCat("must be between 1 and 1024, got ", e.worker_threads));
+  }
+  if (e.max_body_bytes < 4096 || e.max_body_bytes > (uint64_t{4} << 30)) {
+    return Bad(
+        "extender.maxBodyBytes",
+        absl::StrCat("must be between 4096 and 4Gi, got ", e.max_body_bytes));
+  }
+  RETURN_IF_ERROR(CheckPositive("extender.readTimeout", e.read_timeout));
+  RETURN_IF_ERROR(CheckPositive("extender.idleTimeout", e.idle_timeout));
+  RETURN_IF_ERROR(
+      CheckKeyPair("extender.tls", e.tls.cert_file, e.tls.key_file));
+  if (!e.tls.client_ca_file.empty() && e.tls.cert_file.empty()) {
+    return Bad("extender.tls.clientCAFile",
+               "needs extender.tls.certFile and keyFile (client certificates "
+               "are only checked over TLS)");
+  }
+  if (e.store == StoreKind::kFile && e.data_dir.empty()) {
+    return Bad("extender.dataDir", "required when extender.store is file");
+  }
+  RETURN_IF_ERROR(CheckPositive("extender.nodeStaleAfter", e.node_stale_after));
+  if (e.checkpoint_every_records < 1) {
+    return Bad("extender.checkpointEveryRecords", "must be at least 1");
+  }
+  if (e.kubernetes.mode == KubernetesMode::kKubeconfig &&
+      e.kubernetes.kubeconfig.empty()) {
+    return Bad("extender.kubernetes.kubeconfig",
+               "required when extender.kubernetes.mode is kubeconfig");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNode(const PdcConfig& c) {
+  const NodeConfig& n = c.node;
+  if (n.node_name.empty()) {
+    return Bad("node.nodeName", "empty and $NODE_NAME is not set");
+  }
+  if (n.node_name.size() > 253 ||
+      !std::all_of(n.node_name.begin(), n.node_name.end(), [](char ch) {
+        return absl::ascii_islower(ch) || absl::ascii_isdigit(ch) ||
+               ch == '-' || ch == '.';
+      })) {
+    return Bad("node.nodeName",
+               absl::StrCat(QuoteYaml(n.node_name),
+                            " is not a Kubernetes node name (lower-case "
+                            "letters, digits, '-', '.')"));
+  }
+  const std::string& url = n.extender_url;
+  const size_t scheme_end = url.find("://");
+  const std::string_view scheme = std::string_view(url).substr(
+      0, scheme_end == std::string::npos ? 0 : scheme_end);
+  if ((scheme != "http" && scheme != "https") || url.size() <= scheme_end + 3) {
+    return Bad(
+        "node.extenderURL",
+        absl::StrCat(QuoteYaml(url), " is not an http:// or https:// URL"));
+  }
+  RETURN_IF_ERROR(CheckKeyPair("node.tls", n.tls.cert_file, n.tls.key_file));
+  if (n.sysfs_root.empty()) return Bad("node.sysfsRoot", "must not be empty");
+  if (n.dev_root.empty()) return Bad("node.devRoot", "must not be empty");
+  if (n.state_dir.empty()) return Bad("node.stateDir", "must not be empty");
+  RETURN_IF_ERROR(
+      CheckPositive("node.heartbeatInterval", n.heartbeat_interval));
+  if (n.heartbeat_interval >= c.extender.node_stale_after) {
+    return Bad("node.heartbeatInterval",
+               absl::StrCat(absl::FormatDuration(n.heartbeat_interval),
+                            " must be shorter than extender.nodeStaleAfter (",
+                            absl::FormatDuration(c.extender.node_stale_after),
+                            ") or the node looks stale between heartbeats"));
+  }
+  if (!n.metrics_listen.empty() && !IsHostPort(n.metrics_listen)) {
+    return Bad("node.metricsListen",
+               absl::StrCat(QuoteYaml(n.metrics_listen),
+                            " is not host:port (like 0.0.0.0:9102)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<DeviceClass> PdcConfig::DefaultDeviceClasses() {
+  DeviceClass nvme;
+  nvme.resource_name = "devices.kubevirt.io/nvme";
+  nvme.selectors = {PciSelector{0x1b36, 0x0010, std::nullopt},
+                    PciSelector{0x8086, 0x5845, std::nullopt}};
+  return {nvme};
+}
+
+absl::Status Validate(const PdcConfig& config, Component component) {
+  if (absl::Status s = ValidateCommon(config); !s.ok()) return s;
+  switch (component) {
+    case Component::kExtender:
+      return ValidateExtender(config.extender);
+    case Component::kNode:
+      return ValidateNode(config);
+  }
+  return absl::OkStatus();
+}
+
+AllocatorOptions ToAllocatorOptions(const PdcConfig& config) {
+  AllocatorOptions o;
+  o.device_classes = config.device_classes;
+  o.node_stale_after = config.extender.node_stale_after;
+  o.scoring = config.extender.scoring;
+  o.template_reclaim_policy = config.extender.template_reclaim_policy;
+  o.checkpoint_every_records = config.extender.checkpoint_every_records;
+  return o;
+}
+
+std::string_view ToString(StoreKind v) {
+  return v == StoreKind::kFile ? "file" : "memory";
+}
+std::string_view ToString(LogFormat v) {
+  return v == LogFormat::kText ? "text" : "json";
+}
+std::string_view ToString(KubernetesMode v) {
+  switch (v) {
+    case KubernetesMode::kNone:
+      return "none";
+    case KubernetesMode::kInCluster:
+      return "in-cluster";
+    case KubernetesMode::kKubeconfig:
+      return "kubeconfig";
+  }
+  return "none";
+}
+std::string_view ScoringPolicyName(ScoringPolicy v) {
+  return v == ScoringPolicy::kBinPack ? "binpack" : "spread";
+}
+
+absl::StatusOr<PciSelector> ParsePciSelector(std::string_view text) {
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat(QuoteYaml(text),
+                     " is not vendor:device in hex (like "
+                     "1b36:0010)"));
+  };
+  if (text.size() != 9 || text[4] != ':') return bad();
+  const std::string_view vendor = text.substr(0, 4);
+  const std::string_view device = text.substr(5, 4);
+  uint32_t v = 0;
+  uint32_t d = 0;
+  const auto hex = [](std::string_view s) {
+    return std::all_of(s.begin(), s.end(), absl::ascii_isxdigit);
+  };
+  if (!hex(vendor) || !hex(device) || !absl::SimpleHexAtoi(Sv(vendor), &v) ||
+      !absl::SimpleHexAtoi(Sv(device), &d)) {
+    return bad();
+  }
+  return PciSelector{static_cast<uint16_t>(v), static_cast<uint16_t>(d),
+                     std::nullopt};
+}
+
+std::string FormatPciSelector(const PciSelector& s) {
+  return absl::StrFormat("%04x:%04x", s.vendor_id, s.device_id);
+}
+
+}  // namespace pdc

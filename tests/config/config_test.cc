@@ -1,0 +1,319 @@
+#include "config/config.h"
+
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
+
+namespace pdc {
+namespace {
+
+using ::pdc::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::optional<std::string> NoEnv(std::string_view) { return std::nullopt; }
+
+absl::StatusOr<PdcConfig> Load(std::vector<std::string> args,
+                               Component component = Component::kExtender) {
+  ASSIGN_OR_RETURN(ConfigFlags flags, ParseConfigFlags(args));
+  return LoadConfig(flags, component, NoEnv);
+}
+
+absl::StatusOr<PdcConfig> FromYaml(std::string_view yaml,
+                                   Component component = Component::kExtender) {
+  PdcConfig c;
+  RETURN_IF_ERROR(ApplyYaml(yaml, "pdc.yaml", &c));
+  RETURN_IF_ERROR(Validate(c, component));
+  return c;
+}
+
+TEST(ConfigTest, Defaults) {
+  ASSERT_OK_AND_ASSIGN(PdcConfig c, Load({}));
+  EXPECT_EQ(c.extender.listen, "0.0.0.0:8888");
+  EXPECT_EQ(c.extender.scheduler_path_prefix, "/scheduler");
+  EXPECT_EQ(c.extender.max_body_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(c.extender.data_dir, "/var/lib/pdc");
+  EXPECT_EQ(c.extender.store, StoreKind::kFile);
+  EXPECT_EQ(c.extender.node_stale_after, absl::Seconds(60));
+  EXPECT_EQ(c.extender.scoring, ScoringPolicy::kBinPack);
+  EXPECT_EQ(c.extender.template_reclaim_policy, ReclaimPolicy::kRetain);
+  EXPECT_EQ(c.extender.kubernetes.mode, KubernetesMode::kNone);
+  EXPECT_EQ(c.node.sysfs_root, "/sys");
+  EXPECT_EQ(c.node.dev_root, "/dev");
+  EXPECT_EQ(c.node.state_dir, "/var/lib/pdc-node");
+  ASSERT_EQ(c.device_classes.size(), 1u);
+  EXPECT_EQ(c.device_classes[0].resource_name, "devices.kubevirt.io/nvme");
+  EXPECT_THAT(
+      c.device_classes[0].selectors,
+      ::testing::ElementsAre(PciSelector{0x1b36, 0x0010, std::nullopt},
+                             PciSelector{0x8086, 0x5845, std::nullopt}));
+}
+
+TEST(ConfigTest, ExampleFileShowsExactlyTheDefaults) {
+  PdcConfig from_example;
+  ASSERT_OK(ApplyYamlFile(PDC_EXAMPLE_CONFIG, &from_example));
+  EXPECT_EQ(FormatConfigYaml(from_example), FormatConfigYaml(PdcConfig()));
+}
+
+TEST(ConfigTest, FormatRoundTrips) {
+  ASSERT_OK_AND_ASSIGN(
+      PdcConfig c,
+      Load({"--extender.listen=127.0.0.1:9", "--extender.tokenFile=a\"b\\c",
+            "--extender.maxBodyBytes=1000000", "--node.heartbeatInterval=1h30m",
+            "--extender.nodeStaleAfter=2h",
+            "--deviceClasses=[{resourceName: x.io/fpga, selectors: "
+            "[\"10ee:9038\"], classCode: \"120000\"}]"}));
+  PdcConfig back;
+  ASSERT_OK(ApplyYaml(FormatConfigYaml(c), "formatted", &back));
+  EXPECT_EQ(FormatConfigYaml(back), FormatConfigYaml(c));
+  EXPECT_EQ(back.extender.token_file, "a\"b\\c");
+  EXPECT_EQ(back.node.heartbeat_interval, absl::Minutes(90));
+  ASSERT_EQ(back.device_classes.size(), 1u);
+  EXPECT_EQ(back.device_classes[0].selectors[0].class_code, 0x120000u);
+}
+
+TEST(ConfigTest, FileThenFlagsOverride) {
+  pdc::testing::TempDir dir;
+  const std::string path = dir.Join("pdc.yaml");
+  std::ofstream(path) << "logLevel: debug\n"
+                         "extender:\n"
+                         "  listen: 127.0.0.1:7000\n"
+                         "  workerThreads: 8\n"
+                         "  scoring: spread\n"
+                         "  nodeStaleAfter: 5m\n"
+                         "node:\n"
+                         "  nodeName: node-a\n"
+                         "deviceClasses:\n"
+                         "  - resourceName: devices.kubevirt.io/nvme\n"
+                         "    selectors: [1b36:0010]\n";
+  ASSERT_OK_AND_ASSIGN(PdcConfig c,
+                       Load({"--config=" + path, "--extender.workerThreads=16",
+                             "--extender.store", "memory"}));
+  EXPECT_EQ(c.log_level, "debug");                  // file
+  EXPECT_EQ(c.extender.listen, "127.0.0.1:7000");   // file
+  EXPECT_EQ(c.extender.worker_threads, 16);         // flag beats file
+  EXPECT_EQ(c.extender.store, StoreKind::kMemory);  // flag, "--x value" form
+  EXPECT_EQ(c.extender.scoring, ScoringPolicy::kSpread);
+  EXPECT_EQ(c.extender.node_stale_after, absl::Minutes(5));
+  EXPECT_EQ(c.node.node_name, "node-a");
+  ASSERT_EQ(c.device_classes.size(), 1u);  // The file's list replaces defaults.
+  EXPECT_EQ(c.device_classes[0].selectors.size(), 1u);
+
+  AllocatorOptions o = ToAllocatorOptions(c);
+  EXPECT_EQ(o.scoring, ScoringPolicy::kSpread);
+  EXPECT_EQ(o.node_stale_after, absl::Minutes(5));
+  EXPECT_EQ(o.device_classes.size(), 1u);
+}
+
+TEST(ConfigTest, NodeNameComesFromEnvironmentWhenUnset) {
+  ASSERT_OK_AND_ASSIGN(ConfigFlags flags, ParseConfigFlags({}));
+  auto env = [](std::string_view name) -> std::optional<std::string> {
+    if (name == "NODE_NAME") return "worker-3";
+    return std::nullopt;
+  };
+  ASSERT_OK_AND_ASSIGN(PdcConfig c, LoadConfig(flags, Component::kNode, env));
+  EXPECT_EQ(c.node.node_name, "worker-3");
+
+  ASSERT_OK_AND_ASSIGN(flags, ParseConfigFlags({"--node.nodeName=explicit"}));
+  ASSERT_OK_AND_ASSIGN(c, LoadConfig(flags, Component::kNode, env));
+  EXPECT_EQ(c.node.node_name, "explicit");
+
+  EXPECT_THAT(Load({}, Component::kNode),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("node.nodeName: empty and $NODE_NAME")));
+}
+
+// Every error names its field (and for the file, line and column).
+TEST(ConfigTest, ErrorsNameTheField) {
+  struct Case {
+    std::string yaml;
+    Component component;
+    std::string want;
+  };
+  const Case cases[] = {
+      {"deviceClasses:\n"
+       "  - resourceName: devices.kubevirt.io/nvme\n"
+       "    selectors: [\"1b36:0010\"]\n"
+       "  - resourceName: devices.kubevirt.io/other\n"
+       "    selectors: [\"1b36:00g0\"]\n",
+       Component::kExtender,
+       "pdc.yaml:5:17: deviceClasses[1].selectors[0]: \"1b36:00g0\" is not "
+       "vendor:device in hex"},
+      {"deviceClasses:\n"
+       "  - resourceName: nvme\n"
+       "    selectors: [\"1b36:0010\"]\n",
+       Component::kExtender,
+       "deviceClasses[0].resourceName: \"nvme\" is not a resource name"},
+      {"deviceClasses:\n"
+       "  - resourceName: a.io/x\n"
+       "    selectors: [\"1b36:0010\"]\n"
+       "  - resourceName: a.io/y\n"
+       "    selectors: [\"1b36:0010\"]\n",
+       Component::kExtender,
+       "deviceClasses[1].selectors[0]: 1b36:0010 is already selected by "
+       "deviceClasses[0]"},
+      {"deviceClasses:\n"
+       "  - resourceName: a.io/x\n"
+       "    selectors: [\"1b36:0010\"]\n"
+       "    classCode: 0108\n",
+       Component::kExtender,
+       "pdc.yaml:4:16: deviceClasses[0].classCode: \"0108\" is not a PCI class "
+       "code"},
+      {"deviceClasses: []\n", Component::kExtender,
+       "deviceClasses: at least one device class is required"},
+      {"deviceClasses:\n  - resourceName: a.io/x\n    selector: []\n",
+       Component::kExtender,
+       "pdc.yaml:3:5: deviceClasses[0].selector: unknown field"},
+      {"extender:\n  workerThreads: many\n", Component::kExtender,
+       "pdc.yaml:2:18: extender.workerThreads: \"many\" is not an integer"},
+      {"extender:\n  workerThreads: 0\n", Component::kExtender,
+       "extender.workerThreads: must be between 1 and 1024, got 0"},
+      {"extender:\n  readTimeout: 30\n", Component::kExtender,
+       "pdc.yaml:2:16: extender.readTimeout: \"30\" is not a duration"},
+      {"extender:\n  nodeStaleAfter: -5s\n", Component::kExtender,
+       "extender.nodeStaleAfter: must be positive"},
+      {"extender:\n  maxBodyBytes: 12Q\n", Component::kExtender,
+       "extender.maxBodyBytes: \"12Q\" is not a size in bytes"},
+      {"extender:\n  scoring: random\n", Component::kExtender,
+       "pdc.yaml:2:12: extender.scoring: \"random\" is not one of binpack, "
+       "spread"},
+      {"extender:\n  templateReclaimPolicy: retain\n", Component::kExtender,
+       "extender.templateReclaimPolicy: \"retain\" is not one of Retain, "
+       "Delete"},
+      {"extender:\n  listen: 8888\n", Component::kExtender,
+       "extender.listen: \"8888\" is not host:port"},
+      {"extender:\n  schedulerPathPrefix: scheduler\n", Component::kExtender,
+       "extender.schedulerPathPrefix: \"scheduler\" must start with /"},
+      {"extender:\n  tls:\n    certFile: /c.pem\n", Component::kExtender,
+       "extender.tls.keyFile: required when extender.tls.certFile is set"},
+      {"extender:\n  tls:\n    clientCAFile: /ca.pem\n", Component::kExtender,
+       "extender.tls.clientCAFile: needs extender.tls.certFile"},
+      {"extender:\n  kubernetes:\n    mode: kubeconfig\n", Component::kExtender,
+       "extender.kubernetes.kubeconfig: required when"},
+      {"extender:\n  kubernetes:\n    mode: outside\n", Component::kExtender,
+       "extender.kubernetes.mode: \"outside\" is not one of none, in-cluster, "
+       "kubeconfig"},
+      {"extender:\n  store: etcd\n", Component::kExtender,
+       "extender.store: \"etcd\" is not one of file, memory"},
+      {"logLevel: verbose\n", Component::kExtender,
+       "logLevel: \"verbose\" is not one of trace"},
+      {"logFormat: xml\n", Component::kExtender,
+       "logFormat: \"xml\" is not one of text, json"},
+      {"extender:\n  listen: [a, b]\n", Component::kExtender,
+       "extender.listen: want a single value, got a list"},
+      {"extender: 5\n", Component::kExtender,
+       "pdc.yaml:1:11: extender: is a section"},
+      {"node:\n  nodeName: Node_A\n", Component::kNode,
+       "node.nodeName: \"Node_A\" is not a Kubernetes node name"},
+      {"node:\n  nodeName: a\n  extenderURL: pdc:8888\n", Component::kNode,
+       "node.extenderURL: \"pdc:8888\" is not an http:// or https:// URL"},
+      {"node:\n  nodeName: a\n  heartbeatInterval: 90s\n", Component::kNode,
+       "node.heartbeatInterval: 1m30s must be shorter than "
+       "extender.nodeStaleAfter (1m)"},
+      {"node:\n  nodeName: a\n  metricsListen: nope\n", Component::kNode,
+       "node.metricsListen: \"nope\" is not host:port"},
+      {"node:\n  nodeName: a\n  tls:\n    keyFile: /k.pem\n", Component::kNode,
+       "node.tls.certFile: required when node.tls.keyFile is set"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(FromYaml(c.yaml, c.component),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.want)))
+        << c.yaml;
+  }
+}
+
+TEST(ConfigTest, UnknownKeysAreRejectedWithASuggestion) {
+  EXPECT_THAT(FromYaml("extender:\n  lsten: 0.0.0.0:1\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("pdc.yaml:2:3: extender.lsten: unknown field "
+                                 "(did you mean \"extender.listen\"?)")));
+  EXPECT_THAT(FromYaml("colour: blue\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("pdc.yaml:1:1: colour: unknown field")));
+  EXPECT_THAT(FromYaml("logLevel: info\nlogLevel: debug\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("pdc.yaml:2:1: logLevel: duplicate field")));
+}
+
+TEST(ConfigTest, YamlSyntaxErrorNamesFileLineAndColumn) {
+  pdc::testing::TempDir dir;
+  const std::string path = dir.Join("broken.yaml");
+  std::ofstream(path) << "extender:\n  listen: a\n   store: b: c\n";
+  EXPECT_THAT(
+      Load({"--config=" + path}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(path + ":3:9: YAML syntax error: illegal map value")));
+  EXPECT_THAT(
+      FromYaml("extender:\n  listen: [1, 2\n"),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("pdc.yaml:3:1: YAML syntax error: end of sequence flow")));
+  EXPECT_THAT(Load({"--config=" + dir.Join("missing.yaml")}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("missing.yaml\": No such file")));
+}
+
+TEST(ConfigTest, FlagErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string want;
+  };
+  const Case cases[] = {
+      {{"--extender.lisen=1"},
+       "unknown flag --extender.lisen (did you mean \"extender.listen\"?)"},
+      {{"--verbose"}, "unknown flag --verbose"},
+      {{"listen"}, "unexpected argument \"listen\""},
+      {{"--extender.listen"}, "flag --extender.listen needs a value"},
+      {{"--config="}, "flag --config needs a file name"},
+      {{"--extender.workerThreads=x"},
+       "flag --extender.workerThreads: extender.workerThreads: \"x\" is not an "
+       "integer"},
+      {{"--deviceClasses=[{resourceName: a.io/b, selectors: [\"zz\"]}]"},
+       "flag --deviceClasses: deviceClasses[0].selectors[0]: \"zz\" is not "
+       "vendor:device"},
+      {{"--deviceClasses=[{"}, "flag --deviceClasses: YAML syntax error"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(Load(c.args),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.want)))
+        << c.args[0];
+  }
+}
+
+TEST(ConfigTest, FlagValuesAreTakenVerbatim) {
+  ASSERT_OK_AND_ASSIGN(PdcConfig c, Load({"--extender.tokenFile=#not-a-comment",
+                                          "--extender.listen=[::]:8888"}));
+  EXPECT_EQ(c.extender.token_file, "#not-a-comment");
+  EXPECT_EQ(c.extender.listen, "[::]:8888");
+}
+
+TEST(ConfigTest, HelpListsEveryFieldWithItsDefault) {
+  ASSERT_OK_AND_ASSIGN(ConfigFlags flags, ParseConfigFlags({"--help"}));
+  EXPECT_TRUE(flags.help);
+  const std::string help = ConfigHelp();
+  EXPECT_THAT(help, HasSubstr("--extender.listen  (default \"0.0.0.0:8888\")"));
+  EXPECT_THAT(help, HasSubstr("--extender.maxBodyBytes  (default 64Mi)"));
+  EXPECT_THAT(help, HasSubstr("--node.heartbeatInterval  (default \"10s\")"));
+}
+
+TEST(ConfigTest, ParsePciSelector) {
+  ASSERT_OK_AND_ASSIGN(PciSelector s, ParsePciSelector("8086:5845"));
+  EXPECT_EQ(s.vendor_id, 0x8086);
+  EXPECT_EQ(s.device_id, 0x5845);
+  EXPECT_EQ(FormatPciSelector(s), "8086:5845");
+  for (const char* bad :
+       {"8086-5845", "808:5845", "80865845", "8086:58451", "+086:5845", ""}) {
+    EXPECT_THAT(ParsePciSelector(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad;
+  }
+}
+
+}  // namespace
+}  // namespace pdc
