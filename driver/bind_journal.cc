@@ -1,0 +1,138 @@
+#include "driver/bind_journal.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/strings.h"
+
+namespace pdc::driver {
+namespace {
+
+constexpr std::string_view kHeader = "pdc-vfio-journal v1";
+
+std::optional<JournalState> ParseState(absl::string_view s) {
+  if (s == "binding") return JournalState::kBinding;
+  if (s == "bound") return JournalState::kBound;
+  if (s == "restoring") return JournalState::kRestoring;
+  return std::nullopt;
+}
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+std::string FromDash(absl::string_view s) { return s == "-" ? "" : std::string(s); }
+
+// Driver names and serials go in a space-separated line: refuse what would
+// not read back.
+bool IsWord(const std::string& s) {
+  for (char c : s) {
+    if (c <= ' ' || c == 0x7f) return false;
+  }
+  return s != "-";
+}
+
+}  // namespace
+
+std::string_view ToString(JournalState state) {
+  switch (state) {
+    case JournalState::kBinding:
+      return "binding";
+    case JournalState::kBound:
+      return "bound";
+    case JournalState::kRestoring:
+      return "restoring";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<BindJournal>> BindJournal::Open(std::string path) {
+  std::unique_ptr<BindJournal> j(new BindJournal(path));
+  auto content = ReadFileToString(path);
+  if (absl::IsNotFound(content.status())) return j;
+  if (!content.ok()) return content.status();
+  std::vector<absl::string_view> lines =
+      absl::StrSplit(*content, '\n', absl::SkipEmpty());
+  if (lines.empty()) return j;
+  if (lines[0] != Sv(kHeader)) {
+    return absl::DataLossError(absl::StrCat(path, ": first line is not \"", Sv(kHeader), "\""));
+  }
+  absl::MutexLock lock(&j->mu_);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::vector<absl::string_view> f = absl::StrSplit(lines[i], ' ');
+    auto corrupt = [&](absl::string_view why) {
+      return absl::DataLossError(
+          absl::StrCat(path, ":", i + 1, ": ", why, ": \"", lines[i], "\""));
+    };
+    if (f.size() != 4) return corrupt("want 4 fields");
+    auto address = PciAddress::Parse(StdSv(f[0]));
+    if (!address.ok()) return corrupt("bad PCI address");
+    auto state = ParseState(f[1]);
+    if (!state) return corrupt("bad state");
+    j->entries_[*address] =
+        JournalEntry{*address, *state, FromDash(f[2]), FromDash(f[3])};
+  }
+  return j;
+}
+
+std::optional<JournalEntry> BindJournal::Get(PciAddress address) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(address);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<JournalEntry> BindJournal::Entries() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<JournalEntry> out;
+  for (const auto& [a, e] : entries_) out.push_back(e);
+  return out;
+}
+
+absl::Status BindJournal::Put(const JournalEntry& in) {
+  if (!in.original_driver.empty() && !IsWord(in.original_driver)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "journal entry for ", in.address.ToString(), ": driver name \"",
+        in.original_driver, "\" contains white space"));
+  }
+  JournalEntry entry = in;
+  // A serial is a convenience (reported while the device is on vfio-pci);
+  // one that would not read back is dropped rather than failing the bind.
+  if (!IsWord(entry.serial)) entry.serial.clear();
+  absl::MutexLock lock(&mu_);
+  auto old = entries_.find(entry.address);
+  std::optional<JournalEntry> previous;
+  if (old != entries_.end()) previous = old->second;
+  entries_[entry.address] = entry;
+  absl::Status s = PersistLocked();
+  if (!s.ok()) {
+    // Memory must not claim what the disk does not hold.
+    if (previous) {
+      entries_[entry.address] = *previous;
+    } else {
+      entries_.erase(entry.address);
+    }
+  }
+  return s;
+}
+
+absl::Status BindJournal::Remove(PciAddress address) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(address);
+  if (it == entries_.end()) return absl::OkStatus();
+  JournalEntry previous = it->second;
+  entries_.erase(it);
+  absl::Status s = PersistLocked();
+  if (!s.ok()) entries_[address] = previous;
+  return s;
+}
+
+absl::Status BindJournal::PersistLocked() {
+  std::string out = absl::StrCat(Sv(kHeader), "\n");
+  for (const auto& [a, e] : entries_) {
+    absl::StrAppend(&out, a.ToString(), " ", Sv(ToString(e.state)), " ",
+                    OrDash(e.original_driver), " ", OrDash(e.serial), "\n");
+  }
+  return WriteFileAtomically(path_, out);
+}
+
+}  // namespace pdc::driver

@@ -1,0 +1,64 @@
+#include "driver/discovery.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pdc::driver {
+
+const DeviceClass* MatchingClass(const std::vector<DeviceClass>& classes,
+                                 const Device& device) {
+  for (const DeviceClass& c : classes) {
+    if (c.Matches(device)) return &c;
+  }
+  return nullptr;
+}
+
+Device ToDevice(const PciFunctionInfo& info) {
+  Device d;
+  d.address = info.address;
+  d.vendor_id = info.vendor_id;
+  d.device_id = info.device_id;
+  d.class_code = info.class_code;
+  d.iommu_group = info.iommu_group;
+  d.numa_node = info.numa_node;
+  d.serial = info.serial;
+  d.driver = info.driver;
+  return d;
+}
+
+absl::StatusOr<DiscoveryResult> Discover(Sysfs& sysfs, std::string_view node,
+                                         const DiscoveryOptions& options) {
+  ASSIGN_OR_RETURN(PciListing listing, ListPciAddresses(sysfs));
+  DiscoveryResult out;
+  out.inventory.node = std::string(node);
+  for (const std::string& name : listing.rejected) {
+    out.problems.push_back(absl::StrCat("ignored bus/pci/devices/", name,
+                                        ": not a PCI address"));
+  }
+  for (PciAddress a : listing.addresses) {
+    auto info = ReadPciFunction(sysfs, a);
+    if (!info.ok()) {
+      // A device unplugged between the listing and the read is not a problem.
+      if (!absl::IsNotFound(info.status())) {
+        out.problems.push_back(absl::StrCat(a.ToString(), ": ", info.status().ToString()));
+      }
+      continue;
+    }
+    Device d = ToDevice(*info);
+    if (MatchingClass(options.classes, d) == nullptr) continue;
+    bool healthy = d.iommu_group >= 0;
+    if (auto it = options.expected_driver.find(a);
+        it != options.expected_driver.end() && it->second != d.driver) {
+      healthy = false;
+    }
+    d.health = healthy ? DeviceHealth::kHealthy : DeviceHealth::kUnhealthy;
+    out.inventory.devices.push_back(std::move(d));
+  }
+  std::sort(out.problems.begin(), out.problems.end());
+  return out;
+}
+
+}  // namespace pdc::driver

@@ -1,0 +1,80 @@
+// Sysfs: a rooted view of a kernel pseudo file system (/sys, and the same
+// shape serves /proc and /dev), the only way pdc-node touches the kernel.
+// Every path is relative to the root and is refused (InvalidArgument) when it
+// is absolute, empty, or has "", "." or ".." components; a path or link whose
+// target lies outside the root is refused (PermissionDenied). Production uses
+// RealSysfs("/sys"); tests point RealSysfs at a temporary tree, or use the
+// fake kernel in tests/driver/ that applies the kernel's effects of writes.
+// Thread-safety: implementations are safe to call from any thread; callers
+// serialise writes that must happen in order (the VfioBinder does).
+#ifndef PDC_DRIVER_SYSFS_H_
+#define PDC_DRIVER_SYSFS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace pdc::driver {
+
+class Sysfs {
+ public:
+  virtual ~Sysfs() = default;
+
+  // Whole content of a file. NotFound when it does not exist.
+  virtual absl::StatusOr<std::string> Read(std::string_view path) = 0;
+
+  // Writes `data` with one write() call, the way sysfs attributes must be
+  // written. The file must exist (sysfs never creates files).
+  virtual absl::Status Write(std::string_view path, std::string_view data) = 0;
+
+  // Names in a directory, sorted; NotFound when it does not exist.
+  virtual absl::StatusOr<std::vector<std::string>> List(std::string_view dir) = 0;
+
+  // The canonical path (relative to the root, links followed) of an existing
+  // file or directory. NotFound when missing or dangling.
+  virtual absl::StatusOr<std::string> Resolve(std::string_view path) = 0;
+
+  // True when `path` is a valid path that exists (links followed).
+  virtual bool Exists(std::string_view path) = 0;
+};
+
+// Checks a relative path: non-empty, not absolute, no empty, "." or ".."
+// components. InvalidArgument naming the path otherwise.
+absl::Status ValidateRelativePath(std::string_view path);
+
+// Last component of Resolve(path): the name a link such as `driver` or
+// `iommu_group` points to ("nvme", "12").
+absl::StatusOr<std::string> LinkName(Sysfs& fs, std::string_view path);
+
+// Read() with trailing whitespace and newlines removed.
+absl::StatusOr<std::string> ReadTrimmed(Sysfs& fs, std::string_view path);
+
+// A Sysfs over a real directory tree.
+class RealSysfs : public Sysfs {
+ public:
+  // `root` is an absolute or relative directory; it is canonicalised on use.
+  explicit RealSysfs(std::string root);
+
+  absl::StatusOr<std::string> Read(std::string_view path) override;
+  absl::Status Write(std::string_view path, std::string_view data) override;
+  absl::StatusOr<std::vector<std::string>> List(std::string_view dir) override;
+  absl::StatusOr<std::string> Resolve(std::string_view path) override;
+  bool Exists(std::string_view path) override;
+
+  const std::string& root() const { return root_; }
+
+ protected:
+  // The absolute real path of `path` after validation and link resolution,
+  // refused when it leaves the root.
+  absl::StatusOr<std::string> RealPath(std::string_view path);
+
+ private:
+  const std::string root_;
+};
+
+}  // namespace pdc::driver
+
+#endif  // PDC_DRIVER_SYSFS_H_

@@ -1,0 +1,334 @@
+#include "driver/vfio_binder.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "driver/discovery.h"
+#include "driver/host_usage.h"
+
+namespace pdc::driver {
+namespace {
+
+constexpr char kReasonUrl[] = "pdc.kubevirt.io/driver-failure-reason";
+
+absl::Status WithReason(absl::Status s, std::string_view reason) {
+  if (!s.ok() && !s.GetPayload(kReasonUrl)) s.SetPayload(kReasonUrl, absl::Cord(Sv(reason)));
+  return s;
+}
+
+absl::Status Refuse(std::string_view reason, std::string message) {
+  return WithReason(absl::FailedPreconditionError(std::move(message)), reason);
+}
+
+std::string Describe(const PciFunctionInfo& i) {
+  return absl::StrFormat("%s (%04x:%04x class %06x%s)", i.address.ToString(), i.vendor_id,
+                         i.device_id, i.class_code,
+                         i.driver.empty() ? "" : absl::StrCat(", driver ", i.driver));
+}
+
+std::string ProbePath() { return "bus/pci/drivers_probe"; }
+std::string UnbindPath(std::string_view drv) {
+  return absl::StrCat("bus/pci/drivers/", Sv(drv), "/unbind");
+}
+
+}  // namespace
+
+std::string FailureReason(const absl::Status& status) {
+  if (status.ok()) return "";
+  if (auto p = status.GetPayload(kReasonUrl)) return std::string(*p);
+  if (absl::IsNotFound(status)) return std::string(kReasonNotFound);
+  return std::string(kReasonSysfs);
+}
+
+VfioBinder::VfioBinder(Sysfs* sys, Sysfs* dev, Sysfs* proc, BindJournal* journal,
+                       BinderOptions options)
+    : sys_(sys), dev_(dev), proc_(proc), journal_(journal), options_(std::move(options)) {}
+
+bool VfioBinder::WaitFor(const std::function<bool()>& done) {
+  for (int i = 0; i < std::max(1, options_.verify_attempts); ++i) {
+    if (done()) return true;
+    if (options_.sleep) {
+      options_.sleep(options_.verify_interval);
+    } else {
+      absl::SleepFor(options_.verify_interval);
+    }
+  }
+  return done();
+}
+
+std::string VfioBinder::CurrentDriver(PciAddress address) {
+  auto d = LinkName(*sys_, DevicePath(address) + "/driver");
+  return d.ok() ? *d : "";
+}
+
+absl::Status VfioBinder::CheckBindable(const std::vector<PciAddress>& addresses) {
+  absl::MutexLock lock(&mu_);
+  std::vector<PciFunctionInfo> infos;
+  for (PciAddress a : addresses) {
+    auto info = ReadPciFunction(*sys_, a);
+    if (!info.ok()) return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
+    infos.push_back(std::move(*info));
+  }
+  return CheckBindableLocked(infos);
+}
+
+absl::Status VfioBinder::CheckBindableLocked(const std::vector<PciFunctionInfo>& infos) {
+  if (infos.empty()) return absl::InvalidArgumentError("no device to bind");
+  std::set<PciAddress> wanted;
+  for (const PciFunctionInfo& i : infos) wanted.insert(i.address);
+  std::set<int32_t> groups;
+  for (const PciFunctionInfo& i : infos) {
+    if (MatchingClass(options_.classes, ToDevice(i)) == nullptr) {
+      return Refuse(kReasonUnmatchedClass,
+                    absl::StrCat("refusing to bind ", Describe(i),
+                                 " to vfio-pci: no configured device class matches it"));
+    }
+    if (i.iommu_group < 0) {
+      return Refuse(kReasonNoIommuGroup,
+                    absl::StrCat("refusing to bind ", Describe(i),
+                                 " to vfio-pci: it is in no IOMMU group (is the IOMMU "
+                                 "enabled, e.g. intel_iommu=on?)"));
+    }
+    groups.insert(i.iommu_group);
+  }
+  for (int32_t g : groups) {
+    auto members = IommuGroupMembers(*sys_, g);
+    if (!members.ok()) return WithReason(members.status(), kReasonSysfs);
+    for (PciAddress m : *members) {
+      if (wanted.contains(m)) continue;
+      auto info = ReadPciFunction(*sys_, m);
+      if (!info.ok()) return WithReason(info.status(), kReasonSysfs);
+      if (info->IsPciBridge()) continue;
+      if (MatchingClass(options_.classes, ToDevice(*info)) != nullptr) {
+        return Refuse(kReasonGroupPartial,
+                      absl::StrCat("refusing to bind only part of IOMMU group ", g,
+                                   ": it also holds ", Describe(*info),
+                                   "; a group goes to vfio-pci whole, bind its devices together"));
+      }
+      return Refuse(kReasonGroupShared,
+                    absl::StrCat("refusing to bind IOMMU group ", g, " to vfio-pci: it also holds ",
+                                 Describe(*info),
+                                 ", which is neither an allowed device nor a PCI bridge"));
+    }
+  }
+  if (!sys_->Exists("bus/pci/drivers/vfio-pci")) {
+    return Refuse(kReasonVfioMissing,
+                  "the vfio-pci driver is not loaded (modprobe vfio-pci)");
+  }
+  for (const PciFunctionInfo& i : infos) {
+    if (!i.IsNvme() || i.driver == kVfioPci) continue;
+    auto uses = HostUsesOf(*sys_, *proc_, options_.mountinfo_path, i);
+    if (!uses.ok()) {
+      return WithReason(
+          absl::FailedPreconditionError(absl::StrCat(
+              "refusing to bind ", Describe(i),
+              ": cannot tell whether the host uses it: ", uses.status().ToString())),
+          kReasonHostInUse);
+    }
+    if (!uses->empty()) {
+      return Refuse(kReasonHostInUse,
+                    absl::StrCat("refusing to bind ", Describe(i),
+                                 " to vfio-pci: the host uses it: ", absl::StrJoin(*uses, "; ")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BindOutcome> VfioBinder::Bind(const std::vector<PciAddress>& addresses) {
+  absl::MutexLock lock(&mu_);
+  std::vector<PciFunctionInfo> infos;
+  for (PciAddress a : addresses) {
+    auto info = ReadPciFunction(*sys_, a);
+    if (!info.ok()) {
+      return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
+    }
+    infos.push_back(std::move(*info));
+  }
+  std::sort(infos.begin(), infos.end(),
+            [](const auto& x, const auto& y) { return x.address < y.address; });
+  RETURN_IF_ERROR(CheckBindableLocked(infos));
+
+  const bool all_bound = std::all_of(infos.begin(), infos.end(), [](const auto& i) {
+    return i.driver == kVfioPci;
+  });
+  if (all_bound) {
+    for (const PciFunctionInfo& i : infos) {
+      if (!dev_->Exists(absl::StrCat("vfio/", i.iommu_group))) {
+        return WithReason(absl::UnavailableError(absl::StrCat(
+                              i.address.ToString(), " is on vfio-pci but /dev/vfio/",
+                              i.iommu_group, " is missing")),
+                          kReasonProbeFailed);
+      }
+      // A device bound before the journal existed is adopted as is.
+      if (auto e = journal_->Get(i.address); e && e->state != JournalState::kBound) {
+        JournalEntry done = *e;
+        done.state = JournalState::kBound;
+        RETURN_IF_ERROR(WithReason(journal_->Put(done), kReasonJournal));
+      }
+    }
+    return BindOutcome::kAlreadyBound;
+  }
+  std::vector<PciFunctionInfo> moved;
+  for (const PciFunctionInfo& i : infos) {
+    if (i.driver == kVfioPci) continue;
+    absl::Status s = BindOneLocked(i);
+    if (!s.ok()) {
+      // All or nothing: a half-bound group is not viable for a VM anyway.
+      for (const PciFunctionInfo& m : moved) {
+        auto e = journal_->Get(m.address);
+        if (GiveBackLocked(m.address, e ? e->original_driver : m.driver).ok()) {
+          (void)journal_->Remove(m.address);
+        }
+      }
+      return s;
+    }
+    moved.push_back(i);
+  }
+  return BindOutcome::kBound;
+}
+
+absl::Status VfioBinder::BindOneLocked(const PciFunctionInfo& i) {
+  const std::string addr = i.address.ToString();
+  const std::string dir = DevicePath(i.address);
+  JournalEntry entry{i.address, JournalState::kBinding, i.driver, i.serial};
+  if (auto old = journal_->Get(i.address)) {
+    // Keep what we knew from the first time (e.g. an interrupted restore).
+    entry.original_driver = old->original_driver;
+    if (entry.serial.empty()) entry.serial = old->serial;
+  }
+  RETURN_IF_ERROR(WithReason(journal_->Put(entry), kReasonJournal));
+
+  absl::Status s = sys_->Write(dir + "/driver_override", kVfioPci);
+  if (s.ok() && !i.driver.empty()) s = sys_->Write(UnbindPath(i.driver), addr);
+  if (s.ok()) s = sys_->Write(ProbePath(), addr);
+  if (s.ok()) {
+    const std::string group_node = absl::StrCat("vfio/", i.iommu_group);
+    const bool ok = WaitFor([&] {
+      return CurrentDriver(i.address) == kVfioPci && dev_->Exists(group_node);
+    });
+    if (!ok) {
+      const std::string now = CurrentDriver(i.address);
+      s = WithReason(
+          absl::UnavailableError(absl::StrCat(
+              "binding ", addr, " to vfio-pci failed: after the probe its driver is \"", now,
+              "\"", now == kVfioPci ? absl::StrCat(" but /dev/vfio/", i.iommu_group, " is missing") : "",
+              " (see the kernel log)")),
+          kReasonProbeFailed);
+    }
+  } else {
+    s = WithReason(s, kReasonSysfs);
+  }
+  if (!s.ok()) {
+    const std::string reason = FailureReason(s);
+    absl::Status back = GiveBackLocked(i.address, entry.original_driver);
+    std::string message;
+    if (back.ok()) {
+      (void)journal_->Remove(i.address);
+      message = absl::StrCat(s.message(), "; device given back to ",
+                             entry.original_driver.empty() ? "no driver" : entry.original_driver);
+    } else {
+      message = absl::StrCat(s.message(), "; giving it back failed too: ", back.ToString());
+    }
+    return WithReason(absl::Status(s.code(), message), reason);
+  }
+  entry.state = JournalState::kBound;
+  return WithReason(journal_->Put(entry), kReasonJournal);
+}
+
+absl::Status VfioBinder::GiveBackLocked(PciAddress address, const std::string& original) {
+  const std::string addr = address.ToString();
+  const std::string dir = DevicePath(address);
+  // "\n" clears the override; reading it then gives "(null)".
+  RETURN_IF_ERROR(WithReason(sys_->Write(dir + "/driver_override", "\n"), kReasonSysfs));
+  if (CurrentDriver(address) == kVfioPci) {
+    RETURN_IF_ERROR(WithReason(sys_->Write(UnbindPath(kVfioPci), addr), kReasonSysfs));
+  }
+  const std::string now = CurrentDriver(address);
+  if (now.empty()) {
+    RETURN_IF_ERROR(WithReason(sys_->Write(ProbePath(), addr), kReasonSysfs));
+  }
+  const bool ok = WaitFor([&] {
+    const std::string d = CurrentDriver(address);
+    return original.empty() ? d != kVfioPci : d == original;
+  });
+  if (!ok) {
+    return WithReason(
+        absl::UnavailableError(absl::StrCat(
+            "giving ", addr, " back to ", original.empty() ? "the host" : original,
+            " failed: its driver is \"", CurrentDriver(address), "\" (see the kernel log)")),
+        kReasonRestoreFailed);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RestoreOutcome> VfioBinder::Restore(PciAddress address) {
+  absl::MutexLock lock(&mu_);
+  return RestoreLocked(address);
+}
+
+absl::StatusOr<RestoreOutcome> VfioBinder::RestoreLocked(PciAddress address) {
+  auto info = ReadPciFunction(*sys_, address);
+  if (!info.ok()) {
+    return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
+  }
+  std::optional<JournalEntry> entry = journal_->Get(address);
+  // On the host: off vfio-pci, no override, and on a driver unless it never
+  // had one (an interrupted restore leaves it on none).
+  const bool on_host = info->driver != kVfioPci && info->driver_override.empty() &&
+                       (!info->driver.empty() || !entry || entry->original_driver.empty());
+  if (on_host) {
+    if (entry) RETURN_IF_ERROR(WithReason(journal_->Remove(address), kReasonJournal));
+    return RestoreOutcome::kAlreadyRestored;
+  }
+  JournalEntry restoring = entry.value_or(JournalEntry{address, JournalState::kRestoring, "", ""});
+  restoring.state = JournalState::kRestoring;
+  RETURN_IF_ERROR(WithReason(journal_->Put(restoring), kReasonJournal));
+  RETURN_IF_ERROR(GiveBackLocked(address, restoring.original_driver));
+  RETURN_IF_ERROR(WithReason(journal_->Remove(address), kReasonJournal));
+  return RestoreOutcome::kRestored;
+}
+
+absl::Status VfioBinder::Recover() {
+  absl::MutexLock lock(&mu_);
+  absl::Status first;
+  for (const JournalEntry& e : journal_->Entries()) {
+    absl::Status s;
+    switch (e.state) {
+      case JournalState::kBound:
+        break;
+      case JournalState::kRestoring:
+        s = RestoreLocked(e.address).status();
+        break;
+      case JournalState::kBinding: {
+        auto info = ReadPciFunction(*sys_, e.address);
+        if (!info.ok()) {
+          s = info.status();
+          break;
+        }
+        if (info->driver == kVfioPci && dev_->Exists(absl::StrCat("vfio/", info->iommu_group))) {
+          JournalEntry done = e;
+          done.state = JournalState::kBound;
+          s = journal_->Put(done);
+        } else {
+          s = GiveBackLocked(e.address, e.original_driver);
+          if (s.ok()) s = journal_->Remove(e.address);
+        }
+        break;
+      }
+    }
+    if (!s.ok() && first.ok()) {
+      first = absl::Status(s.code(), absl::StrCat("recovering ", e.address.ToString(), " (",
+                                                  Sv(ToString(e.state)), "): ", s.message()));
+    }
+  }
+  return first;
+}
+
+}  // namespace pdc::driver

@@ -1,0 +1,115 @@
+// VfioBinder: moves PCI devices to vfio-pci and back, through sysfs, safely.
+//   Bind:    driver_override <- vfio-pci, unbind from the current driver,
+//            address -> drivers_probe, then verify the `driver` link is
+//            vfio-pci (the probe write succeeds even when the probe fails)
+//            and /dev/vfio/<group> exists.
+//   Restore: clear driver_override, unbind from vfio-pci, probe again, verify
+//            the original driver (from the BindJournal) is back.
+// Both are idempotent. Refused, before any write, with FailedPrecondition and
+// a sentence an operator understands: a device no configured class matches,
+// no IOMMU group, a group holding a device that is neither allowed nor a PCI
+// bridge, binding only part of a group's allowed devices, an NVMe controller
+// the host uses (mounted, swap, holders: see host_usage.h).
+// Every failure carries a short reason (FailureReason) for metrics.
+// Thread-safety: thread-safe; operations are serialised internally.
+#ifndef PDC_DRIVER_VFIO_BINDER_H_
+#define PDC_DRIVER_VFIO_BINDER_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "allocator/types.h"
+#include "driver/bind_journal.h"
+#include "driver/pci_function.h"
+#include "driver/sysfs.h"
+
+namespace pdc::driver {
+
+// Reasons attached to failed statuses; low-cardinality metric labels.
+inline constexpr std::string_view kReasonUnmatchedClass = "unmatched_class";
+inline constexpr std::string_view kReasonNoIommuGroup = "no_iommu_group";
+inline constexpr std::string_view kReasonGroupShared = "iommu_group_shared";
+inline constexpr std::string_view kReasonGroupPartial = "iommu_group_partial";
+inline constexpr std::string_view kReasonHostInUse = "host_in_use";
+inline constexpr std::string_view kReasonVfioMissing = "vfio_pci_missing";
+inline constexpr std::string_view kReasonProbeFailed = "probe_failed";
+inline constexpr std::string_view kReasonRestoreFailed = "restore_failed";
+inline constexpr std::string_view kReasonNotFound = "device_not_found";
+inline constexpr std::string_view kReasonSysfs = "sysfs_error";
+inline constexpr std::string_view kReasonJournal = "journal_error";
+
+// The reason of a status returned by VfioBinder ("" for OK).
+std::string FailureReason(const absl::Status& status);
+
+struct BinderOptions {
+  std::vector<DeviceClass> classes;
+  // Relative to the proc root; "1/mountinfo" when running in a container
+  // with the host's PID namespace.
+  std::string mountinfo_path = "self/mountinfo";
+  // How long to wait for the kernel's asynchronous effects (driver link,
+  // /dev/vfio node) before calling a step failed.
+  int verify_attempts = 200;
+  absl::Duration verify_interval = absl::Milliseconds(10);
+  // Sleeps between verification attempts; tests pass a no-op.
+  std::function<void(absl::Duration)> sleep;
+};
+
+enum class BindOutcome { kAlreadyBound, kBound };
+enum class RestoreOutcome { kAlreadyRestored, kRestored };
+
+class VfioBinder {
+ public:
+  // `sys`, `dev`, `proc` are views rooted at /sys, /dev and /proc; all must
+  // outlive the binder, as must `journal`.
+  VfioBinder(Sysfs* sys, Sysfs* dev, Sysfs* proc, BindJournal* journal,
+             BinderOptions options);
+
+  // The safety checks of Bind, without writing anything.
+  absl::Status CheckBindable(const std::vector<PciAddress>& addresses);
+
+  // Binds `addresses` (every allowed device of their IOMMU groups) to
+  // vfio-pci, all or nothing: when one device fails, the devices this call
+  // moved are given back.
+  absl::StatusOr<BindOutcome> Bind(const std::vector<PciAddress>& addresses);
+
+  // Gives a device back to the driver it had before pdc bound it.
+  absl::StatusOr<RestoreOutcome> Restore(PciAddress address);
+
+  // Finishes or rolls back what a crash interrupted: `binding` entries whose
+  // device reached vfio-pci become `bound`, the others are rolled back to
+  // their original driver; `restoring` entries are restored. Returns the
+  // first error after trying every entry.
+  absl::Status Recover();
+
+ private:
+  absl::Status CheckBindableLocked(const std::vector<PciFunctionInfo>& infos)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status BindOneLocked(const PciFunctionInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<RestoreOutcome> RestoreLocked(PciAddress address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Clears driver_override, unbinds from vfio-pci when bound there, probes
+  // and waits for `original` ("" = any driver but vfio-pci).
+  absl::Status GiveBackLocked(PciAddress address, const std::string& original)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Polls until `done` returns true or the attempts run out.
+  bool WaitFor(const std::function<bool()>& done);
+  std::string CurrentDriver(PciAddress address);
+
+  Sysfs* const sys_;
+  Sysfs* const dev_;
+  Sysfs* const proc_;
+  BindJournal* const journal_;
+  const BinderOptions options_;
+  absl::Mutex mu_;
+};
+
+}  // namespace pdc::driver
+
+#endif  // PDC_DRIVER_VFIO_BINDER_H_

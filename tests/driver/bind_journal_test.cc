@@ -1,0 +1,82 @@
+#include "driver/bind_journal.h"
+
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/driver/test_util.h"
+#include "tests/testing/status_matchers.h"
+#include "common/file_util.h"
+#include "tests/testing/temp_dir.h"
+
+namespace pdc::driver {
+namespace {
+
+using pdc::testing::StatusIs;
+using testing::Addr;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(BindJournalTest, PersistsSortedEntriesAcrossReopen) {
+  pdc::testing::TempDir tmp;
+  const std::string path = tmp.Join("j");
+  {
+    ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(path));
+    ASSERT_OK(j->Put({Addr("0000:3b:00.0"), JournalState::kBound, "nvme", "S1"}));
+    ASSERT_OK(j->Put({Addr("0000:00:03.0"), JournalState::kBinding, "", ""}));
+    ASSERT_OK(j->Put({Addr("0000:5e:00.0"), JournalState::kRestoring, "nvme", "has space"}));
+    ASSERT_OK(j->Remove(Addr("0000:00:09.0")));  // Absent: fine.
+  }
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(path));
+  EXPECT_EQ(text,
+            "pdc-vfio-journal v1\n"
+            "0000:00:03.0 binding - -\n"
+            "0000:3b:00.0 bound nvme S1\n"
+            "0000:5e:00.0 restoring nvme -\n");
+  ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(path));
+  EXPECT_THAT(j->Entries(),
+              ElementsAre(JournalEntry{Addr("0000:00:03.0"), JournalState::kBinding, "", ""},
+                          JournalEntry{Addr("0000:3b:00.0"), JournalState::kBound, "nvme", "S1"},
+                          JournalEntry{Addr("0000:5e:00.0"), JournalState::kRestoring, "nvme", ""}));
+  ASSERT_OK(j->Remove(Addr("0000:3b:00.0")));
+  ASSERT_OK_AND_ASSIGN(auto k, BindJournal::Open(path));
+  EXPECT_EQ(k->Entries().size(), 2u);
+  EXPECT_FALSE(k->Get(Addr("0000:3b:00.0")).has_value());
+}
+
+TEST(BindJournalTest, CorruptFileIsDataLoss) {
+  pdc::testing::TempDir tmp;
+  struct Case {
+    std::string content;
+    std::string message;
+  } cases[] = {
+      {"garbage\n", "first line"},
+      {"pdc-vfio-journal v1\n0000:00:03.0 bound nvme\n", ":2: want 4 fields"},
+      {"pdc-vfio-journal v1\n0000:00:3.0 bound nvme -\n", "bad PCI address"},
+      {"pdc-vfio-journal v1\n0000:00:03.0 maybe nvme -\n", "bad state"},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(tmp.Join("j"), std::ios::trunc) << c.content;
+    EXPECT_THAT(BindJournal::Open(tmp.Join("j")),
+                StatusIs(absl::StatusCode::kDataLoss, HasSubstr(c.message)))
+        << c.content;
+  }
+}
+
+TEST(BindJournalTest, DriverNameWithSpaceIsRefused) {
+  pdc::testing::TempDir tmp;
+  ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(tmp.Join("j")));
+  EXPECT_THAT(j->Put({Addr("0000:00:03.0"), JournalState::kBound, "bad name", ""}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_TRUE(j->Entries().empty());
+}
+
+TEST(BindJournalTest, FailedWriteLeavesMemoryUnchanged) {
+  pdc::testing::TempDir tmp;
+  ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(tmp.Join("missing-dir/j")));
+  EXPECT_FALSE(j->Put({Addr("0000:00:03.0"), JournalState::kBound, "nvme", ""}).ok());
+  EXPECT_TRUE(j->Entries().empty());
+}
+
+}  // namespace
+}  // namespace pdc::driver

@@ -1,0 +1,102 @@
+// FakeKernel: a Sysfs backed by a real temporary directory laid out like the
+// kernel's /sys (devices/pci0000:00/<addr>, bus/pci/devices links,
+// kernel/iommu_groups, bus/pci/drivers, class/block), plus sibling dev/ and
+// proc/ trees. Its Write applies the kernel's effects of the writes the
+// VfioBinder makes: `driver_override` stores the override ("(null)" when
+// cleared), `drivers/<d>/unbind` removes the driver link (ENODEV when not
+// bound there; the nvme children and /dev/vfio/<group> go with it),
+// `drivers_probe` consults the override or the drivers' id tables and
+// creates the link, or silently does nothing for an injected probe failure,
+// like the kernel. For tests only. Thread-safety: not thread-safe.
+#ifndef PDC_TESTS_DRIVER_FAKE_SYSFS_H_
+#define PDC_TESTS_DRIVER_FAKE_SYSFS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "driver/sysfs.h"
+
+namespace pdc::driver::testing {
+
+struct FakeDriverSpec {
+  std::string name;
+  std::vector<std::pair<uint16_t, uint16_t>> ids;  // vendor, device
+  std::optional<uint32_t> class_code;              // matches any id
+};
+
+struct FakePciDevice {
+  std::string address;
+  uint16_t vendor = 0x1b36;
+  uint16_t device = 0x0010;
+  uint32_t class_code = 0x010802;
+  int group = -1;
+  int numa = -1;
+  std::string driver;  // Bound at creation; "" for none.
+  // NVMe controllers (class 0108xx) bound to nvme get nvme/nvme<N>/ with
+  // these, and `namespaces` block devices with `partitions` each.
+  std::string serial = "SN0";
+  std::string model = "QEMU NVMe Ctrl";
+  int namespaces = 1;
+  int partitions = 0;
+};
+
+class FakeKernel : public RealSysfs {
+ public:
+  // `base` is an existing empty directory; sys/, dev/, proc/ go below it.
+  // Drivers nvme (class 010802), vfio-pci (override only) and pcieport exist.
+  explicit FakeKernel(const std::string& base);
+
+  std::string sys_root() const { return base_ + "/sys"; }
+  std::string dev_root() const { return base_ + "/dev"; }
+  std::string proc_root() const { return base_ + "/proc"; }
+
+  void AddDriver(const FakeDriverSpec& spec);
+  void RemoveDriver(const std::string& name);
+  void AddDevice(const FakePciDevice& spec);
+
+  // Probes of `address` by `driver` fail (the write still succeeds).
+  void FailProbe(const std::string& address, const std::string& driver);
+  // The next write to a path ending in `suffix` fails with EIO.
+  void FailWrite(const std::string& suffix);
+
+  // major:minor of a block device created for an NVMe namespace/partition.
+  std::string BlockDev(const std::string& name) const;
+  void AddHolder(const std::string& block, const std::string& holder);
+  void AddMount(const std::string& majmin, const std::string& mount_point,
+                const std::string& source);
+  void AddSwap(const std::string& file);
+
+  // Every write the fake received, "<resolved path> <- <data>", in order.
+  const std::vector<std::string>& writes() const { return writes_; }
+
+  absl::Status Write(std::string_view path, std::string_view data) override;
+
+ private:
+  std::string DevDir(const std::string& address) const;
+  std::string Driver(const std::string& address) const;
+  void Link(const std::string& target, const std::string& link);
+  void Put(const std::string& path, const std::string& content);
+  void Attach(const std::string& address, const std::string& driver);
+  void Detach(const std::string& address);
+  bool Matches(const FakeDriverSpec& d, const FakePciDevice& dev) const;
+  void Probe(const std::string& address);
+
+  const std::string base_;
+  std::map<std::string, FakeDriverSpec> drivers_;
+  std::map<std::string, FakePciDevice> devices_;
+  std::map<std::string, int> nvme_index_;  // address -> N of nvme<N>
+  std::map<std::string, std::string> block_dev_;
+  std::set<std::pair<std::string, std::string>> failing_probes_;
+  std::vector<std::string> failing_writes_;
+  std::vector<std::string> writes_;
+  int next_minor_ = 0;
+};
+
+}  // namespace pdc::driver::testing
+
+#endif  // PDC_TESTS_DRIVER_FAKE_SYSFS_H_

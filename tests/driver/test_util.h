@@ -1,0 +1,38 @@
+// Shared fixtures for the driver tests: the NVMe device class and a fake
+// kernel with dev/proc views. Thread-safety: test-only, single thread.
+#ifndef PDC_TESTS_DRIVER_TEST_UTIL_H_
+#define PDC_TESTS_DRIVER_TEST_UTIL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "allocator/types.h"
+#include "common/pci_address.h"
+#include "driver/sysfs.h"
+#include "tests/driver/fake_sysfs.h"
+#include "tests/testing/temp_dir.h"
+
+namespace pdc::driver::testing {
+
+inline DeviceClass NvmeClass() {
+  return DeviceClass{"devices.kubevirt.io/nvme",
+                     {PciSelector{0x1b36, 0x0010, std::nullopt},
+                      PciSelector{0x8086, 0x5845, std::nullopt}}};
+}
+
+inline PciAddress Addr(const std::string& s) { return *PciAddress::Parse(s); }
+
+// A temp dir holding a fake kernel plus RealSysfs views of its dev/ and
+// proc/ trees.
+struct FakeHost {
+  FakeHost() : kernel(tmp.path()), dev(kernel.dev_root()), proc(kernel.proc_root()) {}
+  pdc::testing::TempDir tmp;
+  FakeKernel kernel;
+  RealSysfs dev;
+  RealSysfs proc;
+};
+
+}  // namespace pdc::driver::testing
+
+#endif  // PDC_TESTS_DRIVER_TEST_UTIL_H_

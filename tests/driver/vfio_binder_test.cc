@@ -1,0 +1,336 @@
+#include "driver/vfio_binder.h"
+
+#include <filesystem>
+#include <memory>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/driver/test_util.h"
+#include "tests/testing/status_matchers.h"
+
+namespace pdc::driver {
+namespace {
+
+using pdc::testing::IsOk;
+using pdc::testing::StatusIs;
+using testing::Addr;
+using testing::FakeHost;
+using testing::NvmeClass;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class VfioBinderTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+
+  // A fresh journal object and binder over the same files: a restart.
+  void Reopen() {
+    binder_.reset();
+    auto j = BindJournal::Open(host_.tmp.Join("vfio-journal"));
+    ASSERT_TRUE(j.ok()) << j.status();
+    journal_ = std::move(*j);
+    BinderOptions options;
+    options.classes = {NvmeClass()};
+    options.verify_attempts = 3;
+    options.sleep = [this](absl::Duration) { ++sleeps_; };
+    binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc,
+                                           journal_.get(), options);
+  }
+
+  std::string Driver(const std::string& a) {
+    auto d = LinkName(host_.kernel, "bus/pci/devices/" + a + "/driver");
+    return d.ok() ? *d : "";
+  }
+  std::string Override(const std::string& a) {
+    auto o = ReadTrimmed(host_.kernel, "bus/pci/devices/" + a + "/driver_override");
+    return o.ok() ? *o : "?";
+  }
+  bool VfioNode(int group) { return host_.dev.Exists("vfio/" + std::to_string(group)); }
+
+  FakeHost host_;
+  std::unique_ptr<BindJournal> journal_;
+  std::unique_ptr<VfioBinder> binder_;
+  int sleeps_ = 0;
+};
+
+TEST_F(VfioBinderTest, BindsAndRestoresWithTheKernelsSequenceOfWrites) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 7, .driver = "nvme", .serial = "sn-a"});
+  ASSERT_OK_AND_ASSIGN(BindOutcome out, binder_->Bind({Addr("0000:00:03.0")}));
+  EXPECT_EQ(out, BindOutcome::kBound);
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+  EXPECT_EQ(Override("0000:00:03.0"), "vfio-pci");
+  EXPECT_TRUE(VfioNode(7));
+  EXPECT_THAT(host_.kernel.writes(),
+              ElementsAre("devices/pci0000:00/0000:00:03.0/driver_override <- vfio-pci",
+                          "bus/pci/drivers/nvme/unbind <- 0000:00:03.0",
+                          "bus/pci/drivers_probe <- 0000:00:03.0"));
+  EXPECT_THAT(journal_->Entries(),
+              ElementsAre(JournalEntry{Addr("0000:00:03.0"), JournalState::kBound, "nvme", "sn-a"}));
+
+  ASSERT_OK_AND_ASSIGN(RestoreOutcome back, binder_->Restore(Addr("0000:00:03.0")));
+  EXPECT_EQ(back, RestoreOutcome::kRestored);
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_EQ(Override("0000:00:03.0"), "(null)");
+  EXPECT_FALSE(VfioNode(7));
+  EXPECT_THAT(journal_->Entries(), IsEmpty());
+  EXPECT_EQ(host_.kernel.writes().size(), 6u);
+  EXPECT_EQ(host_.kernel.writes()[3], "devices/pci0000:00/0000:00:03.0/driver_override <- \\n");
+  EXPECT_EQ(host_.kernel.writes()[4], "bus/pci/drivers/vfio-pci/unbind <- 0000:00:03.0");
+  EXPECT_EQ(host_.kernel.writes()[5], "bus/pci/drivers_probe <- 0000:00:03.0");
+}
+
+TEST_F(VfioBinderTest, SecondBindAndSecondRestoreWriteNothing) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 7, .driver = "nvme"});
+  ASSERT_OK(binder_->Bind({Addr("0000:00:03.0")}));
+  const size_t writes = host_.kernel.writes().size();
+  ASSERT_OK_AND_ASSIGN(BindOutcome again, binder_->Bind({Addr("0000:00:03.0")}));
+  EXPECT_EQ(again, BindOutcome::kAlreadyBound);
+  EXPECT_EQ(host_.kernel.writes().size(), writes);
+  ASSERT_OK(binder_->Restore(Addr("0000:00:03.0")));
+  const size_t after_restore = host_.kernel.writes().size();
+  ASSERT_OK_AND_ASSIGN(RestoreOutcome again2, binder_->Restore(Addr("0000:00:03.0")));
+  EXPECT_EQ(again2, RestoreOutcome::kAlreadyRestored);
+  EXPECT_EQ(host_.kernel.writes().size(), after_restore);
+}
+
+TEST_F(VfioBinderTest, BindsADeviceWithNoDriverWithoutUnbinding) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 7});
+  ASSERT_OK(binder_->Bind({Addr("0000:00:03.0")}));
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+  EXPECT_EQ(host_.kernel.writes().size(), 2u);  // override + probe
+  ASSERT_OK(binder_->Restore(Addr("0000:00:03.0")));
+  // Originally on no driver; the kernel's own choice (nvme) is fine.
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+}
+
+struct RefusalCase {
+  std::string name;
+  std::function<void(testing::FakeKernel&)> setup;
+  std::vector<std::string> bind;
+  std::string reason;
+  std::string message;
+};
+
+void PrintTo(const RefusalCase& c, std::ostream* os) { *os << c.name; }
+
+class VfioBinderRefusalTest : public VfioBinderTest,
+                              public ::testing::WithParamInterface<RefusalCase> {};
+
+TEST_P(VfioBinderRefusalTest, RefusesBeforeAnyWrite) {
+  const RefusalCase& c = GetParam();
+  c.setup(host_.kernel);
+  std::vector<PciAddress> addresses;
+  for (const std::string& a : c.bind) addresses.push_back(Addr(a));
+  auto out = binder_->Bind(addresses);
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(c.message)));
+  EXPECT_EQ(FailureReason(out.status()), c.reason);
+  EXPECT_THAT(host_.kernel.writes(), IsEmpty());
+  EXPECT_THAT(journal_->Entries(), IsEmpty());
+  EXPECT_THAT(binder_->CheckBindable(addresses), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+using K = testing::FakeKernel;
+INSTANTIATE_TEST_SUITE_P(
+    Safety, VfioBinderRefusalTest,
+    ::testing::Values(
+        RefusalCase{"UnmatchedClass",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .vendor = 0x8086, .device = 0x10d3,
+                                   .class_code = 0x020000, .group = 3});
+                    },
+                    {"0000:00:03.0"}, "unmatched_class", "no configured device class matches"},
+        RefusalCase{"NoIommuGroup",
+                    [](K& k) { k.AddDevice({.address = "0000:00:03.0", .group = -1, .driver = "nvme"}); },
+                    {"0000:00:03.0"}, "no_iommu_group", "no IOMMU group"},
+        RefusalCase{"GroupWithAForeignDevice",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:01:00.0", .group = 4, .driver = "nvme"});
+                      k.AddDevice({.address = "0000:01:01.0", .vendor = 0x8086, .device = 0x10d3,
+                                   .class_code = 0x020000, .group = 4});
+                    },
+                    {"0000:01:00.0"}, "iommu_group_shared",
+                    "0000:01:01.0 (8086:10d3 class 020000), which is neither an allowed device nor a PCI bridge"},
+        RefusalCase{"PartOfAGroup",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:1e.0", .vendor = 0x1b36, .device = 0x000e,
+                                   .class_code = 0x060400, .group = 4});
+                      k.AddDevice({.address = "0000:01:00.0", .group = 4, .driver = "nvme", .serial = "a"});
+                      k.AddDevice({.address = "0000:01:01.0", .group = 4, .driver = "nvme", .serial = "b"});
+                    },
+                    {"0000:01:00.0"}, "iommu_group_partial", "only part of IOMMU group 4"},
+        RefusalCase{"MountedNamespace",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      k.AddMount(k.BlockDev("nvme0n1"), "/var/lib/data", "/dev/nvme0n1");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "nvme0n1 (259:0) is mounted at /var/lib/data"},
+        RefusalCase{"MountedPartitionByNumberOnly",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
+                                   .partitions = 2});
+                      k.AddMount(k.BlockDev("nvme0n1p2"), "/boot", "/dev/root");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "nvme0n1p2 (259:2) is mounted at /boot"},
+        RefusalCase{"MountedByNameWithAnonymousDevice",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
+                                   .partitions = 1});
+                      k.AddMount("0:45", "/srv/my\\040data", "/dev/nvme0n1p1");  // btrfs
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "is mounted at /srv/my data"},
+        RefusalCase{"Swap",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
+                                   .partitions = 1});
+                      k.AddSwap("/dev/nvme0n1p1");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "nvme0n1p1 is used as swap"},
+        RefusalCase{"HolderOnNamespace",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      k.AddHolder("nvme0n1", "md0");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "nvme0n1 is held by md0"},
+        RefusalCase{"HolderOnPartition",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
+                                   .partitions = 3});
+                      k.AddHolder("nvme0n1p3", "dm-0");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "nvme0n1p3 is held by dm-0"},
+        RefusalCase{"VfioPciNotLoaded",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      k.RemoveDriver("vfio-pci");
+                    },
+                    {"0000:00:03.0"}, "vfio_pci_missing", "modprobe vfio-pci"}),
+    [](const ::testing::TestParamInfo<RefusalCase>& info) { return info.param.name; });
+
+TEST_F(VfioBinderTest, MountOfAnotherDiskDoesNotBlock) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme", .serial = "a"});
+  host_.kernel.AddDevice({.address = "0000:00:04.0", .group = 4, .driver = "nvme", .serial = "b"});
+  host_.kernel.AddMount(host_.kernel.BlockDev("nvme1n1"), "/", "/dev/nvme1n1");
+  EXPECT_THAT(binder_->Bind({Addr("0000:00:04.0")}), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(binder_->Bind({Addr("0000:00:03.0")}), IsOk());
+}
+
+TEST_F(VfioBinderTest, BindsAWholeGroupBehindABridgeTogether) {
+  host_.kernel.AddDevice({.address = "0000:00:1e.0", .vendor = 0x1b36, .device = 0x000e,
+                          .class_code = 0x060400, .group = 4});
+  host_.kernel.AddDevice({.address = "0000:01:00.0", .group = 4, .driver = "nvme", .serial = "a"});
+  host_.kernel.AddDevice({.address = "0000:01:01.0", .group = 4, .driver = "nvme", .serial = "b"});
+  ASSERT_OK(binder_->Bind({Addr("0000:01:01.0"), Addr("0000:01:00.0")}));
+  EXPECT_EQ(Driver("0000:01:00.0"), "vfio-pci");
+  EXPECT_EQ(Driver("0000:01:01.0"), "vfio-pci");
+  EXPECT_EQ(Driver("0000:00:1e.0"), "");  // The bridge is never touched.
+  EXPECT_TRUE(VfioNode(4));
+  ASSERT_OK(binder_->Restore(Addr("0000:01:00.0")));
+  EXPECT_TRUE(VfioNode(4));  // Still used by 01:01.0.
+  ASSERT_OK(binder_->Restore(Addr("0000:01:01.0")));
+  EXPECT_FALSE(VfioNode(4));
+}
+
+TEST_F(VfioBinderTest, FailedProbeIsDetectedAndTheDeviceGivenBack) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+  host_.kernel.FailProbe("0000:00:03.0", "vfio-pci");
+  auto out = binder_->Bind({Addr("0000:00:03.0")});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kUnavailable,
+                            HasSubstr("after the probe its driver is \"\" (see the kernel log); device "
+                                      "given back to nvme")));
+  EXPECT_EQ(FailureReason(out.status()), "probe_failed");
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_EQ(Override("0000:00:03.0"), "(null)");
+  EXPECT_THAT(journal_->Entries(), IsEmpty());
+  EXPECT_GT(sleeps_, 0);  // It waited for the kernel before giving up.
+}
+
+TEST_F(VfioBinderTest, GroupIsAllOrNothing) {
+  host_.kernel.AddDevice({.address = "0000:01:00.0", .group = 4, .driver = "nvme", .serial = "a"});
+  host_.kernel.AddDevice({.address = "0000:01:01.0", .group = 4, .driver = "nvme", .serial = "b"});
+  host_.kernel.FailProbe("0000:01:01.0", "vfio-pci");
+  EXPECT_THAT(binder_->Bind({Addr("0000:01:00.0"), Addr("0000:01:01.0")}),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(Driver("0000:01:00.0"), "nvme");
+  EXPECT_EQ(Driver("0000:01:01.0"), "nvme");
+  EXPECT_FALSE(VfioNode(4));
+  EXPECT_THAT(journal_->Entries(), IsEmpty());
+}
+
+TEST_F(VfioBinderTest, FailedSysfsWriteIsRolledBack) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+  host_.kernel.FailWrite("drivers_probe");
+  auto out = binder_->Bind({Addr("0000:00:03.0")});
+  EXPECT_FALSE(out.ok());
+  EXPECT_EQ(FailureReason(out.status()), "sysfs_error");
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_THAT(journal_->Entries(), IsEmpty());
+}
+
+TEST_F(VfioBinderTest, JournalSurvivesARestartAndRestoreUsesIt) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .vendor = 0x8086, .device = 0x5845,
+                          .group = 3, .driver = "nvme", .serial = "x"});
+  host_.kernel.AddDriver({"vendor-nvme", {{0x8086, 0x5845}}, std::nullopt});
+  // Move it to a vendor driver first, the way a host might have it.
+  ASSERT_OK(host_.kernel.Write("bus/pci/drivers/nvme/unbind", "0000:00:03.0"));
+  ASSERT_OK(host_.kernel.Write("bus/pci/drivers/vendor-nvme/bind", "0000:00:03.0"));
+  ASSERT_OK(binder_->Bind({Addr("0000:00:03.0")}));
+  Reopen();
+  ASSERT_TRUE(journal_->Get(Addr("0000:00:03.0")).has_value());
+  EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->original_driver, "vendor-nvme");
+  // Both drivers match after the override is cleared; without the journal
+  // the kernel's first choice (nvme) would not be what the host had.
+  auto out = binder_->Restore(Addr("0000:00:03.0"));
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("back to vendor-nvme")));
+  EXPECT_EQ(FailureReason(out.status()), "restore_failed");
+  ASSERT_TRUE(journal_->Get(Addr("0000:00:03.0")).has_value());
+  EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kRestoring);
+}
+
+TEST_F(VfioBinderTest, RecoverFinishesABindThatReachedVfio) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "vfio-pci"});
+  ASSERT_OK(journal_->Put({Addr("0000:00:03.0"), JournalState::kBinding, "nvme", "s"}));
+  ASSERT_OK(binder_->Recover());
+  EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kBound);
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+}
+
+TEST_F(VfioBinderTest, RecoverRollsBackABindCutShortAfterUnbind) {
+  // The crash came after driver_override and unbind, before the probe.
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+  ASSERT_OK(journal_->Put({Addr("0000:00:03.0"), JournalState::kBinding, "nvme", "s"}));
+  ASSERT_OK(host_.kernel.Write("bus/pci/devices/0000:00:03.0/driver_override", "vfio-pci"));
+  ASSERT_OK(host_.kernel.Write("bus/pci/drivers/nvme/unbind", "0000:00:03.0"));
+  Reopen();
+  ASSERT_OK(binder_->Recover());
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_EQ(Override("0000:00:03.0"), "(null)");
+  EXPECT_THAT(journal_->Entries(), IsEmpty());
+}
+
+TEST_F(VfioBinderTest, RecoverFinishesAnInterruptedRestore) {
+  // The crash came after clearing the override and unbinding from vfio-pci.
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3});
+  ASSERT_OK(journal_->Put({Addr("0000:00:03.0"), JournalState::kRestoring, "nvme", "s"}));
+  ASSERT_OK(binder_->Recover());
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_THAT(journal_->Entries(), IsEmpty());
+}
+
+TEST_F(VfioBinderTest, RecoverKeepsBoundDevicesAndReportsMissingOnes) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "vfio-pci"});
+  ASSERT_OK(journal_->Put({Addr("0000:00:03.0"), JournalState::kBound, "nvme", "s"}));
+  ASSERT_OK(journal_->Put({Addr("0000:00:09.0"), JournalState::kBinding, "nvme", "t"}));
+  EXPECT_THAT(binder_->Recover(), StatusIs(absl::StatusCode::kNotFound, HasSubstr("0000:00:09.0")));
+  EXPECT_EQ(journal_->Entries().size(), 2u);
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+}
+
+TEST_F(VfioBinderTest, MissingDeviceIsNotFound) {
+  auto out = binder_->Bind({Addr("0000:00:09.0")});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(FailureReason(out.status()), "device_not_found");
+}
+
+}  // namespace
+}  // namespace pdc::driver
