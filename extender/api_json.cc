@@ -1,0 +1,617 @@
+#include "extender/api_json.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "extender/validation.h"
+
+namespace pdc::extender {
+namespace {
+
+using json::Find;
+using json::IsNullish;
+using json::Key;
+using json::Str;
+using json::StringOf;
+using json::Value;
+using json::Writer;
+
+std::string Hex(uint32_t v, int digits) {
+  return absl::StrFormat("%0*x", digits, v);
+}
+
+absl::StatusOr<uint32_t> ParseHex(const Value& obj, std::string_view key,
+                                  std::string_view field, int digits) {
+  ASSIGN_OR_RETURN(std::string_view s, json::ReqString(obj, key, field));
+  uint32_t v = 0;
+  bool ok = static_cast<int>(s.size()) == digits;
+  for (char c : s) {
+    int d = (c >= '0' && c <= '9')   ? c - '0'
+            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                     : -1;
+    if (d < 0) ok = false;
+    v = (v << 4) | static_cast<uint32_t>(d < 0 ? 0 : d);
+  }
+  if (!ok) {
+    return json::FieldError(field, absl::StrCat("\"", Sv(s), "\" must be ",
+                                                digits, " hex digits"));
+  }
+  return v;
+}
+
+absl::StatusOr<PciAddress> ParseAddress(std::string_view s,
+                                        std::string_view field) {
+  absl::StatusOr<PciAddress> a = PciAddress::Parse(s);
+  if (!a.ok()) return json::FieldError(field, StdSv(a.status().message()));
+  return *a;
+}
+
+absl::StatusOr<Device> ParseDevice(const Value& v, std::string_view at) {
+  if (!v.IsObject()) return json::TypeError(at, "must be an object");
+  auto f = [&](std::string_view k) { return absl::StrCat(Sv(at), ".", Sv(k)); };
+  Device d;
+  ASSIGN_OR_RETURN(std::string_view addr,
+                   json::ReqString(v, "address", f("address")));
+  ASSIGN_OR_RETURN(d.address, ParseAddress(addr, f("address")));
+  ASSIGN_OR_RETURN(uint32_t vendor, ParseHex(v, "vendor", f("vendor"), 4));
+  ASSIGN_OR_RETURN(uint32_t device, ParseHex(v, "device", f("device"), 4));
+  ASSIGN_OR_RETURN(d.class_code, ParseHex(v, "class", f("class"), 6));
+  d.vendor_id = static_cast<uint16_t>(vendor);
+  d.device_id = static_cast<uint16_t>(device);
+  ASSIGN_OR_RETURN(int64_t group,
+                   json::OptInt(v, "iommuGroup", f("iommuGroup"), -1));
+  if (group < -1 || group > INT32_MAX) {
+    return json::FieldError(f("iommuGroup"), "must be -1 or a group number");
+  }
+  d.iommu_group = static_cast<int32_t>(group);
+  ASSIGN_OR_RETURN(int64_t numa, json::OptInt(v, "numaNode", f("numaNode"), -1));
+  if (numa < -1 || numa > INT16_MAX) {
+    return json::FieldError(f("numaNode"), "must be -1 or a NUMA node number");
+  }
+  d.numa_node = static_cast<int16_t>(numa);
+  ASSIGN_OR_RETURN(std::string_view serial,
+                   json::OptString(v, "serial", f("serial")));
+  ASSIGN_OR_RETURN(std::string_view driver,
+                   json::OptString(v, "driver", f("driver")));
+  d.serial = std::string(serial);
+  d.driver = std::string(driver);
+  ASSIGN_OR_RETURN(bool healthy, json::OptBool(v, "healthy", f("healthy"), true));
+  d.health = healthy ? DeviceHealth::kHealthy : DeviceHealth::kUnhealthy;
+  return d;
+}
+
+void WriteReservation(Writer& w, const std::optional<Reservation>& r) {
+  if (!r) {
+    w.Null();
+    return;
+  }
+  w.StartObject();
+  Key(w, "vm");
+  Str(w, r->vm);
+  Key(w, "podName");
+  Str(w, r->pod_name);
+  Key(w, "podUid");
+  Str(w, r->pod_uid);
+  w.EndObject();
+}
+
+absl::StatusOr<std::optional<Reservation>> ParseReservation(
+    const Value& obj, std::string_view key, std::string_view field) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return std::optional<Reservation>();
+  if (!v->IsObject()) return json::TypeError(field, "must be an object or null");
+  Reservation r;
+  ASSIGN_OR_RETURN(std::string_view vm, json::OptString(*v, "vm", field));
+  ASSIGN_OR_RETURN(std::string_view pn, json::OptString(*v, "podName", field));
+  ASSIGN_OR_RETURN(std::string_view pu, json::OptString(*v, "podUid", field));
+  r.vm = std::string(vm);
+  r.pod_name = std::string(pn);
+  r.pod_uid = std::string(pu);
+  return std::optional<Reservation>(std::move(r));
+}
+
+absl::StatusOr<ReclaimPolicy> ParsePolicy(std::string_view s,
+                                          std::string_view field) {
+  if (s.empty() || s == "Retain") return ReclaimPolicy::kRetain;
+  if (s == "Delete") return ReclaimPolicy::kDelete;
+  return json::FieldError(
+      field, absl::StrCat("\"", Sv(s), "\" must be Retain or Delete"));
+}
+
+// Device address -> "ns/name" of the claim holding it on `node`.
+std::map<PciAddress, std::string> ClaimsOnNode(std::string_view node,
+                                               const std::vector<Claim>& claims) {
+  std::map<PciAddress, std::string> out;
+  for (const Claim& c : claims) {
+    if (c.status.node != node) continue;
+    for (const BoundDevice& d : c.status.devices) {
+      out[d.address] = c.key.ToString();
+    }
+  }
+  return out;
+}
+
+void WriteClaimRef(Writer& w, const std::map<PciAddress, std::string>& m,
+                   PciAddress a) {
+  auto it = m.find(a);
+  if (it == m.end()) {
+    w.Null();
+  } else {
+    Str(w, it->second);
+  }
+}
+
+}  // namespace
+
+void WriteDeviceFields(Writer& w, const Device& d) {
+  Key(w, "address");
+  Str(w, d.address.ToString());
+  Key(w, "vendor");
+  Str(w, Hex(d.vendor_id, 4));
+  Key(w, "device");
+  Str(w, Hex(d.device_id, 4));
+  Key(w, "class");
+  Str(w, Hex(d.class_code, 6));
+  Key(w, "iommuGroup");
+  w.Int(d.iommu_group);
+  Key(w, "numaNode");
+  w.Int(d.numa_node);
+  Key(w, "serial");
+  Str(w, d.serial);
+  Key(w, "driver");
+  Str(w, d.driver);
+  Key(w, "healthy");
+  w.Bool(d.health == DeviceHealth::kHealthy);
+}
+
+absl::StatusOr<NodeInventory> ParseInventory(std::string_view body,
+                                             std::string_view path_node) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::Parse(body, &doc));
+  if (!doc.IsObject()) return json::TypeError("", "inventory must be an object");
+  NodeInventory inv;
+  ASSIGN_OR_RETURN(std::string_view node, json::ReqString(doc, "node", "node"));
+  if (node != path_node) {
+    return json::FieldError(
+        "node", absl::StrCat("\"", Sv(node), "\" does not match the node \"",
+                             Sv(path_node), "\" in the URL"));
+  }
+  RETURN_IF_ERROR(ValidateObjectName("node", node));
+  inv.node = std::string(node);
+  const Value* devices = Find(doc, "devices");
+  if (!IsNullish(devices)) {
+    if (!devices->IsArray()) return json::TypeError("devices", "must be an array");
+    for (rapidjson::SizeType i = 0; i < devices->Size(); ++i) {
+      ASSIGN_OR_RETURN(Device d,
+                       ParseDevice((*devices)[i], absl::StrCat("devices[", i, "]")));
+      inv.devices.push_back(std::move(d));
+    }
+  }
+  std::sort(inv.devices.begin(), inv.devices.end(),
+            [](const Device& a, const Device& b) { return a.address < b.address; });
+  for (size_t i = 1; i < inv.devices.size(); ++i) {
+    if (inv.devices[i].address == inv.devices[i - 1].address) {
+      return json::FieldError(
+          "devices", absl::StrCat("address ", inv.devices[i].address.ToString(),
+                                  " is listed twice"));
+    }
+  }
+  return inv;
+}
+
+std::string WriteInventory(const NodeInventory& inv) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "node");
+  Str(w, inv.node);
+  Key(w, "devices");
+  w.StartArray();
+  for (const Device& d : inv.devices) {
+    w.StartObject();
+    WriteDeviceFields(w, d);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+std::string WriteInventoryAccepted(std::string_view node, size_t devices,
+                                   uint64_t version) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "node");
+  Str(w, node);
+  Key(w, "devices");
+  w.Uint64(devices);
+  Key(w, "version");
+  w.Uint64(version);
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+std::string WriteNodeAllocations(std::string_view node,
+                                 const NodeAllocations& a) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "node");
+  Str(w, node);
+  Key(w, "version");
+  w.Uint64(a.version);
+  Key(w, "claimed");
+  w.StartArray();
+  for (const NodeAllocation& c : a.claimed) {
+    w.StartObject();
+    Key(w, "address");
+    Str(w, c.address.ToString());
+    Key(w, "claim");
+    Str(w, c.claim.ToString());
+    Key(w, "resourceName");
+    Str(w, c.resource_name);
+    Key(w, "reclaimPolicy");
+    Str(w, ToString(c.reclaim_policy));
+    Key(w, "reservedFor");
+    WriteReservation(w, c.reserved_for);
+    w.EndObject();
+  }
+  w.EndArray();
+  Key(w, "returnToHost");
+  w.StartArray();
+  for (const PciAddress& p : a.return_to_host) Str(w, p.ToString());
+  w.EndArray();
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+absl::StatusOr<NodeAllocationsReply> ParseNodeAllocations(std::string_view body) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::Parse(body, &doc));
+  if (!doc.IsObject()) return json::TypeError("", "must be an object");
+  NodeAllocationsReply r;
+  ASSIGN_OR_RETURN(std::string_view node, json::ReqString(doc, "node", "node"));
+  r.node = std::string(node);
+  ASSIGN_OR_RETURN(int64_t version, json::ReqInt(doc, "version", "version"));
+  r.allocations.version = static_cast<uint64_t>(version);
+  const Value* claimed = Find(doc, "claimed");
+  if (!IsNullish(claimed)) {
+    if (!claimed->IsArray()) return json::TypeError("claimed", "must be an array");
+    for (rapidjson::SizeType i = 0; i < claimed->Size(); ++i) {
+      const Value& c = (*claimed)[i];
+      const std::string at = absl::StrCat("claimed[", i, "]");
+      if (!c.IsObject()) return json::TypeError(at, "must be an object");
+      NodeAllocation a;
+      ASSIGN_OR_RETURN(std::string_view addr,
+                       json::ReqString(c, "address", at + ".address"));
+      ASSIGN_OR_RETURN(a.address, ParseAddress(addr, at + ".address"));
+      ASSIGN_OR_RETURN(std::string_view claim,
+                       json::ReqString(c, "claim", at + ".claim"));
+      size_t slash = claim.find('/');
+      if (slash == std::string_view::npos) {
+        return json::FieldError(at + ".claim", "must be namespace/name");
+      }
+      a.claim = ClaimKey{std::string(claim.substr(0, slash)),
+                         std::string(claim.substr(slash + 1))};
+      ASSIGN_OR_RETURN(std::string_view res,
+                       json::OptString(c, "resourceName", at + ".resourceName"));
+      a.resource_name = std::string(res);
+      ASSIGN_OR_RETURN(std::string_view pol,
+                       json::OptString(c, "reclaimPolicy", at + ".reclaimPolicy"));
+      ASSIGN_OR_RETURN(a.reclaim_policy, ParsePolicy(pol, at + ".reclaimPolicy"));
+      ASSIGN_OR_RETURN(a.reserved_for,
+                       ParseReservation(c, "reservedFor", at + ".reservedFor"));
+      r.allocations.claimed.push_back(std::move(a));
+    }
+  }
+  const Value* back = Find(doc, "returnToHost");
+  if (!IsNullish(back)) {
+    if (!back->IsArray()) return json::TypeError("returnToHost", "must be an array");
+    for (rapidjson::SizeType i = 0; i < back->Size(); ++i) {
+      const std::string at = absl::StrCat("returnToHost[", i, "]");
+      if (!(*back)[i].IsString()) return json::TypeError(at, "must be a string");
+      ASSIGN_OR_RETURN(PciAddress a, ParseAddress(StringOf((*back)[i]), at));
+      r.allocations.return_to_host.push_back(a);
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
+                                             std::string_view ns) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::Parse(body, &doc));
+  if (!doc.IsObject()) return json::TypeError("", "claim must be an object");
+  ClaimCreate c;
+  RETURN_IF_ERROR(ValidateNamespace("namespace", ns));
+  c.key.ns = std::string(ns);
+  ASSIGN_OR_RETURN(std::string_view body_ns,
+                   json::OptString(doc, "namespace", "namespace"));
+  if (!body_ns.empty() && body_ns != ns) {
+    return json::FieldError("namespace",
+                            absl::StrCat("\"", Sv(body_ns),
+                                         "\" does not match the namespace \"",
+                                         Sv(ns), "\" in the URL"));
+  }
+  ASSIGN_OR_RETURN(std::string_view name, json::ReqString(doc, "name", "name"));
+  RETURN_IF_ERROR(ValidateObjectName("name", name));
+  c.key.name = std::string(name);
+  ASSIGN_OR_RETURN(std::string_view res,
+                   json::ReqString(doc, "resourceName", "resourceName"));
+  if (res.empty()) return json::FieldError("resourceName", "is required");
+  c.spec.resource_name = std::string(res);
+  ASSIGN_OR_RETURN(int64_t count, json::OptInt(doc, "count", "count", 1));
+  if (count < 1 || count > 1024) {
+    return json::FieldError("count", "must be between 1 and 1024");
+  }
+  c.spec.count = static_cast<int32_t>(count);
+  ASSIGN_OR_RETURN(std::string_view node, json::OptString(doc, "node", "node"));
+  if (!node.empty()) RETURN_IF_ERROR(ValidateObjectName("node", node));
+  c.spec.node = std::string(node);
+  ASSIGN_OR_RETURN(std::string_view serial,
+                   json::OptString(doc, "serial", "serial"));
+  c.spec.serial = std::string(serial);
+  ASSIGN_OR_RETURN(std::string_view addr,
+                   json::OptString(doc, "address", "address"));
+  if (!addr.empty()) {
+    ASSIGN_OR_RETURN(PciAddress a, ParseAddress(addr, "address"));
+    c.spec.address = a;
+  }
+  if ((!serial.empty() || !addr.empty()) && c.spec.count != 1) {
+    return json::FieldError("count",
+                            "must be 1 for a claim pinned to a serial or an "
+                            "address");
+  }
+  ASSIGN_OR_RETURN(std::string_view pol,
+                   json::OptString(doc, "reclaimPolicy", "reclaimPolicy"));
+  ASSIGN_OR_RETURN(c.spec.reclaim_policy, ParsePolicy(pol, "reclaimPolicy"));
+  ASSIGN_OR_RETURN(std::string_view owner,
+                   json::OptString(doc, "ownerVM", "ownerVM"));
+  if (!owner.empty()) RETURN_IF_ERROR(ValidateObjectName("ownerVM", owner));
+  c.spec.owner_vm = std::string(owner);
+  return c;
+}
+
+std::string WriteClaimCreate(const ClaimCreate& c) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "name");
+  Str(w, c.key.name);
+  Key(w, "resourceName");
+  Str(w, c.spec.resource_name);
+  Key(w, "count");
+  w.Int(c.spec.count);
+  Key(w, "node");
+  Str(w, c.spec.node);
+  Key(w, "serial");
+  Str(w, c.spec.serial);
+  Key(w, "address");
+  Str(w, c.spec.address ? c.spec.address->ToString() : "");
+  Key(w, "reclaimPolicy");
+  Str(w, ToString(c.spec.reclaim_policy));
+  if (!c.spec.owner_vm.empty()) {
+    Key(w, "ownerVM");
+    Str(w, c.spec.owner_vm);
+  }
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+void WriteClaimObject(Writer& w, const Claim& c) {
+  w.StartObject();
+  Key(w, "namespace");
+  Str(w, c.key.ns);
+  Key(w, "name");
+  Str(w, c.key.name);
+  Key(w, "uid");
+  Str(w, c.uid);
+  Key(w, "resourceName");
+  Str(w, c.spec.resource_name);
+  Key(w, "count");
+  w.Int(c.spec.count);
+  Key(w, "node");
+  Str(w, c.spec.node);
+  Key(w, "serial");
+  Str(w, c.spec.serial);
+  Key(w, "address");
+  Str(w, c.spec.address ? c.spec.address->ToString() : "");
+  Key(w, "reclaimPolicy");
+  Str(w, ToString(c.spec.reclaim_policy));
+  Key(w, "ownerVM");
+  Str(w, c.spec.owner_vm);
+  Key(w, "status");
+  w.StartObject();
+  Key(w, "phase");
+  Str(w, ToString(c.status.phase));
+  Key(w, "node");
+  Str(w, c.status.node);
+  Key(w, "devices");
+  w.StartArray();
+  for (const BoundDevice& d : c.status.devices) {
+    w.StartObject();
+    Key(w, "address");
+    Str(w, d.address.ToString());
+    Key(w, "serial");
+    Str(w, d.serial);
+    w.EndObject();
+  }
+  w.EndArray();
+  Key(w, "lostReason");
+  Str(w, c.status.lost_reason);
+  Key(w, "reservedFor");
+  WriteReservation(w, c.status.reserved_for);
+  w.EndObject();
+  w.EndObject();
+}
+
+std::string WriteClaim(const Claim& c) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  WriteClaimObject(w, c);
+  return std::string(json::Output(buf));
+}
+
+std::string WriteClaimList(const std::vector<Claim>& claims) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "items");
+  w.StartArray();
+  for (const Claim& c : claims) WriteClaimObject(w, c);
+  w.EndArray();
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+absl::StatusOr<Claim> ParseClaim(const Value& v) {
+  if (!v.IsObject()) return json::TypeError("", "claim must be an object");
+  Claim c;
+  auto str = [&](const Value& o, std::string_view k,
+                 std::string_view field) -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(std::string_view s, json::OptString(o, k, field));
+    return std::string(s);
+  };
+  ASSIGN_OR_RETURN(c.key.ns, str(v, "namespace", "namespace"));
+  ASSIGN_OR_RETURN(c.key.name, str(v, "name", "name"));
+  ASSIGN_OR_RETURN(c.uid, str(v, "uid", "uid"));
+  ASSIGN_OR_RETURN(c.spec.resource_name, str(v, "resourceName", "resourceName"));
+  ASSIGN_OR_RETURN(int64_t count, json::OptInt(v, "count", "count", 1));
+  c.spec.count = static_cast<int32_t>(count);
+  ASSIGN_OR_RETURN(c.spec.node, str(v, "node", "node"));
+  ASSIGN_OR_RETURN(c.spec.serial, str(v, "serial", "serial"));
+  ASSIGN_OR_RETURN(std::string addr, str(v, "address", "address"));
+  if (!addr.empty()) {
+    ASSIGN_OR_RETURN(PciAddress a, ParseAddress(addr, "address"));
+    c.spec.address = a;
+  }
+  ASSIGN_OR_RETURN(std::string pol, str(v, "reclaimPolicy", "reclaimPolicy"));
+  ASSIGN_OR_RETURN(c.spec.reclaim_policy, ParsePolicy(pol, "reclaimPolicy"));
+  ASSIGN_OR_RETURN(c.spec.owner_vm, str(v, "ownerVM", "ownerVM"));
+  const Value* st = Find(v, "status");
+  if (!IsNullish(st)) {
+    if (!st->IsObject()) return json::TypeError("status", "must be an object");
+    ASSIGN_OR_RETURN(std::string phase, str(*st, "phase", "status.phase"));
+    if (phase == "Bound") {
+      c.status.phase = ClaimPhase::kBound;
+    } else if (phase == "Lost") {
+      c.status.phase = ClaimPhase::kLost;
+    } else if (phase == "Pending" || phase.empty()) {
+      c.status.phase = ClaimPhase::kPending;
+    } else {
+      return json::FieldError("status.phase", "must be Pending, Bound or Lost");
+    }
+    ASSIGN_OR_RETURN(c.status.node, str(*st, "node", "status.node"));
+    ASSIGN_OR_RETURN(c.status.lost_reason,
+                     str(*st, "lostReason", "status.lostReason"));
+    ASSIGN_OR_RETURN(c.status.reserved_for,
+                     ParseReservation(*st, "reservedFor", "status.reservedFor"));
+    const Value* devs = Find(*st, "devices");
+    if (!IsNullish(devs)) {
+      if (!devs->IsArray()) {
+        return json::TypeError("status.devices", "must be an array");
+      }
+      for (rapidjson::SizeType i = 0; i < devs->Size(); ++i) {
+        const std::string at = absl::StrCat("status.devices[", i, "]");
+        BoundDevice d;
+        ASSIGN_OR_RETURN(std::string_view a,
+                         json::ReqString((*devs)[i], "address", at + ".address"));
+        ASSIGN_OR_RETURN(d.address, ParseAddress(a, at + ".address"));
+        ASSIGN_OR_RETURN(d.serial, str((*devs)[i], "serial", at + ".serial"));
+        c.status.devices.push_back(std::move(d));
+      }
+    }
+  }
+  return c;
+}
+
+void WriteTime(Writer& w, absl::Time t) {
+  if (t == absl::InfinitePast()) {
+    w.Null();
+    return;
+  }
+  Str(w, StdSv(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone())));
+}
+
+std::string WriteNodeList(const std::vector<NodeView>& nodes) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "items");
+  w.StartArray();
+  for (const NodeView& n : nodes) {
+    w.StartObject();
+    Key(w, "name");
+    Str(w, n.name);
+    Key(w, "reporting");
+    w.Bool(n.reporting);
+    Key(w, "lastReport");
+    WriteTime(w, n.last_report);
+    Key(w, "devices");
+    w.Uint64(n.inventory.devices.size());
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+std::string WriteNodeDetail(const NodeView& n,
+                            const std::vector<Claim>& claims) {
+  const auto held = ClaimsOnNode(n.name, claims);
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "name");
+  Str(w, n.name);
+  Key(w, "reporting");
+  w.Bool(n.reporting);
+  Key(w, "lastReport");
+  WriteTime(w, n.last_report);
+  Key(w, "devices");
+  w.StartArray();
+  for (const Device& d : n.inventory.devices) {
+    w.StartObject();
+    WriteDeviceFields(w, d);
+    Key(w, "claim");
+    WriteClaimRef(w, held, d.address);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+std::string WriteDeviceList(const std::vector<NodeView>& nodes,
+                            const std::vector<Claim>& claims) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "items");
+  w.StartArray();
+  for (const NodeView& n : nodes) {
+    const auto held = ClaimsOnNode(n.name, claims);
+    for (const Device& d : n.inventory.devices) {
+      w.StartObject();
+      Key(w, "node");
+      Str(w, n.name);
+      WriteDeviceFields(w, d);
+      Key(w, "claim");
+      WriteClaimRef(w, held, d.address);
+      w.EndObject();
+    }
+  }
+  w.EndArray();
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+}  // namespace pdc::extender

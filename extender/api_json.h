@@ -1,0 +1,69 @@
+// JSON codecs of the pdc REST API (/work/notes/rest-api.md, the wire format
+// agreed between the extender, the node driver, pdcctl and the simulator).
+// Writers produce the exact documented shapes with keys in a fixed order;
+// readers validate every field and name it in errors (TypeError -> 400 for a
+// wrong JSON type, FieldError -> 422 for a bad value).
+// Shared through pdc_extender_lib so clients decode what the server encodes.
+// Thread-safety: pure functions.
+#ifndef PDC_EXTENDER_API_JSON_H_
+#define PDC_EXTENDER_API_JSON_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "allocator/allocator.h"
+#include "allocator/types.h"
+#include "extender/json_util.h"
+
+namespace pdc::extender {
+
+// --- Inventory (PUT /v1/nodes/{node}/inventory) ---------------------------
+// `path_node` is {node} from the URL; the body's "node" must equal it.
+absl::StatusOr<NodeInventory> ParseInventory(std::string_view body,
+                                             std::string_view path_node);
+std::string WriteInventory(const NodeInventory& inv);
+void WriteDeviceFields(json::Writer& w, const Device& d);
+std::string WriteInventoryAccepted(std::string_view node, size_t devices,
+                                   uint64_t version);
+
+// --- Allocations (GET /v1/nodes/{node}/allocations) -----------------------
+std::string WriteNodeAllocations(std::string_view node,
+                                 const NodeAllocations& a);
+struct NodeAllocationsReply {
+  std::string node;
+  NodeAllocations allocations;
+};
+absl::StatusOr<NodeAllocationsReply> ParseNodeAllocations(std::string_view body);
+
+// --- Claims ----------------------------------------------------------------
+struct ClaimCreate {
+  ClaimKey key;
+  ClaimSpec spec;
+};
+// POST /v1/namespaces/{ns}/claims. Names must be DNS-1123 subdomains,
+// count >= 1, address a PCI address, reclaimPolicy Retain|Delete.
+absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
+                                             std::string_view ns);
+std::string WriteClaimCreate(const ClaimCreate& c);
+void WriteClaimObject(json::Writer& w, const Claim& c);
+std::string WriteClaim(const Claim& c);
+std::string WriteClaimList(const std::vector<Claim>& claims);
+absl::StatusOr<Claim> ParseClaim(const json::Value& v);
+
+// --- Nodes and devices -----------------------------------------------------
+// RFC 3339 in UTC, or JSON null for InfinitePast.
+void WriteTime(json::Writer& w, absl::Time t);
+// `claims` maps device address to claim "ns/name" for this node.
+std::string WriteNodeList(const std::vector<NodeView>& nodes);
+std::string WriteNodeDetail(const NodeView& node,
+                            const std::vector<Claim>& claims);
+std::string WriteDeviceList(const std::vector<NodeView>& nodes,
+                            const std::vector<Claim>& claims);
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_API_JSON_H_

@@ -1,0 +1,318 @@
+// Boost.Beast behind a synchronous interface: each step is an asynchronous
+// operation run to completion on the client's own io_context, because only
+// Beast's asynchronous operations honour tcp_stream's expiry (our timeout).
+#include "extender/client/http_client.h"
+
+#include <chrono>
+#include <optional>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "extender/client/http_url.h"
+
+namespace pdc {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+using tcp = boost::asio::ip::tcp;
+using ErrorCode = boost::system::error_code;
+
+namespace {
+
+// Errors on a reused connection that mean the server closed it while idle,
+// before reading our request: safe to send the request again once.
+bool IsClosedByPeer(const ErrorCode& ec) {
+  return ec == http::error::end_of_stream || ec == net::error::eof ||
+         ec == net::error::connection_reset ||
+         ec == net::error::broken_pipe || ec == ssl::error::stream_truncated;
+}
+
+std::chrono::nanoseconds Remaining(absl::Time deadline) {
+  return absl::ToChronoNanoseconds(
+      std::max(deadline - absl::Now(), absl::ZeroDuration()));
+}
+
+}  // namespace
+
+std::string HttpResponse::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (absl::EqualsIgnoreCase(Sv(k), Sv(name))) return v;
+  }
+  return "";
+}
+
+class HttpClient::Impl {
+ public:
+  Impl(HttpClientOptions options, BaseUrl url)
+      : options_(std::move(options)), url_(std::move(url)) {}
+
+  absl::Status Init() {
+    if (!url_.tls) return absl::OkStatus();
+    ssl_ctx_.emplace(ssl::context::tls_client);
+    ErrorCode ec;
+    if (options_.ca_file.empty()) {
+      ssl_ctx_->set_default_verify_paths(ec);
+    } else {
+      ssl_ctx_->load_verify_file(options_.ca_file, ec);
+    }
+    if (ec) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot load CA file \"", options_.ca_file, "\": ", ec.message()));
+    }
+    ssl_ctx_->set_verify_mode(ssl::verify_peer);
+    if (options_.cert_file.empty() != options_.key_file.empty()) {
+      return absl::InvalidArgumentError(
+          "a client certificate needs both a cert file and a key file");
+    }
+    if (!options_.cert_file.empty()) {
+      ssl_ctx_->use_certificate_chain_file(options_.cert_file, ec);
+      if (ec) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot load client certificate \"",
+                         options_.cert_file, "\": ", ec.message()));
+      }
+      ssl_ctx_->use_private_key_file(options_.key_file, ssl::context::pem, ec);
+      if (ec) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot load client key \"", options_.key_file,
+                         "\": ", ec.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<HttpResponse> Do(std::string_view method,
+                                  std::string_view target,
+                                  std::string_view body,
+                                  const HttpRequestOptions& ro) {
+    const http::verb verb = http::string_to_verb(Sv(method));
+    if (verb == http::verb::unknown) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown HTTP method \"", Sv(method), "\""));
+    }
+    const absl::Duration timeout =
+        ro.timeout > absl::ZeroDuration() ? ro.timeout : options_.timeout;
+    const absl::Time deadline = absl::Now() + timeout;
+
+    http::request<http::string_body> req{
+        verb, absl::StrCat(url_.path_prefix, Sv(target)), 11};
+    req.set(http::field::host, url_.HostHeader());
+    req.set(http::field::user_agent, options_.user_agent);
+    if (!options_.bearer_token.empty()) {
+      req.set(http::field::authorization,
+              absl::StrCat("Bearer ", options_.bearer_token));
+    }
+    for (const auto& [name, value] : ro.headers) req.set(name, value);
+    if (!body.empty() || verb == http::verb::post ||
+        verb == http::verb::put) {
+      req.set(http::field::content_type, ro.content_type);
+      req.body() = std::string(body);
+    }
+    req.keep_alive(true);
+    req.prepare_payload();
+
+    const std::string what =
+        absl::StrCat(Sv(method), " ", Sv(target), " to ", options_.peer_name,
+                     " at ", url_.ToString());
+    for (int attempt = 0;; ++attempt) {
+      const bool reused = connected_;
+      if (!connected_) RETURN_IF_ERROR(Connect(deadline, timeout));
+      Exchange x = tls_ ? RoundTrip(*tls_, req, deadline)
+                        : RoundTrip(*tcp_, req, deadline);
+      if (!x.ec) {
+        if (!x.keep_alive) Close();
+        return std::move(x.response);
+      }
+      Close();
+      if (reused && attempt == 0 && !x.got_bytes && IsClosedByPeer(x.ec)) {
+        continue;  // The server dropped the idle connection: retry once.
+      }
+      if (x.ec == beast::error::timeout) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            what, " timed out after ", absl::FormatDuration(timeout)));
+      }
+      if (x.ec == http::error::body_limit) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("response to ", what, " is larger than ",
+                         options_.max_response_bytes, " bytes"));
+      }
+      return absl::UnavailableError(absl::StrCat(
+          "connection lost during ", what, ": ", x.ec.message()));
+    }
+  }
+
+  void Close() {
+    ErrorCode ignored;
+    if (tls_) {
+      beast::get_lowest_layer(*tls_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+      beast::get_lowest_layer(*tls_).socket().close(ignored);
+      tls_.reset();
+    }
+    if (tcp_) {
+      tcp_->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      tcp_->socket().close(ignored);
+      tcp_.reset();
+    }
+    buffer_.consume(buffer_.size());
+    connected_ = false;
+  }
+
+  uint64_t connections_opened() const { return connections_opened_; }
+
+ private:
+  struct Exchange {
+    ErrorCode ec;
+    bool got_bytes = false;  // Any part of a response arrived.
+    bool keep_alive = false;
+    HttpResponse response;
+  };
+
+  void Run() {
+    ioc_.restart();
+    ioc_.run();
+  }
+
+  absl::Status Connect(absl::Time deadline, absl::Duration timeout) {
+    const std::string where =
+        absl::StrCat(options_.peer_name, " at ", url_.ToString());
+    tcp::resolver resolver(ioc_);
+    ErrorCode ec;
+    const tcp::resolver::results_type endpoints =
+        resolver.resolve(url_.host, std::to_string(url_.port), ec);
+    if (ec) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach ", where, ": cannot resolve ", url_.host, ": ",
+          ec.message()));
+    }
+    beast::tcp_stream* lowest;
+    if (url_.tls) {
+      tls_.emplace(ioc_, *ssl_ctx_);
+      // SNI and certificate name check against the URL's host.
+      SSL_set_tlsext_host_name(tls_->native_handle(), url_.host.c_str());
+      tls_->set_verify_callback(ssl::host_name_verification(url_.host));
+      lowest = &beast::get_lowest_layer(*tls_);
+    } else {
+      tcp_.emplace(ioc_);
+      lowest = &*tcp_;
+    }
+    lowest->expires_after(Remaining(deadline));
+    lowest->async_connect(endpoints,
+                          [&](const ErrorCode& e, const tcp::endpoint&) {
+                            ec = e;
+                          });
+    Run();
+    if (!ec && url_.tls) {
+      tls_->async_handshake(ssl::stream_base::client,
+                            [&](const ErrorCode& e) { ec = e; });
+      Run();
+      if (ec && ec != beast::error::timeout) {
+        Close();
+        return absl::UnavailableError(absl::StrCat(
+            "TLS handshake with ", where, " failed: ", ec.message()));
+      }
+    }
+    if (ec) {
+      Close();
+      if (ec == beast::error::timeout) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("cannot reach ", where, ": no connection within ",
+                         absl::FormatDuration(timeout)));
+      }
+      return absl::UnavailableError(
+          absl::StrCat("cannot reach ", where, ": ", ec.message()));
+    }
+    ++connections_opened_;
+    connected_ = true;
+    return absl::OkStatus();
+  }
+
+  template <typename Stream>
+  Exchange RoundTrip(Stream& stream, http::request<http::string_body>& req,
+                     absl::Time deadline) {
+    Exchange x;
+    beast::get_lowest_layer(stream).expires_after(Remaining(deadline));
+    http::async_write(stream, req,
+                      [&](const ErrorCode& e, size_t) { x.ec = e; });
+    Run();
+    if (x.ec) return x;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(options_.max_response_bytes);
+    http::async_read(stream, buffer_, parser,
+                     [&](const ErrorCode& e, size_t) { x.ec = e; });
+    Run();
+    x.got_bytes = parser.got_some() || buffer_.size() > 0;
+    if (x.ec) return x;
+    beast::get_lowest_layer(stream).expires_never();
+    http::response<http::string_body> res = parser.release();
+    x.keep_alive = res.keep_alive();
+    x.response.status = res.result_int();
+    for (const auto& field : res) {
+      x.response.headers.emplace_back(std::string(field.name_string()),
+                                      std::string(field.value()));
+    }
+    x.response.body = std::move(res.body());
+    return x;
+  }
+
+  const HttpClientOptions options_;
+  const BaseUrl url_;
+  net::io_context ioc_{1};
+  std::optional<ssl::context> ssl_ctx_;
+  std::optional<beast::tcp_stream> tcp_;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
+  beast::flat_buffer buffer_;
+  bool connected_ = false;
+  uint64_t connections_opened_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(
+    HttpClientOptions options) {
+  ASSIGN_OR_RETURN(BaseUrl url, ParseBaseUrl(options.base_url));
+  if (!url.tls && (!options.ca_file.empty() || !options.cert_file.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TLS files given but ", options.base_url, " is not an https:// URL"));
+  }
+  const std::string normalised = url.ToString();
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(url));
+  RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<HttpClient>(
+      new HttpClient(std::move(impl), normalised));
+}
+
+HttpClient::HttpClient(std::unique_ptr<Impl> impl, std::string url)
+    : url_(std::move(url)), impl_(std::move(impl)) {}
+
+HttpClient::~HttpClient() = default;
+
+absl::StatusOr<HttpResponse> HttpClient::Do(std::string_view method,
+                                            std::string_view target,
+                                            std::string_view body,
+                                            const HttpRequestOptions& options) {
+  absl::MutexLock lock(&mu_);
+  return impl_->Do(method, target, body, options);
+}
+
+void HttpClient::Close() {
+  absl::MutexLock lock(&mu_);
+  impl_->Close();
+}
+
+uint64_t HttpClient::connections_opened() const {
+  absl::MutexLock lock(&mu_);
+  return impl_->connections_opened();
+}
+
+}  // namespace pdc

@@ -1,0 +1,33 @@
+// ExtenderContext: the collaborators every handler needs, owned by main (or
+// by a test) and outliving the Router.
+// Thread-safety: the pointed-to objects are thread-safe.
+#ifndef PDC_EXTENDER_EXTENDER_CONTEXT_H_
+#define PDC_EXTENDER_EXTENDER_CONTEXT_H_
+
+#include <atomic>
+
+#include "allocator/allocator.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "extender/extender_metrics.h"
+#include "extender/kube_client.h"
+#include "extender/notifier.h"
+#include "extender/pod_cache.h"
+#include "extender/scheduler_wire.h"
+
+namespace pdc::extender {
+
+struct ExtenderContext {
+  Allocator* allocator = nullptr;  // Required.
+  const Clock* clock = nullptr;    // Required.
+  PodCache* pod_cache = nullptr;   // Required.
+  Notifier* notifier = nullptr;    // Required.
+  ManagedResources managed;        // Resource names of the device classes.
+  KubeClient* kube = nullptr;      // Null: standalone (no Kubernetes API).
+  ExtenderMetrics* metrics = nullptr;  // Null: no metrics.
+  const MetricsRegistry* registry = nullptr;  // Null: /metrics is 404.
+};
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_EXTENDER_CONTEXT_H_

@@ -1,0 +1,79 @@
+// Every metric pdc-extender exports, declared in one place (names are the
+// contract with deploy/'s dashboards and alerts; tests assert them by full
+// name). Labels are bounded: verbs and routes are a fixed set, codes are HTTP
+// status codes, node names are bounded by the cluster; never pod names.
+//
+//   pdc_http_requests_total{verb,code}          counter
+//   pdc_http_request_duration_seconds{verb}     histogram
+//   pdc_filter_nodes_total{reason}              counter (FilterReason labels)
+//   pdc_binds_total{result}                     counter (ok|error)
+//   pdc_bind_rollbacks_total                    counter
+//   pdc_claims{phase}                           gauge   (Allocator::Stats)
+//   pdc_devices{state}                          gauge   (free|allocated|unhealthy)
+//   pdc_nodes{state}                            gauge   (reporting|not_reporting)
+//   pdc_store_revision                          gauge
+//   pdc_store_sync_duration_seconds             histogram (TimedStore)
+//   pdc_node_inventory_age_seconds{node}        gauge
+//   pdc_long_polls_waiting                      gauge
+//   pdc_build_info{version}                     gauge = 1
+// Thread-safety: all methods are thread-safe.
+#ifndef PDC_EXTENDER_EXTENDER_METRICS_H_
+#define PDC_EXTENDER_EXTENDER_METRICS_H_
+
+#include <array>
+#include <string_view>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "allocator/allocator.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+
+namespace pdc::extender {
+
+// Request routes, the `verb` label.
+enum class Route : uint8_t {
+  kFilter = 0,
+  kPrioritize,
+  kBind,
+  kPreempt,
+  kInventory,
+  kAllocations,
+  kClaims,
+  kNodes,
+  kDevices,
+  kHealth,
+  kMetrics,
+  kOther,
+  kCount,
+};
+std::string_view RouteName(Route r);
+
+class ExtenderMetrics {
+ public:
+  // Registers every metric in `registry`. `allocator` (may be null in tests)
+  // and `clock` are read at scrape time and must outlive the registry's use.
+  ExtenderMetrics(MetricsRegistry* registry, const Allocator* allocator,
+                  const Clock* clock, std::string_view version);
+
+  void ObserveRequest(Route route, int code, absl::Duration latency);
+  void CountFilter(FilterReason reason, size_t nodes);
+  void CountBind(bool ok);
+  void CountRollback();
+  Histogram* store_sync_seconds() { return store_sync_; }
+  Gauge* long_polls_waiting() { return long_polls_; }
+
+ private:
+  CounterFamily* requests_;
+  std::array<Histogram*, static_cast<size_t>(Route::kCount)> latency_;
+  std::array<Counter*, 10> filter_;  // By FilterReason value.
+  Counter* binds_ok_;
+  Counter* binds_error_;
+  Counter* rollbacks_;
+  Histogram* store_sync_;
+  Gauge* long_polls_;
+};
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_EXTENDER_METRICS_H_

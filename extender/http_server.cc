@@ -1,0 +1,507 @@
+#include "extender/http_server.h"
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "boost/asio.hpp"
+#include "boost/asio/ssl.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "boost/beast/ssl.hpp"
+#include "extender/json_util.h"
+#include "spdlog/spdlog.h"
+
+namespace pdc::extender {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = net::ssl;
+using tcp = net::ip::tcp;
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
+  return absl::ToChronoNanoseconds(d);
+}
+
+// State shared by the listener and every connection.
+class ServerCore {
+ public:
+  ServerCore(HttpServerOptions options, const Router* router,
+             Notifier* notifier, ExtenderMetrics* metrics)
+      : options(std::move(options)),
+        router(router),
+        notifier(notifier),
+        metrics(metrics) {}
+
+  const HttpServerOptions options;
+  const Router* const router;
+  Notifier* const notifier;
+  ExtenderMetrics* const metrics;
+  std::atomic<bool> stopping{false};
+
+  // Connections register a callback that pokes them at shutdown.
+  uint64_t Register(std::function<void()> poke) {
+    absl::MutexLock lock(&mu_);
+    const uint64_t id = ++next_id_;
+    sessions_.emplace(id, std::move(poke));
+    return id;
+  }
+  void Unregister(uint64_t id) {
+    absl::MutexLock lock(&mu_);
+    sessions_.erase(id);
+  }
+  void PokeAll() {
+    std::vector<std::function<void()>> pokes;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto& [id, p] : sessions_) pokes.push_back(p);
+    }
+    for (auto& p : pokes) p();
+  }
+  // True when every connection finished before `deadline`.
+  bool WaitDrained(absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return sessions_.empty();
+    };
+    return mu_.AwaitWithDeadline(absl::Condition(&drained), deadline);
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, std::function<void()>> sessions_ ABSL_GUARDED_BY(mu_);
+};
+
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  Session(ServerCore* core, tcp::socket&& socket, ssl::context* tls)
+      : core_(core),
+        stream_(MakeStream(std::move(socket), tls)),
+        timer_(stream_.get_executor()) {}
+
+  ~Session() { core_->Unregister(id_); }
+
+  void Run() {
+    std::weak_ptr<Session> weak = this->shared_from_this();
+    id_ = core_->Register([weak] {
+      if (auto self = weak.lock()) {
+        net::post(self->stream_.get_executor(),
+                  [self] { self->OnShutdown(); });
+      }
+    });
+    net::dispatch(stream_.get_executor(),
+                  [self = this->shared_from_this()] { self->Begin(); });
+  }
+
+ private:
+  enum class State { kIdle, kReading, kBusy, kParked, kClosed };
+
+  static Stream MakeStream(tcp::socket&& socket, ssl::context* tls) {
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      return Stream(std::move(socket), *tls);
+    } else {
+      return Stream(std::move(socket));
+    }
+  }
+
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
+
+  void Begin() {
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      state_ = State::kReading;
+      Tcp().expires_after(ToChrono(core_->options.read_timeout));
+      stream_.async_handshake(
+          ssl::stream_base::server,
+          [self = this->shared_from_this()](beast::error_code ec) {
+            if (ec) return self->Close();
+            self->client_verified_ = self->PeerVerified();
+            self->WaitForRequest();
+          });
+    } else {
+      WaitForRequest();
+    }
+  }
+
+  bool PeerVerified() {
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      SSL* ssl = stream_.native_handle();
+      X509* cert = SSL_get1_peer_certificate(ssl);
+      if (cert == nullptr) return false;
+      X509_free(cert);
+      return SSL_get_verify_result(ssl) == X509_V_OK;
+    }
+    return false;
+  }
+
+  bool HasBufferedInput() {
+    if (buffer_.size() > 0) return true;
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      return SSL_pending(stream_.native_handle()) > 0;
+    }
+    return false;
+  }
+
+  // Between requests: wait for the first byte under the idle timeout, so a
+  // kept-alive connection may stay quiet for idle_timeout, but once a
+  // request starts it must arrive within read_timeout.
+  void WaitForRequest() {
+    if (core_->stopping.load()) return Close();
+    if (HasBufferedInput()) return ReadHeader();
+    state_ = State::kIdle;
+    Tcp().expires_never();
+    timer_.expires_after(ToChrono(core_->options.idle_timeout));
+    timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
+      if (!ec && self->state_ == State::kIdle) self->Tcp().socket().cancel();
+    });
+    Tcp().socket().async_wait(
+        tcp::socket::wait_read,
+        [self = this->shared_from_this()](beast::error_code ec) {
+          self->timer_.cancel();
+          if (ec || self->state_ != State::kIdle) return self->Close();
+          self->ReadHeader();
+        });
+  }
+
+  void ReadHeader() {
+    state_ = State::kReading;
+    parser_.emplace();
+    parser_->body_limit(core_->options.max_body_bytes);
+    parser_->header_limit(64 * 1024);
+    Tcp().expires_after(ToChrono(core_->options.read_timeout));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) {
+          self->OnHeader(ec);
+        });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) return OnReadError(ec);
+    const auto& h = parser_->get();
+    if (beast::iequals(h[http::field::expect], "100-continue")) {
+      if (h.has_content_length() &&
+          *parser_->content_length() > core_->options.max_body_bytes) {
+        return OnReadError(http::error::body_limit);
+      }
+      auto cont = std::make_shared<http::response<http::empty_body>>(
+          http::status::continue_, 11);
+      http::async_write(
+          stream_, *cont,
+          [self = this->shared_from_this(), cont](beast::error_code ec,
+                                                  size_t) {
+            if (ec) return self->Close();
+            self->ReadBody();
+          });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) {
+          if (ec) return self->OnReadError(ec);
+          self->OnRequest();
+        });
+  }
+
+  void OnReadError(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      return Send(Error(413, absl::StrCat("request body larger than the limit "
+                                          "of ",
+                                          core_->options.max_body_bytes,
+                                          " bytes")),
+                  /*keep_alive=*/false);
+    }
+    if (ec == http::error::header_limit) {
+      return Send(Error(431, "request headers too large"), false);
+    }
+    if (ec == beast::error::timeout || ec == http::error::end_of_stream ||
+        ec == net::error::eof || ec == net::error::connection_reset ||
+        ec == net::error::operation_aborted || ec == ssl::error::stream_truncated) {
+      return Close();
+    }
+    if (ec == http::error::partial_message) return Close();
+    if (ec.category() == beast::error_code(http::error::bad_target).category()) {
+      return Send(Error(400, absl::StrCat("malformed HTTP request: ",
+                                          ec.message())),
+                  false);
+    }
+    Close();
+  }
+
+  static HttpResponse Error(int status, std::string_view message) {
+    return json::JsonResponse(status, json::ErrorBody(message, ""));
+  }
+
+  void OnRequest() {
+    state_ = State::kBusy;
+    Tcp().expires_never();
+    http::request<http::string_body> msg = parser_->release();
+    parser_.reset();
+    keep_alive_ = msg.keep_alive();
+    request_ = HttpRequest{};
+    request_.method = std::string(msg.method_string());
+    request_.target = std::string(msg.target());
+    request_.authorization = std::string(msg[http::field::authorization]);
+    request_.body = std::move(msg.body());
+    request_.client_cert_verified = client_verified_;
+    Dispatch(/*allow_wait=*/true);
+  }
+
+  // Runs the router; a long-poll answer parks the connection.
+  void Dispatch(bool allow_wait) {
+    HttpRequest req = request_;  // Handlers consume their copy.
+    req.allow_wait = allow_wait && !core_->stopping.load();
+    HttpResponse r = core_->router->Handle(std::move(req));
+    if (r.long_poll) return Park(*r.long_poll);
+    Unpark();
+    Send(std::move(r), keep_alive_);
+  }
+
+  void Park(const LongPoll& lp) {
+    if (state_ != State::kParked) {
+      state_ = State::kParked;
+      if (core_->metrics) core_->metrics->long_polls_waiting()->Increment();
+      timer_.expires_after(ToChrono(lp.max_wait));
+      timer_.async_wait(
+          [self = this->shared_from_this()](beast::error_code ec) {
+            if (ec || self->state_ != State::kParked) return;
+            self->CancelSubscription();
+            self->Dispatch(/*allow_wait=*/false);
+          });
+    }
+    std::weak_ptr<Session> weak = this->shared_from_this();
+    CancelSubscription();
+    subscription_ = core_->notifier->Subscribe(lp.seen_version, [weak] {
+      if (auto self = weak.lock()) {
+        net::post(self->stream_.get_executor(), [self] {
+          if (self->state_ != State::kParked) return;
+          self->subscription_ = 0;
+          self->Dispatch(/*allow_wait=*/true);
+        });
+      }
+    });
+  }
+
+  void Unpark() {
+    if (state_ != State::kParked) return;
+    state_ = State::kBusy;
+    if (core_->metrics) core_->metrics->long_polls_waiting()->Decrement();
+    timer_.cancel();
+    CancelSubscription();
+  }
+
+  void CancelSubscription() {
+    if (subscription_ != 0) core_->notifier->Cancel(subscription_);
+    subscription_ = 0;
+  }
+
+  void Send(HttpResponse r, bool keep_alive) {
+    state_ = State::kBusy;
+    keep_alive = keep_alive && !core_->stopping.load();
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(r.status), 11);
+    res->set(http::field::server, "pdc-extender");
+    res->set(http::field::content_type, r.content_type);
+    res->body() = std::move(r.body);
+    res->keep_alive(keep_alive);
+    res->prepare_payload();
+    Tcp().expires_after(ToChrono(core_->options.read_timeout));
+    http::async_write(stream_, *res,
+                      [self = this->shared_from_this(), res, keep_alive](
+                          beast::error_code ec, size_t) {
+                        if (ec || !keep_alive) return self->Close();
+                        self->WaitForRequest();
+                      });
+  }
+
+  void OnShutdown() {
+    switch (state_) {
+      case State::kIdle:
+        Tcp().socket().cancel();
+        timer_.cancel();
+        break;
+      case State::kParked:
+        CancelSubscription();
+        timer_.cancel();
+        Dispatch(/*allow_wait=*/false);
+        break;
+      default:
+        break;  // In flight: answered with Connection: close.
+    }
+  }
+
+  void Close() {
+    if (state_ == State::kParked) Unpark();
+    state_ = State::kClosed;
+    timer_.cancel();
+    beast::error_code ec;
+    Tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    Tcp().close();
+  }
+
+  ServerCore* const core_;
+  Stream stream_;
+  net::steady_timer timer_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpRequest request_;
+  bool keep_alive_ = true;
+  bool client_verified_ = false;
+  State state_ = State::kIdle;
+  Notifier::SubscriptionId subscription_ = 0;
+  uint64_t id_ = 0;
+};
+
+class BeastServer final : public HttpServer {
+ public:
+  explicit BeastServer(std::unique_ptr<ServerCore> core)
+      : core_(std::move(core)),
+        ioc_(std::max(1, core_->options.threads)),
+        acceptor_(net::make_strand(ioc_)) {}
+
+  ~BeastServer() override { Shutdown(); }
+
+  absl::Status Listen() {
+    const HttpServerOptions& o = core_->options;
+    if (!o.cert_file.empty() || !o.key_file.empty()) {
+      tls_.emplace(ssl::context::tls_server);
+      tls_->set_options(ssl::context::default_workarounds |
+                        ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                        ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+      beast::error_code ec;
+      tls_->use_certificate_chain_file(o.cert_file, ec);
+      if (ec) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tls.certFile ", o.cert_file, ": ", ec.message()));
+      }
+      tls_->use_private_key_file(o.key_file, ssl::context::pem, ec);
+      if (ec) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tls.keyFile ", o.key_file, ": ", ec.message()));
+      }
+      if (!o.client_ca_file.empty()) {
+        tls_->load_verify_file(o.client_ca_file, ec);
+        if (ec) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "tls.clientCAFile ", o.client_ca_file, ": ", ec.message()));
+        }
+        // A certificate is optional at the TLS layer (node drivers and
+        // people use the bearer token); one that is presented must verify.
+        tls_->set_verify_mode(ssl::verify_peer);
+      }
+    }
+    beast::error_code ec;
+    const net::ip::address addr = net::ip::make_address(o.address, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("listen address \"", o.address, "\": ", ec.message()));
+    }
+    const tcp::endpoint ep(addr, o.port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on ", o.address, ":", o.port, ": ", ec.message()));
+    }
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    const int n = std::max(1, o.threads);
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this] { ioc_.run(); });
+    }
+    return absl::OkStatus();
+  }
+
+  uint16_t port() const override { return port_; }
+
+  void Shutdown() override {
+    if (threads_.empty() || core_->stopping.exchange(true)) {
+      JoinAll();
+      return;
+    }
+    net::post(acceptor_.get_executor(), [this] {
+      beast::error_code ec;
+      acceptor_.close(ec);
+    });
+    core_->PokeAll();
+    if (!core_->WaitDrained(absl::Now() + core_->options.shutdown_grace)) {
+      spdlog::warn("shutdown: connections still open after the grace period; "
+                   "cutting them");
+      ioc_.stop();
+    }
+    JoinAll();
+  }
+
+ private:
+  void JoinAll() {
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+  void Accept() {
+    acceptor_.async_accept(
+        net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket s) {
+          if (ec == net::error::operation_aborted || !acceptor_.is_open()) {
+            return;
+          }
+          if (!ec && !core_->stopping.load()) {
+            beast::error_code nd;
+            s.set_option(tcp::no_delay(true), nd);
+            if (tls_) {
+              std::make_shared<Session<TlsStream>>(core_.get(), std::move(s),
+                                                   &*tls_)
+                  ->Run();
+            } else {
+              std::make_shared<Session<PlainStream>>(core_.get(), std::move(s),
+                                                     nullptr)
+                  ->Run();
+            }
+          }
+          Accept();
+        });
+  }
+
+  // Order matters for destruction: connections still queued in ioc_ refer
+  // to core_ and tls_, so those outlive it.
+  std::unique_ptr<ServerCore> core_;
+  std::optional<ssl::context> tls_;
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
+    HttpServerOptions options, const Router* router, Notifier* notifier,
+    ExtenderMetrics* metrics) {
+  auto server = std::make_unique<BeastServer>(std::make_unique<ServerCore>(
+      std::move(options), router, notifier, metrics));
+  if (absl::Status s = server->Listen(); !s.ok()) return s;
+  return server;
+}
+
+}  // namespace pdc::extender

@@ -1,0 +1,50 @@
+// Plain HTTP request/response values exchanged between the Beast server
+// (http_server.h), which only moves bytes, and the Router (router.h), which
+// decides what to answer. Keeping them socket-free lets every handler be
+// tested without a network.
+// Thread-safety: value types.
+#ifndef PDC_EXTENDER_HTTP_TYPES_H_
+#define PDC_EXTENDER_HTTP_TYPES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/time/time.h"
+
+namespace pdc::extender {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // Path and query, e.g. "/v1/claims?x=1".
+  std::string body;
+  std::string authorization;  // The Authorization header, "" when absent.
+  // True when the connection is TLS and the client presented a certificate
+  // that verified against the configured client CA.
+  bool client_cert_verified = false;
+  // False when the server re-runs a long-poll whose time is up: the handler
+  // must answer with the current state instead of asking to wait again.
+  bool allow_wait = true;
+};
+
+// A handler that wants to wait for a change (long-poll) returns this instead
+// of a final answer; the server parks the connection without holding a
+// thread, and calls the router again with the same request once
+// Notifier::version() exceeds `seen_version` (allow_wait = true) or when
+// `max_wait` has passed (allow_wait = false).
+struct LongPoll {
+  uint64_t seen_version = 0;
+  absl::Duration max_wait = absl::ZeroDuration();
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::optional<LongPoll> long_poll;  // Set only by waiting handlers.
+};
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_HTTP_TYPES_H_

@@ -1,0 +1,185 @@
+#include "extender/json_util.h"
+
+#include <string>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+#include "rapidjson/error/en.h"
+
+namespace pdc::extender::json {
+namespace {
+
+constexpr char kFieldPayload[] = "pdc.kubevirt.io/field";
+constexpr char kHttpPayload[] = "pdc.kubevirt.io/http-status";
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+absl::Status ParseError(const rapidjson::Document& doc) {
+  return WithField(
+      absl::InvalidArgumentError(absl::StrCat(
+          "malformed JSON at offset ", doc.GetErrorOffset(), ": ",
+          rapidjson::GetParseError_En(doc.GetParseError()))),
+      "", 400);
+}
+
+}  // namespace
+
+absl::Status ParseInsitu(std::string& text, rapidjson::Document* doc) {
+  // kParseStopWhenDoneFlag is deliberately not used: trailing garbage after
+  // the root value is an error (kParseErrorDocumentRootNotSingular).
+  doc->ParseInsitu(text.data());
+  if (doc->HasParseError()) return ParseError(*doc);
+  return absl::OkStatus();
+}
+
+absl::Status Parse(std::string_view text, rapidjson::Document* doc) {
+  doc->Parse(text.data(), text.size());
+  if (doc->HasParseError()) return ParseError(*doc);
+  return absl::OkStatus();
+}
+
+const Value* Find(const Value& obj, std::string_view key) {
+  if (!obj.IsObject()) return nullptr;
+  for (auto it = obj.MemberBegin(); it != obj.MemberEnd(); ++it) {
+    if (StringOf(it->name) == key) return &it->value;
+  }
+  for (auto it = obj.MemberBegin(); it != obj.MemberEnd(); ++it) {
+    if (EqualsIgnoreCase(StringOf(it->name), key)) return &it->value;
+  }
+  return nullptr;
+}
+
+absl::Status WithField(absl::Status s, std::string_view field,
+                       int http_status) {
+  s.SetPayload(kFieldPayload, absl::Cord(Sv(field)));
+  s.SetPayload(kHttpPayload, absl::Cord(absl::StrCat(http_status)));
+  return s;
+}
+
+absl::Status TypeError(std::string_view field, std::string_view message) {
+  return WithField(
+      absl::InvalidArgumentError(absl::StrCat(Sv(field), ": ", Sv(message))),
+      field, 400);
+}
+
+absl::Status FieldError(std::string_view field, std::string_view message) {
+  return WithField(
+      absl::InvalidArgumentError(absl::StrCat(Sv(field), ": ", Sv(message))),
+      field, 422);
+}
+
+std::string FieldOf(const absl::Status& s) {
+  auto f = s.GetPayload(kFieldPayload);
+  return f ? std::string(*f) : std::string();
+}
+
+int HttpStatusFor(const absl::Status& s) {
+  if (auto h = s.GetPayload(kHttpPayload)) {
+    int code = 0;
+    if (absl::SimpleAtoi(std::string(*h), &code)) return code;
+  }
+  switch (s.code()) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kResourceExhausted:
+      return 409;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return 422;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+absl::StatusOr<std::string_view> OptString(const Value& obj,
+                                           std::string_view key,
+                                           std::string_view field,
+                                           std::string_view def) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return def;
+  if (!v->IsString()) return TypeError(field, "must be a string");
+  return StringOf(*v);
+}
+
+absl::StatusOr<std::string_view> ReqString(const Value& obj,
+                                           std::string_view key,
+                                           std::string_view field) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return TypeError(field, "is required");
+  if (!v->IsString()) return TypeError(field, "must be a string");
+  return StringOf(*v);
+}
+
+absl::StatusOr<int64_t> OptInt(const Value& obj, std::string_view key,
+                               std::string_view field, int64_t def) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return def;
+  if (!v->IsInt64()) return TypeError(field, "must be an integer");
+  return v->GetInt64();
+}
+
+absl::StatusOr<int64_t> ReqInt(const Value& obj, std::string_view key,
+                               std::string_view field) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return TypeError(field, "is required");
+  if (!v->IsInt64()) return TypeError(field, "must be an integer");
+  return v->GetInt64();
+}
+
+absl::StatusOr<bool> OptBool(const Value& obj, std::string_view key,
+                             std::string_view field, bool def) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return def;
+  if (!v->IsBool()) return TypeError(field, "must be true or false");
+  return v->GetBool();
+}
+
+std::string ErrorBody(std::string_view message, std::string_view field) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "error");
+  Str(w, message);
+  Key(w, "field");
+  Str(w, field);
+  w.EndObject();
+  return std::string(Output(buf));
+}
+
+HttpResponse ErrorResponse(const absl::Status& s) {
+  HttpResponse r;
+  r.status = HttpStatusFor(s);
+  r.body = ErrorBody(StdSv(s.message()), FieldOf(s));
+  return r;
+}
+
+HttpResponse JsonResponse(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+}  // namespace pdc::extender::json

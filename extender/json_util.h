@@ -1,0 +1,91 @@
+// RapidJSON helpers shared by the scheduler wire format and the REST codecs:
+// strict parsing (no trailing garbage), member lookup that is exact first and
+// ASCII case-insensitive second (Go's encoding/json matches keys that way),
+// typed getters that never assert on malformed input, and errors that carry
+// the offending JSON field and the HTTP status they map to.
+// Thread-safety: pure functions.
+#ifndef PDC_EXTENDER_JSON_UTIL_H_
+#define PDC_EXTENDER_JSON_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "extender/http_types.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+
+namespace pdc::extender::json {
+
+using Value = rapidjson::Value;
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// Parses `text` in place (strings then point into `text`, which must outlive
+// `doc`). Malformed JSON or trailing garbage: InvalidArgument, HTTP 400.
+absl::Status ParseInsitu(std::string& text, rapidjson::Document* doc);
+// Same, copying strings into the document.
+absl::Status Parse(std::string_view text, rapidjson::Document* doc);
+
+// The member `key` of `obj`: an exact match first, else the first member
+// whose name equals `key` ignoring ASCII case. nullptr when `obj` is not an
+// object or has no such member. A JSON null member is returned as is.
+const Value* Find(const Value& obj, std::string_view key);
+
+// True when `v` is absent or JSON null (Go writes unused pointers as null).
+inline bool IsNullish(const Value* v) { return v == nullptr || v->IsNull(); }
+
+inline std::string_view StringOf(const Value& v) {
+  return std::string_view(v.GetString(), v.GetStringLength());
+}
+
+// Errors naming a field. TypeError: the JSON has the wrong shape (HTTP 400).
+// FieldError: the value is well-formed but not acceptable (HTTP 422).
+absl::Status TypeError(std::string_view field, std::string_view message);
+absl::Status FieldError(std::string_view field, std::string_view message);
+// Attaches `field` and HTTP `status` to an existing error.
+absl::Status WithField(absl::Status s, std::string_view field, int http_status);
+// The field attached to `s`, "" when none.
+std::string FieldOf(const absl::Status& s);
+// The HTTP status for `s`: the attached one, else by code (NotFound 404,
+// AlreadyExists/FailedPrecondition/Aborted 409, InvalidArgument 422,
+// Unauthenticated 401, ResourceExhausted 409, Unavailable 503, else 500).
+int HttpStatusFor(const absl::Status& s);
+
+// Typed getters. `field` is the JSON path used in errors ("spec.count").
+// Opt*: absent or null yields `def`; present with another type is TypeError.
+absl::StatusOr<std::string_view> OptString(const Value& obj,
+                                           std::string_view key,
+                                           std::string_view field,
+                                           std::string_view def = "");
+absl::StatusOr<std::string_view> ReqString(const Value& obj,
+                                           std::string_view key,
+                                           std::string_view field);
+absl::StatusOr<int64_t> OptInt(const Value& obj, std::string_view key,
+                               std::string_view field, int64_t def);
+absl::StatusOr<int64_t> ReqInt(const Value& obj, std::string_view key,
+                               std::string_view field);
+absl::StatusOr<bool> OptBool(const Value& obj, std::string_view key,
+                             std::string_view field, bool def);
+
+inline void Key(Writer& w, std::string_view k) {
+  w.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
+}
+inline void Str(Writer& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+inline std::string_view Output(const rapidjson::StringBuffer& b) {
+  return std::string_view(b.GetString(), b.GetSize());
+}
+
+// {"error": message, "field": field}
+std::string ErrorBody(std::string_view message, std::string_view field);
+// The REST error response for a non-OK status.
+HttpResponse ErrorResponse(const absl::Status& s);
+HttpResponse JsonResponse(int status, std::string body);
+
+}  // namespace pdc::extender::json
+
+#endif  // PDC_EXTENDER_JSON_UTIL_H_

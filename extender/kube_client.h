@@ -1,0 +1,39 @@
+// KubeClient: the three Kubernetes API calls pdc-extender makes when it is
+// kube-scheduler's binder (DESIGN §4): read a pod it did not see in filter,
+// annotate a pod with its devices, and bind the pod to its node.
+// Implementations: HttpKubeClient (kube_http_client.h, HTTPS to
+// kube-apiserver) and fakes in tests.
+// Thread-safety: implementations must be thread-safe; calls block.
+#ifndef PDC_EXTENDER_KUBE_CLIENT_H_
+#define PDC_EXTENDER_KUBE_CLIENT_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace pdc::extender {
+
+class KubeClient {
+ public:
+  virtual ~KubeClient() = default;
+
+  // GET /api/v1/namespaces/{ns}/pods/{name}: the pod's JSON. NotFound when
+  // the apiserver says 404.
+  virtual absl::StatusOr<std::string> GetPod(std::string_view ns,
+                                             std::string_view name) = 0;
+  // PATCH /api/v1/namespaces/{ns}/pods/{name} (merge patch) setting
+  // metadata.annotations[key] = value.
+  virtual absl::Status AnnotatePod(std::string_view ns, std::string_view name,
+                                   std::string_view key,
+                                   std::string_view value) = 0;
+  // POST /api/v1/namespaces/{ns}/pods/{name}/binding with a v1 Binding to
+  // `node`. Conflict (the pod is already bound) is Aborted.
+  virtual absl::Status BindPod(std::string_view ns, std::string_view name,
+                               std::string_view uid, std::string_view node) = 0;
+};
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_KUBE_CLIENT_H_

@@ -1,0 +1,220 @@
+#include "extender/rest_handlers.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/strings.h"
+#include "extender/api_json.h"
+#include "extender/json_util.h"
+#include "extender/validation.h"
+
+namespace pdc::extender {
+namespace {
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out.push_back(' ');
+    } else if (s[i] == '%' && i + 2 < s.size() && HexDigit(s[i + 1]) >= 0 &&
+               HexDigit(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(HexDigit(s[i + 1]) * 16 + HexDigit(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+HttpResponse Ok(std::string body) { return json::JsonResponse(200, std::move(body)); }
+
+// Validates the path parameters before they reach the allocator, so that a
+// bad name is a 422 naming the parameter rather than a confusing 404.
+absl::Status CheckClaimPath(std::string_view ns, std::string_view name) {
+  if (absl::Status s = ValidateNamespace("namespace", ns); !s.ok()) return s;
+  if (name.empty()) return absl::OkStatus();
+  return ValidateObjectName("name", name);
+}
+
+absl::StatusOr<bool> BoolParam(const Query& q, std::string_view key) {
+  auto it = q.find(Sv(key));
+  if (it == q.end() || it->second.empty() || it->second == "false") return false;
+  if (it->second == "true") return true;
+  return json::TypeError(key, "must be true or false");
+}
+
+}  // namespace
+
+Query ParseQuery(std::string_view query) {
+  Query q;
+  for (absl::string_view part : absl::StrSplit(Sv(query), '&', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(part, absl::MaxSplits('=', 1));
+    q[PercentDecode(StdSv(kv.first))] = PercentDecode(StdSv(kv.second));
+  }
+  return q;
+}
+
+HttpResponse RestHandlers::PutInventory(std::string_view node,
+                                        std::string_view body) const {
+  if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
+    return json::ErrorResponse(s);
+  }
+  absl::StatusOr<NodeInventory> inv = ParseInventory(body, node);
+  if (!inv.ok()) return json::ErrorResponse(inv.status());
+  if (absl::Status s = ctx_->allocator->ReplaceInventory(*std::move(inv));
+      !s.ok()) {
+    return json::ErrorResponse(s);
+  }
+  ctx_->notifier->Bump();
+  size_t accepted = 0;
+  if (absl::StatusOr<NodeView> v = ctx_->allocator->GetNode(node); v.ok()) {
+    accepted = v->inventory.devices.size();
+  }
+  uint64_t version = 0;
+  if (absl::StatusOr<NodeAllocations> a =
+          ctx_->allocator->GetNodeAllocations(node);
+      a.ok()) {
+    version = a->version;
+  }
+  return Ok(WriteInventoryAccepted(node, accepted, version));
+}
+
+HttpResponse RestHandlers::GetAllocations(std::string_view node,
+                                          const Query& query,
+                                          bool allow_wait) const {
+  if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
+    return json::ErrorResponse(s);
+  }
+  uint64_t since = 0;
+  if (auto it = query.find("since"); it != query.end() && !it->second.empty()) {
+    if (!absl::SimpleAtoi(it->second, &since)) {
+      return json::ErrorResponse(
+          json::TypeError("since", "must be a non-negative integer version"));
+    }
+  }
+  absl::Duration wait = absl::ZeroDuration();
+  if (auto it = query.find("wait"); it != query.end() && !it->second.empty()) {
+    double seconds = 0;
+    if (!absl::SimpleAtod(it->second, &seconds) || !(seconds >= 0)) {
+      return json::ErrorResponse(
+          json::TypeError("wait", "must be a number of seconds"));
+    }
+    wait = std::min(absl::Seconds(seconds), max_wait_);
+  }
+  // Read the notifier before the state: a change after this point bumps
+  // past `seen` and wakes the poll, so none is missed.
+  const uint64_t seen = ctx_->notifier->version();
+  absl::StatusOr<NodeAllocations> a = ctx_->allocator->GetNodeAllocations(node);
+  if (!a.ok()) return json::ErrorResponse(a.status());
+  if (a->version > since || !allow_wait || wait <= absl::ZeroDuration()) {
+    return Ok(WriteNodeAllocations(node, *a));
+  }
+  HttpResponse r;
+  r.long_poll = LongPoll{seen, wait};
+  return r;
+}
+
+HttpResponse RestHandlers::CreateClaim(std::string_view ns,
+                                       std::string_view body) const {
+  absl::StatusOr<ClaimCreate> c = ParseClaimCreate(body, ns);
+  if (!c.ok()) return json::ErrorResponse(c.status());
+  absl::StatusOr<Claim> claim = ctx_->allocator->CreateClaim(c->key, c->spec);
+  if (!claim.ok()) return json::ErrorResponse(claim.status());
+  ctx_->notifier->Bump();
+  return json::JsonResponse(201, WriteClaim(*claim));
+}
+
+HttpResponse RestHandlers::ListClaims(std::string_view ns) const {
+  if (!ns.empty()) {
+    if (absl::Status s = CheckClaimPath(ns, ""); !s.ok()) {
+      return json::ErrorResponse(s);
+    }
+  }
+  return Ok(WriteClaimList(ctx_->allocator->ListClaims(ns)));
+}
+
+HttpResponse RestHandlers::GetClaim(std::string_view ns,
+                                    std::string_view name) const {
+  if (absl::Status s = CheckClaimPath(ns, name); !s.ok()) {
+    return json::ErrorResponse(s);
+  }
+  absl::StatusOr<Claim> c =
+      ctx_->allocator->GetClaim(ClaimKey{std::string(ns), std::string(name)});
+  if (!c.ok()) return json::ErrorResponse(c.status());
+  return Ok(WriteClaim(*c));
+}
+
+HttpResponse RestHandlers::DeleteClaim(std::string_view ns,
+                                       std::string_view name,
+                                       const Query& query) const {
+  if (absl::Status s = CheckClaimPath(ns, name); !s.ok()) {
+    return json::ErrorResponse(s);
+  }
+  absl::StatusOr<bool> force = BoolParam(query, "force");
+  if (!force.ok()) return json::ErrorResponse(force.status());
+  const ClaimKey key{std::string(ns), std::string(name)};
+  absl::StatusOr<Claim> before = ctx_->allocator->GetClaim(key);
+  if (!before.ok()) return json::ErrorResponse(before.status());
+  if (absl::Status s = ctx_->allocator->DeleteClaim(key, *force); !s.ok()) {
+    if (s.code() == absl::StatusCode::kFailedPrecondition) {
+      return json::ErrorResponse(json::WithField(
+          absl::FailedPreconditionError(absl::StrCat(
+              s.message(), " (delete with ?force=true to take it anyway)")),
+          "", 409));
+    }
+    return json::ErrorResponse(s);
+  }
+  ctx_->notifier->Bump();
+  return Ok(WriteClaim(*before));
+}
+
+HttpResponse RestHandlers::ReleaseClaim(std::string_view ns,
+                                        std::string_view name,
+                                        const Query& query) const {
+  if (absl::Status s = CheckClaimPath(ns, name); !s.ok()) {
+    return json::ErrorResponse(s);
+  }
+  const ClaimKey key{std::string(ns), std::string(name)};
+  std::string pod_uid;
+  if (auto it = query.find("podUid"); it != query.end()) pod_uid = it->second;
+  if (absl::Status s = ctx_->allocator->Release(key, pod_uid); !s.ok()) {
+    return json::ErrorResponse(s);
+  }
+  ctx_->notifier->Bump();
+  absl::StatusOr<Claim> c = ctx_->allocator->GetClaim(key);
+  if (!c.ok()) return json::ErrorResponse(c.status());
+  return Ok(WriteClaim(*c));
+}
+
+HttpResponse RestHandlers::ListNodes() const {
+  return Ok(WriteNodeList(ctx_->allocator->ListNodes()));
+}
+
+HttpResponse RestHandlers::GetNode(std::string_view node) const {
+  if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
+    return json::ErrorResponse(s);
+  }
+  absl::StatusOr<NodeView> v = ctx_->allocator->GetNode(node);
+  if (!v.ok()) return json::ErrorResponse(v.status());
+  return Ok(WriteNodeDetail(*v, ctx_->allocator->ListClaims("")));
+}
+
+HttpResponse RestHandlers::ListDevices() const {
+  return Ok(WriteDeviceList(ctx_->allocator->ListNodes(),
+                            ctx_->allocator->ListClaims("")));
+}
+
+}  // namespace pdc::extender

@@ -1,0 +1,51 @@
+// The REST API for people and node drivers (/work/notes/rest-api.md):
+// inventory, allocations long-poll, claims, nodes, devices. Each handler
+// returns the complete answer; errors are {"error","field"} with the status
+// the API document lists. Authentication is the Router's job.
+// Thread-safety: thread-safe.
+#ifndef PDC_EXTENDER_REST_HANDLERS_H_
+#define PDC_EXTENDER_REST_HANDLERS_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "extender/extender_context.h"
+#include "extender/http_types.h"
+
+namespace pdc::extender {
+
+// Decoded query string (?a=1&b=x); later keys win.
+using Query = absl::flat_hash_map<std::string, std::string>;
+Query ParseQuery(std::string_view query);
+
+class RestHandlers {
+ public:
+  // `max_wait` caps ?wait= of the allocations long-poll.
+  RestHandlers(const ExtenderContext* ctx, absl::Duration max_wait)
+      : ctx_(ctx), max_wait_(max_wait) {}
+
+  HttpResponse PutInventory(std::string_view node, std::string_view body) const;
+  // allow_wait: false when the long-poll's time is up (see http_types.h).
+  HttpResponse GetAllocations(std::string_view node, const Query& query,
+                              bool allow_wait) const;
+  HttpResponse CreateClaim(std::string_view ns, std::string_view body) const;
+  HttpResponse ListClaims(std::string_view ns) const;  // "" = all
+  HttpResponse GetClaim(std::string_view ns, std::string_view name) const;
+  HttpResponse DeleteClaim(std::string_view ns, std::string_view name,
+                           const Query& query) const;
+  HttpResponse ReleaseClaim(std::string_view ns, std::string_view name,
+                            const Query& query) const;
+  HttpResponse ListNodes() const;
+  HttpResponse GetNode(std::string_view node) const;
+  HttpResponse ListDevices() const;
+
+ private:
+  const ExtenderContext* const ctx_;
+  const absl::Duration max_wait_;
+};
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_REST_HANDLERS_H_

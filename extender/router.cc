@@ -1,0 +1,199 @@
+#include "extender/router.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/strings.h"
+#include "extender/json_util.h"
+#include "spdlog/spdlog.h"
+
+namespace pdc::extender {
+namespace {
+
+HttpResponse Error(int status, std::string_view message,
+                   std::string_view field = "") {
+  return json::JsonResponse(status, json::ErrorBody(message, field));
+}
+
+HttpResponse Text(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "text/plain; charset=utf-8";
+  r.body = std::move(body);
+  return r;
+}
+
+HttpResponse MethodNotAllowed(const HttpRequest& req, std::string_view path) {
+  return Error(405, absl::StrCat("method ", req.method, " is not allowed on ",
+                                 Sv(path)));
+}
+
+// Constant-time comparison, so the token cannot be guessed byte by byte.
+bool SameSecret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+Router::Router(RouterOptions options, const ExtenderContext* ctx)
+    : options_(std::move(options)),
+      ctx_(ctx),
+      scheduler_(ctx),
+      rest_(ctx, options_.max_long_poll) {}
+
+bool Router::Authorized(const HttpRequest& req) const {
+  if (options_.bearer_token.empty()) return true;
+  constexpr std::string_view kBearer = "Bearer ";
+  std::string_view h = req.authorization;
+  if (h.size() <= kBearer.size() || h.substr(0, kBearer.size()) != kBearer) {
+    return false;
+  }
+  return SameSecret(h.substr(kBearer.size()), options_.bearer_token);
+}
+
+HttpResponse Router::Handle(HttpRequest request) const {
+  const absl::Time start = ctx_->clock->Now();
+  std::string target = std::move(request.target);
+  std::string_view path = target;
+  std::string_view query;
+  if (size_t q = path.find('?'); q != std::string_view::npos) {
+    query = path.substr(q + 1);
+    path = path.substr(0, q);
+  }
+  Route route = Route::kOther;
+  HttpResponse r = Dispatch(request, path, query, &route);
+  if (ctx_->metrics != nullptr && !r.long_poll) {
+    ctx_->metrics->ObserveRequest(route, r.status, ctx_->clock->Now() - start);
+  }
+  if (r.status >= 400 && r.status != 404 && spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("{} {} -> {} {}", request.method, path, r.status, r.body);
+  }
+  return r;
+}
+
+HttpResponse Router::Dispatch(HttpRequest& req, std::string_view path,
+                              std::string_view query, Route* route) const {
+  // Scheduler verbs.
+  std::string_view verb_path = path;
+  if (!options_.scheduler_prefix.empty() &&
+      path.substr(0, options_.scheduler_prefix.size()) ==
+          options_.scheduler_prefix) {
+    verb_path = path.substr(options_.scheduler_prefix.size());
+  }
+  struct Verb {
+    std::string_view path;
+    Route route;
+    HttpResponse (SchedulerHandlers::*fn)(std::string&) const;
+  };
+  static constexpr Verb kVerbs[] = {
+      {"/filter", Route::kFilter, &SchedulerHandlers::Filter},
+      {"/prioritize", Route::kPrioritize, &SchedulerHandlers::Prioritize},
+      {"/bind", Route::kBind, &SchedulerHandlers::Bind},
+      {"/preempt", Route::kPreempt, &SchedulerHandlers::Preempt},
+  };
+  for (const Verb& v : kVerbs) {
+    if (verb_path != v.path) continue;
+    *route = v.route;
+    if (req.method != "POST") return MethodNotAllowed(req, path);
+    if (options_.scheduler_requires_client_cert && !req.client_cert_verified) {
+      return Error(401, "scheduler verbs need a verified client certificate");
+    }
+    return (scheduler_.*v.fn)(req.body);
+  }
+
+  if (path == "/healthz") {
+    *route = Route::kHealth;
+    absl::Status h = ctx_->allocator->Health();
+    if (h.ok()) return Text(200, "ok");
+    return Text(503, absl::StrCat("unhealthy: ", h.message()));
+  }
+  if (path == "/readyz") {
+    *route = Route::kHealth;
+    return ready_.load() ? Text(200, "ok")
+                         : Text(503, "not ready: the store is recovering");
+  }
+  if (path == "/metrics") {
+    *route = Route::kMetrics;
+    if (ctx_->registry == nullptr) return Error(404, "metrics are disabled");
+    HttpResponse r = Text(200, ctx_->registry->Render());
+    r.content_type = std::string(kMetricsContentType);
+    return r;
+  }
+  if (path.substr(0, 4) == "/v1/") return Rest(req, path, query, route);
+  return Error(404, absl::StrCat("no such endpoint: ", req.method, " ", Sv(path)));
+}
+
+HttpResponse Router::Rest(HttpRequest& req, std::string_view path,
+                          std::string_view query, Route* route) const {
+  std::vector<std::string_view> p;
+  for (absl::string_view s : absl::StrSplit(Sv(path.substr(4)), '/')) {
+    p.push_back(StdSv(s));
+  }
+  const std::string& m = req.method;
+  const bool mutating = m == "PUT" || m == "POST" || m == "DELETE";
+  auto not_found = [&] {
+    return Error(404, absl::StrCat("no such endpoint: ", m, " ", Sv(path)));
+  };
+  auto allow = [&](std::string_view method) { return m == method; };
+  if (mutating && !Authorized(req)) {
+    return Error(401, "this call needs 'Authorization: Bearer <token>' with "
+                      "the configured API token");
+  }
+  const Query q = ParseQuery(query);
+  // nodes
+  if (!p.empty() && p[0] == "nodes") {
+    *route = Route::kNodes;
+    if (p.size() == 1) {
+      return allow("GET") ? rest_.ListNodes() : MethodNotAllowed(req, path);
+    }
+    if (p.size() == 2) {
+      return allow("GET") ? rest_.GetNode(p[1]) : MethodNotAllowed(req, path);
+    }
+    if (p.size() == 3 && p[2] == "inventory") {
+      *route = Route::kInventory;
+      return allow("PUT") ? rest_.PutInventory(p[1], req.body)
+                          : MethodNotAllowed(req, path);
+    }
+    if (p.size() == 3 && p[2] == "allocations") {
+      *route = Route::kAllocations;
+      return allow("GET") ? rest_.GetAllocations(p[1], q, req.allow_wait)
+                          : MethodNotAllowed(req, path);
+    }
+    return not_found();
+  }
+  if (p.size() == 1 && p[0] == "devices") {
+    *route = Route::kDevices;
+    return allow("GET") ? rest_.ListDevices() : MethodNotAllowed(req, path);
+  }
+  if (p.size() == 1 && p[0] == "claims") {
+    *route = Route::kClaims;
+    return allow("GET") ? rest_.ListClaims("") : MethodNotAllowed(req, path);
+  }
+  if (p.size() >= 3 && p[0] == "namespaces" && p[2] == "claims") {
+    *route = Route::kClaims;
+    const std::string_view ns = p[1];
+    if (p.size() == 3) {
+      if (allow("GET")) return rest_.ListClaims(ns);
+      if (allow("POST")) return rest_.CreateClaim(ns, req.body);
+      return MethodNotAllowed(req, path);
+    }
+    if (p.size() == 4) {
+      if (allow("GET")) return rest_.GetClaim(ns, p[3]);
+      if (allow("DELETE")) return rest_.DeleteClaim(ns, p[3], q);
+      return MethodNotAllowed(req, path);
+    }
+    if (p.size() == 5 && p[4] == "release") {
+      return allow("POST") ? rest_.ReleaseClaim(ns, p[3], q)
+                           : MethodNotAllowed(req, path);
+    }
+  }
+  return not_found();
+}
+
+}  // namespace pdc::extender

@@ -1,0 +1,66 @@
+// Router: the whole of pdc-extender's HTTP behaviour as a pure function
+// HttpRequest -> HttpResponse (plus the long-poll hand-off described in
+// http_types.h). Dispatches paths to the scheduler verbs and the REST API,
+// enforces authentication, serves /healthz, /readyz and /metrics, and counts
+// every request. Knows nothing about sockets; tested without a network.
+//
+// Paths:
+//   POST <scheduler_prefix>/{filter,prioritize,bind,preempt}; the bare
+//        /{verb} is accepted too, so a urlPrefix without a path works.
+//   /v1/...   the REST API (rest-api.md)
+//   GET /healthz /readyz /metrics
+// Auth: when a bearer token is configured, every mutating REST call (PUT,
+// POST, DELETE under /v1/) needs `Authorization: Bearer <token>` (401
+// otherwise); reads stay open. Scheduler verbs are open on their listener,
+// or need a verified client certificate when scheduler_requires_client_cert.
+// Thread-safety: Handle is thread-safe and runs on server worker threads.
+#ifndef PDC_EXTENDER_ROUTER_H_
+#define PDC_EXTENDER_ROUTER_H_
+
+#include <atomic>
+#include <string>
+
+#include "absl/time/time.h"
+#include "extender/extender_context.h"
+#include "extender/http_types.h"
+#include "extender/rest_handlers.h"
+#include "extender/scheduler_handlers.h"
+
+namespace pdc::extender {
+
+struct RouterOptions {
+  std::string scheduler_prefix = "/scheduler";
+  std::string bearer_token;  // "" = no token required.
+  bool scheduler_requires_client_cert = false;
+  absl::Duration max_long_poll = absl::Seconds(60);
+};
+
+class Router {
+ public:
+  // `ctx` outlives the router.
+  Router(RouterOptions options, const ExtenderContext* ctx);
+
+  // Consumes the request (bodies are parsed in place).
+  HttpResponse Handle(HttpRequest request) const;
+
+  // /readyz answers 200 only after SetReady(true) (main: once the store has
+  // recovered and the allocator is open).
+  void SetReady(bool ready) { ready_.store(ready); }
+
+ private:
+  HttpResponse Dispatch(HttpRequest& request, std::string_view path,
+                        std::string_view query, Route* route) const;
+  HttpResponse Rest(HttpRequest& request, std::string_view path,
+                    std::string_view query, Route* route) const;
+  bool Authorized(const HttpRequest& request) const;
+
+  const RouterOptions options_;
+  const ExtenderContext* const ctx_;
+  const SchedulerHandlers scheduler_;
+  const RestHandlers rest_;
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_ROUTER_H_

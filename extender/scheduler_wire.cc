@@ -1,0 +1,465 @@
+#include "extender/scheduler_wire.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "extender/validation.h"
+
+namespace pdc::extender {
+namespace {
+
+using json::Find;
+using json::IsNullish;
+using json::StringOf;
+using json::TypeError;
+using json::Value;
+
+// Optional string-to-string map (labels, annotations): absent/null is empty.
+absl::StatusOr<const Value*> OptObject(const Value& obj, std::string_view key,
+                                       std::string_view field) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return nullptr;
+  if (!v->IsObject()) return TypeError(field, "must be an object");
+  return v;
+}
+
+absl::StatusOr<const Value*> OptArray(const Value& obj, std::string_view key,
+                                      std::string_view field) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return nullptr;
+  if (!v->IsArray()) return TypeError(field, "must be an array");
+  return v;
+}
+
+// A string member of a string map, looked up exactly (label and annotation
+// keys are case-sensitive).
+absl::StatusOr<std::string_view> MapValue(const Value* map,
+                                          std::string_view key,
+                                          std::string_view field) {
+  if (map == nullptr) return std::string_view();
+  auto it = map->FindMember(
+      Value(rapidjson::StringRef(key.data(),
+                                 static_cast<rapidjson::SizeType>(key.size()))));
+  if (it == map->MemberEnd() || it->value.IsNull()) return std::string_view();
+  if (!it->value.IsString()) {
+    return TypeError(absl::StrCat(Sv(field), "[\"", Sv(key), "\"]"),
+                     "must be a string");
+  }
+  return StringOf(it->value);
+}
+
+// A resource.Quantity of a device resource: a whole number, written by Go as
+// a string ("1"), or as a JSON number by hand-written clients.
+absl::StatusOr<int64_t> DeviceQuantity(const Value& v, std::string_view field) {
+  if (v.IsInt64()) {
+    if (v.GetInt64() < 0) return json::FieldError(field, "must not be negative");
+    return v.GetInt64();
+  }
+  if (v.IsString()) {
+    int64_t n = 0;
+    if (absl::SimpleAtoi(Sv(StringOf(v)), &n) && n >= 0) return n;
+    return json::FieldError(
+        field, absl::StrCat("quantity \"", Sv(StringOf(v)),
+                            "\" of a device resource must be a whole number"));
+  }
+  return TypeError(field, "must be a quantity string such as \"1\"");
+}
+
+// Managed resources of one container: request, else limit (Kubernetes
+// defaults an extended resource's request to its limit).
+absl::Status ContainerResources(const Value& c, std::string_view field,
+                                const ManagedResources& managed,
+                                std::map<std::string, int64_t>* out) {
+  if (!c.IsObject()) return TypeError(field, "must be an object");
+  const std::string rfield = absl::StrCat(Sv(field), ".resources");
+  ASSIGN_OR_RETURN(const Value* res, OptObject(c, "resources", rfield));
+  if (res == nullptr) return absl::OkStatus();
+  for (std::string_view kind : {"limits", "requests"}) {
+    const std::string kfield = absl::StrCat(rfield, ".", Sv(kind));
+    ASSIGN_OR_RETURN(const Value* m, OptObject(*res, kind, kfield));
+    if (m == nullptr) continue;
+    for (auto it = m->MemberBegin(); it != m->MemberEnd(); ++it) {
+      std::string name(StringOf(it->name));
+      if (!managed.contains(name)) continue;
+      ASSIGN_OR_RETURN(
+          int64_t n,
+          DeviceQuantity(it->value,
+                         absl::StrCat(kfield, "[\"", name, "\"]")));
+      (*out)[name] = n;  // requests (read second) win over limits.
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SumContainers(const Value& spec, std::string_view key,
+                           std::string_view field, bool init,
+                           const ManagedResources& managed,
+                           std::map<std::string, int64_t>* total) {
+  ASSIGN_OR_RETURN(const Value* list, OptArray(spec, key, field));
+  if (list == nullptr) return absl::OkStatus();
+  for (rapidjson::SizeType i = 0; i < list->Size(); ++i) {
+    std::map<std::string, int64_t> one;
+    RETURN_IF_ERROR(ContainerResources((*list)[i],
+                                       absl::StrCat(Sv(field), "[", i, "]"),
+                                       managed, &one));
+    for (const auto& [name, n] : one) {
+      int64_t& t = (*total)[name];
+      t = init ? std::max(t, n) : t + n;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void WriteFailedMap(json::Writer& w, const ExtenderArgs& args,
+                    const std::vector<std::pair<size_t, std::string>>& m) {
+  w.StartObject();
+  for (const auto& [i, why] : m) {
+    json::Key(w, args.node_names[i]);
+    json::Str(w, why);
+  }
+  w.EndObject();
+}
+
+}  // namespace
+
+absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
+                                        const ManagedResources& managed) {
+  if (!pod.IsObject()) return TypeError("Pod", "must be an object");
+  ASSIGN_OR_RETURN(const Value* meta,
+                   OptObject(pod, "metadata", "Pod.metadata"));
+  if (meta == nullptr) return TypeError("Pod.metadata", "is required");
+  PodRequest out;
+  SchedulingRequest& r = out.request;
+  ASSIGN_OR_RETURN(std::string_view name,
+                   json::ReqString(*meta, "name", "Pod.metadata.name"));
+  ASSIGN_OR_RETURN(std::string_view ns,
+                   json::OptString(*meta, "namespace", "Pod.metadata.namespace",
+                                   "default"));
+  ASSIGN_OR_RETURN(std::string_view uid,
+                   json::OptString(*meta, "uid", "Pod.metadata.uid"));
+  r.pod_name = std::string(name);
+  r.ns = ns.empty() ? "default" : std::string(ns);
+  r.pod_uid = std::string(uid);
+
+  ASSIGN_OR_RETURN(const Value* labels,
+                   OptObject(*meta, "labels", "Pod.metadata.labels"));
+  ASSIGN_OR_RETURN(const Value* annotations,
+                   OptObject(*meta, "annotations", "Pod.metadata.annotations"));
+  ASSIGN_OR_RETURN(std::string_view vm_label,
+                   MapValue(labels, kVmNameLabel, "Pod.metadata.labels"));
+  ASSIGN_OR_RETURN(
+      std::string_view domain,
+      MapValue(annotations, kDomainAnnotation, "Pod.metadata.annotations"));
+  r.vm = VmIdentity(vm_label, domain, name);
+
+  ASSIGN_OR_RETURN(
+      std::string_view claims,
+      MapValue(annotations, kClaimsAnnotation, "Pod.metadata.annotations"));
+  const std::string claims_field =
+      absl::StrCat("Pod.metadata.annotations[\"", Sv(kClaimsAnnotation), "\"]");
+  for (absl::string_view part : absl::StrSplit(Sv(claims), ',')) {
+    absl::string_view c = absl::StripAsciiWhitespace(part);
+    if (c.empty()) continue;
+    RETURN_IF_ERROR(ValidateObjectName(claims_field, StdSv(c)));
+    if (std::find(r.claim_names.begin(), r.claim_names.end(), c) ==
+        r.claim_names.end()) {
+      r.claim_names.emplace_back(c);
+    }
+  }
+
+  ASSIGN_OR_RETURN(const Value* spec, OptObject(pod, "spec", "Pod.spec"));
+  if (spec != nullptr) {
+    std::map<std::string, int64_t> sum, init;
+    RETURN_IF_ERROR(SumContainers(*spec, "containers", "Pod.spec.containers",
+                                  false, managed, &sum));
+    RETURN_IF_ERROR(SumContainers(*spec, "initContainers",
+                                  "Pod.spec.initContainers", true, managed,
+                                  &init));
+    for (const auto& [res, n] : init) sum[res] = std::max(sum[res], n);
+    for (const auto& [res, n] : sum) {
+      if (n > 0) r.resources.emplace_back(res, n);
+    }
+  }
+  out.pass_through = r.claim_names.empty() && r.resources.empty();
+  return out;
+}
+
+absl::StatusOr<ExtenderArgs> ReadExtenderArgs(const Value& doc) {
+  if (!doc.IsObject()) return TypeError("", "ExtenderArgs must be an object");
+  ExtenderArgs args;
+  args.pod = Find(doc, "Pod");
+  if (IsNullish(args.pod)) return TypeError("Pod", "is required");
+  if (!args.pod->IsObject()) return TypeError("Pod", "must be an object");
+  const Value* names = Find(doc, "NodeNames");
+  const Value* nodes = Find(doc, "Nodes");
+  if (!IsNullish(names)) {
+    if (!names->IsArray()) {
+      return TypeError("NodeNames", "must be an array of node names");
+    }
+    args.node_names.reserve(names->Size());
+    for (rapidjson::SizeType i = 0; i < names->Size(); ++i) {
+      const Value& n = (*names)[i];
+      if (!n.IsString()) {
+        return TypeError(absl::StrCat("NodeNames[", i, "]"),
+                         "must be a string");
+      }
+      args.node_names.push_back(StringOf(n));
+    }
+    if (!IsNullish(nodes)) {
+      return TypeError("Nodes",
+                       "must be null when NodeNames is set (nodeCacheCapable)");
+    }
+    return args;
+  }
+  if (IsNullish(nodes)) {
+    return TypeError("NodeNames", "either NodeNames or Nodes is required");
+  }
+  if (!nodes->IsObject()) return TypeError("Nodes", "must be a NodeList object");
+  args.node_list_mode = true;
+  args.node_list = nodes;
+  const Value* items = Find(*nodes, "items");
+  if (IsNullish(items)) return args;  // An empty NodeList.
+  if (!items->IsArray()) return TypeError("Nodes.items", "must be an array");
+  args.node_items.reserve(items->Size());
+  args.node_names.reserve(items->Size());
+  for (rapidjson::SizeType i = 0; i < items->Size(); ++i) {
+    const Value& node = (*items)[i];
+    const std::string field = absl::StrCat("Nodes.items[", i, "].metadata.name");
+    const Value* meta = Find(node, "metadata");
+    if (IsNullish(meta) || !meta->IsObject()) {
+      return TypeError(field, "is required");
+    }
+    ASSIGN_OR_RETURN(std::string_view name, json::ReqString(*meta, "name", field));
+    args.node_items.push_back(&node);
+    args.node_names.push_back(name);
+  }
+  return args;
+}
+
+std::string WriteFilterResult(const ExtenderArgs& args,
+                              const FilterOutput& out) {
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  w.StartObject();
+  json::Key(w, "Nodes");
+  if (args.node_list_mode) {
+    w.StartObject();
+    // Keep the list's own members (kind, apiVersion, metadata) as sent.
+    bool wrote_meta = false;
+    for (auto it = args.node_list->MemberBegin();
+         it != args.node_list->MemberEnd(); ++it) {
+      std::string_view k = StringOf(it->name);
+      if (k == "items" || k == "Items") continue;
+      if (k == "metadata") wrote_meta = true;
+      json::Key(w, k);
+      it->value.Accept(w);
+    }
+    if (!wrote_meta) {
+      json::Key(w, "metadata");
+      w.StartObject();
+      w.EndObject();
+    }
+    json::Key(w, "items");
+    w.StartArray();
+    for (size_t i : out.passed) args.node_items[i]->Accept(w);
+    w.EndArray();
+    w.EndObject();
+  } else {
+    w.Null();
+  }
+  json::Key(w, "NodeNames");
+  if (args.node_list_mode) {
+    w.Null();
+  } else {
+    w.StartArray();
+    for (size_t i : out.passed) json::Str(w, args.node_names[i]);
+    w.EndArray();
+  }
+  json::Key(w, "FailedNodes");
+  WriteFailedMap(w, args, out.failed);
+  json::Key(w, "FailedAndUnresolvableNodes");
+  WriteFailedMap(w, args, out.unresolvable);
+  json::Key(w, "Error");
+  json::Str(w, out.error);
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+std::string WriteFilterError(std::string_view error) {
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  w.StartObject();
+  json::Key(w, "Nodes");
+  w.Null();
+  json::Key(w, "NodeNames");
+  w.Null();
+  json::Key(w, "FailedNodes");
+  w.Null();
+  json::Key(w, "FailedAndUnresolvableNodes");
+  w.Null();
+  json::Key(w, "Error");
+  json::Str(w, error);
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+std::string WriteHostPriorityList(absl::Span<const std::string_view> nodes,
+                                  absl::Span<const int> scores) {
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  w.StartArray();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    w.StartObject();
+    json::Key(w, "Host");
+    json::Str(w, nodes[i]);
+    json::Key(w, "Score");
+    int s = i < scores.size() ? scores[i] : 0;
+    w.Int(std::clamp(s, 0, kMaxExtenderPriority));
+    w.EndObject();
+  }
+  w.EndArray();
+  return std::string(json::Output(buf));
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
+ParseHostPriorityList(std::string_view body) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::Parse(body, &doc));
+  if (doc.IsNull()) return std::vector<std::pair<std::string, int64_t>>();
+  if (!doc.IsArray()) return TypeError("", "HostPriorityList must be an array");
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (rapidjson::SizeType i = 0; i < doc.Size(); ++i) {
+    const std::string at = absl::StrCat("[", i, "]");
+    if (!doc[i].IsObject()) return TypeError(at, "must be an object");
+    ASSIGN_OR_RETURN(std::string_view host,
+                     json::ReqString(doc[i], "Host", absl::StrCat(at, ".Host")));
+    ASSIGN_OR_RETURN(int64_t score,
+                     json::ReqInt(doc[i], "Score", absl::StrCat(at, ".Score")));
+    if (score < 0 || score > kMaxExtenderPriority) {
+      return json::FieldError(absl::StrCat(at, ".Score"), "must be 0..10");
+    }
+    out.emplace_back(std::string(host), score);
+  }
+  return out;
+}
+
+absl::StatusOr<BindingArgs> ReadBindingArgs(const Value& doc) {
+  if (!doc.IsObject()) {
+    return TypeError("", "ExtenderBindingArgs must be an object");
+  }
+  BindingArgs b;
+  ASSIGN_OR_RETURN(std::string_view name, json::ReqString(doc, "PodName", "PodName"));
+  ASSIGN_OR_RETURN(std::string_view ns,
+                   json::ReqString(doc, "PodNamespace", "PodNamespace"));
+  ASSIGN_OR_RETURN(std::string_view uid, json::ReqString(doc, "PodUID", "PodUID"));
+  ASSIGN_OR_RETURN(std::string_view node, json::ReqString(doc, "Node", "Node"));
+  if (name.empty()) return json::FieldError("PodName", "must not be empty");
+  if (uid.empty()) return json::FieldError("PodUID", "must not be empty");
+  if (node.empty()) return json::FieldError("Node", "must not be empty");
+  b.pod_name = std::string(name);
+  b.pod_namespace = ns.empty() ? "default" : std::string(ns);
+  b.pod_uid = std::string(uid);
+  b.node = std::string(node);
+  return b;
+}
+
+std::string WriteBindingResult(std::string_view error) {
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  w.StartObject();
+  json::Key(w, "Error");
+  json::Str(w, error);
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+absl::StatusOr<PreemptionArgs> ReadPreemptionArgs(const Value& doc) {
+  if (!doc.IsObject()) {
+    return TypeError("", "ExtenderPreemptionArgs must be an object");
+  }
+  PreemptionArgs args;
+  args.pod = Find(doc, "Pod");
+  if (IsNullish(args.pod)) return TypeError("Pod", "is required");
+  if (!args.pod->IsObject()) return TypeError("Pod", "must be an object");
+  const Value* meta = Find(doc, "NodeNameToMetaVictims");
+  const Value* full = Find(doc, "NodeNameToVictims");
+  const bool use_meta = !IsNullish(meta);
+  const Value* map = use_meta ? meta : full;
+  const std::string_view field =
+      use_meta ? "NodeNameToMetaVictims" : "NodeNameToVictims";
+  if (IsNullish(map)) return args;
+  if (!map->IsObject()) return TypeError(field, "must be an object");
+  for (auto it = map->MemberBegin(); it != map->MemberEnd(); ++it) {
+    NodeVictims nv;
+    nv.node = StringOf(it->name);
+    const std::string at = absl::StrCat(Sv(field), "[\"", Sv(nv.node), "\"]");
+    const Value& v = it->value;
+    if (!v.IsNull()) {
+      if (!v.IsObject()) return TypeError(at, "must be an object");
+      ASSIGN_OR_RETURN(nv.num_pdb_violations,
+                       json::OptInt(v, "NumPDBViolations",
+                                    absl::StrCat(at, ".NumPDBViolations"), 0));
+      ASSIGN_OR_RETURN(const Value* pods,
+                       OptArray(v, "Pods", absl::StrCat(at, ".Pods")));
+      for (rapidjson::SizeType i = 0; pods != nullptr && i < pods->Size(); ++i) {
+        const std::string pat = absl::StrCat(at, ".Pods[", i, "]");
+        const Value& p = (*pods)[i];
+        if (!p.IsObject()) return TypeError(pat, "must be an object");
+        if (use_meta) {
+          ASSIGN_OR_RETURN(std::string_view uid,
+                           json::ReqString(p, "UID", absl::StrCat(pat, ".UID")));
+          nv.pod_uids.push_back(uid);
+        } else {
+          const Value* pm = Find(p, "metadata");
+          if (IsNullish(pm) || !pm->IsObject()) {
+            return TypeError(absl::StrCat(pat, ".metadata"), "is required");
+          }
+          ASSIGN_OR_RETURN(
+              std::string_view uid,
+              json::ReqString(*pm, "uid", absl::StrCat(pat, ".metadata.uid")));
+          nv.pod_uids.push_back(uid);
+        }
+      }
+    }
+    args.nodes.push_back(std::move(nv));
+  }
+  return args;
+}
+
+std::string WritePreemptionResult(const PreemptionArgs& args,
+                                  absl::Span<const size_t> keep) {
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  w.StartObject();
+  json::Key(w, "NodeNameToMetaVictims");
+  w.StartObject();
+  for (size_t i : keep) {
+    const NodeVictims& nv = args.nodes[i];
+    json::Key(w, nv.node);
+    w.StartObject();
+    json::Key(w, "Pods");
+    w.StartArray();
+    for (std::string_view uid : nv.pod_uids) {
+      w.StartObject();
+      json::Key(w, "UID");
+      json::Str(w, uid);
+      w.EndObject();
+    }
+    w.EndArray();
+    json::Key(w, "NumPDBViolations");
+    w.Int64(nv.num_pdb_violations);
+    w.EndObject();
+  }
+  w.EndObject();
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+}  // namespace pdc::extender

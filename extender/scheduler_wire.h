@@ -1,0 +1,121 @@
+// The kube-scheduler extender wire format (k8s.io/kube-scheduler/extender/v1)
+// <-> allocator types. The Go types have no JSON tags, so kube-scheduler
+// writes the Go field names with capitals (Pod, Nodes, NodeNames, ...) and
+// null for unused pointers; Go reads keys case-insensitively and old clients
+// send lower case, so we read case-insensitively and always write the exact
+// capitalised names (DESIGN §4).
+//
+// Also: a pod (v1.Pod JSON) -> SchedulingRequest: VM identity via
+// pdc::VmIdentity, explicit claims from the `pdc.kubevirt.io/claims`
+// annotation, managed resources from container requests/limits including
+// init containers (effective request = max(sum of containers, max of init
+// containers), as the scheduler computes it).
+// Thread-safety: pure functions; parsed values borrow from their input.
+#ifndef PDC_EXTENDER_SCHEDULER_WIRE_H_
+#define PDC_EXTENDER_SCHEDULER_WIRE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "allocator/allocator.h"
+#include "extender/json_util.h"
+#include "rapidjson/document.h"
+
+namespace pdc::extender {
+
+inline constexpr std::string_view kClaimsAnnotation = "pdc.kubevirt.io/claims";
+inline constexpr std::string_view kDevicesAnnotation = "pdc.kubevirt.io/devices";
+inline constexpr std::string_view kVmNameLabel = "vm.kubevirt.io/name";
+inline constexpr std::string_view kDomainAnnotation = "kubevirt.io/domain";
+inline constexpr int kMaxExtenderPriority = 10;
+
+// Resource names the extender manages (configured device classes). Other
+// extended resources are ignored, so their quantities need not parse.
+using ManagedResources = absl::flat_hash_set<std::string>;
+
+struct PodRequest {
+  SchedulingRequest request;
+  // True when the pod names no claim and requests no managed resource:
+  // it passes every verb untouched.
+  bool pass_through = true;
+};
+
+// Extracts what the allocator needs from a v1.Pod JSON object. Wrong JSON
+// types are TypeError naming the path ("Pod.metadata.labels"); a claim
+// annotation with an invalid name is FieldError.
+absl::StatusOr<PodRequest> PodToRequest(const json::Value& pod,
+                                        const ManagedResources& managed);
+
+// ExtenderArgs for filter and prioritize.
+struct ExtenderArgs {
+  const json::Value* pod = nullptr;
+  // Exactly one mode: NodeNames (nodeCacheCapable) or a full Nodes NodeList.
+  bool node_list_mode = false;
+  std::vector<std::string_view> node_names;  // Both modes, input order.
+  const json::Value* node_list = nullptr;    // The Nodes object, list mode.
+  std::vector<const json::Value*> node_items;  // List mode, input order.
+};
+
+// Parses `doc` (already parsed, e.g. in situ) as ExtenderArgs. Missing Pod,
+// both or neither of Nodes/NodeNames, or wrong types: TypeError.
+absl::StatusOr<ExtenderArgs> ReadExtenderArgs(const json::Value& doc);
+
+struct FilterOutput {
+  std::vector<size_t> passed;  // Indexes into the input, input order.
+  std::vector<std::pair<size_t, std::string>> failed;
+  std::vector<std::pair<size_t, std::string>> unresolvable;
+  std::string error;
+};
+
+// ExtenderFilterResult, in the mode of `args`: names in -> NodeNames out and
+// "Nodes": null; NodeList in -> Nodes out (the input node objects echoed)
+// and "NodeNames": null. Only input nodes are ever written.
+std::string WriteFilterResult(const ExtenderArgs& args,
+                              const FilterOutput& out);
+// A filter answer carrying only Error (kube-scheduler fails the attempt and
+// shows the message in the pod's events).
+std::string WriteFilterError(std::string_view error);
+
+// HostPriorityList: [{"Host": name, "Score": n}, ...] in input order.
+std::string WriteHostPriorityList(absl::Span<const std::string_view> nodes,
+                                  absl::Span<const int> scores);
+// Reads a HostPriorityList (for clients: pdc-sim, tests). Wrong types are
+// TypeError, scores outside 0..10 FieldError.
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
+ParseHostPriorityList(std::string_view body);
+
+struct BindingArgs {
+  std::string pod_name;
+  std::string pod_namespace;
+  std::string pod_uid;
+  std::string node;
+};
+absl::StatusOr<BindingArgs> ReadBindingArgs(const json::Value& doc);
+// ExtenderBindingResult: {"Error": error}.
+std::string WriteBindingResult(std::string_view error);
+
+// ExtenderPreemptionArgs. Victims come either as NodeNameToVictims (full
+// pods, the UID is read from each pod's metadata) or NodeNameToMetaVictims.
+struct NodeVictims {
+  std::string_view node;
+  std::vector<std::string_view> pod_uids;
+  int64_t num_pdb_violations = 0;
+};
+struct PreemptionArgs {
+  const json::Value* pod = nullptr;
+  std::vector<NodeVictims> nodes;  // Input order.
+};
+absl::StatusOr<PreemptionArgs> ReadPreemptionArgs(const json::Value& doc);
+// ExtenderPreemptionResult: {"NodeNameToMetaVictims": {...}} for `keep`
+// (indexes into args.nodes).
+std::string WritePreemptionResult(const PreemptionArgs& args,
+                                  absl::Span<const size_t> keep);
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_SCHEDULER_WIRE_H_
