@@ -1,0 +1,213 @@
+// pdc-vfio-guest-check: runs inside the QEMU guest of run-vfio-test.sh, as a
+// static binary in a busybox initramfs, and checks pdc's driver library
+// against the real kernel: discovery, binding to vfio-pci (driver link,
+// /dev/vfio/<group>, group viable per VFIO_GROUP_GET_STATUS), idempotence,
+// restore to nvme, and the safety refusals (part of a shared IOMMU group, a
+// group with a foreign device, a mounted namespace, an unmatched device).
+// Prints one "PASS:"/"FAIL:" line per check, the bind and restore latencies,
+// and finally "PDC-GUEST-RESULT: PASS" or "PDC-GUEST-RESULT: FAIL".
+// Not part of the product.
+#include <fcntl.h>
+#include <linux/vfio.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "allocator/types.h"
+#include "driver/bind_journal.h"
+#include "driver/discovery.h"
+#include "driver/sysfs.h"
+#include "driver/vfio_binder.h"
+
+namespace pdc::driver {
+namespace {
+
+int failures = 0;
+int checks = 0;
+
+void Check(bool ok, const std::string& what) {
+  ++checks;
+  if (!ok) ++failures;
+  std::printf("%s: %s\n", ok ? "PASS" : "FAIL", what.c_str());
+  std::fflush(stdout);
+}
+
+std::string Flag(int argc, char** argv, const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind(prefix, 0) == 0) return a.substr(prefix.size());
+  }
+  return "";
+}
+
+double Ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// VFIO_GROUP_GET_STATUS: the kernel's own view of whether every device of the
+// group is bound to vfio (or is a harmless bridge).
+bool GroupViable(int group) {
+  const std::string path = absl::StrCat("/dev/vfio/", group);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  vfio_group_status st{};
+  st.argsz = sizeof(st);
+  const bool ok = ::ioctl(fd, VFIO_GROUP_GET_STATUS, &st) == 0 &&
+                  (st.flags & VFIO_GROUP_FLAGS_VIABLE) != 0;
+  ::close(fd);
+  return ok;
+}
+
+class Guest {
+ public:
+  Guest() : sys_("/sys"), dev_("/dev"), proc_("/proc") {}
+
+  int Run(int argc, char** argv) {
+    const std::string solo = Flag(argc, argv, "solo");
+    const std::string mounted = Flag(argc, argv, "mounted");
+    const std::string foreign = Flag(argc, argv, "foreign");
+    std::vector<std::string> shared =
+        absl::StrSplit(Flag(argc, argv, "shared"), ',', absl::SkipEmpty());
+    classes_ = {DeviceClass{"devices.kubevirt.io/nvme",
+                            {PciSelector{0x1b36, 0x0010, std::nullopt},
+                             PciSelector{0x8086, 0x5845, std::nullopt}}}};
+
+    // Discovery.
+    auto t0 = std::chrono::steady_clock::now();
+    auto found = Discover(sys_, "guest", {.classes = classes_, .expected_driver = {}});
+    auto t1 = std::chrono::steady_clock::now();
+    Check(found.ok(), "discovery over /sys succeeds");
+    if (!found.ok()) return Finish();
+    std::printf("discovery: %zu devices in %.2f ms\n", found->inventory.devices.size(), Ms(t1 - t0));
+    for (const Device& d : found->inventory.devices) {
+      std::printf("  %s %04x:%04x class %06x group %d numa %d driver %s serial %s\n",
+                  d.address.ToString().c_str(), d.vendor_id, d.device_id, d.class_code,
+                  d.iommu_group, d.numa_node, d.driver.c_str(), d.serial.c_str());
+      by_serial_[d.serial] = d;
+    }
+    std::vector<std::string> all = {solo, mounted, foreign};
+    all.insert(all.end(), shared.begin(), shared.end());
+    for (const std::string& s : all) {
+      auto it = by_serial_.find(s);
+      const bool ok = it != by_serial_.end() && it->second.vendor_id == 0x1b36 &&
+                      it->second.device_id == 0x0010 && it->second.class_code == 0x010802 &&
+                      it->second.iommu_group >= 0 && it->second.driver == "nvme";
+      Check(ok, absl::StrCat("discovery finds NVMe serial ", s,
+                             " as 1b36:0010 class 010802 on nvme in an IOMMU group"));
+    }
+    if (failures > 0 || shared.size() != 2) return Finish();
+    Check(by_serial_[shared[0]].iommu_group == by_serial_[shared[1]].iommu_group,
+          "the two NVMe behind the pcie-pci-bridge share an IOMMU group");
+    Check(by_serial_[solo].iommu_group != by_serial_[shared[0]].iommu_group,
+          "the solo NVMe has a group of its own");
+
+    auto journal = BindJournal::Open("/tmp/pdc-vfio-journal");
+    Check(journal.ok(), "journal opens");
+    if (!journal.ok()) return Finish();
+    BinderOptions options;
+    options.classes = classes_;
+    options.verify_attempts = 1000;
+    options.verify_interval = absl::Milliseconds(5);
+    VfioBinder binder(&sys_, &dev_, &proc_, journal->get(), options);
+
+    // Bind, bind again, restore.
+    const Device solo_dev = by_serial_[solo];
+    t0 = std::chrono::steady_clock::now();
+    auto bound = binder.Bind({solo_dev.address});
+    t1 = std::chrono::steady_clock::now();
+    Check(bound.ok() && *bound == BindOutcome::kBound,
+          absl::StrCat("bind ", solo_dev.address.ToString(), " to vfio-pci: ",
+                       bound.ok() ? "ok" : bound.status().ToString()));
+    std::printf("bind latency: %.1f ms\n", Ms(t1 - t0));
+    Check(Driver(solo_dev.address) == "vfio-pci", "driver link is vfio-pci after bind");
+    Check(dev_.Exists(absl::StrCat("vfio/", solo_dev.iommu_group)),
+          absl::StrCat("/dev/vfio/", solo_dev.iommu_group, " exists"));
+    Check(GroupViable(solo_dev.iommu_group), "VFIO_GROUP_GET_STATUS says the group is viable");
+    auto journal_entry = (*journal)->Get(solo_dev.address);
+    Check(journal_entry && journal_entry->original_driver == "nvme" &&
+              journal_entry->state == JournalState::kBound && journal_entry->serial == solo,
+          "journal records original driver nvme and the serial");
+    auto again = binder.Bind({solo_dev.address});
+    Check(again.ok() && *again == BindOutcome::kAlreadyBound, "second bind is a no-op");
+    t0 = std::chrono::steady_clock::now();
+    auto restored = binder.Restore(solo_dev.address);
+    t1 = std::chrono::steady_clock::now();
+    Check(restored.ok() && *restored == RestoreOutcome::kRestored,
+          absl::StrCat("restore: ", restored.ok() ? "ok" : restored.status().ToString()));
+    std::printf("restore latency: %.1f ms\n", Ms(t1 - t0));
+    Check(Driver(solo_dev.address) == "nvme", "driver is nvme again after restore");
+    Check(!(*journal)->Get(solo_dev.address).has_value(), "journal entry removed after restore");
+    auto restored_again = binder.Restore(solo_dev.address);
+    Check(restored_again.ok() && *restored_again == RestoreOutcome::kAlreadyRestored,
+          "second restore is a no-op");
+
+    // Shared group: part of it is refused, all of it works.
+    const Device a = by_serial_[shared[0]];
+    const Device b = by_serial_[shared[1]];
+    auto part = binder.Bind({a.address});
+    Refused(part.status(), kReasonGroupPartial, "bind of one NVMe of a shared IOMMU group", a.address);
+    auto whole = binder.Bind({a.address, b.address});
+    Check(whole.ok(), absl::StrCat("bind of the whole shared group: ",
+                                   whole.ok() ? "ok" : whole.status().ToString()));
+    Check(Driver(a.address) == "vfio-pci" && Driver(b.address) == "vfio-pci",
+          "both NVMe of the shared group on vfio-pci");
+    Check(GroupViable(a.iommu_group), "shared group viable once whole");
+    Check(binder.Restore(a.address).ok() && binder.Restore(b.address).ok() &&
+              Driver(a.address) == "nvme" && Driver(b.address) == "nvme",
+          "shared group restored to nvme");
+
+    // A group with a device that is not ours.
+    const Device f = by_serial_[foreign];
+    Refused(binder.Bind({f.address}).status(), kReasonGroupShared,
+            "bind of an NVMe sharing its group with a foreign device", f.address);
+
+    // The host's own (mounted) disk.
+    const Device m = by_serial_[mounted];
+    auto host_disk = binder.Bind({m.address});
+    Refused(host_disk.status(), kReasonHostInUse, "bind of an NVMe whose namespace is mounted",
+            m.address);
+    Check(host_disk.status().message().find("mounted at /mnt") != std::string::npos,
+          "refusal says where it is mounted");
+    return Finish();
+  }
+
+ private:
+  std::string Driver(PciAddress a) {
+    auto d = LinkName(sys_, DevicePath(a) + "/driver");
+    return d.ok() ? *d : "";
+  }
+
+  void Refused(const absl::Status& s, std::string_view reason, const std::string& what,
+               PciAddress a) {
+    std::printf("  -> %s\n", s.ToString().c_str());
+    Check(absl::IsFailedPrecondition(s) && FailureReason(s) == reason,
+          absl::StrCat(what, " is refused (", std::string(reason), ")"));
+    Check(Driver(a) == "nvme", absl::StrCat(a.ToString(), " left on nvme"));
+  }
+
+  int Finish() {
+    std::printf("PDC-GUEST-RESULT: %s (%d checks, %d failed)\n", failures == 0 ? "PASS" : "FAIL",
+                checks, failures);
+    std::fflush(stdout);
+    return failures == 0 ? 0 : 1;
+  }
+
+  RealSysfs sys_;
+  RealSysfs dev_;
+  RealSysfs proc_;
+  std::vector<DeviceClass> classes_;
+  std::map<std::string, Device> by_serial_;
+};
+
+}  // namespace
+}  // namespace pdc::driver
+
+int main(int argc, char** argv) { return pdc::driver::Guest().Run(argc, argv); }

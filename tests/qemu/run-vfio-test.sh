@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Real-kernel test of pdc's vfio-pci binding. Boots a stock Debian 12 kernel
+# under QEMU software emulation (TCG) with an emulated Intel IOMMU and five
+# emulated NVMe controllers, runs the project's own static program
+# pdc-vfio-guest-check (tests/qemu/guest_check.cc, linked with pdc_driver)
+# inside a busybox initramfs, and checks against the real kernel: discovery
+# (vendor, class, IOMMU group, serial), bind to vfio-pci (driver link,
+# /dev/vfio/<group>, group viable), second bind is a no-op, restore to nvme,
+# refusal for part of a shared IOMMU group (two NVMe behind a
+# pcie-pci-bridge), for a group holding a foreign device (pci-testdev), and
+# for an NVMe whose namespace is mounted in the guest (ext2 image).
+#
+# Usage: tests/qemu/run-vfio-test.sh [BUILD_DIR]
+#   BUILD_DIR (default: $PDC_BUILD_DIR or <repo>/build) is a CMake build tree
+#   of this repository; the script builds the pdc-vfio-guest-check target in
+#   it (configuring it first when it has no CMakeCache.txt).
+# Environment: PDC_QEMU_WORK (work/cache dir, default BUILD_DIR/qemu-vfio),
+#   PDC_QEMU_TIMEOUT (seconds for the VM, default 100).
+# Host packages it installs when missing (apt-get update first):
+#   qemu-system-x86 busybox-static. The kernel .deb is fetched with
+#   `apt-get download` and unpacked, never installed.
+# Exit status 0 only when the guest prints "PDC-GUEST-RESULT: PASS".
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${1:-${PDC_BUILD_DIR:-$REPO/build}}
+BUILD=$(mkdir -p "$BUILD" && cd "$BUILD" && pwd)
+WORK=${PDC_QEMU_WORK:-$BUILD/qemu-vfio}
+VM_TIMEOUT=${PDC_QEMU_TIMEOUT:-100}
+START=$(date +%s.%N)
+
+log() { printf '[run-vfio-test %5.1fs] %s\n' "$(echo "$(date +%s.%N) - $START" | bc 2>/dev/null || echo 0)" "$*"; }
+die() { log "FAIL: $*"; exit 1; }
+command -v bc >/dev/null || log() { printf '[run-vfio-test] %s\n' "$*"; }
+
+mkdir -p "$WORK"
+
+# --- 1. Host packages -------------------------------------------------------
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+missing=()
+command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed' ||
+  missing+=(busybox-static)
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing ${missing[*]}"
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+BUSYBOX=/bin/busybox
+[ -x "$BUSYBOX" ] || die "busybox-static did not provide $BUSYBOX"
+
+# --- 2. The guest program ---------------------------------------------------
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  log "configuring $BUILD"
+  cmake -S "$REPO" -B "$BUILD" -G Ninja >/dev/null
+fi
+log "building pdc-vfio-guest-check"
+cmake --build "$BUILD" --target pdc-vfio-guest-check >/dev/null
+GUEST_BIN=$(find "$BUILD" -name pdc-vfio-guest-check -type f -perm -u+x | head -1)
+[ -n "$GUEST_BIN" ] || die "pdc-vfio-guest-check was not built"
+
+# --- 3. Kernel (downloaded, unpacked, cached; never installed) ---------------
+KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null |
+  awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+[ -n "$KPKG" ] || die "cannot find the kernel package behind linux-image-amd64 (apt-get update?)"
+KV=${KPKG#linux-image-}
+KDIR=$WORK/kernel-$KV
+if [ ! -f "$KDIR/.complete" ]; then
+  log "downloading $KPKG"
+  rm -rf "$KDIR" && mkdir -p "$KDIR"
+  (cd "$WORK" && rm -f ./linux-image-*.deb && apt-get download -q "$KPKG" >/dev/null 2>&1) ||
+    die "apt-get download $KPKG failed"
+  log "unpacking the kernel and the modules the test needs"
+  M="./lib/modules/$KV"
+  dpkg-deb --fsys-tarfile "$WORK"/linux-image-*.deb |
+    tar -x -C "$KDIR" --wildcards "./boot/vmlinuz-$KV" \
+      "$M/kernel/drivers/nvme/host/*" "$M/kernel/drivers/vfio/*" "$M/kernel/virt/lib/*" \
+      "$M/kernel/block/t10-pi.ko" "$M/kernel/lib/crc*" "$M/kernel/lib/libcrc32c.ko" \
+      "$M/kernel/crypto/crc*" "$M/kernel/fs/ext4/*" "$M/kernel/fs/jbd2/*" \
+      "$M/kernel/fs/mbcache.ko" "$M/modules.builtin" "$M/modules.order"
+  rm -f "$WORK"/linux-image-*.deb
+  touch "$KDIR/.complete"
+fi
+
+# --- 4. Initramfs --------------------------------------------------------------
+ROOT=$WORK/initramfs
+rm -rf "$ROOT" && mkdir -p "$ROOT"/{bin,sbin,proc,sys,dev,tmp,mnt,lib/modules}
+cp "$BUSYBOX" "$ROOT/bin/busybox"
+ln -s ../bin/busybox "$ROOT/sbin/modprobe"  # The kernel's request_module() helper.
+cp -a "$KDIR/lib/modules/$KV" "$ROOT/lib/modules/"
+"$BUSYBOX" depmod -b "$ROOT" "$KV"
+if command -v strip >/dev/null; then
+  strip -o "$ROOT/pdc-vfio-guest-check" "$GUEST_BIN"
+else
+  cp "$GUEST_BIN" "$ROOT/pdc-vfio-guest-check"
+fi
+cat >"$ROOT/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+echo "guest: kernel $(uname -r) up"
+for m in crct10dif_generic crc64_rocksoft_generic nvme vfio vfio_iommu_type1 vfio-pci ext4; do
+  modprobe "$m" || echo "guest: modprobe $m failed"
+done
+# nvme probes asynchronously: wait for the five controllers and their serials.
+i=0
+while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 5 ] && [ $i -lt 300 ]; do
+  sleep 0.1; i=$((i + 1))
+done
+mounted=""
+for c in /sys/class/nvme/*; do
+  read -r s <"$c/serial"
+  [ "$s" = pdc-mnt ] && mounted="${c##*/}n1"
+done
+i=0
+while [ -n "$mounted" ] && [ ! -b "/dev/$mounted" ] && [ $i -lt 300 ]; do
+  sleep 0.1; i=$((i + 1))
+done
+if [ -n "$mounted" ] && mount -t ext2 "/dev/$mounted" /mnt; then
+  echo "guest: mounted /dev/$mounted (serial pdc-mnt) at /mnt"
+else
+  echo "guest: could not mount the pdc-mnt namespace ($mounted)"
+fi
+/pdc-vfio-guest-check --solo=pdc-solo --mounted=pdc-mnt --shared=pdc-sh1,pdc-sh2 \
+  --foreign=pdc-foreign
+rc=$?
+if [ $rc -ne 0 ]; then
+  echo "guest: kernel log tail:"
+  dmesg | tail -n 40
+fi
+echo "guest: done rc=$rc"
+poweroff -f
+INIT
+chmod +x "$ROOT/init"
+(cd "$ROOT" && find . | "$BUSYBOX" cpio -o -H newc -R 0:0 2>/dev/null | gzip -1 >"$WORK/initrd.gz")
+
+# --- 5. A small ext2 image for the "mounted namespace" case -------------------
+IMG=$WORK/mounted.img
+rm -f "$IMG" && truncate -s 8M "$IMG"
+if command -v mkfs.ext2 >/dev/null; then
+  mkfs.ext2 -q -F "$IMG"
+elif [ -x /sbin/mkfs.ext2 ]; then
+  /sbin/mkfs.ext2 -q -F "$IMG"
+else
+  "$BUSYBOX" mke2fs -q "$IMG" >/dev/null 2>&1 || "$BUSYBOX" mke2fs "$IMG" >/dev/null
+fi
+
+# --- 6. Boot -------------------------------------------------------------------
+# pcie.0: pdc-solo and pdc-mnt (a group each); pcie-pci-bridge br1: pdc-sh1 and
+# pdc-sh2 (one group with the bridge); pcie-pci-bridge br2: pdc-foreign and a
+# pci-testdev (one group, a device no class matches).
+null_drive() { echo "if=none,id=$1,driver=null-co,size=64M"; }
+log "booting $KV under QEMU (TCG, intel-iommu, 5 NVMe)"
+CONSOLE=$WORK/console.log
+set +e
+timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
+  -machine q35 -accel tcg -cpu max -smp 1 -m 512M \
+  -device intel-iommu,intremap=on \
+  -drive "$(null_drive d0)" -device nvme,drive=d0,serial=pdc-solo \
+  -drive if=none,id=dm,file="$IMG",format=raw -device nvme,drive=dm,serial=pdc-mnt \
+  -device pcie-pci-bridge,id=br1,bus=pcie.0 \
+  -drive "$(null_drive d1)" -device nvme,drive=d1,serial=pdc-sh1,bus=br1,addr=1 \
+  -drive "$(null_drive d2)" -device nvme,drive=d2,serial=pdc-sh2,bus=br1,addr=2 \
+  -device pcie-pci-bridge,id=br2,bus=pcie.0 \
+  -drive "$(null_drive d3)" -device nvme,drive=d3,serial=pdc-foreign,bus=br2,addr=1 \
+  -device pci-testdev,bus=br2,addr=2 \
+  -kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$WORK/initrd.gz" \
+  -append "console=ttyS0 panic=-1 intel_iommu=on iommu=pt quiet loglevel=3" \
+  -nodefaults -display none -serial stdio -no-reboot </dev/null 2>&1 |
+  tee "$CONSOLE" | grep --line-buffered -E '^(PASS|FAIL|guest|discovery|bind latency|restore latency|PDC-GUEST-RESULT|  )'
+qemu_rc=${PIPESTATUS[0]}
+set -e
+
+if grep -q '^PDC-GUEST-RESULT: PASS' "$CONSOLE"; then
+  log "PASS: real-kernel vfio test ($(grep -c '^PASS:' "$CONSOLE") checks); console log: $CONSOLE"
+  exit 0
+fi
+[ "$qemu_rc" -eq 124 ] && log "QEMU timed out after ${VM_TIMEOUT}s"
+log "last console lines:"
+tail -n 30 "$CONSOLE" | sed 's/^/  | /'
+die "real-kernel vfio test failed (console log: $CONSOLE)"
