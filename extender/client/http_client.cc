@@ -98,7 +98,7 @@ class HttpClient::Impl {
                                   std::string_view target,
                                   std::string_view body,
                                   const HttpRequestOptions& ro) {
-    const http::verb verb = http::string_to_verb(Sv(method));
+    const http::verb verb = http::string_to_verb(beast::string_view(method.data(), method.size()));
     if (verb == http::verb::unknown) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown HTTP method \"", Sv(method), "\""));

@@ -1,0 +1,173 @@
+#include "extender/client/http_client.h"
+
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/extender/client/test_http_server.h"
+#include "tests/testing/status_matchers.h"
+
+namespace pdc {
+namespace {
+
+using ::pdc::testing::StatusIs;
+using ::pdc::testing::TestHttpServer;
+using ::pdc::testing::TestReply;
+using ::pdc::testing::TestRequest;
+using ::testing::HasSubstr;
+
+std::unique_ptr<HttpClient> MakeClient(const std::string& url,
+                                       std::string token = "") {
+  HttpClientOptions o;
+  o.base_url = url;
+  o.bearer_token = std::move(token);
+  o.timeout = absl::Seconds(10);
+  auto c = HttpClient::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::move(*c);
+}
+
+TestReply Echo(const TestRequest& r) {
+  TestReply reply;
+  reply.status = r.target == "/missing" ? 404 : 200;
+  reply.body = r.method + " " + r.target + " " + r.body;
+  return reply;
+}
+
+TEST(HttpClientTest, SendsMethodTargetBodyAndToken) {
+  TestHttpServer server(Echo);
+  auto client = MakeClient(server.url() + "/prefix", "s3cret");
+  ASSERT_OK_AND_ASSIGN(HttpResponse get, client->Get("/v1/claims?x=1"));
+  EXPECT_EQ(get.status, 200);
+  EXPECT_EQ(get.body, "GET /prefix/v1/claims?x=1 ");
+  EXPECT_EQ(get.Header("content-type"), "application/json");
+  ASSERT_OK_AND_ASSIGN(HttpResponse post,
+                       client->Post("/v1/namespaces/default/claims", "{}"));
+  EXPECT_EQ(post.body, "POST /prefix/v1/namespaces/default/claims {}");
+  ASSERT_OK_AND_ASSIGN(HttpResponse put, client->Put("/v1/x", "[1]"));
+  EXPECT_EQ(put.body, "PUT /prefix/v1/x [1]");
+  ASSERT_OK_AND_ASSIGN(HttpResponse del, client->Delete("/v1/y"));
+  EXPECT_EQ(del.body, "DELETE /prefix/v1/y ");
+
+  const std::vector<TestRequest> seen = server.requests();
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].authorization, "Bearer s3cret");
+  EXPECT_EQ(seen[1].content_type, "application/json");
+}
+
+TEST(HttpClientTest, NonSuccessStatusIsAResponseNotAnError) {
+  TestHttpServer server(Echo);
+  auto client = MakeClient(server.url());
+  ASSERT_OK_AND_ASSIGN(HttpResponse r, client->Get("/missing"));
+  EXPECT_EQ(r.status, 404);
+}
+
+TEST(HttpClientTest, KeepsTheConnectionAlive) {
+  TestHttpServer server(Echo);
+  auto client = MakeClient(server.url());
+  for (int i = 0; i < 5; ++i) ASSERT_OK(client->Get("/a"));
+  EXPECT_EQ(server.connections(), 1);
+  EXPECT_EQ(client->connections_opened(), 1u);
+  client->Close();
+  ASSERT_OK(client->Get("/a"));
+  EXPECT_EQ(server.connections(), 2);
+}
+
+TEST(HttpClientTest, ReconnectsOnceWhenTheServerClosedAnIdleConnection) {
+  TestHttpServer server([](const TestRequest& r) {
+    TestReply reply = Echo(r);
+    reply.close_after = true;  // Says keep-alive, then closes.
+    return reply;
+  });
+  auto client = MakeClient(server.url());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(HttpResponse r, client->Post("/p", "x"));
+    EXPECT_EQ(r.body, "POST /p x");
+  }
+  EXPECT_EQ(server.connections(), 3);
+  // Each request reached the server exactly once.
+  EXPECT_EQ(server.requests().size(), 3u);
+}
+
+TEST(HttpClientTest, ConnectionRefusedIsUnavailableNamingTheUrl) {
+  // Take a free port and close it again: nobody listens there.
+  uint16_t port;
+  {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::acceptor a(
+        ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    port = a.local_endpoint().port();
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  auto client = MakeClient(url);
+  EXPECT_THAT(client->Get("/v1/claims"),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("cannot reach pdc-extender at " + url +
+                                 ": Connection refused")));
+}
+
+TEST(HttpClientTest, TimeoutIsDeadlineExceeded) {
+  TestHttpServer server([](const TestRequest& r) {
+    TestReply reply;
+    reply.hang = r.target == "/hang";
+    return reply;
+  });
+  auto client = MakeClient(server.url());
+  HttpRequestOptions quick;
+  quick.timeout = absl::Milliseconds(200);
+  EXPECT_THAT(client->Get("/hang", quick),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("GET /hang to pdc-extender at " +
+                                 server.url() + " timed out after 200ms")));
+  // The client recovers on a new connection.
+  ASSERT_OK_AND_ASSIGN(HttpResponse r, client->Get("/ok"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(server.connections(), 2);
+}
+
+TEST(HttpClientTest, ResponseLargerThanTheLimitIsResourceExhausted) {
+  TestHttpServer server([](const TestRequest&) {
+    TestReply reply;
+    reply.body = std::string(4096, 'x');
+    return reply;
+  });
+  HttpClientOptions o;
+  o.base_url = server.url();
+  o.max_response_bytes = 1024;
+  ASSERT_OK_AND_ASSIGN(auto client, HttpClient::Create(o));
+  EXPECT_THAT(client->Get("/big"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("larger than 1024 bytes")));
+}
+
+TEST(HttpClientTest, CreateRejectsBadOptions) {
+  HttpClientOptions o;
+  o.base_url = "localhost:8888";
+  EXPECT_THAT(HttpClient::Create(o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is not an http:// or https:// URL")));
+  o.base_url = "http://localhost:8888";
+  o.ca_file = "/ca.pem";
+  EXPECT_THAT(HttpClient::Create(o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is not an https:// URL")));
+  o.base_url = "https://localhost:8888";
+  o.ca_file = "/nonexistent/ca.pem";
+  EXPECT_THAT(HttpClient::Create(o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cannot load CA file \"/nonexistent/ca.pem\"")));
+}
+
+TEST(HttpClientTest, UnknownMethodIsInvalidArgument) {
+  TestHttpServer server(Echo);
+  auto client = MakeClient(server.url());
+  EXPECT_THAT(client->Do("FETCH", "/"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace pdc
