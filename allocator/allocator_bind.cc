@@ -40,11 +40,11 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
     const Evaluation e = EvaluateLocked(plan, node_name, clock_->Now());
     if (e.verdict == Verdict::kFailed) {
       return absl::AbortedError(
-          absl::StrCat("node ", Sv(node_name), " no longer fits the pod: ", e.message));
+          absl::StrCat("node ", Sv(node_name), " no longer fits the pod: ", Sv(e.message())));
     }
     if (e.verdict == Verdict::kUnresolvable) {
       return absl::FailedPreconditionError(
-          absl::StrCat("node ", Sv(node_name), " cannot run the pod: ", e.message));
+          absl::StrCat("node ", Sv(node_name), " cannot run the pod: ", Sv(e.message())));
     }
     Placement placed;
     if (!plan.pending.empty()) {

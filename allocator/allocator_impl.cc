@@ -257,8 +257,8 @@ std::vector<Claim> AllocatorImpl::ListClaims(std::string_view ns) const {
   std::vector<Claim> out;
   {
     absl::ReaderMutexLock lock(&mu_);
-    for (const auto& [key, claim] : state_.claims()) {
-      if (ns.empty() || key.ns == ns) out.push_back(claim);
+    for (const Claim& claim : state_.claims()) {
+      if (ns.empty() || claim.key.ns == ns) out.push_back(claim);
     }
   }
   std::sort(out.begin(), out.end(), [](const Claim& a, const Claim& b) { return a.key < b.key; });
@@ -393,7 +393,7 @@ AllocatorStats AllocatorImpl::Stats() const {
       }
     }
   }
-  for (const auto& [key, claim] : state_.claims()) {
+  for (const Claim& claim : state_.claims()) {
     switch (claim.status.phase) {
       case ClaimPhase::kPending:
         ++s.claims_pending;

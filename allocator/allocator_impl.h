@@ -66,8 +66,13 @@ class AllocatorImpl final : public Allocator {
   struct Evaluation {
     Verdict verdict = Verdict::kFits;
     FilterReason reason = FilterReason::kPassThrough;
-    std::string message;
+    // A message shared by many nodes points into the RequestPlan (no copy
+    // per node); a node-specific one is owned.
+    std::string_view shared;
+    std::string owned;
     const NodeState* node = nullptr;
+
+    std::string_view message() const { return shared.empty() ? owned : shared; }
   };
 
   // The verdict for one node. REQUIRES: mu_ held (shared is enough).

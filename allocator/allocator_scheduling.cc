@@ -29,16 +29,23 @@ class MessageTable {
   explicit MessageTable(std::vector<std::string>* messages) : messages_(messages) {
     messages_->assign(1, "");
   }
-  uint32_t Intern(std::string message) {
+  uint32_t Intern(std::string_view message) {
     if (message.empty()) return 0;
-    auto [it, inserted] = index_.try_emplace(message, messages_->size());
-    if (inserted) messages_->push_back(std::move(message));
+    // Plan-wide messages repeat for thousands of nodes: remember the last one
+    // by address and skip the hash lookup.
+    if (message.data() == last_.data() && message.size() == last_.size()) return last_index_;
+    auto [it, inserted] = index_.try_emplace(Sv(message), messages_->size());
+    if (inserted) messages_->emplace_back(message);
+    last_ = message;
+    last_index_ = it->second;
     return it->second;
   }
 
  private:
   std::vector<std::string>* messages_;
   absl::flat_hash_map<std::string, uint32_t> index_;
+  std::string_view last_;
+  uint32_t last_index_ = 0;
 };
 
 }  // namespace
@@ -75,33 +82,34 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
   Evaluation e;
   if (plan.pass_through) return e;
   if (!plan.problem.empty()) {
-    return {Verdict::kUnresolvable, FilterReason::kClaimProblem, plan.problem};
+    return {Verdict::kUnresolvable, FilterReason::kClaimProblem, plan.problem, {}, nullptr};
   }
   if (!plan.bound_node.empty() && plan.bound_node != node_name) {
-    return {Verdict::kUnresolvable, FilterReason::kBoundElsewhere, plan.bound_elsewhere};
+    return {Verdict::kUnresolvable, FilterReason::kBoundElsewhere, plan.bound_elsewhere, {}, nullptr};
   }
   if (!plan.pin_node.empty() && plan.pin_node != node_name) {
-    return {Verdict::kUnresolvable, FilterReason::kPinned,
-            absl::StrCat("the pod's claims are pinned to node ", plan.pin_node)};
+    return {Verdict::kUnresolvable, FilterReason::kPinned, plan.pinned_elsewhere, {}, nullptr};
   }
   const NodeState* node = state_.FindNode(node_name);
   if (node == nullptr || !node->has_record) {
-    return {Verdict::kFailed, FilterReason::kNotReporting,
-            absl::StrCat("no pdc node driver has reported devices from node ", Sv(node_name))};
+    return {Verdict::kFailed, FilterReason::kNotReporting, {},
+            absl::StrCat("no pdc node driver has reported devices from node ", Sv(node_name)),
+            nullptr};
   }
   if (!ReportingLocked(*node, now)) {
     std::string since = node->last_report == absl::InfinitePast()
                             ? "since pdc-extender started"
                             : absl::StrCat("for ", absl::FormatDuration(absl::Trunc(
                                                        now - node->last_report, absl::Seconds(1))));
-    return {Verdict::kFailed, FilterReason::kNotReporting,
-            absl::StrCat("pdc node driver on ", Sv(node_name), " has not reported ", since)};
+    return {Verdict::kFailed, FilterReason::kNotReporting, {},
+            absl::StrCat("pdc node driver on ", Sv(node_name), " has not reported ", since),
+            nullptr};
   }
   e.node = node;
   for (size_t i : plan.bound) {
     const Claim& c = plan.claims[i].claim;
     if (c.status.reserved_for && c.status.reserved_for->vm != plan.vm) {
-      return {Verdict::kFailed, FilterReason::kReservedByOther,
+      return {Verdict::kFailed, FilterReason::kReservedByOther, {},
               absl::StrCat("claim ", c.key.ToString(), " is in use by VM ", c.key.ns, "/",
                            c.status.reserved_for->vm),
               node};
@@ -109,7 +117,7 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
     for (const BoundDevice& b : c.status.devices) {
       const DeviceSlot* s = node->Find(b.address);
       if (s == nullptr || s->device.health != DeviceHealth::kHealthy) {
-        return {Verdict::kFailed, FilterReason::kUnhealthy,
+        return {Verdict::kFailed, FilterReason::kUnhealthy, {},
                 absl::StrCat("device ", b.address.ToString(), " of claim ", c.key.ToString(),
                              " is unhealthy"),
                 node};
@@ -128,7 +136,7 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
     if (!fits) {
       auto placed = PlaceOnNode(*node, state_.classes(), plan.pending, BoundNuma(plan, *node));
       if (!placed.ok()) {
-        return {Verdict::kUnresolvable, FilterReason::kInsufficient,
+        return {Verdict::kUnresolvable, FilterReason::kInsufficient, {},
                 std::string(placed.status().message()), node};
       }
     }
@@ -159,7 +167,7 @@ FilterResult AllocatorImpl::Filter(const SchedulingRequest& request,
   const absl::Time now = clock_->Now();
   for (size_t i = 0; i < nodes.size(); ++i) {
     Evaluation e = EvaluateLocked(plan, nodes[i], now);
-    result.nodes[i] = NodeVerdict{e.verdict, e.reason, messages.Intern(std::move(e.message))};
+    result.nodes[i] = NodeVerdict{e.verdict, e.reason, messages.Intern(e.message())};
   }
   return result;
 }

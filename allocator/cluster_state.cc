@@ -45,7 +45,7 @@ int16_t ClusterState::Classify(const Device& device) const {
 
 const Claim* ClusterState::FindClaim(const ClaimKey& key) const {
   auto it = claims_.find(key);
-  return it == claims_.end() ? nullptr : &it->second;
+  return it == claims_.end() ? nullptr : &*it;
 }
 
 const NodeState* ClusterState::FindNode(std::string_view name) const {
@@ -124,21 +124,25 @@ void ClusterState::UnlinkClaim(const Claim* claim) {
 }
 
 absl::Status ClusterState::ApplyPutClaim(const Claim& claim, uint64_t revision) {
-  auto [it, inserted] = claims_.try_emplace(claim.key);
-  if (!inserted) {
-    Touch(it->second.status.node, revision);
-    UnlinkClaim(&it->second);
+  auto it = claims_.find(claim.key);
+  if (it == claims_.end()) {
+    it = claims_.insert(claim).first;
+  } else {
+    Touch(it->status.node, revision);
+    UnlinkClaim(&*it);
+    // The key, which the set hashes, is unchanged; the element stays put so
+    // device slots may keep pointing at it.
+    const_cast<Claim&>(*it) = claim;
   }
-  it->second = claim;
   Touch(claim.status.node, revision);
-  return LinkClaim(&it->second);
+  return LinkClaim(&*it);
 }
 
 void ClusterState::ApplyDeleteClaim(const ClaimKey& key, uint64_t revision) {
   auto it = claims_.find(key);
   if (it == claims_.end()) return;
-  Touch(it->second.status.node, revision);
-  UnlinkClaim(&it->second);
+  Touch(it->status.node, revision);
+  UnlinkClaim(&*it);
   claims_.erase(it);
 }
 
@@ -203,7 +207,8 @@ void ClusterState::RecomputeSummary(NodeState& node) const {
 
 std::string ClusterState::CheckInvariants() const {
   absl::flat_hash_map<std::pair<std::string, uint32_t>, const Claim*> seen;
-  for (const auto& [key, claim] : claims_) {
+  for (const Claim& claim : claims_) {
+    const ClaimKey& key = claim.key;
     if (claim.status.phase == ClaimPhase::kPending) {
       if (!claim.status.devices.empty()) {
         return absl::StrCat("pending claim ", key.ToString(), " has devices");
@@ -259,7 +264,7 @@ Record ClusterState::Snapshot() const {
             [](const NodeState* a, const NodeState* b) { return a->name < b->name; });
   std::vector<const Claim*> claims;
   claims.reserve(claims_.size());
-  for (const auto& [key, claim] : claims_) claims.push_back(&claim);
+  for (const Claim& claim : claims_) claims.push_back(&claim);
   std::sort(claims.begin(), claims.end(),
             [](const Claim* a, const Claim* b) { return a->key < b->key; });
   r.mutations.reserve(nodes.size() + claims.size());

@@ -18,7 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
-#include "absl/container/node_hash_map.h"
+#include "absl/container/node_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "allocator/record.h"
@@ -51,13 +51,31 @@ struct NodeState {
   std::vector<DeviceSlot> devices;  // Sorted by address.
   std::vector<PciAddress> return_to_host;
   absl::flat_hash_set<const Claim*> claims;  // Claims whose status.node is here.
-  std::vector<ClassSummary> summary;          // Indexed by class.
+  absl::InlinedVector<ClassSummary, 2> summary;  // Indexed by class.
   uint64_t version = 0;                        // Last revision touching it.
   absl::Time last_report = absl::InfinitePast();  // In memory only.
 
   const DeviceSlot* Find(PciAddress address) const;
   NodeRecord ToRecord() const;
 };
+
+// Claims are kept in a node_hash_set keyed by their own `key` (a map would
+// store every key twice): lookups by ClaimKey are transparent.
+struct ClaimByKeyHash {
+  using is_transparent = void;
+  size_t operator()(const ClaimKey& k) const { return absl::Hash<ClaimKey>()(k); }
+  size_t operator()(const Claim& c) const { return absl::Hash<ClaimKey>()(c.key); }
+};
+struct ClaimByKeyEq {
+  using is_transparent = void;
+  static const ClaimKey& K(const ClaimKey& k) { return k; }
+  static const ClaimKey& K(const Claim& c) { return c.key; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return K(a) == K(b);
+  }
+};
+using ClaimSet = absl::node_hash_set<Claim, ClaimByKeyHash, ClaimByKeyEq>;
 
 class ClusterState {
  public:
@@ -78,7 +96,7 @@ class ClusterState {
   const NodeState* FindNode(std::string_view name) const;
   NodeState* MutableNode(std::string_view name);  // Only for last_report.
 
-  const absl::node_hash_map<ClaimKey, Claim>& claims() const { return claims_; }
+  const ClaimSet& claims() const { return claims_; }
   const absl::flat_hash_map<std::string, NodeState>& nodes() const { return nodes_; }
 
   // Every claim's devices exist at most once; bound claims have `count`
@@ -103,7 +121,7 @@ class ClusterState {
 
   std::vector<DeviceClass> classes_;
   uint64_t revision_ = 0;
-  absl::node_hash_map<ClaimKey, Claim> claims_;  // Pointer-stable values.
+  ClaimSet claims_;  // Pointer-stable elements.
   absl::flat_hash_map<std::string, NodeState> nodes_;
 };
 

@@ -139,6 +139,10 @@ std::string ClassifyClaims(const ClusterState& state, RequestPlan& plan) {
                         plan.pin_node, " but claim ", first_bound->key.ToString(),
                         " is bound to node ", plan.bound_node);
   }
+  if (first_pinned != nullptr) {
+    plan.pinned_elsewhere = absl::StrCat("claim ", first_pinned->key.ToString(),
+                                         " is pinned to node ", plan.pin_node);
+  }
   if (first_bound != nullptr) {
     plan.bound_elsewhere =
         absl::StrCat("claim ", first_bound->key.ToString(), " is bound to node ",

@@ -29,8 +29,10 @@ struct RequestPlan {
   std::vector<size_t> bound;          // Indices of Bound claims.
   std::vector<PendingClaim> pending;  // Point into `claims`; keep the plan still.
   std::vector<size_t> need;           // Devices wanted per class (pending only).
-  // Message for nodes that are not bound_node, prepared once per request.
+  // Messages for nodes that are not bound_node / pin_node, prepared once per
+  // request.
   std::string bound_elsewhere;
+  std::string pinned_elsewhere;
 
   RequestPlan() = default;
   RequestPlan(const RequestPlan&) = delete;  // `pending` points into `claims`.
