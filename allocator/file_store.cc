@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,7 +30,19 @@ absl::Status RecordLoss(std::string_view what, const std::string& path,
 
 absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(
     const std::string& dir, FileStoreOptions options) {
+  wal::FileOps* ops = options.file_ops ? options.file_ops : wal::FileOps::Default();
+  struct stat st;
+  const bool existed = ::stat(dir.c_str(), &st) == 0;
   RETURN_IF_ERROR(MakeDirectories(dir));
+  if (!existed) {
+    // The new directory's own entry must be durable before anything in it
+    // is acknowledged.
+    const size_t slash = dir.find_last_of('/');
+    const std::string parent = slash == std::string::npos ? "."
+                               : slash == 0              ? "/"
+                                                         : dir.substr(0, slash);
+    RETURN_IF_ERROR(ops->SyncDirectory(parent));
+  }
   const std::string lock_path = dir + "/" + kLockFileName;
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
   if (fd < 0) return ErrnoStatus("open", lock_path, errno);
@@ -43,7 +56,6 @@ absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(
     }
     return ErrnoStatus("flock", lock_path, err);
   }
-  wal::FileOps* ops = options.file_ops ? options.file_ops : wal::FileOps::Default();
   return std::unique_ptr<FileStore>(new FileStore(dir, ops, fd));
 }
 
