@@ -1,0 +1,155 @@
+// pdc-node: the node driver DaemonSet. Discovers the managed PCI devices,
+// reports them to pdc-extender, and keeps the node's claimed devices on
+// vfio-pci (see node_reconciler.h). Configuration: the shared config/ module
+// (`node:` section, deviceClasses), plus `--once`: one pass without waiting,
+// exit status 0 when it succeeded with no device errors (for scripts).
+// Serves /metrics and /healthz on node.metricsListen.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "common/file_util.h"
+#include "common/metrics.h"
+#include "config/config.h"
+#include "driver/bind_journal.h"
+#include "driver/node_extender_api.h"
+#include "driver/node_metrics.h"
+#include "driver/node_reconciler.h"
+#include "driver/node_status_server.h"
+#include "driver/sysfs.h"
+#include "driver/vfio_binder.h"
+#include "extender/client/http_client.h"
+#include "spdlog/spdlog.h"
+
+namespace pdc::driver {
+namespace {
+
+int Fail(const absl::Status& s) {
+  spdlog::critical("{}", s.ToString());
+  return 2;
+}
+
+int Main(int argc, char** argv) {
+  bool once = false;
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--once" || a == "--once=true") {
+      once = true;
+    } else {
+      args.push_back(a);
+    }
+  }
+  auto flags = ParseConfigFlags(args);
+  if (!flags.ok()) return Fail(flags.status());
+  if (flags->help) {
+    std::printf("pdc-node [--config=FILE] [--once] [--<field>=<value>...]\n"
+                "  --once  one reconcile pass without waiting; exit 0 when it succeeded\n%s",
+                ConfigHelp().c_str());
+    return 0;
+  }
+  auto config = LoadConfig(*flags, Component::kNode);
+  if (!config.ok()) return Fail(config.status());
+  const NodeConfig& nc = config->node;
+  spdlog::set_level(spdlog::level::from_str(config->log_level));
+
+  if (absl::Status s = MakeDirectories(nc.state_dir); !s.ok()) return Fail(s);
+  auto journal = BindJournal::Open(nc.state_dir + "/vfio-journal");
+  if (!journal.ok()) return Fail(journal.status());
+
+  RealSysfs sys(nc.sysfs_root);
+  RealSysfs dev(nc.dev_root);
+  RealSysfs proc("/proc");
+  BinderOptions binder_options;
+  binder_options.classes = config->device_classes;
+  // PID 1's mount namespace is the host's (DaemonSet with hostPID, or bare
+  // metal); a container's own view would hide the host's mounts.
+  binder_options.mountinfo_path = proc.Exists("1/mountinfo") ? "1/mountinfo" : "self/mountinfo";
+  VfioBinder binder(&sys, &dev, &proc, journal->get(), binder_options);
+
+  HttpClientOptions client_options;
+  client_options.base_url = nc.extender_url;
+  client_options.ca_file = nc.tls.ca_file;
+  client_options.cert_file = nc.tls.cert_file;
+  client_options.key_file = nc.tls.key_file;
+  client_options.user_agent = "pdc-node";
+  client_options.timeout = absl::Seconds(30);
+  if (!nc.token_file.empty()) {
+    auto token = ReadFileToString(nc.token_file);
+    if (!token.ok()) return Fail(token.status());
+    client_options.bearer_token = std::string(absl::StripAsciiWhitespace(*token));
+  }
+  auto client = HttpClient::Create(client_options);
+  if (!client.ok()) return Fail(client.status());
+  HttpExtenderApi api(std::move(*client));
+
+  MetricsRegistry registry;
+  NodeMetrics metrics(&registry);
+  ReconcilerOptions options;
+  options.node = nc.node_name;
+  options.classes = config->device_classes;
+  options.heartbeat = nc.heartbeat_interval;
+  Reconciler reconciler(&sys, &binder, journal->get(), &api, &metrics, RealClock(), options);
+  (void)reconciler.Start();  // Logged; the loop retries whatever is left.
+
+  if (once) {
+    auto pass = reconciler.RunOnce(absl::ZeroDuration());
+    if (!pass.ok()) return Fail(pass.status());
+    std::printf("node %s: reported=%s bound=%d restored=%d errors=%zu\n", nc.node_name.c_str(),
+                pass->reported ? "yes" : "no", pass->bound, pass->restored, pass->errors.size());
+    for (const std::string& e : pass->errors) std::printf("  error: %s\n", e.c_str());
+    return pass->errors.empty() ? 0 : 1;
+  }
+
+  // SIGTERM/SIGINT end the loop after the current pass.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  absl::Notification stop;
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (!stop.HasBeenNotified()) {
+      spdlog::info("signal {}: stopping after the current pass", sig);
+      stop.Notify();
+    }
+  });
+
+  std::unique_ptr<StatusServer> server;
+  if (!nc.metrics_listen.empty()) {
+    auto started = StatusServer::Start(nc.metrics_listen, [&](const StatusRequest& r) {
+      const std::string path = r.target.substr(0, r.target.find('?'));
+      if (path == "/metrics") {
+        return StatusResponse{200, std::string(kMetricsContentType), registry.Render()};
+      }
+      if (path == "/healthz") {
+        return reconciler.Healthy() ? StatusResponse{200, "text/plain", "ok\n"}
+                                    : StatusResponse{503, "text/plain", "reconcile loop stalled\n"};
+      }
+      return StatusResponse{404, "text/plain", "not found\n"};
+    });
+    if (!started.ok()) return Fail(started.status());
+    server = std::move(*started);
+    spdlog::info("serving /metrics and /healthz on port {}", server->port());
+  }
+  spdlog::info("pdc-node for {} talking to {}", nc.node_name, nc.extender_url);
+  reconciler.Run(&stop);
+  if (server) server->Stop();
+  if (!stop.HasBeenNotified()) stop.Notify();
+  kill(getpid(), SIGTERM);  // Wakes the signal thread if it is still waiting.
+  signal_thread.join();
+  return 0;
+}
+
+}  // namespace
+}  // namespace pdc::driver
+
+int main(int argc, char** argv) { return pdc::driver::Main(argc, argv); }

@@ -1,0 +1,53 @@
+#include "driver/node_metrics.h"
+
+#include <utility>
+#include <vector>
+
+namespace pdc::driver {
+
+NodeMetrics::NodeMetrics(MetricsRegistry* r)
+    : binds(r->AddCounterFamily("pdc_node_binds_total",
+                                "Bind requests for devices to vfio-pci, by outcome.", {"outcome"})),
+      restores(r->AddCounterFamily("pdc_node_restores_total",
+                                   "Devices handed back to their host driver, by outcome.",
+                                   {"outcome"})),
+      failures(r->AddCounterFamily("pdc_node_bind_failures_total",
+                                   "Failed or refused binds and restores, by reason.",
+                                   {"operation", "reason"})),
+      bind_seconds(r->AddHistogram("pdc_node_bind_duration_seconds",
+                                   "Time to move devices to vfio-pci (sysfs writes and checks).",
+                                   DefaultLatencyBuckets())),
+      restore_seconds(r->AddHistogram("pdc_node_restore_duration_seconds",
+                                      "Time to hand a device back to its host driver.",
+                                      DefaultLatencyBuckets())),
+      discovery_seconds(r->AddHistogram("pdc_node_discovery_duration_seconds",
+                                        "Time to walk sysfs for managed devices.",
+                                        DefaultLatencyBuckets())),
+      extender_errors(r->AddCounterFamily("pdc_node_extender_errors_total",
+                                          "Failed calls to pdc-extender, by operation.",
+                                          {"operation"})),
+      reports(r->AddCounter("pdc_node_inventory_reports_total",
+                            "Inventory reports (heartbeats) accepted by pdc-extender.")),
+      passes(r->AddCounter("pdc_node_reconcile_passes_total", "Reconcile passes run.")),
+      last_report(r->AddGauge("pdc_node_last_report_timestamp_seconds",
+                              "Unix time of the last accepted inventory report.")),
+      allocations_version(r->AddGauge("pdc_node_allocations_version",
+                                      "Version of the last allocations received.")) {
+  r->AddCallbackFamily("pdc_node_devices", "Managed devices on this node by current driver.",
+                       MetricType::kGauge, {"driver"}, [this] {
+                         absl::MutexLock lock(&mu_);
+                         std::vector<LabeledValue> out;
+                         for (const auto& [driver, n] : by_driver_) {
+                           out.push_back({{driver.empty() ? "none" : driver},
+                                          static_cast<double>(n)});
+                         }
+                         return out;
+                       });
+}
+
+void NodeMetrics::SetDevicesByDriver(std::map<std::string, int> counts) {
+  absl::MutexLock lock(&mu_);
+  by_driver_ = std::move(counts);
+}
+
+}  // namespace pdc::driver

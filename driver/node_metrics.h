@@ -1,0 +1,49 @@
+// The metrics of pdc-node, declared in one place (names are asserted in
+// tests by their full name). Low-cardinality labels only: outcome, reason,
+// driver, operation.
+// Thread-safety: thread-safe (atomic metric updates).
+#ifndef PDC_DRIVER_NODE_METRICS_H_
+#define PDC_DRIVER_NODE_METRICS_H_
+
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/metrics.h"
+
+namespace pdc::driver {
+
+class NodeMetrics {
+ public:
+  // Registers everything in `registry`, which must outlive this object.
+  explicit NodeMetrics(MetricsRegistry* registry);
+
+  // pdc_node_binds_total{outcome="bound|already_bound"}
+  CounterFamily* binds;
+  // pdc_node_restores_total{outcome="restored|already_restored"}
+  CounterFamily* restores;
+  // pdc_node_bind_failures_total{operation="bind|restore",reason=...}
+  CounterFamily* failures;
+  Histogram* bind_seconds;     // pdc_node_bind_duration_seconds (real binds)
+  Histogram* restore_seconds;  // pdc_node_restore_duration_seconds (real restores)
+  Histogram* discovery_seconds;  // pdc_node_discovery_duration_seconds
+  // pdc_node_extender_errors_total{operation="inventory|allocations"}
+  CounterFamily* extender_errors;
+  Counter* reports;          // pdc_node_inventory_reports_total
+  Counter* passes;           // pdc_node_reconcile_passes_total
+  Gauge* last_report;        // pdc_node_last_report_timestamp_seconds
+  Gauge* allocations_version;  // pdc_node_allocations_version
+
+  // pdc_node_devices{driver}: managed devices by current driver, from the
+  // last discovery.
+  void SetDevicesByDriver(std::map<std::string, int> counts);
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, int> by_driver_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pdc::driver
+
+#endif  // PDC_DRIVER_NODE_METRICS_H_

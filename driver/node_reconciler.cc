@@ -1,0 +1,212 @@
+#include "driver/node_reconciler.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/metrics.h"
+#include "common/status_macros.h"
+#include "driver/discovery.h"
+#include "driver/pci_function.h"
+#include "spdlog/spdlog.h"
+
+namespace pdc::driver {
+
+absl::Duration NextBackoff(absl::Duration current, absl::Duration initial, absl::Duration max) {
+  if (current <= absl::ZeroDuration()) return std::min(initial, max);
+  return std::min(current * 2, max);
+}
+
+Reconciler::Reconciler(Sysfs* sys, VfioBinder* binder, BindJournal* journal, ExtenderApi* api,
+                       NodeMetrics* metrics, const Clock* clock, ReconcilerOptions options)
+    : sys_(sys),
+      binder_(binder),
+      journal_(journal),
+      api_(api),
+      metrics_(metrics),
+      clock_(clock),
+      options_(std::move(options)) {
+  last_pass_unix_nanos_ = absl::ToUnixNanos(clock_->Now());
+}
+
+absl::Status Reconciler::Start() {
+  absl::Status s = binder_->Recover();
+  if (!s.ok()) spdlog::warn("recovering interrupted binds: {}", s.ToString());
+  return s;
+}
+
+bool Reconciler::Healthy() const {
+  const absl::Duration since_pass =
+      clock_->Now() - absl::FromUnixNanos(last_pass_unix_nanos_.load());
+  return since_pass < 3 * options_.heartbeat + options_.backoff_max;
+}
+
+absl::StatusOr<NodeInventory> Reconciler::Discover() {
+  DiscoveryOptions d{options_.classes, expected_driver_};
+  Stopwatch sw(clock_);
+  ASSIGN_OR_RETURN(DiscoveryResult r, driver::Discover(*sys_, options_.node, d));
+  if (metrics_) metrics_->discovery_seconds->ObserveDuration(sw.Elapsed());
+  for (const std::string& p : r.problems) {
+    if (last_error_.emplace("discovery:" + p, p).second) spdlog::warn("discovery: {}", p);
+  }
+  std::map<std::string, int> by_driver;
+  for (Device& dev : r.inventory.devices) {
+    ++by_driver[dev.driver];
+    // sysfs shows no serial once nvme let go; the journal remembers it.
+    if (dev.serial.empty() && dev.driver == kVfioPci) {
+      if (auto e = journal_->Get(dev.address)) dev.serial = e->serial;
+    }
+  }
+  if (metrics_) metrics_->SetDevicesByDriver(std::move(by_driver));
+  return std::move(r.inventory);
+}
+
+absl::Status Reconciler::Report(const NodeInventory& inventory, bool force) {
+  const absl::Time now = clock_->Now();
+  if (!force && last_reported_ == inventory && now - last_report_time_ < options_.heartbeat) {
+    return absl::OkStatus();
+  }
+  auto version = api_->PutInventory(inventory);
+  if (!version.ok()) {
+    if (metrics_) metrics_->extender_errors->WithLabels({"inventory"})->Increment();
+    return version.status();
+  }
+  if (metrics_) {
+    metrics_->reports->Increment();
+    metrics_->last_report->Set(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
+  }
+  last_reported_ = inventory;
+  last_report_time_ = now;
+  return absl::OkStatus();
+}
+
+void Reconciler::NoteError(const std::string& key, const absl::Status& s,
+                           std::string_view operation, PassResult* result) {
+  const std::string reason = FailureReason(s);
+  if (metrics_) metrics_->failures->WithLabels({std::string(operation), reason})->Increment();
+  result->errors.push_back(absl::StrCat(key, ": ", s.message()));
+  std::string message(s.message());
+  auto [it, inserted] = last_error_.try_emplace(key, message);
+  if (inserted || it->second != message) {
+    it->second = message;
+    spdlog::warn("{} {}: {} ({})", operation, key, message, reason);
+  }
+}
+
+void Reconciler::Apply(const NodeAllocations& allocations, PassResult* result) {
+  std::set<PciAddress> claimed;
+  std::map<int32_t, std::vector<PciAddress>> by_group;
+  std::map<PciAddress, std::string> expected;
+  for (const ClaimedDevice& c : allocations.claimed) {
+    claimed.insert(c.address);
+    expected[c.address] = std::string(kVfioPci);
+    auto info = ReadPciFunction(*sys_, c.address);
+    if (!info.ok()) {
+      NoteError(c.address.ToString(), info.status(), "bind", result);
+      continue;
+    }
+    // A device without a group is bound alone and refused with its reason.
+    const int32_t key = info->iommu_group >= 0 ? info->iommu_group : -1 - static_cast<int32_t>(c.address.packed() & 0x7fffffff);
+    by_group[key].push_back(c.address);
+  }
+  expected_driver_ = std::move(expected);
+  for (const auto& [group, addresses] : by_group) {
+    const std::string key = group >= 0 ? absl::StrCat("iommu group ", group) : addresses[0].ToString();
+    Stopwatch sw(clock_);
+    auto out = binder_->Bind(addresses);
+    if (!out.ok()) {
+      NoteError(key, out.status(), "bind", result);
+      continue;
+    }
+    last_error_.erase(key);
+    if (*out == BindOutcome::kBound) {
+      result->bound += static_cast<int>(addresses.size());
+      spdlog::info("bound {} device(s) of {} to vfio-pci in {}", addresses.size(), key,
+                   absl::FormatDuration(sw.Elapsed()));
+      if (metrics_) {
+        metrics_->binds->WithLabels({"bound"})->Increment(static_cast<double>(addresses.size()));
+        metrics_->bind_seconds->ObserveDuration(sw.Elapsed());
+      }
+    } else if (metrics_) {
+      metrics_->binds->WithLabels({"already_bound"})->Increment(static_cast<double>(addresses.size()));
+    }
+  }
+  for (PciAddress a : allocations.return_to_host) {
+    if (claimed.contains(a)) continue;  // Claimed again since: keep it.
+    const std::string key = a.ToString();
+    Stopwatch sw(clock_);
+    auto out = binder_->Restore(a);
+    if (!out.ok()) {
+      NoteError(key, out.status(), "restore", result);
+      continue;
+    }
+    last_error_.erase(key);
+    if (*out == RestoreOutcome::kRestored) {
+      ++result->restored;
+      spdlog::info("handed {} back to its host driver in {}", key,
+                   absl::FormatDuration(sw.Elapsed()));
+      if (metrics_) {
+        metrics_->restores->WithLabels({"restored"})->Increment();
+        metrics_->restore_seconds->ObserveDuration(sw.Elapsed());
+      }
+    } else if (metrics_) {
+      metrics_->restores->WithLabels({"already_restored"})->Increment();
+    }
+  }
+  std::sort(result->errors.begin(), result->errors.end());
+}
+
+absl::StatusOr<PassResult> Reconciler::RunOnce(absl::Duration wait) {
+  PassResult result;
+  auto finish = [&] {
+    last_pass_unix_nanos_ = absl::ToUnixNanos(clock_->Now());
+    if (metrics_) metrics_->passes->Increment();
+  };
+  ASSIGN_OR_RETURN(NodeInventory inventory, Discover());
+  const absl::Time before = last_report_time_;
+  if (absl::Status s = Report(inventory, false); !s.ok()) {
+    finish();
+    return s;
+  }
+  result.reported = last_report_time_ != before;
+  auto allocations = api_->GetAllocations(options_.node, since_, wait);
+  if (!allocations.ok()) {
+    if (metrics_) metrics_->extender_errors->WithLabels({"allocations"})->Increment();
+    finish();
+    return allocations.status();
+  }
+  since_ = allocations->version;
+  if (metrics_) metrics_->allocations_version->Set(static_cast<double>(since_));
+  Apply(*allocations, &result);
+  if (result.bound > 0 || result.restored > 0) {
+    // Tell the extender at once: a returned device's new driver lets it drop
+    // the returnToHost entry.
+    ASSIGN_OR_RETURN(NodeInventory after, Discover());
+    if (absl::Status s = Report(after, true); !s.ok()) {
+      finish();
+      return s;
+    }
+    result.reported = true;
+  }
+  finish();
+  return result;
+}
+
+void Reconciler::Run(absl::Notification* stop) {
+  absl::Duration backoff = absl::ZeroDuration();
+  while (!stop->HasBeenNotified()) {
+    auto pass = RunOnce(std::min(options_.heartbeat, absl::Seconds(60)));
+    if (pass.ok()) {
+      if (backoff > absl::ZeroDuration()) spdlog::info("pdc-extender reachable again");
+      backoff = absl::ZeroDuration();
+      continue;
+    }
+    backoff = NextBackoff(backoff, options_.backoff_initial, options_.backoff_max);
+    spdlog::warn("reconcile pass failed, devices left as they are, retrying in {}: {}",
+                 absl::FormatDuration(backoff), pass.status().ToString());
+    stop->WaitForNotificationWithTimeout(backoff);
+  }
+}
+
+}  // namespace pdc::driver

@@ -1,0 +1,102 @@
+// Reconciler: the loop of pdc-node. Each pass discovers the managed devices,
+// reports the inventory to pdc-extender when it changed or the heartbeat is
+// due, long-polls the node's allocations, then makes sysfs match them:
+// every claimed device (whole IOMMU groups together) is bound to vfio-pci and
+// kept there, also while its VM is stopped; every `returnToHost` device
+// (claim deleted with reclaimPolicy Delete) goes back to its original driver;
+// devices of claims deleted with Retain are left on vfio-pci. After any
+// change the inventory is reported again at once.
+// When the extender is unreachable the pass fails, devices stay as they
+// are, and Run() retries with exponential backoff, catching up on the next
+// answer. Binding errors are counted by reason, logged once per change of
+// message, and retried on the next pass.
+// Thread-safety: RunOnce/Run from one thread; Healthy() and Stop from any.
+#ifndef PDC_DRIVER_NODE_RECONCILER_H_
+#define PDC_DRIVER_NODE_RECONCILER_H_
+
+#include <atomic>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "allocator/types.h"
+#include "common/clock.h"
+#include "driver/bind_journal.h"
+#include "driver/node_extender_api.h"
+#include "driver/node_metrics.h"
+#include "driver/sysfs.h"
+#include "driver/vfio_binder.h"
+
+namespace pdc::driver {
+
+struct ReconcilerOptions {
+  std::string node;
+  std::vector<DeviceClass> classes;
+  // Inventory is re-sent at least this often; also the long-poll wait.
+  absl::Duration heartbeat = absl::Seconds(10);
+  absl::Duration backoff_initial = absl::Seconds(1);
+  absl::Duration backoff_max = absl::Seconds(30);
+};
+
+// What one pass did; `errors` are device-level problems (sorted).
+struct PassResult {
+  bool reported = false;
+  int bound = 0;     // Devices moved to vfio-pci in this pass.
+  int restored = 0;  // Devices handed back in this pass.
+  std::vector<std::string> errors;
+};
+
+// Exponential backoff: initial, doubled, capped at max.
+absl::Duration NextBackoff(absl::Duration current, absl::Duration initial, absl::Duration max);
+
+class Reconciler {
+ public:
+  // All pointers must outlive the reconciler; `metrics` may be null.
+  Reconciler(Sysfs* sys, VfioBinder* binder, BindJournal* journal, ExtenderApi* api,
+             NodeMetrics* metrics, const Clock* clock, ReconcilerOptions options);
+
+  // Finishes or rolls back binds a crash interrupted (VfioBinder::Recover).
+  absl::Status Start();
+
+  // One pass with a long-poll of `wait` (zero: answer at once). Fails only
+  // when sysfs cannot be walked or the extender cannot be reached.
+  absl::StatusOr<PassResult> RunOnce(absl::Duration wait);
+
+  // Passes until `stop` is notified, backing off after failures.
+  void Run(absl::Notification* stop);
+
+  // The loop made progress recently (a pass ended, successfully or not).
+  bool Healthy() const;
+
+ private:
+  absl::StatusOr<NodeInventory> Discover();
+  absl::Status Report(const NodeInventory& inventory, bool force);
+  void Apply(const NodeAllocations& allocations, PassResult* result);
+  void NoteError(const std::string& key, const absl::Status& s, std::string_view operation,
+                 PassResult* result);
+
+  Sysfs* const sys_;
+  VfioBinder* const binder_;
+  BindJournal* const journal_;
+  ExtenderApi* const api_;
+  NodeMetrics* const metrics_;
+  const Clock* const clock_;
+  const ReconcilerOptions options_;
+
+  // Loop-thread state.
+  std::optional<NodeInventory> last_reported_;
+  absl::Time last_report_time_ = absl::InfinitePast();
+  uint64_t since_ = 0;
+  std::map<PciAddress, std::string> expected_driver_;
+  std::map<std::string, std::string> last_error_;  // key -> message logged
+
+  std::atomic<int64_t> last_pass_unix_nanos_{0};
+};
+
+}  // namespace pdc::driver
+
+#endif  // PDC_DRIVER_NODE_RECONCILER_H_
