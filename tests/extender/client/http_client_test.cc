@@ -1,10 +1,9 @@
 #include "extender/client/http_client.h"
 
-#include <memory>
-#include <string>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <memory>
+#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -157,9 +156,10 @@ TEST(HttpClientTest, CreateRejectsBadOptions) {
                        HasSubstr("is not an https:// URL")));
   o.base_url = "https://localhost:8888";
   o.ca_file = "/nonexistent/ca.pem";
-  EXPECT_THAT(HttpClient::Create(o),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("cannot load CA file \"/nonexistent/ca.pem\"")));
+  EXPECT_THAT(
+      HttpClient::Create(o),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("cannot load CA file \"/nonexistent/ca.pem\"")));
 }
 
 TEST(HttpClientTest, UnknownMethodIsInvalidArgument) {

@@ -1,0 +1,175 @@
+// pdcctl end to end: whole commands against a fake extender that returns
+// canned REST API JSON.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "extender/client/pdcctl_run.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/extender/client/test_http_server.h"
+#include "tests/testing/temp_dir.h"
+
+namespace pdc::pdcctl {
+namespace {
+
+using ::pdc::testing::TestHttpServer;
+using ::pdc::testing::TestReply;
+using ::pdc::testing::TestRequest;
+using ::testing::HasSubstr;
+
+constexpr char kClaimJson[] =
+    R"({"namespace": "default", "name": "nvme-data", "uid": "u1",
+        "resourceName": "devices.kubevirt.io/nvme", "count": 1, "node": "",
+        "serial": "", "address": "", "reclaimPolicy": "Retain", "ownerVM": "",
+        "status": {"phase": "Bound", "node": "node-a",
+                   "devices": [{"address": "0000:3b:00.0", "serial": "SN1"}],
+                   "lostReason": "", "reservedFor": null}})";
+
+// A fake pdc-extender with canned answers.
+TestReply FakeExtender(const TestRequest& r) {
+  TestReply reply;
+  if (r.method == "GET" && r.target == "/v1/namespaces/default/claims") {
+    reply.body = std::string(R"({"items": [)") + kClaimJson + "]}";
+  } else if (r.method == "GET" && r.target == "/v1/namespaces/empty/claims") {
+    reply.body = R"({"items": []})";
+  } else if (r.method == "GET" &&
+             r.target == "/v1/namespaces/default/claims/nvme-data") {
+    reply.body = kClaimJson;
+  } else if (r.method == "POST" &&
+             r.target == "/v1/namespaces/default/claims") {
+    reply.status = 201;
+    reply.body = kClaimJson;
+  } else if (r.method == "DELETE" &&
+             r.target == "/v1/namespaces/default/claims/nvme-data") {
+    reply.status = 409;
+    reply.body =
+        R"({"error": "claim default/nvme-data is reserved by VM vm1; use force", "field": "name"})";
+  } else {
+    reply.status = 404;
+    reply.body = R"({"error": "not found", "field": ""})";
+  }
+  return reply;
+}
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result RunPdcctl(std::vector<std::string> args,
+                 std::optional<std::string> env_server = std::nullopt) {
+  std::ostringstream out, err;
+  Environment env;
+  env.pdc_server = std::move(env_server);
+  env.now = absl::FromUnixSeconds(1'700'000'000);
+  env.out = &out;
+  env.err = &err;
+  const int code = Run(args, env);
+  return {code, out.str(), err.str()};
+}
+
+TEST(PdcctlTest, GetClaimsPrintsATable) {
+  TestHttpServer server(FakeExtender);
+  Result r = RunPdcctl({"get", "claims"}, server.url());  // via $PDC_SERVER
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "NAME        PHASE   RESOURCE                   NODE     DEVICES"
+            "        VM\n"
+            "nvme-data   Bound   devices.kubevirt.io/nvme   node-a   "
+            "0000:3b:00.0   <none>\n");
+  EXPECT_EQ(server.requests().at(0).target, "/v1/namespaces/default/claims");
+}
+
+TEST(PdcctlTest, EmptyListSaysNoResourcesFound) {
+  TestHttpServer server(FakeExtender);
+  Result r =
+      RunPdcctl({"get", "claims", "-n", "empty", "--server", server.url()});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "No resources found in empty namespace.\n");
+}
+
+TEST(PdcctlTest, DescribeAndJsonOutput) {
+  TestHttpServer server(FakeExtender);
+  Result d =
+      RunPdcctl({"describe", "claim", "nvme-data", "--server", server.url()});
+  EXPECT_EQ(d.code, kExitOk) << d.err;
+  EXPECT_THAT(d.out, HasSubstr("Phase:           Bound\n"));
+  Result j = RunPdcctl(
+      {"get", "claim", "nvme-data", "-o", "json", "--server", server.url()});
+  EXPECT_EQ(j.code, kExitOk) << j.err;
+  EXPECT_THAT(j.out, HasSubstr("\n  \"name\": \"nvme-data\",\n"));
+}
+
+TEST(PdcctlTest, CreateSendsTheClaimWithTheToken) {
+  TestHttpServer server(FakeExtender);
+  pdc::testing::TempDir dir;
+  const std::string token = dir.Join("token");
+  std::ofstream(token) << "s3cret\n";
+  Result r = RunPdcctl({"create", "claim", "nvme-data", "--resource",
+                        "devices.kubevirt.io/nvme", "--count", "2",
+                        "--reclaim-policy=Delete", "--address", "0000:3b:00.0",
+                        "--token-file", token, "--server", server.url()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "claim/nvme-data created\n");
+  const TestRequest req = server.requests().at(0);
+  EXPECT_EQ(req.method, "POST");
+  EXPECT_EQ(req.target, "/v1/namespaces/default/claims");
+  EXPECT_EQ(req.authorization, "Bearer s3cret");
+  EXPECT_EQ(req.body,
+            R"({"name":"nvme-data","resourceName":"devices.kubevirt.io/nvme",)"
+            R"("count":2,"node":"","serial":"","address":"0000:3b:00.0",)"
+            R"("reclaimPolicy":"Delete"})");
+}
+
+TEST(PdcctlTest, ServerErrorIsShownWithItsField) {
+  TestHttpServer server(FakeExtender);
+  Result r =
+      RunPdcctl({"delete", "claim", "nvme-data", "--server", server.url()});
+  EXPECT_EQ(r.code, kExitServerError);
+  EXPECT_EQ(r.err,
+            "error: claim default/nvme-data is reserved by VM vm1; use force "
+            "(field name)\n");
+  Result forced = RunPdcctl(
+      {"delete", "claim", "nvme-data", "--force", "--server", server.url()});
+  EXPECT_EQ(server.requests().back().target,
+            "/v1/namespaces/default/claims/nvme-data?force=true");
+  EXPECT_EQ(forced.code, kExitServerError);  // The fake only knows non-force.
+  EXPECT_EQ(forced.err, "error: not found\n");
+}
+
+TEST(PdcctlTest, UnreachableExtenderIsAClearError) {
+  uint16_t port;
+  {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::acceptor a(
+        ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    port = a.local_endpoint().port();
+  }
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  Result r = RunPdcctl({"get", "nodes", "--server", url});
+  EXPECT_EQ(r.code, kExitUnreachable);
+  EXPECT_THAT(r.err, HasSubstr("error: cannot reach pdc-extender at " + url +
+                               ": Connection refused\n"));
+}
+
+TEST(PdcctlTest, UsageErrorsExitWithTwo) {
+  Result r = RunPdcctl({"get", "pods"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("error: unknown resource type \"pods\""));
+  Result bad_token =
+      RunPdcctl({"get", "claims", "--token-file", "/nonexistent/t"});
+  EXPECT_EQ(bad_token.code, kExitUsage);
+  EXPECT_THAT(bad_token.err, HasSubstr("cannot read token file"));
+  Result help = RunPdcctl({"--help"});
+  EXPECT_EQ(help.code, kExitOk);
+  EXPECT_THAT(help.out, HasSubstr("pdcctl get claims"));
+}
+
+}  // namespace
+}  // namespace pdc::pdcctl
