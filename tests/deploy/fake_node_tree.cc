@@ -1,0 +1,47 @@
+// Writes the fake sysfs/dev tree that pdc-node runs against in
+// prometheus_integration_test.py (--node.sysfsRoot/--node.devRoot), using
+// the driver tests' FakeKernel (tests/driver/fake_sysfs.h):
+//   0000:01:00.0, 0000:02:00.0  NVMe already on vfio-pci (warm: binds are
+//                               "already_bound")
+//   0000:03:00.0                NVMe on nvme; a real pdc-node bind cannot
+//                               succeed on a static tree (no kernel to probe)
+//   0000:04:00.0                NVMe on nvme whose namespace is held by dm-0:
+//                               pdc-node refuses to take it from the host
+// Each device is alone in its IOMMU group. Usage: fake_node_tree DIR
+// (an existing empty directory; sys/ dev/ proc/ are created below it).
+// Thread-safety: a single-threaded program.
+#include <cstdio>
+#include <string>
+
+#include "tests/driver/fake_sysfs.h"
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  pdc::driver::testing::FakeKernel kernel(argv[1]);
+  struct Spec {
+    const char* address;
+    int group;
+    const char* driver;
+    const char* serial;
+  };
+  for (const Spec& s : {Spec{"0000:01:00.0", 1, "vfio-pci", "SNA1"},
+                        Spec{"0000:02:00.0", 2, "vfio-pci", "SNA2"},
+                        Spec{"0000:03:00.0", 3, "nvme", "SNA3"},
+                        Spec{"0000:04:00.0", 4, "nvme", "SNA4"}}) {
+    pdc::driver::testing::FakePciDevice d;
+    d.address = s.address;
+    d.group = s.group;
+    d.numa = 0;
+    d.driver = s.driver;
+    d.serial = s.serial;
+    kernel.AddDevice(d);
+  }
+  // nvme<N> numbers NVMe-class devices in creation order: 0000:04:00.0 is
+  // nvme3.
+  kernel.AddHolder("nvme3n1", "dm-0");
+  std::printf("%s\n", kernel.sys_root().c_str());
+  return 0;
+}
