@@ -1,6 +1,7 @@
 // Crash test of the allocator on the file store: a forked child binds VMs to
 // NVMe claims as fast as it can and reports every acknowledged change down a
-// pipe; the parent SIGKILLs it at a random moment, recovers the data
+// pipe (several binder threads, so group commit is under test too); the
+// parent SIGKILLs it at a random moment, recovers the data
 // directory in-process and checks that every acknowledged bind survived with
 // its node and devices and that no device is in two claims. The same
 // directory carries on into the next cycle, so recovery of recovered stores,
@@ -21,6 +22,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -43,6 +45,7 @@ constexpr char kResource[] = "devices.kubevirt.io/nvme";
 constexpr char kNamespace[] = "default";
 constexpr int kNodes = 4;
 constexpr int kDevicesPerNode = 5;
+constexpr int kWorkers = 3;  // Concurrent binders: group commit under kill.
 
 AllocatorOptions Options() {
   AllocatorOptions options;
@@ -99,6 +102,72 @@ std::string Devices(const std::vector<PciAddress>& devices) {
   return absl::StrJoin(parts, ",");
 }
 
+// One binder thread of the child. It removes only claims it bound itself, so
+// its lines about a claim reach the pipe in the order the changes were made.
+void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
+  std::mt19937_64 rng(seed);
+  std::vector<BindOutcome> mine;  // Binds of this worker not yet removed.
+  for (int i = 0;; ++i) {
+    const int op = static_cast<int>(rng() % 100);
+    if (op < 55 || mine.empty()) {
+      ClaimKey key{kNamespace, absl::StrCat("c", cycle, "-", worker, "-", i)};
+      ClaimSpec spec;
+      spec.resource_name = kResource;
+      spec.count = rng() % 4 == 0 ? 2 : 1;
+      spec.reclaim_policy = rng() % 2 ? ReclaimPolicy::kDelete : ReclaimPolicy::kRetain;
+      if (auto c = a.CreateClaim(key, spec); !c.ok()) out.Die("create claim", c.status());
+      SchedulingRequest req;
+      req.ns = kNamespace;
+      req.vm = absl::StrCat("vm", cycle, "-", worker, "-", i);
+      req.pod_name = "virt-launcher-" + req.vm;
+      req.pod_uid = absl::StrCat("uid-", cycle, "-", worker, "-", i);
+      req.claim_names = {key.name};
+      req.resources = {{kResource, spec.count}};
+      bool bound = false;
+      const int start = static_cast<int>(rng() % kNodes);
+      for (int k = 0; k < kNodes && !bound; ++k) {
+        const std::string node = NodeName((start + k) % kNodes);
+        absl::StatusOr<BindOutcome> b = a.Bind(req, node);
+        if (!b.ok()) {
+          if (b.status().code() == absl::StatusCode::kFailedPrecondition ||
+              b.status().code() == absl::StatusCode::kAborted) {
+            continue;  // Full, or another worker was faster: next node.
+          }
+          out.Die("bind", b.status());
+        }
+        out.Line(absl::StrCat("B ", key.ToString(), " ", b->node, " ",
+                              Devices(b->claims.at(0).devices)));
+        mine.push_back(*std::move(b));
+        bound = true;
+      }
+      if (!bound) {
+        // Everything is full: drop the pending claim again.
+        if (absl::Status s = a.DeleteClaim(key, true); !s.ok()) out.Die("delete", s);
+      }
+    } else if (op < 95) {
+      const size_t pick = rng() % mine.size();
+      const BindOutcome outcome = mine[pick];
+      mine.erase(mine.begin() + static_cast<long>(pick));
+      const ClaimKey& key = outcome.claims.at(0).key;
+      out.Line("I " + key.ToString());
+      if (op < 70) {
+        if (absl::Status s = a.Undo(outcome); !s.ok()) out.Die("undo", s);
+      } else {
+        if (absl::Status s = a.DeleteClaim(key, true); !s.ok()) out.Die("delete", s);
+      }
+      out.Line("R " + key.ToString());
+    } else {
+      if (absl::Status s = a.Checkpoint(); !s.ok()) out.Die("checkpoint", s);
+    }
+    if (a.CheckpointDue()) {
+      if (absl::Status s = a.Checkpoint(); !s.ok()) out.Die("checkpoint", s);
+    }
+  }
+}
+
+// The child: recovers, reports inventory, removes about half of the claims
+// earlier cycles left (so devices free up), then binds with kWorkers threads
+// until it is killed.
 [[noreturn]] void RunChild(const std::string& dir, uint64_t seed, int cycle, int fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   Reporter out(fd);
@@ -113,67 +182,18 @@ std::string Devices(const std::vector<PciAddress>& devices) {
       out.Die("inventory", s);
     }
   }
-  std::vector<BindOutcome> recent;
-  for (int i = 0;; ++i) {
-    const int op = static_cast<int>(rng() % 100);
-    if (op < 55) {
-      ClaimKey key{kNamespace, absl::StrCat("c", cycle, "-", i)};
-      ClaimSpec spec;
-      spec.resource_name = kResource;
-      spec.count = rng() % 4 == 0 ? 2 : 1;
-      spec.reclaim_policy = rng() % 2 ? ReclaimPolicy::kDelete : ReclaimPolicy::kRetain;
-      if (auto c = a.CreateClaim(key, spec); !c.ok()) out.Die("create claim", c.status());
-      SchedulingRequest req;
-      req.ns = kNamespace;
-      req.vm = absl::StrCat("vm", cycle, "-", i);
-      req.pod_name = "virt-launcher-" + req.vm;
-      req.pod_uid = absl::StrCat("uid-", cycle, "-", i);
-      req.claim_names = {key.name};
-      req.resources = {{kResource, spec.count}};
-      bool bound = false;
-      const int start = static_cast<int>(rng() % kNodes);
-      for (int k = 0; k < kNodes && !bound; ++k) {
-        const std::string node = NodeName((start + k) % kNodes);
-        absl::StatusOr<BindOutcome> b = a.Bind(req, node);
-        if (!b.ok()) {
-          if (b.status().code() == absl::StatusCode::kFailedPrecondition ||
-              b.status().code() == absl::StatusCode::kAborted) {
-            continue;  // Full; try the next node.
-          }
-          out.Die("bind", b.status());
-        }
-        out.Line(absl::StrCat("B ", key.ToString(), " ", b->node, " ",
-                              Devices(b->claims.at(0).devices)));
-        recent.push_back(*std::move(b));
-        bound = true;
-      }
-      if (!bound) {
-        // Everything is full: drop the pending claim again.
-        if (absl::Status s = a.DeleteClaim(key, true); !s.ok()) out.Die("delete", s);
-      }
-    } else if (op < 70 && !recent.empty()) {
-      const size_t pick = rng() % recent.size();
-      const BindOutcome outcome = recent[pick];
-      recent.erase(recent.begin() + static_cast<long>(pick));
-      const std::string key = outcome.claims.at(0).key.ToString();
-      out.Line("I " + key);
-      if (absl::Status s = a.Undo(outcome); !s.ok()) out.Die("undo", s);
-      out.Line("R " + key);
-    } else if (op < 95) {
-      std::vector<Claim> claims = a.ListClaims(kNamespace);
-      if (claims.empty()) continue;
-      const Claim& c = claims[rng() % claims.size()];
-      out.Line("I " + c.key.ToString());
-      if (absl::Status s = a.DeleteClaim(c.key, true); !s.ok()) out.Die("delete", s);
-      out.Line("R " + c.key.ToString());
-      std::erase_if(recent, [&](const BindOutcome& o) { return o.claims[0].key == c.key; });
-    } else {
-      if (absl::Status s = a.Checkpoint(); !s.ok()) out.Die("checkpoint", s);
-    }
-    if (a.CheckpointDue()) {
-      if (absl::Status s = a.Checkpoint(); !s.ok()) out.Die("checkpoint", s);
-    }
+  for (const Claim& c : a.ListClaims(kNamespace)) {
+    if (rng() % 2) continue;
+    out.Line("I " + c.key.ToString());
+    if (absl::Status s = a.DeleteClaim(c.key, true); !s.ok()) out.Die("delete", s);
+    out.Line("R " + c.key.ToString());
   }
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back(Worker, std::ref(a), std::ref(out), rng(), cycle, w);
+  }
+  for (std::thread& t : workers) t.join();  // Never: workers run until killed.
+  ::_exit(4);
 }
 
 // --- The parent ----------------------------------------------------------------
