@@ -1,0 +1,125 @@
+#include "driver/node_extender_api.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/node_status_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/driver/test_util.h"
+#include "tests/testing/status_matchers.h"
+
+namespace pdc::driver {
+namespace {
+
+using pdc::testing::StatusIs;
+using testing::Addr;
+using ::testing::HasSubstr;
+
+NodeInventory OneDevice() {
+  Device d;
+  d.address = Addr("0000:3b:00.0");
+  d.vendor_id = 0x1b36;
+  d.device_id = 0x0010;
+  d.class_code = 0x010802;
+  d.iommu_group = 12;
+  d.numa_node = -1;
+  d.serial = "SN1";
+  d.driver = "nvme";
+  return NodeInventory{"node-a", {d}};
+}
+
+TEST(ExtenderJsonTest, EncodesInventoryAsTheRestApiSays) {
+  EXPECT_EQ(EncodeInventory(OneDevice()),
+            R"({"node":"node-a","devices":[{"address":"0000:3b:00.0","vendor":"1b36",)"
+            R"("device":"0010","class":"010802","iommuGroup":12,"numaNode":-1,"serial":"SN1",)"
+            R"("driver":"nvme","healthy":true}]})");
+}
+
+TEST(ExtenderJsonTest, DecodesAllocations) {
+  ASSERT_OK_AND_ASSIGN(
+      NodeAllocations a,
+      DecodeAllocations(R"({"node":"node-a","version":17,"claimed":[
+        {"address":"0000:5e:00.0","claim":"default/b","resourceName":"r","reclaimPolicy":"Retain","reservedFor":null},
+        {"address":"0000:3b:00.0","claim":"default/a","resourceName":"r","reclaimPolicy":"Delete",
+         "reservedFor":{"vm":"vm1","podName":"p","podUid":"u"}}],
+        "returnToHost":["0000:af:00.0"]})"));
+  EXPECT_EQ(a.version, 17u);
+  ASSERT_EQ(a.claimed.size(), 2u);
+  EXPECT_EQ(a.claimed[0], (ClaimedDevice{Addr("0000:3b:00.0"), "default/a", "r",
+                                         ReclaimPolicy::kDelete, true}));
+  EXPECT_EQ(a.claimed[1].reclaim_policy, ReclaimPolicy::kRetain);
+  EXPECT_FALSE(a.claimed[1].reserved);
+  EXPECT_EQ(a.return_to_host, std::vector<PciAddress>{Addr("0000:af:00.0")});
+}
+
+TEST(ExtenderJsonTest, MalformedAllocationsNameTheField) {
+  struct Case {
+    std::string json;
+    std::string field;
+  } cases[] = {
+      {"[]", "not a JSON object"},
+      {R"({"claimed":[]})", "version"},
+      {R"({"version":1,"claimed":{}})", "claimed"},
+      {R"({"version":1,"claimed":[{"address":7}]})", "claimed[0].address"},
+      {R"({"version":1,"claimed":[{"address":"../../x"}]})", "claimed[0].address"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","reclaimPolicy":"Keep"}]})",
+       "claimed[0].reclaimPolicy"},
+      {R"({"version":1,"returnToHost":["0000:3b:00.0",3]})", "returnToHost[1]"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(DecodeAllocations(c.json),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.field)))
+        << c.json;
+  }
+}
+
+// The real HTTP client against a fake pdc-extender on a real socket.
+TEST(HttpExtenderApiTest, TalksToAnExtenderOverHttp) {
+  std::vector<StatusRequest> seen;
+  ASSERT_OK_AND_ASSIGN(
+      auto server, StatusServer::Start("127.0.0.1:0", [&](const StatusRequest& r) {
+        seen.push_back(r);
+        if (r.method == "PUT" && r.target == "/v1/nodes/node-a/inventory") {
+          return StatusResponse{200, "application/json", R"({"node":"node-a","devices":1,"version":4})"};
+        }
+        if (r.method == "GET" && r.target.starts_with("/v1/nodes/node-a/allocations")) {
+          return StatusResponse{200, "application/json",
+                                R"({"node":"node-a","version":4,"claimed":[{"address":"0000:3b:00.0"}],"returnToHost":[]})"};
+        }
+        return StatusResponse{404, "application/json", R"({"error":"no such node","field":""})"};
+      }));
+  HttpClientOptions o;
+  o.base_url = "http://127.0.0.1:" + std::to_string(server->port());
+  ASSERT_OK_AND_ASSIGN(auto client, HttpClient::Create(o));
+  HttpExtenderApi api(std::move(client));
+  ASSERT_OK_AND_ASSIGN(uint64_t version, api.PutInventory(OneDevice()));
+  EXPECT_EQ(version, 4u);
+  ASSERT_OK_AND_ASSIGN(NodeAllocations a, api.GetAllocations("node-a", 3, absl::Seconds(5)));
+  EXPECT_EQ(a.version, 4u);
+  ASSERT_EQ(a.claimed.size(), 1u);
+  EXPECT_THAT(api.GetAllocations("node-b", 0, absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no such node")));
+  server->Stop();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].body, EncodeInventory(OneDevice()));
+  EXPECT_EQ(seen[1].target, "/v1/nodes/node-a/allocations?since=3&wait=5");
+}
+
+TEST(HttpExtenderApiTest, ExtenderDownIsUnavailable) {
+  ASSERT_OK_AND_ASSIGN(auto server, StatusServer::Start("127.0.0.1:0", [](const StatusRequest&) {
+                         return StatusResponse{};
+                       }));
+  const uint16_t port = server->port();
+  server->Stop();
+  server.reset();
+  HttpClientOptions o;
+  o.base_url = "http://127.0.0.1:" + std::to_string(port);
+  ASSERT_OK_AND_ASSIGN(auto client, HttpClient::Create(o));
+  HttpExtenderApi api(std::move(client));
+  EXPECT_THAT(api.PutInventory(OneDevice()), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+}  // namespace
+}  // namespace pdc::driver

@@ -1,0 +1,246 @@
+#include "driver/node_reconciler.h"
+
+#include <memory>
+#include <vector>
+
+#include "common/metrics.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/driver/test_util.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/status_matchers.h"
+
+namespace pdc::driver {
+namespace {
+
+using pdc::testing::StatusIs;
+using testing::Addr;
+using testing::FakeHost;
+using testing::NvmeClass;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// An in-memory pdc-extender: records inventories, answers allocations.
+class FakeExtender : public ExtenderApi {
+ public:
+  absl::StatusOr<uint64_t> PutInventory(const NodeInventory& inventory) override {
+    if (down) return absl::UnavailableError("cannot reach pdc-extender: Connection refused");
+    inventories.push_back(inventory);
+    return allocations.version;
+  }
+  absl::StatusOr<NodeAllocations> GetAllocations(std::string_view node, uint64_t since,
+                                                 absl::Duration wait) override {
+    if (down) return absl::UnavailableError("cannot reach pdc-extender: Connection refused");
+    polls.push_back({since, wait});
+    return allocations;
+  }
+
+  bool down = false;
+  NodeAllocations allocations;
+  std::vector<NodeInventory> inventories;
+  std::vector<std::pair<uint64_t, absl::Duration>> polls;
+};
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme", .serial = "disk-a"});
+    host_.kernel.AddDevice({.address = "0000:00:04.0", .group = 4, .driver = "nvme", .serial = "disk-b"});
+    auto j = BindJournal::Open(host_.tmp.Join("journal"));
+    ASSERT_TRUE(j.ok());
+    journal_ = std::move(*j);
+    BinderOptions bo;
+    bo.classes = {NvmeClass()};
+    bo.verify_attempts = 2;
+    bo.sleep = [](absl::Duration) {};
+    binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc, journal_.get(), bo);
+    metrics_ = std::make_unique<NodeMetrics>(&registry_);
+    ReconcilerOptions ro;
+    ro.node = "node-a";
+    ro.classes = {NvmeClass()};
+    ro.heartbeat = absl::Seconds(10);
+    reconciler_ = std::make_unique<Reconciler>(&host_.kernel, binder_.get(), journal_.get(), &api_,
+                                               metrics_.get(), &clock_, ro);
+    ASSERT_OK(reconciler_->Start());
+  }
+
+  void Claim(std::vector<std::string> addresses, uint64_t version) {
+    api_.allocations.version = version;
+    api_.allocations.claimed.clear();
+    for (const std::string& a : addresses) {
+      api_.allocations.claimed.push_back({Addr(a), "default/vm1-nvme", "devices.kubevirt.io/nvme",
+                                          ReclaimPolicy::kDelete, true});
+    }
+  }
+
+  std::string Driver(const std::string& a) {
+    auto d = LinkName(host_.kernel, "bus/pci/devices/" + a + "/driver");
+    return d.ok() ? *d : "";
+  }
+
+  bool Rendered(const std::string& line) {
+    return registry_.Render().find(line + "\n") != std::string::npos;
+  }
+
+  FakeHost host_;
+  pdc::testing::FakeClock clock_;
+  FakeExtender api_;
+  MetricsRegistry registry_;
+  std::unique_ptr<NodeMetrics> metrics_;
+  std::unique_ptr<BindJournal> journal_;
+  std::unique_ptr<VfioBinder> binder_;
+  std::unique_ptr<Reconciler> reconciler_;
+};
+
+TEST_F(ReconcilerTest, ReportsThenBindsClaimedDevicesAndReportsAgain) {
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::Seconds(10)));
+  EXPECT_EQ(r.bound, 1);
+  EXPECT_TRUE(r.reported);
+  EXPECT_THAT(r.errors, IsEmpty());
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+  EXPECT_EQ(Driver("0000:00:04.0"), "nvme");
+  ASSERT_EQ(api_.inventories.size(), 2u);
+  EXPECT_EQ(api_.inventories[0].node, "node-a");
+  EXPECT_EQ(api_.inventories[0].devices[0].driver, "nvme");
+  const Device& after = api_.inventories[1].devices[0];
+  EXPECT_EQ(after.driver, "vfio-pci");
+  EXPECT_EQ(after.serial, "disk-a");  // From the journal: sysfs has none now.
+  EXPECT_EQ(after.health, DeviceHealth::kHealthy);
+  ASSERT_EQ(api_.polls.size(), 1u);
+  EXPECT_EQ(api_.polls[0].first, 0u);
+  EXPECT_EQ(api_.polls[0].second, absl::Seconds(10));
+  EXPECT_TRUE(Rendered("pdc_node_binds_total{outcome=\"bound\"} 1"));
+  EXPECT_TRUE(Rendered("pdc_node_devices{driver=\"nvme\"} 1"));
+  EXPECT_TRUE(Rendered("pdc_node_devices{driver=\"vfio-pci\"} 1"));
+  EXPECT_TRUE(Rendered("pdc_node_allocations_version 5"));
+  EXPECT_TRUE(Rendered("pdc_node_inventory_reports_total 2"));
+}
+
+TEST_F(ReconcilerTest, KeepsClaimedDevicesBoundAndReportsOnlyOnHeartbeat) {
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  const size_t writes = host_.kernel.writes().size();
+  ASSERT_OK_AND_ASSIGN(PassResult again, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(again.bound, 0);
+  EXPECT_FALSE(again.reported);
+  EXPECT_EQ(host_.kernel.writes().size(), writes);
+  EXPECT_EQ(api_.inventories.size(), 2u);
+  EXPECT_EQ(api_.polls.back().first, 5u);  // Long-polls from the last version.
+  EXPECT_TRUE(Rendered("pdc_node_binds_total{outcome=\"already_bound\"} 1"));
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_OK_AND_ASSIGN(PassResult beat, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_TRUE(beat.reported);
+  EXPECT_EQ(api_.inventories.size(), 3u);
+}
+
+TEST_F(ReconcilerTest, RebindsADeviceTheHostTookBack) {
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  // Someone hands it to nvme behind pdc's back.
+  ASSERT_OK(host_.kernel.Write("bus/pci/devices/0000:00:03.0/driver_override", "\n"));
+  ASSERT_OK(host_.kernel.Write("bus/pci/drivers/vfio-pci/unbind", "0000:00:03.0"));
+  ASSERT_OK(host_.kernel.Write("bus/pci/drivers_probe", "0000:00:03.0"));
+  ASSERT_EQ(Driver("0000:00:03.0"), "nvme");
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(r.bound, 1);
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+  // The report before the fix showed it unhealthy (not on vfio-pci).
+  EXPECT_EQ(api_.inventories[api_.inventories.size() - 2].devices[0].health,
+            DeviceHealth::kUnhealthy);
+  EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kHealthy);
+}
+
+TEST_F(ReconcilerTest, ReturnToHostRestoresAndRetainKeeps) {
+  Claim({"0000:00:03.0", "0000:00:04.0"}, 5);
+  ASSERT_OK_AND_ASSIGN(PassResult first, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(first.bound, 2);
+  // Claim of 03.0 deleted with Delete, claim of 04.0 deleted with Retain.
+  Claim({}, 6);
+  api_.allocations.return_to_host = {Addr("0000:00:03.0")};
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(r.restored, 1);
+  EXPECT_TRUE(r.reported);
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_EQ(Driver("0000:00:04.0"), "vfio-pci");
+  EXPECT_EQ(api_.inventories.back().devices[0].driver, "nvme");
+  EXPECT_EQ(api_.inventories.back().devices[1].driver, "vfio-pci");
+  EXPECT_TRUE(Rendered("pdc_node_restores_total{outcome=\"restored\"} 1"));
+}
+
+TEST_F(ReconcilerTest, ClaimedWinsOverAStaleReturnToHost) {
+  Claim({"0000:00:03.0"}, 7);
+  api_.allocations.return_to_host = {Addr("0000:00:03.0")};
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(r.restored, 0);
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+}
+
+TEST_F(ReconcilerTest, ExtenderDownLeavesDevicesAndCatchesUp) {
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  api_.down = true;
+  clock_.Advance(absl::Seconds(30));  // Heartbeat due: the PUT fails.
+  EXPECT_THAT(reconciler_->RunOnce(absl::ZeroDuration()), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+  EXPECT_TRUE(Rendered("pdc_node_extender_errors_total{operation=\"inventory\"} 1"));
+  api_.down = false;
+  Claim({}, 8);
+  api_.allocations.return_to_host = {Addr("0000:00:03.0")};
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(r.restored, 1);
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+}
+
+TEST_F(ReconcilerTest, RefusalsAreCountedByReasonAndRetried) {
+  host_.kernel.AddMount(host_.kernel.BlockDev("nvme0n1"), "/", "/dev/nvme0n1");
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(r.bound, 0);
+  EXPECT_THAT(r.errors, ElementsAre(HasSubstr("iommu group 3: refusing to bind")));
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_TRUE(Rendered("pdc_node_bind_failures_total{operation=\"bind\",reason=\"host_in_use\"} 2"));
+}
+
+TEST_F(ReconcilerTest, BindsAWholeGroupInOneCall) {
+  host_.kernel.AddDevice({.address = "0000:01:00.0", .group = 9, .driver = "nvme", .serial = "g1"});
+  host_.kernel.AddDevice({.address = "0000:01:01.0", .group = 9, .driver = "nvme", .serial = "g2"});
+  Claim({"0000:01:00.0", "0000:01:01.0"}, 3);
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(r.bound, 2);
+  EXPECT_THAT(r.errors, IsEmpty());
+}
+
+TEST_F(ReconcilerTest, HealthFollowsTheLoop) {
+  EXPECT_TRUE(reconciler_->Healthy());
+  clock_.Advance(absl::Seconds(59));
+  EXPECT_TRUE(reconciler_->Healthy());
+  clock_.Advance(absl::Seconds(2));  // 3 x 10 s heartbeat + 30 s backoff passed.
+  EXPECT_FALSE(reconciler_->Healthy());
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_TRUE(reconciler_->Healthy());
+}
+
+TEST_F(ReconcilerTest, RunStopsWhenNotified) {
+  api_.down = true;
+  absl::Notification stop;
+  stop.Notify();
+  reconciler_->Run(&stop);  // Returns without a pass.
+  EXPECT_TRUE(api_.inventories.empty());
+}
+
+TEST(NextBackoffTest, DoublesUpToTheCap) {
+  const absl::Duration i = absl::Seconds(1), m = absl::Seconds(30);
+  struct Case {
+    absl::Duration current, want;
+  } cases[] = {{absl::ZeroDuration(), absl::Seconds(1)},
+               {absl::Seconds(1), absl::Seconds(2)},
+               {absl::Seconds(16), absl::Seconds(30)},
+               {absl::Seconds(30), absl::Seconds(30)}};
+  for (const Case& c : cases) EXPECT_EQ(NextBackoff(c.current, i, m), c.want);
+}
+
+}  // namespace
+}  // namespace pdc::driver
