@@ -35,7 +35,12 @@
 // Limits, accepted knowingly: damage confined to the very last frame of the
 // last segment looks exactly like a torn append and is dropped (reported);
 // a chance CRC match in garbage (2^-32 per offset for the header, again for
-// the payload) could make a torn tail look like corruption, which fails safe.
+// the payload) could make a torn tail look like corruption, which fails safe;
+// and a filesystem that, on power loss, keeps a later block of an unsynced
+// append but not an earlier one leaves a hole followed by valid (never
+// acknowledged) records, which recovery also refuses as DataLoss rather than
+// guess. The message names the file and offset, so an operator who judges
+// the records after it expendable can truncate the file there.
 //
 // A snapshot file `snapshot-<20-digit revision>.snap` is
 //   "PDCSNAP1" | fixed64 payload length | fixed32 masked CRC32C of the

@@ -410,6 +410,63 @@ TEST(FileStoreTest, AllThreeSegmentsReplay) {
   EXPECT_EQ(after.revision, 30u);
 }
 
+// A crash right after a rotation created the next segment, before any
+// record reached it.
+TEST(FileStoreTest, EmptyLastSegmentTakesTheNextRecords) {
+  testing::TempDir tmp;
+  Model before;
+  {
+    Model empty;
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &empty));
+    AppendRange(*store, &before, 1, 10);
+  }
+  ASSERT_OK(WriteFileAtomically(SegmentPath(tmp, 11), ""));
+  ASSERT_OK(WriteFileAtomically(tmp.Join("snapshot-00000000000000000010.snap.tmp"), "x"));
+  {
+    Model after;
+    RecoveryReport report;
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after, &report));
+    EXPECT_EQ(after, before);
+    EXPECT_THAT(report.torn_tail, IsEmpty());
+    AppendRange(*store, &before, 11, 12);
+  }
+  // The unfinished snapshot is gone; record 11 went to the empty segment.
+  EXPECT_THAT(DataFiles(tmp.path()),
+              ElementsAre("wal-00000000000000000001.log", "wal-00000000000000000011.log"));
+  Model after;
+  ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after));
+  EXPECT_EQ(after, before);
+}
+
+TEST(FileStoreTest, SegmentStartingPastTheLogIsDataLoss) {
+  testing::TempDir tmp;
+  {
+    Model m;
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &m));
+    AppendRange(*store, &m, 1, 10);
+  }
+  ASSERT_OK(WriteFileAtomically(SegmentPath(tmp, 15), ""));
+  Model after;
+  EXPECT_THAT(OpenAndRecover(tmp.path(), &after),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("wal-00000000000000000015.log at offset 0")));
+}
+
+TEST(FileStoreTest, RecordsSinceCheckpointSurvivesRecovery) {
+  testing::TempDir tmp;
+  Model before;
+  {
+    Model empty;
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &empty));
+    AppendRange(*store, &before, 1, 8);
+    Checkpoint(*store, before);
+    AppendRange(*store, &before, 9, 11);
+  }
+  Model after;
+  ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after));
+  EXPECT_EQ(store->RecordsSinceCheckpoint(), 3u);
+}
+
 TEST(FileStoreTest, SecondOpenOfTheSameDirectoryIsRefused) {
   testing::TempDir tmp;
   ASSERT_OK_AND_ASSIGN(auto first, FileStore::Open(tmp.path()));
