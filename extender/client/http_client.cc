@@ -3,9 +3,6 @@
 // Beast's asynchronous operations honour tcp_stream's expiry (our timeout).
 #include "extender/client/http_client.h"
 
-#include <chrono>
-#include <optional>
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -13,6 +10,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <chrono>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -36,8 +35,8 @@ namespace {
 // before reading our request: safe to send the request again once.
 bool IsClosedByPeer(const ErrorCode& ec) {
   return ec == http::error::end_of_stream || ec == net::error::eof ||
-         ec == net::error::connection_reset ||
-         ec == net::error::broken_pipe || ec == ssl::error::stream_truncated;
+         ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+         ec == ssl::error::stream_truncated;
 }
 
 std::chrono::nanoseconds Remaining(absl::Time deadline) {
@@ -98,7 +97,8 @@ class HttpClient::Impl {
                                   std::string_view target,
                                   std::string_view body,
                                   const HttpRequestOptions& ro) {
-    const http::verb verb = http::string_to_verb(beast::string_view(method.data(), method.size()));
+    const http::verb verb =
+        http::string_to_verb(beast::string_view(method.data(), method.size()));
     if (verb == http::verb::unknown) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown HTTP method \"", Sv(method), "\""));
@@ -116,8 +116,7 @@ class HttpClient::Impl {
               absl::StrCat("Bearer ", options_.bearer_token));
     }
     for (const auto& [name, value] : ro.headers) req.set(name, value);
-    if (!body.empty() || verb == http::verb::post ||
-        verb == http::verb::put) {
+    if (!body.empty() || verb == http::verb::post || verb == http::verb::put) {
       req.set(http::field::content_type, ro.content_type);
       req.body() = std::string(body);
     }
@@ -149,15 +148,16 @@ class HttpClient::Impl {
             absl::StrCat("response to ", what, " is larger than ",
                          options_.max_response_bytes, " bytes"));
       }
-      return absl::UnavailableError(absl::StrCat(
-          "connection lost during ", what, ": ", x.ec.message()));
+      return absl::UnavailableError(
+          absl::StrCat("connection lost during ", what, ": ", x.ec.message()));
     }
   }
 
   void Close() {
     ErrorCode ignored;
     if (tls_) {
-      beast::get_lowest_layer(*tls_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+      beast::get_lowest_layer(*tls_).socket().shutdown(
+          tcp::socket::shutdown_both, ignored);
       beast::get_lowest_layer(*tls_).socket().close(ignored);
       tls_.reset();
     }
@@ -193,9 +193,9 @@ class HttpClient::Impl {
     const tcp::resolver::results_type endpoints =
         resolver.resolve(url_.host, std::to_string(url_.port), ec);
     if (ec) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot reach ", where, ": cannot resolve ", url_.host, ": ",
-          ec.message()));
+      return absl::UnavailableError(absl::StrCat("cannot reach ", where,
+                                                 ": cannot resolve ", url_.host,
+                                                 ": ", ec.message()));
     }
     beast::tcp_stream* lowest;
     if (url_.tls) {
@@ -209,10 +209,8 @@ class HttpClient::Impl {
       lowest = &*tcp_;
     }
     lowest->expires_after(Remaining(deadline));
-    lowest->async_connect(endpoints,
-                          [&](const ErrorCode& e, const tcp::endpoint&) {
-                            ec = e;
-                          });
+    lowest->async_connect(
+        endpoints, [&](const ErrorCode& e, const tcp::endpoint&) { ec = e; });
     Run();
     if (!ec && url_.tls) {
       tls_->async_handshake(ssl::stream_base::client,
@@ -220,8 +218,8 @@ class HttpClient::Impl {
       Run();
       if (ec && ec != beast::error::timeout) {
         Close();
-        return absl::UnavailableError(absl::StrCat(
-            "TLS handshake with ", where, " failed: ", ec.message()));
+        return absl::UnavailableError(absl::StrCat("TLS handshake with ", where,
+                                                   " failed: ", ec.message()));
       }
     }
     if (ec) {

@@ -12,8 +12,8 @@
 // once on a fresh connection (transparently). Any HTTP status is a
 // successful exchange; the Status reports transport problems only:
 //   Unavailable       cannot connect / resolve / TLS handshake / connection
-//                     lost ("cannot reach pdc-extender at http://127.0.0.1:8888:
-//                     Connection refused")
+//                     lost ("cannot reach pdc-extender at
+//                     http://127.0.0.1:8888: Connection refused")
 //   DeadlineExceeded  the per-request timeout passed
 //   InvalidArgument   bad URL, unreadable TLS files (from Create), bad method
 //   ResourceExhausted response body larger than max_response_bytes

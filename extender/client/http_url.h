@@ -14,10 +14,10 @@
 namespace pdc {
 
 struct BaseUrl {
-  bool tls = false;          // https
-  std::string host;          // "127.0.0.1", "pdc.example", "::1" (no brackets)
-  uint16_t port = 0;         // 80 / 443 when the URL names none
-  std::string path_prefix;   // "" or "/api" (no trailing slash)
+  bool tls = false;         // https
+  std::string host;         // "127.0.0.1", "pdc.example", "::1" (no brackets)
+  uint16_t port = 0;        // 80 / 443 when the URL names none
+  std::string path_prefix;  // "" or "/api" (no trailing slash)
 
   // "host:port" for the Host header ("[::1]:8888" for IPv6).
   std::string HostHeader() const;

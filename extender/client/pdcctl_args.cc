@@ -1,0 +1,274 @@
+#include "extender/client/pdcctl_args.h"
+
+#include <map>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+
+namespace pdc::pdcctl {
+namespace {
+
+absl::Status UsageError(std::string_view problem) {
+  return absl::InvalidArgumentError(std::string(problem));
+}
+
+std::optional<Kind> ParseKind(std::string_view s) {
+  static const std::map<std::string_view, Kind> kKinds = {
+      {"claims", Kind::kClaims},   {"claim", Kind::kClaims},
+      {"pdc", Kind::kClaims},      {"nodes", Kind::kNodes},
+      {"node", Kind::kNodes},      {"no", Kind::kNodes},
+      {"devices", Kind::kDevices}, {"device", Kind::kDevices},
+      {"dev", Kind::kDevices},
+  };
+  auto it = kKinds.find(s);
+  if (it == kKinds.end()) return std::nullopt;
+  return it->second;
+}
+
+// Object names go into URL paths; the server enforces DNS-1123, we only
+// keep out what would change the path's meaning.
+bool IsSafeName(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c == '/' || c == '?' || c == '#' || c == '%' || c == ' ' || c < 0x21) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string Usage() {
+  return R"(pdcctl: manage persistent device claims of a pdc-extender.
+
+Usage:
+  pdcctl get claims [NAME] [-n NAMESPACE | -A] [-o table|json]
+  pdcctl get nodes [-o table|json]
+  pdcctl get devices [--node NODE] [-o table|json]
+  pdcctl describe claim NAME [-n NAMESPACE]
+  pdcctl create claim NAME --resource RESOURCE [--count N] [--node NODE]
+                [--serial SERIAL] [--address 0000:3b:00.0]
+                [--reclaim-policy Retain|Delete] [-n NAMESPACE]
+  pdcctl delete claim NAME [--force] [-n NAMESPACE]
+  pdcctl release claim NAME [--pod-uid UID] [-n NAMESPACE]
+
+Flags:
+  -n, --namespace NS     namespace (default "default")
+  -A, --all-namespaces   get claims in every namespace
+  -o, --output FORMAT    table (default) or json
+      --server URL       pdc-extender URL (default $PDC_SERVER, else
+                         http://127.0.0.1:8888)
+      --token-file FILE  bearer token for create/delete/release
+      --timeout DURATION request timeout (default 30s)
+  -h, --help             this text
+
+Exit codes: 0 ok, 1 the extender refused or failed the request,
+2 bad command line, 3 the extender could not be reached.
+)";
+}
+
+absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
+                                  std::optional<std::string> env_server) {
+  Command cmd;
+  std::vector<std::string> positional;
+  std::optional<std::string> server_flag;
+  // Which create-only / delete-only flags were given, to reject them
+  // elsewhere instead of silently ignoring them.
+  std::vector<std::string> create_flags;
+  bool force_given = false;
+  bool pod_uid_given = false;
+  bool node_given = false;
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      cmd.verb = Verb::kHelp;
+      return cmd;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg;
+    std::optional<std::string> inline_value;
+    if (const size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      inline_value = arg.substr(eq + 1);
+    }
+    if (name == "-A" || name == "--all-namespaces") {
+      cmd.all_namespaces = true;
+      continue;
+    }
+    if (name == "--force") {
+      cmd.force = true;
+      force_given = true;
+      continue;
+    }
+    auto value = [&]() -> absl::StatusOr<std::string> {
+      if (inline_value.has_value()) return *inline_value;
+      if (i + 1 >= args.size()) {
+        return UsageError(absl::StrCat("flag ", name, " needs a value"));
+      }
+      return args[++i];
+    };
+    absl::StatusOr<std::string> v;
+    if (name == "-n" || name == "--namespace") {
+      if (!(v = value()).ok()) return v.status();
+      cmd.ns = *v;
+    } else if (name == "-o" || name == "--output") {
+      if (!(v = value()).ok()) return v.status();
+      if (*v == "table" || *v == "wide") {
+        cmd.output = Output::kTable;
+      } else if (*v == "json") {
+        cmd.output = Output::kJson;
+      } else {
+        return UsageError(
+            absl::StrCat("--output must be table or json, not \"", *v, "\""));
+      }
+    } else if (name == "--server" || name == "-s") {
+      if (!(v = value()).ok()) return v.status();
+      server_flag = *v;
+    } else if (name == "--token-file") {
+      if (!(v = value()).ok()) return v.status();
+      cmd.token_file = *v;
+    } else if (name == "--timeout") {
+      if (!(v = value()).ok()) return v.status();
+      if (!absl::ParseDuration(Sv(*v), &cmd.timeout) ||
+          cmd.timeout <= absl::ZeroDuration()) {
+        return UsageError(
+            absl::StrCat("--timeout must be a positive duration "
+                         "like 30s, not \"",
+                         *v, "\""));
+      }
+    } else if (name == "--resource") {
+      if (!(v = value()).ok()) return v.status();
+      cmd.resource = *v;
+      create_flags.push_back(name);
+    } else if (name == "--count") {
+      if (!(v = value()).ok()) return v.status();
+      if (!absl::SimpleAtoi(Sv(*v), &cmd.count) || cmd.count < 1) {
+        return UsageError(absl::StrCat(
+            "--count must be a whole number >= 1, not \"", *v, "\""));
+      }
+      create_flags.push_back(name);
+    } else if (name == "--node") {
+      if (!(v = value()).ok()) return v.status();
+      cmd.node = *v;
+      node_given = true;
+    } else if (name == "--serial") {
+      if (!(v = value()).ok()) return v.status();
+      cmd.serial = *v;
+      create_flags.push_back(name);
+    } else if (name == "--address") {
+      if (!(v = value()).ok()) return v.status();
+      cmd.address = *v;
+      create_flags.push_back(name);
+    } else if (name == "--reclaim-policy") {
+      if (!(v = value()).ok()) return v.status();
+      if (*v != "Retain" && *v != "Delete") {
+        return UsageError(absl::StrCat(
+            "--reclaim-policy must be Retain or Delete, not \"", *v, "\""));
+      }
+      cmd.reclaim_policy = *v;
+      create_flags.push_back(name);
+    } else if (name == "--pod-uid") {
+      if (!(v = value()).ok()) return v.status();
+      cmd.pod_uid = *v;
+      pod_uid_given = true;
+    } else {
+      return UsageError(absl::StrCat("unknown flag ", name));
+    }
+  }
+
+  cmd.server =
+      server_flag.value_or(env_server.has_value() && !env_server->empty()
+                               ? *env_server
+                               : std::string(kDefaultServer));
+  if (positional.empty()) {
+    return UsageError(
+        "missing command (get, describe, create, delete, release)");
+  }
+  const std::string& verb = positional[0];
+  if (verb == "help") {
+    cmd.verb = Verb::kHelp;
+    return cmd;
+  }
+  static const std::map<std::string_view, Verb> kVerbs = {
+      {"get", Verb::kGet},         {"describe", Verb::kDescribe},
+      {"create", Verb::kCreate},   {"delete", Verb::kDelete},
+      {"release", Verb::kRelease},
+  };
+  auto vit = kVerbs.find(verb);
+  if (vit == kVerbs.end()) {
+    return UsageError(absl::StrCat("unknown command \"", verb,
+                                   "\" (want get, describe, create, delete, "
+                                   "release)"));
+  }
+  cmd.verb = vit->second;
+  if (positional.size() < 2) {
+    return UsageError(
+        absl::StrCat(verb, " needs a resource type, e.g. \"", verb,
+                     cmd.verb == Verb::kGet ? " claims\"" : " claim NAME\""));
+  }
+  const std::optional<Kind> kind = ParseKind(positional[1]);
+  if (!kind.has_value()) {
+    return UsageError(absl::StrCat("unknown resource type \"", positional[1],
+                                   "\" (want claims, nodes or devices)"));
+  }
+  cmd.kind = *kind;
+  if (positional.size() > 3) {
+    return UsageError(
+        absl::StrCat("unexpected argument \"", positional[3], "\""));
+  }
+  if (positional.size() == 3) cmd.name = positional[2];
+
+  if (cmd.verb == Verb::kGet) {
+    if (cmd.kind == Kind::kDevices && !cmd.name.empty()) {
+      return UsageError("get devices takes no name; use --node NODE to filter");
+    }
+  } else {
+    if (cmd.kind != Kind::kClaims) {
+      return UsageError(absl::StrCat(verb, " works on claims only"));
+    }
+    if (cmd.name.empty()) {
+      return UsageError(absl::StrCat(verb, " claim needs a NAME"));
+    }
+  }
+  if (!cmd.name.empty() && !IsSafeName(cmd.name)) {
+    return UsageError(absl::StrCat("\"", cmd.name, "\" is not a valid name"));
+  }
+  if (!IsSafeName(cmd.ns)) {
+    return UsageError(
+        absl::StrCat("\"", cmd.ns, "\" is not a valid namespace"));
+  }
+  if (cmd.all_namespaces && !(cmd.verb == Verb::kGet &&
+                              cmd.kind == Kind::kClaims && cmd.name.empty())) {
+    return UsageError("-A/--all-namespaces only works with \"get claims\"");
+  }
+  if (cmd.verb == Verb::kCreate) {
+    if (cmd.resource.empty()) {
+      return UsageError(
+          "create claim needs --resource, e.g. --resource "
+          "devices.kubevirt.io/nvme");
+    }
+  } else if (!create_flags.empty()) {
+    return UsageError(
+        absl::StrCat(create_flags[0], " only works with create claim"));
+  }
+  if (node_given && cmd.verb != Verb::kCreate &&
+      !(cmd.verb == Verb::kGet && cmd.kind == Kind::kDevices)) {
+    return UsageError("--node only works with create claim and get devices");
+  }
+  if (force_given && cmd.verb != Verb::kDelete) {
+    return UsageError("--force only works with delete claim");
+  }
+  if (pod_uid_given && cmd.verb != Verb::kRelease) {
+    return UsageError("--pod-uid only works with release claim");
+  }
+  return cmd;
+}
+
+}  // namespace pdc::pdcctl

@@ -1,0 +1,62 @@
+// HttpKubeClient: KubeClient over HTTPS to kube-apiserver (pdc_http_client:
+// Beast + OpenSSL), and the two ways of finding the apiserver:
+//  - in-cluster: $KUBERNETES_SERVICE_HOST/$KUBERNETES_SERVICE_PORT, the
+//    service-account token and CA under
+//    /var/run/secrets/kubernetes.io/serviceaccount (the token file is read
+//    again for every call: bound service-account tokens rotate);
+//  - a kubeconfig file (current-context; cluster server and CA, user token,
+//    tokenFile or client certificate; *-data fields are written to private
+//    files because the TLS layer loads PEM from files).
+// Errors from the apiserver are read from its v1 Status answer: 404 ->
+// NotFound, 409 -> Aborted, 401 -> Unauthenticated, 403 -> PermissionDenied,
+// 429/5xx -> Unavailable, with the apiserver's message.
+// Thread-safety: thread-safe; a small pool of kept-alive connections.
+#ifndef PDC_EXTENDER_KUBE_HTTP_CLIENT_H_
+#define PDC_EXTENDER_KUBE_HTTP_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "extender/kube_client.h"
+
+namespace pdc::extender {
+
+struct KubeClientConfig {
+  std::string server;      // https://host:port
+  std::string ca_file;     // "" = system trust store.
+  std::string token;       // Static bearer token, or
+  std::string token_file;  // a file re-read per call.
+  std::string cert_file;   // Client certificate (PEM), optional.
+  std::string key_file;
+  absl::Duration timeout = absl::Seconds(10);
+};
+
+using GetEnv = std::function<std::optional<std::string>(std::string_view)>;
+
+// `getenv` nullptr = the process environment; `sa_dir` is the
+// service-account directory (tests point it at a temp dir).
+absl::StatusOr<KubeClientConfig> InClusterConfig(
+    const GetEnv& getenv = nullptr,
+    const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+// Inline *-data is written under `scratch_dir` ("" = a fresh private
+// directory under $TMPDIR).
+absl::StatusOr<KubeClientConfig> KubeconfigFile(const std::string& path,
+                                                const std::string& scratch_dir = "");
+
+absl::StatusOr<std::unique_ptr<KubeClient>> NewHttpKubeClient(
+    KubeClientConfig config);
+
+// The v1 Binding kube-apiserver expects on pods/<name>/binding.
+std::string BindingJson(std::string_view ns, std::string_view name,
+                        std::string_view uid, std::string_view node);
+// A JSON merge patch setting one annotation.
+std::string AnnotationPatchJson(std::string_view key, std::string_view value);
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_KUBE_HTTP_CLIENT_H_
