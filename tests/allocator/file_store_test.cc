@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -614,6 +615,59 @@ TEST(FileStoreTest, ConcurrentSyncsAreDurableWithFewerSyncsThanRecords) {
   ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after, &report));
   EXPECT_EQ(report.records_replayed, uint64_t{kThreads * kPerThread});
   EXPECT_EQ(after, before);
+}
+
+// Checkpoints taken while binders append and sync, the way the allocator
+// does it: Append and BeginCheckpoint under one lock, Sync and
+// WriteCheckpoint outside it.
+TEST(FileStoreTest, CheckpointsWhileOthersSync) {
+  testing::TempDir tmp;
+  Model before;
+  {
+    Model empty;
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &empty));
+    absl::Mutex allocator_mu;
+    std::atomic<bool> done{false};
+    std::vector<std::thread> binders;
+    for (int i = 0; i < 4; ++i) {
+      binders.emplace_back([&] {
+        for (int k = 0; k < 100; ++k) {
+          absl::StatusOr<Store::Ticket> t;
+          {
+            absl::MutexLock lock(&allocator_mu);
+            Record rec = MakeRecord(before.revision + 1);
+            t = store->Append(rec);
+            ASSERT_OK(t.status());
+            ASSERT_OK(before.Apply(rec));
+          }
+          ASSERT_OK(store->Sync(*t));
+        }
+      });
+    }
+    std::thread checkpointer([&] {
+      while (!done.load()) {
+        Record snapshot;
+        {
+          absl::MutexLock lock(&allocator_mu);
+          snapshot = before.Snapshot();
+          ASSERT_OK(store->BeginCheckpoint(snapshot.revision));
+        }
+        ASSERT_OK(store->WriteCheckpoint(snapshot));
+      }
+    });
+    for (std::thread& t : binders) t.join();
+    done = true;
+    checkpointer.join();
+    EXPECT_GE(store->GetStats().snapshots_written, 1u);
+  }
+  Model after;
+  ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after));
+  EXPECT_EQ(after, before);
+  // Exactly one snapshot and the segments after it are left.
+  std::vector<std::string> files = DataFiles(tmp.path());
+  EXPECT_EQ(std::count_if(files.begin(), files.end(),
+                          [](const std::string& f) { return f.ends_with(".snap"); }),
+            1);
 }
 
 TEST(FileStoreTest, SyncFailureIsSticky) {
