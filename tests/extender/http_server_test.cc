@@ -1,0 +1,228 @@
+// The Beast server over real loopback sockets (port 0): keep-alive, body
+// limit, read and idle timeouts, long-polls parked without threads, and
+// graceful shutdown.
+#include "extender/http_server.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "extender/client/http_client.h"
+#include "tests/extender/extender_fixture.h"
+#include "tests/extender/raw_socket.h"
+
+namespace pdc::extender::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class HttpServerTest : public ExtenderFixture {
+ protected:
+  void StartServer() {
+    auto s = HttpServer::Start(server_options_, router_.get(), &notifier_, nullptr);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+  std::unique_ptr<HttpClient> Client() {
+    HttpClientOptions o;
+    o.base_url = absl::StrCat("http://127.0.0.1:", server_->port());
+    o.timeout = absl::Seconds(20);
+    auto c = HttpClient::Create(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+  // Waits (bounded) until `n` long-polls are parked on the notifier.
+  bool AwaitParked(size_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (notifier_.pending() < n) {
+      if (absl::Now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+
+  HttpServerOptions server_options_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpServerTest, KeepAliveFilterOverOneConnection) {
+  TwoNodes();
+  StartServer();
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(
+        pdc::HttpResponse r,
+        c->Post("/scheduler/filter",
+                NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a", "node-b"})));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_THAT(r.body, HasSubstr(R"("NodeNames":["node-a","node-b"])"));
+    EXPECT_EQ(r.Header("Content-Type"), "application/json");
+  }
+  EXPECT_EQ(c->connections_opened(), 1u);
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse h, c->Get("/healthz"));
+  EXPECT_EQ(h.body, "ok");
+}
+
+TEST_F(HttpServerTest, BodyOverTheLimitIs413) {
+  server_options_.max_body_bytes = 1024;
+  StartServer();
+  RawSocket s(server_->port());
+  ASSERT_TRUE(s.connected());
+  ASSERT_TRUE(s.Send(absl::StrCat("POST /scheduler/filter HTTP/1.1\r\nHost: x\r\n"
+                                  "Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n",
+                                  std::string(5000, ' '))));
+  const std::string reply = s.ReadUntilClose();
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 413"));
+  EXPECT_THAT(reply, HasSubstr("larger than the limit of 1024 bytes"));
+  // A body within the limit still works on a new connection.
+  auto c = Client();
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse ok, c->Post("/scheduler/filter", "{}"));
+  EXPECT_EQ(ok.status, 400);
+}
+
+TEST_F(HttpServerTest, ExpectContinueIsAnsweredOrRefused) {
+  server_options_.max_body_bytes = 1024;
+  StartServer();
+  RawSocket big(server_->port());
+  ASSERT_TRUE(big.Send("POST /v1/claims HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n"
+                       "Expect: 100-continue\r\n\r\n"));
+  EXPECT_THAT(big.ReadUntilClose(), StartsWith("HTTP/1.1 413"));
+  RawSocket small(server_->port());
+  ASSERT_TRUE(small.Send("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                         "Expect: 100-continue\r\n\r\n"));
+  EXPECT_THAT(small.ReadUntil("\r\n\r\n"), StartsWith("HTTP/1.1 100 Continue"));
+  ASSERT_TRUE(small.Send("{}"));
+  EXPECT_THAT(small.ReadUntil("ok"), HasSubstr("HTTP/1.1 200"));
+}
+
+TEST_F(HttpServerTest, SlowHeadersAreCutOffByTheReadTimeout) {
+  server_options_.read_timeout = absl::Milliseconds(200);
+  StartServer();
+  RawSocket s(server_->port());
+  ASSERT_TRUE(s.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n"));  // ...never ends.
+  const absl::Time start = absl::Now();
+  bool timed_out = true;
+  const std::string reply = s.ReadUntilClose(&timed_out);
+  EXPECT_FALSE(timed_out) << "the server did not close the connection";
+  EXPECT_EQ(reply, "");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_F(HttpServerTest, IdleKeptAliveConnectionIsClosed) {
+  server_options_.idle_timeout = absl::Milliseconds(200);
+  StartServer();
+  RawSocket s(server_->port());
+  ASSERT_TRUE(s.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  bool timed_out = true;
+  const std::string reply = s.ReadUntilClose(&timed_out);
+  EXPECT_FALSE(timed_out);
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(reply, HasSubstr("ok"));
+}
+
+TEST_F(HttpServerTest, MalformedRequestLineIs400AndUnknownPathIs404) {
+  StartServer();
+  RawSocket bad(server_->port());
+  ASSERT_TRUE(bad.Send("GARBAGE\r\n\r\n"));
+  EXPECT_THAT(bad.ReadUntilClose(), StartsWith("HTTP/1.1 400"));
+  auto c = Client();
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse r, c->Post("/scheduler/nope", "{}"));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.body, R"({"error":"no such endpoint: POST /scheduler/nope","field":""})");
+}
+
+TEST_F(HttpServerTest, LongPollWakesOnChangeWithoutHoldingAWorker) {
+  server_options_.threads = 1;
+  TwoNodes();
+  StartServer();
+  ASSERT_OK_AND_ASSIGN(NodeAllocations now, allocator_->GetNodeAllocations("node-a"));
+  const std::string target = absl::StrCat("/v1/nodes/node-a/allocations?since=",
+                                          now.version, "&wait=30");
+  // Several parked polls on a one-thread server...
+  constexpr int kPolls = 4;
+  std::vector<std::thread> pollers;
+  std::vector<pdc::HttpResponse> answers(kPolls);
+  for (int i = 0; i < kPolls; ++i) {
+    pollers.emplace_back([&, i] {
+      auto c = Client();
+      auto r = c->Get(target);
+      if (r.ok()) answers[i] = *r;
+    });
+  }
+  ASSERT_TRUE(AwaitParked(kPolls));
+  // ...and the worker is still free for other requests.
+  auto c = Client();
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse h, c->Get("/healthz"));
+  EXPECT_EQ(h.body, "ok");
+  // A bind on node-a changes its allocations and wakes them all.
+  const absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse f,
+                       c->Post("/scheduler/filter",
+                               NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"})));
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse b,
+                       c->Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")));
+  EXPECT_EQ(b.body, R"({"Error":""})");
+  for (auto& t : pollers) t.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  for (const auto& a : answers) {
+    EXPECT_EQ(a.status, 200);
+    EXPECT_THAT(a.body, HasSubstr(R"("claim":"default/vm1-nvme")"));
+  }
+  EXPECT_EQ(notifier_.pending(), 0u);
+}
+
+TEST_F(HttpServerTest, LongPollAnswersWithCurrentStateWhenTimeIsUp) {
+  TwoNodes();
+  StartServer();
+  ASSERT_OK_AND_ASSIGN(NodeAllocations now, allocator_->GetNodeAllocations("node-a"));
+  auto c = Client();
+  ASSERT_OK_AND_ASSIGN(
+      pdc::HttpResponse r,
+      c->Get(absl::StrCat("/v1/nodes/node-a/allocations?since=", now.version, "&wait=0.2")));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, absl::StrCat(R"({"node":"node-a","version":)", now.version,
+                                 R"(,"claimed":[],"returnToHost":[]})"));
+  // An unrelated change wakes the poll, which then parks again.
+  RawSocket s(server_->port());
+  ASSERT_TRUE(s.Send(absl::StrCat("GET /v1/nodes/node-a/allocations?since=", now.version,
+                                  "&wait=0.5 HTTP/1.1\r\nHost: x\r\n\r\n")));
+  ASSERT_TRUE(AwaitParked(1));
+  Report("node-b", {Nvme("0000:3b:00.0", 12, "SNB0")});
+  notifier_.Bump();
+  EXPECT_THAT(s.ReadUntil("returnToHost"), StartsWith("HTTP/1.1 200"));
+}
+
+TEST_F(HttpServerTest, ShutdownAnswersParkedPollsAndStopsAccepting) {
+  TwoNodes();
+  StartServer();
+  const uint16_t port = server_->port();
+  ASSERT_OK_AND_ASSIGN(NodeAllocations now, allocator_->GetNodeAllocations("node-a"));
+  RawSocket poll(port);
+  ASSERT_TRUE(poll.Send(absl::StrCat("GET /v1/nodes/node-a/allocations?since=", now.version,
+                                     "&wait=60 HTTP/1.1\r\nHost: x\r\n\r\n")));
+  RawSocket idle(port);
+  ASSERT_TRUE(idle.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_THAT(idle.ReadUntil("ok"), StartsWith("HTTP/1.1 200"));
+  ASSERT_TRUE(AwaitParked(1));
+  const absl::Time start = absl::Now();
+  server_->Shutdown();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  const std::string answer = poll.ReadUntilClose();
+  EXPECT_THAT(answer, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(answer, HasSubstr("Connection: close"));
+  bool timed_out = true;
+  idle.ReadUntilClose(&timed_out);
+  EXPECT_FALSE(timed_out);
+  RawSocket late(port);
+  EXPECT_FALSE(late.connected());
+}
+
+}  // namespace
+}  // namespace pdc::extender::testing
