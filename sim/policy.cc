@@ -1,0 +1,23 @@
+#include "sim/policy.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+
+namespace pdc::sim {
+
+const std::vector<std::string>& AllPolicyNames() {
+  static const auto* names =
+      new std::vector<std::string>{"device-plugin", "dra", "pdc"};
+  return *names;
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> NewPolicy(std::string_view name,
+                                                  const PolicyContext& ctx) {
+  if (name == "device-plugin") return NewDevicePluginPolicy(ctx);
+  if (name == "dra") return NewDraPolicy(ctx);
+  if (name == "pdc") return NewPdcPolicy(ctx);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown policy \"", Sv(name), "\" (known: device-plugin, dra, pdc)"));
+}
+
+}  // namespace pdc::sim

@@ -1,0 +1,102 @@
+// A device-placement policy under comparison. The engine (simulation.h) owns
+// simulated time, the workload and Kubernetes' view of the cluster
+// (ClusterState); a policy only decides where a VM's pod goes and which
+// devices it gets, and hears about stops, deletions and failures.
+//   device-plugin  KubeVirt today (policy_device_plugin.cc)
+//   dra            Kubernetes >= 1.31 DRA (policy_dra.cc)
+//   pdc            this project, through the real allocator (policy_pdc.cc)
+// Thread-safety: not synchronised; a policy lives in one simulation run.
+#ifndef PDC_SIM_POLICY_H_
+#define PDC_SIM_POLICY_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "sim/cluster.h"
+#include "sim/cluster_state.h"
+#include "sim/rng.h"
+#include "sim/scenario.h"
+
+namespace pdc::sim {
+
+struct VmInfo {
+  int id = 0;
+  std::string name;
+  int group = 0;
+  VmShape shape;
+  bool explicit_claims = false;
+};
+
+struct Placement {
+  bool placed = false;
+  int node = -1;
+  std::vector<int> devices;  // Device indices, ascending.
+  // Why not placed: a short, low-cardinality phrase for the report.
+  std::string reason;
+  // For the simulated latency: nodes kube-scheduler looked at, nodes an
+  // extender had to judge, extender round trips.
+  int nodes_scanned = 0;
+  int extender_nodes = 0;
+  int extender_calls = 0;
+};
+
+struct PolicyContext {
+  const Scenario* scenario = nullptr;
+  const Cluster* cluster = nullptr;
+  const ClusterState* state = nullptr;
+  const Clock* clock = nullptr;  // Simulated time, for the allocator.
+  uint64_t seed = 0;             // Of this policy's own random stream.
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string_view name() const = 0;
+
+  virtual absl::Status OnVmCreated(const VmInfo& vm) { return absl::OkStatus(); }
+  // One scheduling attempt for the VM's pod `pod_uid` (one pod per start
+  // request; retries reuse it). A placement must use devices that are free
+  // in ClusterState; the engine checks that and applies it.
+  virtual absl::StatusOr<Placement> Place(const VmInfo& vm,
+                                          const std::string& pod_name,
+                                          const std::string& pod_uid) = 0;
+  // The VM's pod is gone (stopped, killed by a failure, or deleted).
+  virtual absl::Status OnVmStopped(const VmInfo& vm, const std::string& pod_uid) {
+    return absl::OkStatus();
+  }
+  virtual absl::Status OnVmDeleted(const VmInfo& vm) { return absl::OkStatus(); }
+  virtual absl::Status OnNodeDown(int node) { return absl::OkStatus(); }
+  virtual absl::Status OnNodeUp(int node) { return absl::OkStatus(); }
+  virtual absl::Status OnDeviceHealth(int device, bool healthy) {
+    return absl::OkStatus();
+  }
+
+  // Devices kept for a VM that is not running (pdc's bound claims of stopped
+  // VMs); they are free for Kubernetes but not for other VMs.
+  virtual bool Holds(int device) const { return false; }
+  // True when VM-device associations outlive pods (pdc's claims).
+  virtual bool HasPersistentClaims() const { return false; }
+  // Claims currently Lost (pdc); 0 for policies without persistent claims.
+  virtual int LostClaims() const { return 0; }
+  // Cross-checks the policy's own state against its engine, once per
+  // sample; a mismatch is an Internal error.
+  virtual absl::Status CheckConsistency() const { return absl::OkStatus(); }
+};
+
+std::unique_ptr<Policy> NewDevicePluginPolicy(const PolicyContext& ctx);
+std::unique_ptr<Policy> NewDraPolicy(const PolicyContext& ctx);
+absl::StatusOr<std::unique_ptr<Policy>> NewPdcPolicy(const PolicyContext& ctx);
+
+// The names accepted by --policies, in report order.
+const std::vector<std::string>& AllPolicyNames();
+absl::StatusOr<std::unique_ptr<Policy>> NewPolicy(std::string_view name,
+                                                  const PolicyContext& ctx);
+
+}  // namespace pdc::sim
+
+#endif  // PDC_SIM_POLICY_H_

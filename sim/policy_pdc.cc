@@ -1,0 +1,265 @@
+// `pdc`: this project. kube-scheduler (the shared model, with the
+// percentageOfNodesToScore pdc ships) finds the feasible nodes, then calls
+// the pdc extender the way it calls any extender: Filter, then Score
+// (weighted into the plugin scores as kube-scheduler does: score * weight *
+// MaxNodeScore/MaxExtenderPriority), then Bind on the chosen host. All of it
+// goes through the real allocator core (allocator/allocator.h) on a
+// MemoryStore and the simulated clock; nothing here re-implements a pdc
+// decision. Node failure is RemoveNode, recovery ReplaceInventory with the
+// node's full inventory, device failure an inventory with that device
+// unhealthy. Nodes never go stale on their own (no heartbeats are
+// simulated), so `node_stale_after` is set beyond any run's length.
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "allocator/allocator.h"
+#include "allocator/memory_store.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "sim/kube_scheduler.h"
+#include "sim/policy.h"
+
+namespace pdc::sim {
+namespace {
+
+class PdcPolicy final : public Policy {
+ public:
+  explicit PdcPolicy(const PolicyContext& ctx)
+      : ctx_(ctx),
+        rng_(ctx.seed),
+        kube_(ctx.state, ctx.scenario->scheduler.pdc_percentage_of_nodes_to_score, &rng_),
+        held_by_(ctx.cluster->devices.size(), -1) {}
+
+  absl::Status Init() {
+    AllocatorOptions options;
+    options.device_classes = ctx_.cluster->DeviceClasses(*ctx_.scenario);
+    options.node_stale_after = absl::Hours(24 * 365 * 100);
+    options.scoring = ctx_.scenario->scheduler.pdc_spread ? ScoringPolicy::kSpread
+                                                          : ScoringPolicy::kBinPack;
+    ASSIGN_OR_RETURN(allocator_, Allocator::Open(options, &store_, ctx_.clock));
+    for (size_t n = 0; n < ctx_.cluster->nodes.size(); ++n) {
+      node_index_[ctx_.cluster->nodes[n].name] = static_cast<int>(n);
+      RETURN_IF_ERROR(allocator_->ReplaceInventory(
+          ctx_.cluster->Inventory(static_cast<int>(n), ctx_.state->device_healthy)));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string_view name() const override { return "pdc"; }
+
+  absl::Status OnVmCreated(const VmInfo& vm) override {
+    if (!vm.explicit_claims) return absl::OkStatus();
+    ClaimSpec spec;
+    spec.resource_name = ctx_.cluster->class_names[vm.shape.class_index];
+    spec.count = vm.shape.device_count;
+    ClaimKey key{ctx_.scenario->ns, ExplicitClaimName(vm)};
+    ASSIGN_OR_RETURN(Claim claim, allocator_->CreateClaim(key, spec));
+    (void)claim;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Placement> Place(const VmInfo& vm, const std::string& pod_name,
+                                  const std::string& pod_uid) override {
+    Placement p;
+    SchedulingRequest req = Request(vm, pod_name, pod_uid);
+    const int pinned = ctx_.scenario->scheduler.pdc_node_affinity ? BoundNode(req) : -1;
+    if (pinned >= 0) {
+      p.nodes_scanned = 1;
+      kube_.FeasiblePinned(pinned, vm.shape, &feasible_, &p.reason);
+    } else {
+      kube_.FindFeasible(vm.shape, &feasible_, &p.nodes_scanned, &p.reason);
+    }
+    if (feasible_.empty()) return p;
+    names_.clear();
+    for (int n : feasible_) names_.push_back(ctx_.cluster->nodes[n].name);
+    p.extender_nodes = static_cast<int>(names_.size());
+    p.extender_calls = 1;
+    FilterResult filter = allocator_->Filter(req, names_);
+    fits_.clear();
+    fit_names_.clear();
+    std::map<FilterReason, int> reasons;
+    for (size_t i = 0; i < filter.nodes.size(); ++i) {
+      if (filter.nodes[i].verdict == Verdict::kFits) {
+        fits_.push_back(feasible_[i]);
+        fit_names_.push_back(names_[i]);
+      } else {
+        ++reasons[filter.nodes[i].reason];
+      }
+    }
+    if (fits_.empty()) {
+      // The most common reason across candidate nodes; ties: enum order.
+      auto top = std::max_element(reasons.begin(), reasons.end(),
+                                  [](const auto& a, const auto& b) {
+                                    return a.second < b.second;
+                                  });
+      p.reason = top == reasons.end()
+                     ? "pdc: no verdict"
+                     : absl::StrCat("pdc: ", Sv(ToString(top->first)));
+      return p;
+    }
+    std::vector<int> ext = allocator_->Score(req, fit_names_);
+    p.extender_nodes += static_cast<int>(fit_names_.size());
+    ++p.extender_calls;
+    scores_.clear();
+    const int64_t weight = ctx_.scenario->scheduler.extender_weight;
+    for (size_t i = 0; i < fits_.size(); ++i) {
+      // MaxNodeScore (100) / MaxExtenderPriority (10) = 10.
+      scores_.push_back(kube_.Score(fits_[i], vm.shape) + ext[i] * weight * 10);
+    }
+    const size_t host = kube_.SelectHost(scores_);
+    p.node = fits_[host];
+    ++p.extender_calls;
+    absl::StatusOr<BindOutcome> bound = allocator_->Bind(req, fit_names_[host]);
+    if (!bound.ok()) {
+      p.node = -1;
+      p.reason = absl::StrCat("pdc bind: ", absl::StatusCodeToString(bound.status().code()));
+      return p;
+    }
+    for (int d : devices_of_[vm.id]) held_by_[d] = -1;
+    std::vector<ClaimKey>& keys = claims_of_[vm.id];
+    keys.clear();
+    for (const BoundClaim& c : bound->claims) {
+      keys.push_back(c.key);
+      for (const PciAddress& a : c.devices) {
+        const int d = ctx_.cluster->FindDevice(p.node, a);
+        if (d < 0) {
+          return absl::InternalError(absl::StrCat("pdc bound unknown device ",
+                                                  a.ToString(), " on ", bound->node));
+        }
+        p.devices.push_back(d);
+        held_by_[d] = vm.id;
+      }
+    }
+    std::sort(p.devices.begin(), p.devices.end());
+    devices_of_[vm.id] = p.devices;
+    p.placed = true;
+    p.reason.clear();
+    if (allocator_->CheckpointDue()) RETURN_IF_ERROR(allocator_->Checkpoint());
+    return p;
+  }
+
+  absl::Status OnVmStopped(const VmInfo& vm, const std::string& pod_uid) override {
+    auto it = claims_of_.find(vm.id);
+    if (it == claims_of_.end()) return absl::OkStatus();
+    for (const ClaimKey& key : it->second) {
+      absl::Status s = allocator_->Release(key, pod_uid);
+      // A claim whose node was removed may refuse; the pod is gone anyway.
+      if (!s.ok() && !absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status OnVmDeleted(const VmInfo& vm) override {
+    std::vector<ClaimKey> keys;
+    if (auto it = claims_of_.find(vm.id); it != claims_of_.end()) {
+      keys = std::move(it->second);
+      claims_of_.erase(it);
+    }
+    if (vm.explicit_claims && keys.empty()) {
+      keys.push_back(ClaimKey{ctx_.scenario->ns, ExplicitClaimName(vm)});
+    }
+    // Template claims are owned by the VM and go with it; the explicit one is
+    // deleted with it too so that the device returns to the pool.
+    for (const ClaimKey& key : keys) {
+      absl::Status s = allocator_->DeleteClaim(key, /*force=*/true);
+      if (!s.ok() && !absl::IsNotFound(s)) return s;
+    }
+    if (auto it = devices_of_.find(vm.id); it != devices_of_.end()) {
+      for (int d : it->second) held_by_[d] = -1;
+      devices_of_.erase(it);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status OnNodeDown(int node) override {
+    return allocator_->RemoveNode(ctx_.cluster->nodes[node].name);
+  }
+  absl::Status OnNodeUp(int node) override {
+    return allocator_->ReplaceInventory(
+        ctx_.cluster->Inventory(node, ctx_.state->device_healthy));
+  }
+  absl::Status OnDeviceHealth(int device, bool healthy) override {
+    const int node = ctx_.cluster->devices[device].node;
+    if (!ctx_.state->node_up[node]) return absl::OkStatus();
+    return allocator_->ReplaceInventory(
+        ctx_.cluster->Inventory(node, ctx_.state->device_healthy));
+  }
+
+  bool HasPersistentClaims() const override { return true; }
+  bool Holds(int device) const override { return held_by_[device] >= 0; }
+  int LostClaims() const override {
+    return static_cast<int>(allocator_->Stats().claims_lost);
+  }
+
+  absl::Status CheckConsistency() const override {
+    RETURN_IF_ERROR(allocator_->Health());
+    AllocatorStats stats = allocator_->Stats();
+    if (stats.claims_lost != 0) return absl::OkStatus();
+    size_t held = 0;
+    for (int h : held_by_) held += h >= 0;
+    if (held != stats.devices_allocated) {
+      return absl::InternalError(absl::StrCat(
+          "pdc: the simulator tracks ", held, " claimed devices, the allocator ",
+          stats.devices_allocated));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string ExplicitClaimName(const VmInfo& vm) const {
+    return absl::StrCat(vm.name, "-data");
+  }
+
+  // The node all of the request's claims are bound to (kept while Lost), or
+  // -1 when some claim is not bound yet. Asks the allocator (Resolve), the
+  // way a webhook adding node affinity would.
+  int BoundNode(const SchedulingRequest& req) const {
+    absl::StatusOr<std::vector<ResolvedClaim>> claims = allocator_->Resolve(req);
+    if (!claims.ok() || claims->empty()) return -1;
+    std::string node;
+    for (const ResolvedClaim& c : *claims) {
+      if (!c.exists || c.claim.status.node.empty()) return -1;
+      if (!node.empty() && node != c.claim.status.node) return -1;
+      node = c.claim.status.node;
+    }
+    auto it = node_index_.find(node);
+    return it == node_index_.end() ? -1 : it->second;
+  }
+
+  SchedulingRequest Request(const VmInfo& vm, const std::string& pod_name,
+                            const std::string& pod_uid) const {
+    SchedulingRequest req;
+    req.ns = ctx_.scenario->ns;
+    req.vm = vm.name;
+    req.pod_name = pod_name;
+    req.pod_uid = pod_uid;
+    if (vm.explicit_claims) req.claim_names.push_back(ExplicitClaimName(vm));
+    req.resources.emplace_back(ctx_.cluster->class_names[vm.shape.class_index],
+                               vm.shape.device_count);
+    return req;
+  }
+
+  PolicyContext ctx_;
+  Rng rng_;
+  KubeSchedulerModel kube_;
+  MemoryStore store_;
+  std::unique_ptr<Allocator> allocator_;
+  std::vector<int> held_by_;  // VM whose bound claim has the device, -1 none.
+  std::map<std::string, int> node_index_;
+  std::map<int, std::vector<ClaimKey>> claims_of_;  // VM -> its claims.
+  std::map<int, std::vector<int>> devices_of_;      // VM -> held devices.
+  std::vector<int> feasible_, fits_;
+  std::vector<std::string_view> names_, fit_names_;
+  std::vector<int64_t> scores_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Policy>> NewPdcPolicy(const PolicyContext& ctx) {
+  auto p = std::make_unique<PdcPolicy>(ctx);
+  RETURN_IF_ERROR(p->Init());
+  return p;
+}
+
+}  // namespace pdc::sim

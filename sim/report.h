@@ -1,0 +1,36 @@
+// What a run produces for people: a table for the terminal, CSV and JSON
+// files for tools, SVG charts (same-device rate over time, device
+// utilisation). All text is built from ordered data with fixed number
+// formats and no wall-clock time, so the same seed gives the same bytes.
+// Thread-safety: pure functions, except WriteReport which writes files.
+#ifndef PDC_SIM_REPORT_H_
+#define PDC_SIM_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "sim/metrics.h"
+
+namespace pdc::sim {
+
+std::string FormatTable(const RunSummary& run);
+std::string SummaryCsv(const RunSummary& run);
+std::string SummaryJson(const RunSummary& run);
+std::string SeriesCsv(const RunSummary& run);
+std::string ReasonsCsv(const RunSummary& run);
+std::string SameDeviceChart(const RunSummary& run);
+std::string UtilizationChart(const RunSummary& run);
+
+// Writes summary.csv, summary.json, timeseries.csv, reasons.csv,
+// same_device.svg and utilization.svg into `dir` (created if missing);
+// `written` gets the file names in that order.
+absl::Status WriteReport(const RunSummary& run, const std::string& dir,
+                         std::vector<std::string>* written);
+
+// Fixed colours per policy, so charts read the same in every run.
+std::string PolicyColor(const std::string& policy);
+
+}  // namespace pdc::sim
+
+#endif  // PDC_SIM_REPORT_H_
