@@ -2,12 +2,15 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <fstream>
 #include <memory>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/extender/client/test_certs.h"
 #include "tests/extender/client/test_http_server.h"
+#include "tests/testing/temp_dir.h"
 #include "tests/testing/status_matchers.h"
 
 namespace pdc {
@@ -167,6 +170,60 @@ TEST(HttpClientTest, UnknownMethodIsInvalidArgument) {
   auto client = MakeClient(server.url());
   EXPECT_THAT(client->Do("FETCH", "/"),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(HttpClientTest, HttpsVerifiesTheServerAgainstTheCaFile) {
+  TestHttpServer server(Echo, pdc::testing::TestTlsConfig{
+                                  pdc::testing::kTestServerCert,
+                                  pdc::testing::kTestServerKey});
+  pdc::testing::TempDir dir;
+  const std::string ca = dir.Join("ca.pem");
+  const std::string other = dir.Join("other.pem");
+  std::ofstream(ca) << pdc::testing::kTestServerCert;
+  std::ofstream(other) << pdc::testing::kTestOtherCert;
+
+  HttpClientOptions o;
+  o.base_url = server.url();
+  o.ca_file = ca;
+  o.bearer_token = "t";
+  ASSERT_OK_AND_ASSIGN(auto client, HttpClient::Create(o));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(HttpResponse r, client->Post("/tls", "b"));
+    EXPECT_EQ(r.body, "POST /tls b");
+  }
+  EXPECT_EQ(server.connections(), 1);  // Kept alive over TLS too.
+  EXPECT_EQ(server.requests().at(0).authorization, "Bearer t");
+
+  o.ca_file = other;  // Not the server's issuer: the handshake must fail.
+  ASSERT_OK_AND_ASSIGN(auto untrusting, HttpClient::Create(o));
+  EXPECT_THAT(untrusting->Get("/tls"),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("TLS handshake with pdc-extender at " +
+                                 server.url() + " failed")));
+}
+
+TEST(HttpClientTest, HttpsReconnectsAfterTheServerClosedTheConnection) {
+  TestHttpServer server(
+      [](const TestRequest& r) {
+        TestReply reply = Echo(r);
+        reply.close_after = true;
+        return reply;
+      },
+      pdc::testing::TestTlsConfig{pdc::testing::kTestServerCert,
+                                  pdc::testing::kTestServerKey});
+  pdc::testing::TempDir dir;
+  const std::string ca = dir.Join("ca.pem");
+  std::ofstream(ca) << pdc::testing::kTestServerCert;
+  HttpClientOptions o;
+  o.base_url = server.url();
+  o.ca_file = ca;
+  ASSERT_OK_AND_ASSIGN(auto client, HttpClient::Create(o));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(HttpResponse r, client->Get("/x"));
+    EXPECT_EQ(r.status, 200);
+  }
+  EXPECT_EQ(server.connections(), 2);
+  EXPECT_EQ(server.requests().size(), 2u);
 }
 
 }  // namespace

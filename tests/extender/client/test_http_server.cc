@@ -5,23 +5,36 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 namespace pdc::testing {
 
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
 using tcp = boost::asio::ip::tcp;
 
 struct TestHttpServer::State {
   net::io_context ioc;
   tcp::acceptor acceptor{ioc};
+  std::optional<ssl::context> tls;
 };
 
-TestHttpServer::TestHttpServer(Handler handler)
+TestHttpServer::TestHttpServer(Handler handler,
+                               std::optional<TestTlsConfig> tls)
     : handler_(std::move(handler)), state_(std::make_unique<State>()) {
+  if (tls.has_value()) {
+    state_->tls.emplace(ssl::context::tls_server);
+    state_->tls->use_certificate_chain(
+        net::buffer(tls->cert_pem.data(), tls->cert_pem.size()));
+    state_->tls->use_private_key(
+        net::buffer(tls->key_pem.data(), tls->key_pem.size()),
+        ssl::context::pem);
+  }
   const tcp::endpoint ep(net::ip::make_address("127.0.0.1"), 0);
   state_->acceptor.open(ep.protocol());
   state_->acceptor.set_option(net::socket_base::reuse_address(true));
@@ -55,7 +68,8 @@ TestHttpServer::~TestHttpServer() {
 }
 
 std::string TestHttpServer::url() const {
-  return "http://127.0.0.1:" + std::to_string(port_);
+  return std::string(state_->tls ? "https" : "http") + "://127.0.0.1:" +
+         std::to_string(port_);
 }
 
 int TestHttpServer::connections() const {
@@ -84,8 +98,30 @@ void TestHttpServer::AcceptLoop() {
 }
 
 void TestHttpServer::Serve(int fd, int connection) {
+  // Forgets fd while its socket still owns it, so the destructor's
+  // shutdown() never hits a descriptor number reused by someone else.
+  auto forget = [&] {
+    absl::MutexLock lock(&mu_);
+    open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd),
+                    open_fds_.end());
+  };
   net::io_context ioc;
-  tcp::socket socket(ioc, tcp::v4(), fd);
+  if (state_->tls) {
+    ssl::stream<tcp::socket> stream(ioc, *state_->tls);
+    stream.next_layer().assign(tcp::v4(), fd);
+    boost::system::error_code ec;
+    stream.handshake(ssl::stream_base::server, ec);
+    if (!ec) ServeStream(stream, connection);
+    forget();
+  } else {
+    tcp::socket socket(ioc, tcp::v4(), fd);
+    ServeStream(socket, connection);
+    forget();
+  }
+}
+
+template <typename Stream>
+void TestHttpServer::ServeStream(Stream& socket, int connection) {
   beast::flat_buffer buffer;
   for (;;) {
     http::request<http::string_body> req;
@@ -118,11 +154,6 @@ void TestHttpServer::Serve(int fd, int connection) {
     http::write(socket, res, ec);
     if (ec || reply.close_after) break;
   }
-  absl::MutexLock lock(&mu_);
-  open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd),
-                  open_fds_.end());
-  boost::system::error_code ignored;
-  socket.close(ignored);
 }
 
 }  // namespace pdc::testing

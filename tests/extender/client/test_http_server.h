@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,14 +38,21 @@ struct TestReply {
   bool hang = false;
 };
 
+// PEM certificate chain and key: the server speaks HTTPS.
+struct TestTlsConfig {
+  std::string cert_pem;
+  std::string key_pem;
+};
+
 class TestHttpServer {
  public:
   using Handler = std::function<TestReply(const TestRequest&)>;
-  explicit TestHttpServer(Handler handler);
+  explicit TestHttpServer(Handler handler,
+                          std::optional<TestTlsConfig> tls = std::nullopt);
   ~TestHttpServer();
 
   uint16_t port() const { return port_; }
-  std::string url() const;  // http://127.0.0.1:<port>
+  std::string url() const;  // http(s)://127.0.0.1:<port>
   int connections() const;
   std::vector<TestRequest> requests() const;
 
@@ -52,6 +60,8 @@ class TestHttpServer {
   struct State;
   void AcceptLoop();
   void Serve(int fd, int connection);
+  template <typename Stream>
+  void ServeStream(Stream& stream, int connection);
 
   Handler handler_;
   std::unique_ptr<State> state_;
