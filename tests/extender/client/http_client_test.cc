@@ -10,8 +10,8 @@
 #include "gtest/gtest.h"
 #include "tests/extender/client/test_certs.h"
 #include "tests/extender/client/test_http_server.h"
-#include "tests/testing/temp_dir.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/temp_dir.h"
 
 namespace pdc {
 namespace {
@@ -173,9 +173,9 @@ TEST(HttpClientTest, UnknownMethodIsInvalidArgument) {
 }
 
 TEST(HttpClientTest, HttpsVerifiesTheServerAgainstTheCaFile) {
-  TestHttpServer server(Echo, pdc::testing::TestTlsConfig{
-                                  pdc::testing::kTestServerCert,
-                                  pdc::testing::kTestServerKey});
+  TestHttpServer server(
+      Echo, pdc::testing::TestTlsConfig{pdc::testing::kTestServerCert,
+                                        pdc::testing::kTestServerKey});
   pdc::testing::TempDir dir;
   const std::string ca = dir.Join("ca.pem");
   const std::string other = dir.Join("other.pem");

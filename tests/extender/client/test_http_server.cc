@@ -68,8 +68,8 @@ TestHttpServer::~TestHttpServer() {
 }
 
 std::string TestHttpServer::url() const {
-  return std::string(state_->tls ? "https" : "http") + "://127.0.0.1:" +
-         std::to_string(port_);
+  return std::string(state_->tls ? "https" : "http") +
+         "://127.0.0.1:" + std::to_string(port_);
 }
 
 int TestHttpServer::connections() const {
