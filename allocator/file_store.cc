@@ -30,7 +30,8 @@ absl::Status RecordLoss(std::string_view what, const std::string& path,
 
 absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(
     const std::string& dir, FileStoreOptions options) {
-  wal::FileOps* ops = options.file_ops ? options.file_ops : wal::FileOps::Default();
+  wal::FileOps* ops =
+      options.file_ops ? options.file_ops : wal::FileOps::Default();
   struct stat st;
   const bool existed = ::stat(dir.c_str(), &st) == 0;
   RETURN_IF_ERROR(MakeDirectories(dir));
@@ -39,8 +40,8 @@ absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(
     // is acknowledged.
     const size_t slash = dir.find_last_of('/');
     const std::string parent = slash == std::string::npos ? "."
-                               : slash == 0              ? "/"
-                                                         : dir.substr(0, slash);
+                               : slash == 0               ? "/"
+                                            : dir.substr(0, slash);
     RETURN_IF_ERROR(ops->SyncDirectory(parent));
   }
   const std::string lock_path = dir + "/" + kLockFileName;
@@ -51,8 +52,8 @@ absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Open(
     ::close(fd);
     if (err == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "data directory ", dir, " is in use by another pdc store (", lock_path,
-          " is locked)"));
+          "data directory ", dir, " is in use by another pdc store (",
+          lock_path, " is locked)"));
     }
     return ErrnoStatus("flock", lock_path, err);
   }
@@ -76,7 +77,8 @@ std::string FileStore::PathOf(const std::string& name) const {
 absl::StatusOr<RecoveryReport> FileStore::Recover(const RecordVisitor& apply) {
   {
     absl::MutexLock lock(&mu_);
-    if (recovered_) return absl::FailedPreconditionError("Recover called twice");
+    if (recovered_)
+      return absl::FailedPreconditionError("Recover called twice");
   }
   ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(dir_));
   std::vector<uint64_t> segments;
@@ -87,7 +89,8 @@ absl::StatusOr<RecoveryReport> FileStore::Recover(const RecordVisitor& apply) {
       segments.push_back(*first);
     } else if (auto rev = wal::ParseSnapshotFileName(name)) {
       snapshots.push_back(*rev);
-    } else if (absl::StartsWith(name, "snapshot-") && absl::EndsWith(name, ".tmp")) {
+    } else if (absl::StartsWith(name, "snapshot-") &&
+               absl::EndsWith(name, ".tmp")) {
       temps.push_back(name);
     }
   }
@@ -101,7 +104,8 @@ absl::StatusOr<RecoveryReport> FileStore::Recover(const RecordVisitor& apply) {
     const uint64_t revision = snapshots.back();
     const std::string path = PathOf(wal::SnapshotFileName(revision));
     ASSIGN_OR_RETURN(std::string file, ReadFileToString(path));
-    ASSIGN_OR_RETURN(std::string_view payload, wal::DecodeSnapshotFile(file, path));
+    ASSIGN_OR_RETURN(std::string_view payload,
+                     wal::DecodeSnapshotFile(file, path));
     absl::StatusOr<Record> snapshot = DecodeRecord(payload);
     if (!snapshot.ok()) {
       return RecordLoss("snapshot", path, wal::kSnapshotHeaderSize,
@@ -127,12 +131,13 @@ absl::StatusOr<RecoveryReport> FileStore::Recover(const RecordVisitor& apply) {
   uint64_t created = 0;
   if (!segments.empty()) {
     tail_first = segments.back();
-    ASSIGN_OR_RETURN(writer,
-                     wal::SegmentWriter::OpenForAppend(
-                         PathOf(wal::SegmentFileName(tail_first)), tail_size, ops_));
+    ASSIGN_OR_RETURN(
+        writer, wal::SegmentWriter::OpenForAppend(
+                    PathOf(wal::SegmentFileName(tail_first)), tail_size, ops_));
   } else {
-    ASSIGN_OR_RETURN(writer, wal::SegmentWriter::Create(
-                                 PathOf(wal::SegmentFileName(tail_first)), ops_));
+    ASSIGN_OR_RETURN(writer,
+                     wal::SegmentWriter::Create(
+                         PathOf(wal::SegmentFileName(tail_first)), ops_));
     RETURN_IF_ERROR(ops_->SyncDirectory(dir_));
     created = 1;
   }
@@ -177,9 +182,10 @@ absl::Status FileStore::ReplaySegments(const std::vector<uint64_t>& segments,
     const wal::SegmentScan scan = wal::ScanSegment(data);
     for (const wal::Frame& frame : scan.frames) {
       if (frame.offset == 0 && frame.revision != segments[i]) {
-        return RecordLoss("log segment", path, 0,
-                          absl::StrCat("first record has revision ", frame.revision,
-                                       ", the file name says ", segments[i]));
+        return RecordLoss(
+            "log segment", path, 0,
+            absl::StrCat("first record has revision ", frame.revision,
+                         ", the file name says ", segments[i]));
       }
       if (frame.revision <= report->last_revision) {
         if (frame.revision <= snapshot) continue;  // In the snapshot.
@@ -189,10 +195,10 @@ absl::Status FileStore::ReplaySegments(const std::vector<uint64_t>& segments,
                                        report->last_revision));
       }
       if (frame.revision != report->last_revision + 1) {
-        return RecordLoss("log segment", path, frame.offset,
-                          absl::StrCat("revision gap: expected ",
-                                       report->last_revision + 1, ", found ",
-                                       frame.revision));
+        return RecordLoss(
+            "log segment", path, frame.offset,
+            absl::StrCat("revision gap: expected ", report->last_revision + 1,
+                         ", found ", frame.revision));
       }
       absl::StatusOr<Record> record = DecodeRecord(frame.payload);
       if (!record.ok()) {
@@ -200,9 +206,10 @@ absl::Status FileStore::ReplaySegments(const std::vector<uint64_t>& segments,
                           StdSv(record.status().message()));
       }
       if (record->revision != frame.revision) {
-        return RecordLoss("log segment", path, frame.offset,
-                          absl::StrCat("record holds revision ", record->revision,
-                                       ", its frame says ", frame.revision));
+        return RecordLoss(
+            "log segment", path, frame.offset,
+            absl::StrCat("record holds revision ", record->revision,
+                         ", its frame says ", frame.revision));
       }
       RETURN_IF_ERROR(apply(*record));
       report->last_revision = frame.revision;
@@ -216,16 +223,17 @@ absl::Status FileStore::ReplaySegments(const std::vector<uint64_t>& segments,
         return RecordLoss(
             "log segment", path, scan.bad_offset,
             absl::StrCat(scan.problem, "; a valid record follows at offset ",
-                         scan.next_valid, ", so this is corruption, not a torn write"));
+                         scan.next_valid,
+                         ", so this is corruption, not a torn write"));
       case wal::SegmentEnd::kTorn:
         if (!last) {
-          return RecordLoss("log segment", path, scan.bad_offset,
-                            absl::StrCat(scan.problem,
-                                         " in a segment that is not the last"));
+          return RecordLoss(
+              "log segment", path, scan.bad_offset,
+              absl::StrCat(scan.problem, " in a segment that is not the last"));
         }
-        report->torn_tail =
-            absl::StrCat(path, " at offset ", scan.bad_offset, ": dropped ",
-                         data.size() - scan.bad_offset, " bytes (", scan.problem, ")");
+        report->torn_tail = absl::StrCat(
+            path, " at offset ", scan.bad_offset, ": dropped ",
+            data.size() - scan.bad_offset, " bytes (", scan.problem, ")");
         *tail_size = scan.bad_offset;
         break;
     }
@@ -247,13 +255,15 @@ absl::StatusOr<Store::Ticket> FileStore::Append(const Record& record) {
   wal::AppendFrame(record.revision, payload, &frame);
 
   absl::MutexLock lock(&mu_);
-  if (!recovered_) return absl::FailedPreconditionError("Append before Recover");
+  if (!recovered_)
+    return absl::FailedPreconditionError("Append before Recover");
   RETURN_IF_ERROR(failed_);
   if (record.revision != last_revision_ + 1) {
-    return absl::InternalError(absl::StrCat("append of revision ", record.revision,
-                                            " after ", last_revision_));
+    return absl::InternalError(absl::StrCat(
+        "append of revision ", record.revision, " after ", last_revision_));
   }
-  if (pending_.empty()) pending_.push_back(Batch{record.revision, false, 0, {}});
+  if (pending_.empty())
+    pending_.push_back(Batch{record.revision, false, 0, {}});
   Batch& batch = pending_.back();
   batch.frames.append(frame);
   ++batch.records;
@@ -332,9 +342,10 @@ absl::Status FileStore::WriteBatches(const std::deque<Batch>& batches,
         ++delta->syncs;
         dirty = false;
       }
-      ASSIGN_OR_RETURN(writer_, wal::SegmentWriter::Create(
-                                    PathOf(wal::SegmentFileName(batch.first_revision)),
-                                    ops_));
+      ASSIGN_OR_RETURN(
+          writer_,
+          wal::SegmentWriter::Create(
+              PathOf(wal::SegmentFileName(batch.first_revision)), ops_));
       RETURN_IF_ERROR(ops_->SyncDirectory(dir_));
       ++delta->segments_created;
       *active_segment = batch.first_revision;
@@ -362,11 +373,13 @@ uint64_t FileStore::RecordsSinceCheckpoint() const {
 
 absl::Status FileStore::BeginCheckpoint(uint64_t revision) {
   absl::MutexLock lock(&mu_);
-  if (!recovered_) return absl::FailedPreconditionError("checkpoint before Recover");
+  if (!recovered_)
+    return absl::FailedPreconditionError("checkpoint before Recover");
   RETURN_IF_ERROR(failed_);
   if (revision != last_revision_) {
     return absl::InternalError(absl::StrCat("checkpoint at revision ", revision,
-                                            ", last append is ", last_revision_));
+                                            ", last append is ",
+                                            last_revision_));
   }
   checkpoint_revision_ = revision;
   // Nothing was appended since the last rotation: that segment starts at
@@ -382,7 +395,8 @@ absl::Status FileStore::WriteCheckpoint(const Record& snapshot) {
   const uint64_t revision = snapshot.revision;
   {
     absl::MutexLock lock(&mu_);
-    if (!recovered_) return absl::FailedPreconditionError("checkpoint before Recover");
+    if (!recovered_)
+      return absl::FailedPreconditionError("checkpoint before Recover");
     if (revision > last_revision_) {
       return absl::InternalError(absl::StrCat("snapshot at revision ", revision,
                                               " is ahead of the log at ",
@@ -415,7 +429,8 @@ absl::Status FileStore::DeleteCovered(uint64_t revision) {
   for (const std::string& name : names) {
     if (auto first = wal::ParseSegmentFileName(name)) {
       segments.push_back(*first);
-    } else if (auto rev = wal::ParseSnapshotFileName(name); rev && *rev < revision) {
+    } else if (auto rev = wal::ParseSnapshotFileName(name);
+               rev && *rev < revision) {
       doomed.push_back(name);
     }
   }

@@ -31,12 +31,14 @@ void PutFixed64(char* p, uint64_t v) {
 }
 uint32_t GetFixed32(const char* p) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
   return v;
 }
 uint64_t GetFixed64(const char* p) {
   uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
   return v;
 }
 
@@ -54,7 +56,8 @@ std::optional<Frame> FrameAt(std::string_view data, size_t pos,
     return std::nullopt;
   }
   const char* h = data.data() + pos;
-  if (crc32c::Unmask(GetFixed32(h)) != crc32c::Extend(0, h + 4, kHeaderSize - 4)) {
+  if (crc32c::Unmask(GetFixed32(h)) !=
+      crc32c::Extend(0, h + 4, kHeaderSize - 4)) {
     if (problem) *problem = "header checksum mismatch";
     return std::nullopt;
   }
@@ -65,8 +68,8 @@ std::optional<Frame> FrameAt(std::string_view data, size_t pos,
   }
   if (length > left - kHeaderSize) {
     if (problem) {
-      *problem = absl::StrCat("incomplete payload (", left - kHeaderSize, " of ",
-                              length, " bytes)");
+      *problem = absl::StrCat("incomplete payload (", left - kHeaderSize,
+                              " of ", length, " bytes)");
     }
     return std::nullopt;
   }
@@ -78,7 +81,8 @@ std::optional<Frame> FrameAt(std::string_view data, size_t pos,
   return Frame{pos, GetFixed64(h + 8), payload};
 }
 
-std::optional<uint64_t> ParseName(std::string_view name, std::string_view prefix,
+std::optional<uint64_t> ParseName(std::string_view name,
+                                  std::string_view prefix,
                                   std::string_view suffix) {
   if (name.size() != prefix.size() + kRevisionDigits + suffix.size() ||
       name.substr(0, prefix.size()) != prefix ||
@@ -97,7 +101,8 @@ std::optional<uint64_t> ParseName(std::string_view name, std::string_view prefix
 
 }  // namespace
 
-void AppendFrame(uint64_t revision, std::string_view payload, std::string* out) {
+void AppendFrame(uint64_t revision, std::string_view payload,
+                 std::string* out) {
   char h[kHeaderSize];
   PutFixed32(h + 4, static_cast<uint32_t>(payload.size()));
   PutFixed64(h + 8, revision);
@@ -146,8 +151,8 @@ std::string EncodeSnapshotFile(std::string_view payload) {
 absl::StatusOr<std::string_view> DecodeSnapshotFile(std::string_view file,
                                                     std::string_view path) {
   auto loss = [&](size_t offset, std::string_view what) {
-    return absl::DataLossError(absl::StrCat("snapshot ", Sv(path), " at offset ",
-                                            offset, ": ", Sv(what)));
+    return absl::DataLossError(absl::StrCat(
+        "snapshot ", Sv(path), " at offset ", offset, ": ", Sv(what)));
   };
   if (file.size() < kSnapshotHeaderSize) {
     return loss(0, absl::StrCat("file of ", file.size(),
@@ -158,8 +163,9 @@ absl::StatusOr<std::string_view> DecodeSnapshotFile(std::string_view file,
   }
   const uint64_t length = GetFixed64(file.data() + 8);
   if (length != file.size() - kSnapshotHeaderSize) {
-    return loss(8, absl::StrCat("header says ", length, " payload bytes, file has ",
-                                file.size() - kSnapshotHeaderSize));
+    return loss(
+        8, absl::StrCat("header says ", length, " payload bytes, file has ",
+                        file.size() - kSnapshotHeaderSize));
   }
   std::string_view payload = file.substr(kSnapshotHeaderSize);
   uint32_t crc = crc32c::Extend(0, file.data() + 8, 8);
@@ -188,7 +194,8 @@ std::optional<uint64_t> ParseSnapshotFileName(std::string_view name) {
 
 // ---------------------------------------------------------------------------
 
-absl::Status FileOps::Write(int fd, std::string_view data, const std::string& path) {
+absl::Status FileOps::Write(int fd, std::string_view data,
+                            const std::string& path) {
   return WriteAll(fd, data, path);
 }
 
@@ -215,8 +222,8 @@ FileOps* FileOps::Default() {
 
 absl::StatusOr<std::unique_ptr<SegmentWriter>> SegmentWriter::Create(
     const std::string& path, FileOps* ops) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
-                  0640);
+  int fd = ::open(path.c_str(),
+                  O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0640);
   if (fd < 0) return ErrnoStatus("open", path, errno);
   return std::unique_ptr<SegmentWriter>(new SegmentWriter(fd, path, 0, ops));
 }

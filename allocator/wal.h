@@ -125,7 +125,8 @@ class FileOps {
   virtual absl::Status SyncData(int fd, const std::string& path);
   // fsync of a directory after creating, renaming or deleting in it.
   virtual absl::Status SyncDirectory(const std::string& dir);
-  // common/file_util.h WriteFileAtomically: temp file, fsync, rename, fsync dir.
+  // common/file_util.h WriteFileAtomically: temp file, fsync, rename, fsync
+  // dir.
   virtual absl::Status WriteFileAtomically(const std::string& path,
                                            std::string_view data);
 

@@ -68,7 +68,8 @@ SchedulingRequest VmRequest(uint64_t id) {
 
 std::string MakeTempDir(const char* tag) {
   const char* base = std::getenv("TMPDIR");
-  std::string tmpl = absl::StrCat(base ? base : "/tmp", "/pdc-bench-", tag, "-XXXXXX");
+  std::string tmpl =
+      absl::StrCat(base ? base : "/tmp", "/pdc-bench-", tag, "-XXXXXX");
   if (::mkdtemp(tmpl.data()) == nullptr) {
     std::perror("mkdtemp");
     std::abort();
@@ -83,7 +84,8 @@ void Check(const absl::Status& s, const char* what) {
   }
 }
 
-// --- Durable binds -------------------------------------------------------------
+// --- Durable binds
+// -------------------------------------------------------------
 
 struct BindFixture {
   std::string dir;
@@ -103,7 +105,8 @@ void BM_DurableBind(benchmark::State& state) {
     auto store = FileStore::Open(bind_fixture->dir);
     Check(store.status(), "open store");
     bind_fixture->store = *std::move(store);
-    auto alloc = Allocator::Open(Options(), bind_fixture->store.get(), RealClock());
+    auto alloc =
+        Allocator::Open(Options(), bind_fixture->store.get(), RealClock());
     Check(alloc.status(), "open allocator");
     bind_fixture->alloc = *std::move(alloc);
     for (int n = 0; n < nodes_per_thread * state.threads(); ++n) {
@@ -116,8 +119,8 @@ void BM_DurableBind(benchmark::State& state) {
   const absl::Time start = absl::Now();
   for (auto _ : state) {
     const uint64_t id = static_cast<uint64_t>(state.thread_index()) << 32 | i;
-    const std::string node =
-        absl::StrCat("node-", first_node + static_cast<int>(i / kDevicesPerNode));
+    const std::string node = absl::StrCat(
+        "node-", first_node + static_cast<int>(i / kDevicesPerNode));
     auto outcome = bind_fixture->alloc->Bind(VmRequest(id), node);
     if (!outcome.ok()) {
       state.SkipWithError(outcome.status().ToString().c_str());
@@ -145,7 +148,8 @@ BENCHMARK(BM_DurableBind)->Threads(1)->Iterations(1000)->UseRealTime();
 BENCHMARK(BM_DurableBind)->Threads(4)->Iterations(1000)->UseRealTime();
 BENCHMARK(BM_DurableBind)->Threads(16)->Iterations(500)->UseRealTime();
 
-// --- Recovery of 1M records ----------------------------------------------------
+// --- Recovery of 1M records
+// ----------------------------------------------------
 
 constexpr uint64_t kLogRecords = 1'000'000;
 std::string* recovery_dir = nullptr;  // Removed at exit.
@@ -164,16 +168,20 @@ const std::string& RecoveryDir() {
     Check(alloc.status(), "open allocator");
     auto file = FileStore::Open(*d);
     Check(file.status(), "open store");
-    Check((*file)->Recover([](const Record&) { return absl::OkStatus(); }).status(),
+    Check((*file)
+              ->Recover([](const Record&) { return absl::OkStatus(); })
+              .status(),
           "recover");
     constexpr int kNodes = 64;
-    for (int n = 0; n < kNodes; ++n) Check((*alloc)->ReplaceInventory(Inventory(n)), "inv");
+    for (int n = 0; n < kNodes; ++n)
+      Check((*alloc)->ReplaceInventory(Inventory(n)), "inv");
     uint64_t vm = 0;
     uint64_t copied = 0;  // Revision up to which the FileStore has the log.
     std::vector<ClaimKey> live;
     while ((*alloc)->revision() < kLogRecords) {
       // Fill a node, then empty it again: binds and deletes alternate in runs.
-      const std::string node = absl::StrCat("node-", vm / kDevicesPerNode % kNodes);
+      const std::string node =
+          absl::StrCat("node-", vm / kDevicesPerNode % kNodes);
       if (live.size() < kDevicesPerNode) {
         auto b = (*alloc)->Bind(VmRequest(vm++), node);
         Check(b.status(), "bind");
@@ -218,7 +226,10 @@ void BM_RecoverAllocator(benchmark::State& state) {
       static_cast<double>(report.records_replayed) * state.iterations(),
       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_RecoverAllocator)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+BENCHMARK(BM_RecoverAllocator)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
 
 void BM_RecoverStoreOnly(benchmark::State& state) {
   const std::string& dir = RecoveryDir();
@@ -226,13 +237,17 @@ void BM_RecoverStoreOnly(benchmark::State& state) {
   for (auto _ : state) {
     auto store = FileStore::Open(dir);
     Check(store.status(), "open store");
-    auto report = (*store)->Recover([](const Record&) { return absl::OkStatus(); });
+    auto report =
+        (*store)->Recover([](const Record&) { return absl::OkStatus(); });
     Check(report.status(), "recover");
     records = report->records_replayed;
   }
   state.counters["records"] = static_cast<double>(records);
 }
-BENCHMARK(BM_RecoverStoreOnly)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+BENCHMARK(BM_RecoverStoreOnly)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace pdc

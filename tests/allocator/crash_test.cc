@@ -49,7 +49,8 @@ constexpr int kWorkers = 3;  // Concurrent binders: group commit under kill.
 
 AllocatorOptions Options() {
   AllocatorOptions options;
-  options.device_classes.push_back(DeviceClass{kResource, {PciSelector{0x1b36, 0x0010, std::nullopt}}});
+  options.device_classes.push_back(
+      DeviceClass{kResource, {PciSelector{0x1b36, 0x0010, std::nullopt}}});
   options.checkpoint_every_records = 40;
   return options;
 }
@@ -114,8 +115,10 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
       ClaimSpec spec;
       spec.resource_name = kResource;
       spec.count = rng() % 4 == 0 ? 2 : 1;
-      spec.reclaim_policy = rng() % 2 ? ReclaimPolicy::kDelete : ReclaimPolicy::kRetain;
-      if (auto c = a.CreateClaim(key, spec); !c.ok()) out.Die("create claim", c.status());
+      spec.reclaim_policy =
+          rng() % 2 ? ReclaimPolicy::kDelete : ReclaimPolicy::kRetain;
+      if (auto c = a.CreateClaim(key, spec); !c.ok())
+        out.Die("create claim", c.status());
       SchedulingRequest req;
       req.ns = kNamespace;
       req.vm = absl::StrCat("vm", cycle, "-", worker, "-", i);
@@ -142,7 +145,8 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
       }
       if (!bound) {
         // Everything is full: drop the pending claim again.
-        if (absl::Status s = a.DeleteClaim(key, true); !s.ok()) out.Die("delete", s);
+        if (absl::Status s = a.DeleteClaim(key, true); !s.ok())
+          out.Die("delete", s);
       }
     } else if (op < 95) {
       const size_t pick = rng() % mine.size();
@@ -153,7 +157,8 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
       if (op < 70) {
         if (absl::Status s = a.Undo(outcome); !s.ok()) out.Die("undo", s);
       } else {
-        if (absl::Status s = a.DeleteClaim(key, true); !s.ok()) out.Die("delete", s);
+        if (absl::Status s = a.DeleteClaim(key, true); !s.ok())
+          out.Die("delete", s);
       }
       out.Line("R " + key.ToString());
     } else {
@@ -168,7 +173,8 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
 // The child: recovers, reports inventory, removes about half of the claims
 // earlier cycles left (so devices free up), then binds with kWorkers threads
 // until it is killed.
-[[noreturn]] void RunChild(const std::string& dir, uint64_t seed, int cycle, int fd) {
+[[noreturn]] void RunChild(const std::string& dir, uint64_t seed, int cycle,
+                           int fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   Reporter out(fd);
   std::mt19937_64 rng(seed);
@@ -185,7 +191,8 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
   for (const Claim& c : a.ListClaims(kNamespace)) {
     if (rng() % 2) continue;
     out.Line("I " + c.key.ToString());
-    if (absl::Status s = a.DeleteClaim(c.key, true); !s.ok()) out.Die("delete", s);
+    if (absl::Status s = a.DeleteClaim(c.key, true); !s.ok())
+      out.Die("delete", s);
     out.Line("R " + c.key.ToString());
   }
   std::vector<std::thread> workers;
@@ -196,7 +203,8 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
   ::_exit(4);
 }
 
-// --- The parent ----------------------------------------------------------------
+// --- The parent
+// ----------------------------------------------------------------
 
 struct Binding {
   std::string node;
@@ -254,15 +262,16 @@ void TearTheTail(const std::string& dir, std::mt19937_64& rng) {
   if (rng() % 2) {
     for (char& c : junk) c = static_cast<char>(rng());
   }
-  ASSERT_EQ(::write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  ASSERT_EQ(::write(fd, junk.data(), junk.size()),
+            static_cast<ssize_t>(junk.size()));
   ::close(fd);
 }
 
 TEST(AllocatorCrashTest, AcknowledgedBindsSurviveSigkill) {
   const uint64_t cycles = EnvOr("PDC_CRASH_CYCLES", 20);
   const uint64_t seed = EnvOr("PDC_CRASH_SEED", std::random_device{}());
-  std::cout << "crash test: PDC_CRASH_SEED=" << seed << " PDC_CRASH_CYCLES=" << cycles
-            << std::endl;
+  std::cout << "crash test: PDC_CRASH_SEED=" << seed
+            << " PDC_CRASH_CYCLES=" << cycles << std::endl;
   RecordProperty("seed", std::to_string(seed));
   std::mt19937_64 rng(seed);
   testing::TempDir tmp;
@@ -299,7 +308,8 @@ TEST(AllocatorCrashTest, AcknowledgedBindsSurviveSigkill) {
         expect.Apply(pending.substr(0, nl));
         pending.erase(0, nl + 1);
       }
-      if (!killed && (expect.acks - acks_before >= kill_after || !expect.error.empty())) {
+      if (!killed &&
+          (expect.acks - acks_before >= kill_after || !expect.error.empty())) {
         ::kill(pid, SIGKILL);
         killed = true;
       }
@@ -317,8 +327,8 @@ TEST(AllocatorCrashTest, AcknowledgedBindsSurviveSigkill) {
     // Recover in-process and check.
     ASSERT_OK_AND_ASSIGN(auto store, FileStore::Open(dir));
     RecoveryReport report;
-    ASSERT_OK_AND_ASSIGN(auto alloc,
-                         Allocator::Open(Options(), store.get(), RealClock(), &report));
+    ASSERT_OK_AND_ASSIGN(auto alloc, Allocator::Open(Options(), store.get(),
+                                                     RealClock(), &report));
     if (tear) {
       EXPECT_THAT(report.torn_tail, ::testing::Not(::testing::IsEmpty()));
     }
@@ -328,19 +338,22 @@ TEST(AllocatorCrashTest, AcknowledgedBindsSurviveSigkill) {
     for (Claim& c : alloc->ListClaims("")) {
       for (const BoundDevice& d : c.status.devices) {
         EXPECT_TRUE(used.insert({c.status.node, d.address}).second)
-            << d.address.ToString() << " on " << c.status.node << " is in two claims";
+            << d.address.ToString() << " on " << c.status.node
+            << " is in two claims";
       }
       claims[c.key.ToString()] = std::move(c);
     }
     for (const auto& [key, want] : expect.bound) {
       auto it = claims.find(key);
       const bool uncertain = expect.uncertain.count(key) > 0;
-      if (it == claims.end() || it->second.status.phase == ClaimPhase::kPending) {
+      if (it == claims.end() ||
+          it->second.status.phase == ClaimPhase::kPending) {
         EXPECT_TRUE(uncertain) << "acknowledged bind of " << key << " is lost";
         continue;
       }
       std::vector<PciAddress> devices;
-      for (const BoundDevice& d : it->second.status.devices) devices.push_back(d.address);
+      for (const BoundDevice& d : it->second.status.devices)
+        devices.push_back(d.address);
       EXPECT_EQ(it->second.status.phase, ClaimPhase::kBound) << key;
       EXPECT_EQ(it->second.status.node, want.node) << key;
       EXPECT_EQ(Devices(devices), want.devices) << key;
@@ -351,14 +364,15 @@ TEST(AllocatorCrashTest, AcknowledgedBindsSurviveSigkill) {
     for (const auto& [key, c] : claims) {
       if (c.status.phase != ClaimPhase::kBound) continue;
       std::vector<PciAddress> devices;
-      for (const BoundDevice& d : c.status.devices) devices.push_back(d.address);
+      for (const BoundDevice& d : c.status.devices)
+        devices.push_back(d.address);
       expect.bound[key] = Binding{c.status.node, Devices(devices)};
     }
     if (HasFailure()) return;
   }
   std::cout << "crash test: " << cycles << " cycles, " << expect.acks
-            << " acknowledged changes, " << torn_reported << " torn tails recovered"
-            << std::endl;
+            << " acknowledged changes, " << torn_reported
+            << " torn tails recovered" << std::endl;
 }
 
 }  // namespace

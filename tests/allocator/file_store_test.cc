@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/file_util.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
@@ -54,7 +54,8 @@ struct Model {
   Record Snapshot() const {
     Record r;
     r.revision = revision;
-    for (const auto& [key, claim] : claims) r.mutations.push_back(PutClaim{claim});
+    for (const auto& [key, claim] : claims)
+      r.mutations.push_back(PutClaim{claim});
     for (const auto& [name, node] : nodes) r.mutations.push_back(PutNode{node});
     return r;
   }
@@ -72,11 +73,13 @@ Record MakeRecord(uint64_t revision) {
   c.spec.resource_name = "devices.kubevirt.io/nvme";
   c.status.phase = ClaimPhase::kBound;
   c.status.node = absl::StrCat("node-", revision % 3);
-  c.status.devices = {{PciAddress(0, static_cast<uint8_t>(revision % 200), 0, 0),
-                       absl::StrCat("SN", revision)}};
+  c.status.devices = {
+      {PciAddress(0, static_cast<uint8_t>(revision % 200), 0, 0),
+       absl::StrCat("SN", revision)}};
   r.mutations.push_back(PutClaim{c});
   if (revision % 5 == 0) {
-    r.mutations.push_back(DeleteClaim{{"ns", absl::StrCat("claim-", revision % 7)}});
+    r.mutations.push_back(
+        DeleteClaim{{"ns", absl::StrCat("claim-", revision % 7)}});
   }
   if (revision % 4 == 0) {
     NodeRecord n;
@@ -111,14 +114,16 @@ absl::StatusOr<std::unique_ptr<FileStore>> OpenAndRecover(
     FileStoreOptions options = {}) {
   auto store = FileStore::Open(dir, options);
   if (!store.ok()) return store.status();
-  auto rep = (*store)->Recover([model](const Record& r) { return model->Apply(r); });
+  auto rep =
+      (*store)->Recover([model](const Record& r) { return model->Apply(r); });
   if (!rep.ok()) return rep.status();
   if (report) *report = *rep;
   return store;
 }
 
 // Appends and syncs records first..last, mirroring them into *model.
-void AppendRange(FileStore& store, Model* model, uint64_t first, uint64_t last) {
+void AppendRange(FileStore& store, Model* model, uint64_t first,
+                 uint64_t last) {
   for (uint64_t r = first; r <= last; ++r) {
     Record rec = MakeRecord(r);
     ASSERT_OK_AND_ASSIGN(Store::Ticket t, store.Append(rec));
@@ -136,7 +141,8 @@ TEST(FileStoreTest, FreshDirectoryRecoversEmpty) {
   testing::TempDir tmp;
   Model model;
   RecoveryReport report;
-  ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.Join("a/b"), &model, &report));
+  ASSERT_OK_AND_ASSIGN(auto store,
+                       OpenAndRecover(tmp.Join("a/b"), &model, &report));
   EXPECT_EQ(report.last_revision, 0u);
   EXPECT_EQ(report.snapshot_revision, 0u);
   EXPECT_THAT(report.torn_tail, IsEmpty());
@@ -269,8 +275,8 @@ TEST(FileStoreTest, TornTailAtEveryCutIsDroppedReportedAndRepaired) {
     ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.Join("probe"), &m));
     AppendRange(*store, &m, 1, kRecords);
   }
-  ASSERT_OK_AND_ASSIGN(full, ReadFileToString(tmp.Join("probe/") +
-                                              wal::SegmentFileName(1)));
+  ASSERT_OK_AND_ASSIGN(
+      full, ReadFileToString(tmp.Join("probe/") + wal::SegmentFileName(1)));
   const wal::SegmentScan scan = wal::ScanSegment(full);
   ASSERT_EQ(scan.frames.size(), kRecords);
   const size_t last_offset = scan.frames.back().offset;
@@ -283,15 +289,17 @@ TEST(FileStoreTest, TornTailAtEveryCutIsDroppedReportedAndRepaired) {
     ASSERT_OK(WriteFileAtomically(seg, full.substr(0, keep)));
 
     Model expected;
-    for (uint64_t r = 1; r < kRecords; ++r) ASSERT_OK(expected.Apply(MakeRecord(r)));
+    for (uint64_t r = 1; r < kRecords; ++r)
+      ASSERT_OK(expected.Apply(MakeRecord(r)));
     Model after;
     RecoveryReport report;
     ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(dir, &after, &report));
     EXPECT_EQ(after, expected);
     EXPECT_EQ(report.last_revision, kRecords - 1);
-    EXPECT_THAT(report.torn_tail,
-                HasSubstr(absl::StrCat(seg, " at offset ", last_offset, ": dropped ",
-                                       keep - last_offset, " bytes")));
+    EXPECT_THAT(
+        report.torn_tail,
+        HasSubstr(absl::StrCat(seg, " at offset ", last_offset, ": dropped ",
+                               keep - last_offset, " bytes")));
     // The tail was cut before new appends, which survive another recovery.
     AppendRange(*store, &expected, kRecords, kRecords + 1);
     store.reset();
@@ -348,9 +356,10 @@ TEST(FileStoreTest, FlippedByteInAMiddleRecordIsDataLossNamingFileAndOffset) {
   const uint64_t offset = scan.frames[4].offset;
   FlipByte(seg, offset + wal::kHeaderSize + 3);
   Model after;
-  EXPECT_THAT(OpenAndRecover(tmp.path(), &after),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr(absl::StrCat(seg, " at offset ", offset, ": "))));
+  EXPECT_THAT(
+      OpenAndRecover(tmp.path(), &after),
+      StatusIs(absl::StatusCode::kDataLoss,
+               HasSubstr(absl::StrCat(seg, " at offset ", offset, ": "))));
 }
 
 TEST(FileStoreTest, FlippedByteInTheSnapshotIsDataLoss) {
@@ -364,8 +373,9 @@ TEST(FileStoreTest, FlippedByteInTheSnapshotIsDataLoss) {
   const std::string snap = tmp.Join(wal::SnapshotFileName(10));
   FlipByte(snap, 40);
   Model after;
-  EXPECT_THAT(OpenAndRecover(tmp.path(), &after),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr(snap + " at offset")));
+  EXPECT_THAT(
+      OpenAndRecover(tmp.path(), &after),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr(snap + " at offset")));
 }
 
 // Three segments: 1..10, 11..20, 21..30.
@@ -397,8 +407,7 @@ TEST(FileStoreTest, TornRecordInAnEarlierSegmentIsDataLoss) {
   AppendToFile(SegmentPath(tmp, 11), "partial");
   Model after;
   EXPECT_THAT(OpenAndRecover(tmp.path(), &after),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr("not the last")));
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("not the last")));
 }
 
 TEST(FileStoreTest, AllThreeSegmentsReplay) {
@@ -422,18 +431,21 @@ TEST(FileStoreTest, EmptyLastSegmentTakesTheNextRecords) {
     AppendRange(*store, &before, 1, 10);
   }
   ASSERT_OK(WriteFileAtomically(SegmentPath(tmp, 11), ""));
-  ASSERT_OK(WriteFileAtomically(tmp.Join("snapshot-00000000000000000010.snap.tmp"), "x"));
+  ASSERT_OK(WriteFileAtomically(
+      tmp.Join("snapshot-00000000000000000010.snap.tmp"), "x"));
   {
     Model after;
     RecoveryReport report;
-    ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after, &report));
+    ASSERT_OK_AND_ASSIGN(auto store,
+                         OpenAndRecover(tmp.path(), &after, &report));
     EXPECT_EQ(after, before);
     EXPECT_THAT(report.torn_tail, IsEmpty());
     AppendRange(*store, &before, 11, 12);
   }
   // The unfinished snapshot is gone; record 11 went to the empty segment.
   EXPECT_THAT(DataFiles(tmp.path()),
-              ElementsAre("wal-00000000000000000001.log", "wal-00000000000000000011.log"));
+              ElementsAre("wal-00000000000000000001.log",
+                          "wal-00000000000000000011.log"));
   Model after;
   ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after));
   EXPECT_EQ(after, before);
@@ -471,8 +483,9 @@ TEST(FileStoreTest, RecordsSinceCheckpointSurvivesRecovery) {
 TEST(FileStoreTest, SecondOpenOfTheSameDirectoryIsRefused) {
   testing::TempDir tmp;
   ASSERT_OK_AND_ASSIGN(auto first, FileStore::Open(tmp.path()));
-  EXPECT_THAT(FileStore::Open(tmp.path()),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("in use")));
+  EXPECT_THAT(
+      FileStore::Open(tmp.path()),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("in use")));
   first.reset();
   EXPECT_OK(FileStore::Open(tmp.path()).status());
 }
@@ -483,8 +496,10 @@ TEST(FileStoreTest, ProtocolViolationsAreErrors) {
   EXPECT_THAT(store->Append(MakeRecord(1)),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   Model m;
-  ASSERT_OK(store->Recover([&m](const Record& r) { return m.Apply(r); }).status());
-  EXPECT_THAT(store->Append(MakeRecord(2)), StatusIs(absl::StatusCode::kInternal));
+  ASSERT_OK(
+      store->Recover([&m](const Record& r) { return m.Apply(r); }).status());
+  EXPECT_THAT(store->Append(MakeRecord(2)),
+              StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(store->Sync(5), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(store->BeginCheckpoint(3), StatusIs(absl::StatusCode::kInternal));
   // None of these is an I/O failure: the store stays healthy.
@@ -504,14 +519,17 @@ class ControlledOps : public wal::FileOps {
             +[](bool* block) { return !*block; }, &block_syncs_));
         blocked_ = false;
       }
-      if (fail_syncs_) return absl::DataLossError("fdatasync " + path + ": EIO");
+      if (fail_syncs_)
+        return absl::DataLossError("fdatasync " + path + ": EIO");
     }
     return FileOps::SyncData(fd, path);
   }
-  absl::Status Write(int fd, std::string_view data, const std::string& path) override {
+  absl::Status Write(int fd, std::string_view data,
+                     const std::string& path) override {
     {
       absl::MutexLock lock(&mu_);
-      if (fail_writes_) return absl::ResourceExhaustedError("write " + path + ": ENOSPC");
+      if (fail_writes_)
+        return absl::ResourceExhaustedError("write " + path + ": ENOSPC");
     }
     return FileOps::Write(fd, data, path);
   }
@@ -519,7 +537,8 @@ class ControlledOps : public wal::FileOps {
                                    std::string_view data) override {
     {
       absl::MutexLock lock(&mu_);
-      if (fail_snapshots_) return absl::UnavailableError("fsync " + path + ": EIO");
+      if (fail_snapshots_)
+        return absl::UnavailableError("fsync " + path + ": EIO");
     }
     return FileOps::WriteFileAtomically(path, data);
   }
@@ -561,8 +580,8 @@ TEST(FileStoreTest, WaitingSyncsShareOneFlush) {
   testing::TempDir tmp;
   ControlledOps ops;
   Model m;
-  ASSERT_OK_AND_ASSIGN(auto store,
-                       OpenAndRecover(tmp.path(), &m, nullptr, {.file_ops = &ops}));
+  ASSERT_OK_AND_ASSIGN(
+      auto store, OpenAndRecover(tmp.path(), &m, nullptr, {.file_ops = &ops}));
   ops.BlockSyncs(true);
   ASSERT_OK_AND_ASSIGN(Store::Ticket first, store->Append(MakeRecord(1)));
   std::thread leader([&] { EXPECT_OK(store->Sync(first)); });
@@ -665,9 +684,10 @@ TEST(FileStoreTest, CheckpointsWhileOthersSync) {
   EXPECT_EQ(after, before);
   // Exactly one snapshot and the segments after it are left.
   std::vector<std::string> files = DataFiles(tmp.path());
-  EXPECT_EQ(std::count_if(files.begin(), files.end(),
-                          [](const std::string& f) { return f.ends_with(".snap"); }),
-            1);
+  EXPECT_EQ(
+      std::count_if(files.begin(), files.end(),
+                    [](const std::string& f) { return f.ends_with(".snap"); }),
+      1);
 }
 
 TEST(FileStoreTest, SyncFailureIsSticky) {
@@ -682,7 +702,8 @@ TEST(FileStoreTest, SyncFailureIsSticky) {
     ops.FailSyncs();
     ASSERT_OK_AND_ASSIGN(Store::Ticket t, store->Append(MakeRecord(6)));
     const absl::Status failed = store->Sync(t);
-    EXPECT_THAT(failed, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("EIO")));
+    EXPECT_THAT(failed,
+                StatusIs(absl::StatusCode::kDataLoss, HasSubstr("EIO")));
     EXPECT_EQ(store->Health(), failed);
     // Sticky: every later call fails the same way, even an already durable
     // ticket, and nothing more is appended.
@@ -703,8 +724,8 @@ TEST(FileStoreTest, WriteFailureIsSticky) {
   testing::TempDir tmp;
   ControlledOps ops;
   Model m;
-  ASSERT_OK_AND_ASSIGN(auto store,
-                       OpenAndRecover(tmp.path(), &m, nullptr, {.file_ops = &ops}));
+  ASSERT_OK_AND_ASSIGN(
+      auto store, OpenAndRecover(tmp.path(), &m, nullptr, {.file_ops = &ops}));
   AppendRange(*store, &m, 1, 2);
   ops.FailWrites();
   ASSERT_OK_AND_ASSIGN(Store::Ticket t, store->Append(MakeRecord(3)));

@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/file_util.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
@@ -17,7 +17,8 @@ using ::testing::HasSubstr;
 
 // Payloads of different sizes; their content does not matter to the framing.
 std::string Payload(uint64_t revision) {
-  return std::string(10 + revision * 7 % 90, static_cast<char>('a' + revision % 26));
+  return std::string(10 + revision * 7 % 90,
+                     static_cast<char>('a' + revision % 26));
 }
 
 // A segment of frames for revisions 1..n and the offset of each frame.
@@ -171,15 +172,17 @@ TEST(WalTest, WriterAppendsAndReopenCutsTheTail) {
   const std::string path = tmp.Join("wal-00000000000000000001.log");
   const std::string data = Segment(3);
   {
-    ASSERT_OK_AND_ASSIGN(auto writer, SegmentWriter::Create(path, FileOps::Default()));
+    ASSERT_OK_AND_ASSIGN(auto writer,
+                         SegmentWriter::Create(path, FileOps::Default()));
     ASSERT_OK(writer->Append(data));
     ASSERT_OK(writer->Append("torn"));
     ASSERT_OK(writer->Sync());
     EXPECT_EQ(writer->size(), data.size() + 4);
   }
   {
-    ASSERT_OK_AND_ASSIGN(auto writer, SegmentWriter::OpenForAppend(
-                                          path, data.size(), FileOps::Default()));
+    ASSERT_OK_AND_ASSIGN(
+        auto writer,
+        SegmentWriter::OpenForAppend(path, data.size(), FileOps::Default()));
     std::string more;
     AppendFrame(4, Payload(4), &more);
     ASSERT_OK(writer->Append(more));
