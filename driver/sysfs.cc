@@ -1,11 +1,15 @@
 #include "driver/sysfs.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -66,6 +70,51 @@ absl::StatusOr<std::string> ReadTrimmed(Sysfs& fs, std::string_view path) {
 
 RealSysfs::RealSysfs(std::string root) : root_(std::move(root)) {}
 
+RealSysfs::~RealSysfs() {
+  absl::MutexLock lock(&mu_);
+  if (root_fd_ >= 0) ::close(root_fd_);
+}
+
+absl::StatusOr<int> RealSysfs::RootFd() {
+  absl::MutexLock lock(&mu_);
+  if (root_fd_ >= 0) return root_fd_;
+  auto canonical = CanonicalPath(root_);
+  if (!canonical.ok()) return canonical.status();
+  int fd = ::open(canonical->c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open", *canonical, errno);
+  root_fd_ = fd;
+  canonical_root_ = std::move(*canonical);
+  return root_fd_;
+}
+
+absl::StatusOr<int> RealSysfs::OpenBeneath(std::string_view path, int flags) {
+  if (absl::Status s = ValidateRelativePath(path); !s.ok()) return s;
+  if (!no_openat2_.load(std::memory_order_relaxed)) {
+    auto root = RootFd();
+    if (!root.ok()) return root.status();
+    open_how how{};
+    how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    const std::string p(path);
+    long fd;
+    do {
+      fd = ::syscall(SYS_openat2, *root, p.c_str(), &how, sizeof(how));
+    } while (fd < 0 && (errno == EINTR || errno == EAGAIN));
+    if (fd >= 0) return static_cast<int>(fd);
+    if (errno == EXDEV) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("\"", Sv(path), "\" resolves outside ", root_));
+    }
+    if (errno != ENOSYS) return ErrnoStatus("open", absl::StrCat(root_, "/", Sv(path)), errno);
+    no_openat2_.store(true, std::memory_order_relaxed);
+  }
+  auto real = RealPath(path);
+  if (!real.ok()) return real.status();
+  int fd = ::open(real->c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open", *real, errno);
+  return fd;
+}
+
 absl::StatusOr<std::string> RealSysfs::RealPath(std::string_view path) {
   if (absl::Status s = ValidateRelativePath(path); !s.ok()) return s;
   auto root = CanonicalPath(root_);
@@ -83,47 +132,111 @@ absl::StatusOr<std::string> RealSysfs::RealPath(std::string_view path) {
 }
 
 absl::StatusOr<std::string> RealSysfs::Read(std::string_view path) {
-  auto real = RealPath(path);
-  if (!real.ok()) return real.status();
-  return ReadFileToString(*real);
+  auto fd = OpenBeneath(path, O_RDONLY);
+  if (!fd.ok()) return fd.status();
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(*fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(*fd);
+      return ErrnoStatus("read", absl::StrCat(root_, "/", Sv(path)), err);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(*fd);
+  return out;
 }
 
 absl::Status RealSysfs::Write(std::string_view path, std::string_view data) {
-  auto real = RealPath(path);
-  if (!real.ok()) return real.status();
   // O_TRUNC as a shell redirection does: harmless on sysfs, and makes a
   // plain-file tree behave like attributes.
-  int fd = ::open(real->c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open", *real, errno);
+  auto fd = OpenBeneath(path, O_WRONLY | O_TRUNC);
+  if (!fd.ok()) return fd.status();
   // One write() call: the kernel handles an attribute write as one store.
   ssize_t n;
   do {
-    n = ::write(fd, data.data(), data.size());
+    n = ::write(*fd, data.data(), data.size());
   } while (n < 0 && errno == EINTR);
   const int err = errno;
-  ::close(fd);
-  if (n < 0) return ErrnoStatus(absl::StrCat("write \"", absl::CEscape(Sv(data)), "\" to"), *real, err);
+  ::close(*fd);
+  const std::string where = absl::StrCat(root_, "/", Sv(path));
+  if (n < 0) {
+    return ErrnoStatus(absl::StrCat("write \"", absl::CEscape(Sv(data)), "\" to"), where, err);
+  }
   if (static_cast<size_t>(n) != data.size()) {
-    return absl::UnavailableError(absl::StrCat("short write to ", *real));
+    return absl::UnavailableError(absl::StrCat("short write to ", where));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::string>> RealSysfs::List(std::string_view dir) {
-  auto real = RealPath(dir);
-  if (!real.ok()) return real.status();
-  return ListDirectory(*real);
+  auto fd = OpenBeneath(dir, O_RDONLY | O_DIRECTORY);
+  if (!fd.ok()) return fd.status();
+  DIR* d = ::fdopendir(*fd);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(*fd);
+    return ErrnoStatus("fdopendir", absl::StrCat(root_, "/", Sv(dir)), err);
+  }
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    names.emplace_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 absl::StatusOr<std::string> RealSysfs::Resolve(std::string_view path) {
-  auto real = RealPath(path);
-  if (!real.ok()) return real.status();
-  auto root = CanonicalPath(root_);
-  if (!root.ok()) return root.status();
-  if (*real == *root) return std::string();
-  return real->substr(*root == "/" ? 1 : root->size() + 1);
+  auto fd = OpenBeneath(path, O_PATH);
+  if (!fd.ok()) return fd.status();
+  // The kernel's name for the opened file; no second resolution, no race.
+  char buf[PATH_MAX];
+  const std::string proc_fd = absl::StrCat("/proc/self/fd/", *fd);
+  ssize_t n = ::readlink(proc_fd.c_str(), buf, sizeof(buf) - 1);
+  const int err = errno;
+  ::close(*fd);
+  std::string real;
+  if (n > 0) {
+    real.assign(buf, static_cast<size_t>(n));
+  } else {
+    // No /proc: resolve by path instead (still confined by RealPath).
+    auto r = RealPath(path);
+    if (!r.ok()) return r.status();
+    real = std::move(*r);
+    (void)err;
+  }
+  std::string root;
+  {
+    absl::MutexLock lock(&mu_);
+    root = canonical_root_;
+  }
+  if (root.empty()) {
+    auto c = CanonicalPath(root_);
+    if (!c.ok()) return c.status();
+    root = *c;
+  }
+  if (real == root) return std::string();
+  if (root == "/") return real.substr(1);
+  if (real.size() > root.size() && real.compare(0, root.size(), root) == 0 &&
+      real[root.size()] == '/') {
+    return real.substr(root.size() + 1);
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat("\"", Sv(path), "\" resolves to ", real, ", outside ", root));
 }
 
-bool RealSysfs::Exists(std::string_view path) { return RealPath(path).ok(); }
+bool RealSysfs::Exists(std::string_view path) {
+  auto fd = OpenBeneath(path, O_PATH);
+  if (!fd.ok()) return false;
+  ::close(*fd);
+  return true;
+}
 
 }  // namespace pdc::driver

@@ -10,12 +10,15 @@
 #ifndef PDC_DRIVER_SYSFS_H_
 #define PDC_DRIVER_SYSFS_H_
 
+#include <atomic>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace pdc::driver {
 
@@ -52,11 +55,16 @@ absl::StatusOr<std::string> LinkName(Sysfs& fs, std::string_view path);
 // Read() with trailing whitespace and newlines removed.
 absl::StatusOr<std::string> ReadTrimmed(Sysfs& fs, std::string_view path);
 
-// A Sysfs over a real directory tree.
+// A Sysfs over a real directory tree. Paths are opened with openat2(2)
+// and RESOLVE_BENEATH relative to the root directory, so the kernel itself
+// refuses any resolution, links included, that leaves the root (one system
+// call per access). Kernels before 5.6 (no openat2) fall back to realpath(3)
+// and a prefix check.
 class RealSysfs : public Sysfs {
  public:
-  // `root` is an absolute or relative directory; it is canonicalised on use.
+  // `root` is an absolute or relative directory; it is opened on first use.
   explicit RealSysfs(std::string root);
+  ~RealSysfs() override;
 
   absl::StatusOr<std::string> Read(std::string_view path) override;
   absl::Status Write(std::string_view path, std::string_view data) override;
@@ -70,9 +78,18 @@ class RealSysfs : public Sysfs {
   // The absolute real path of `path` after validation and link resolution,
   // refused when it leaves the root.
   absl::StatusOr<std::string> RealPath(std::string_view path);
+  // An fd for `path` (validated) opened beneath the root with `flags`;
+  // PermissionDenied when it would leave the root.
+  absl::StatusOr<int> OpenBeneath(std::string_view path, int flags);
 
  private:
+  absl::StatusOr<int> RootFd();
+
   const std::string root_;
+  absl::Mutex mu_;
+  int root_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  std::string canonical_root_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> no_openat2_{false};
 };
 
 }  // namespace pdc::driver
