@@ -40,15 +40,15 @@ std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
 // State shared by the listener and every connection.
 class ServerCore {
  public:
-  ServerCore(HttpServerOptions options, const Router* router,
+  ServerCore(HttpServerOptions options, HttpServer::Handler handler,
              Notifier* notifier, ExtenderMetrics* metrics)
       : options(std::move(options)),
-        router(router),
+        handler(std::move(handler)),
         notifier(notifier),
         metrics(metrics) {}
 
   const HttpServerOptions options;
-  const Router* const router;
+  const HttpServer::Handler handler;
   Notifier* const notifier;
   ExtenderMetrics* const metrics;
   std::atomic<bool> stopping{false};
@@ -261,6 +261,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     request_.method = std::string(msg.method_string());
     request_.target = std::string(msg.target());
     request_.authorization = std::string(msg[http::field::authorization]);
+    request_.content_type = std::string(msg[http::field::content_type]);
     request_.body = std::move(msg.body());
     request_.client_cert_verified = client_verified_;
     Dispatch(/*allow_wait=*/true);
@@ -270,7 +271,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void Dispatch(bool allow_wait) {
     HttpRequest req = request_;  // Handlers consume their copy.
     req.allow_wait = allow_wait && !core_->stopping.load();
-    HttpResponse r = core_->router->Handle(std::move(req));
+    HttpResponse r = core_->handler(std::move(req));
+    if (r.long_poll && core_->notifier == nullptr) {
+      // Nothing to wait on: answer with the current state.
+      HttpRequest now = request_;
+      now.allow_wait = false;
+      r = core_->handler(std::move(now));
+      r.long_poll.reset();
+    }
     if (r.long_poll) return Park(*r.long_poll);
     Unpark();
     Send(std::move(r), keep_alive_);
@@ -498,8 +506,17 @@ class BeastServer final : public HttpServer {
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     HttpServerOptions options, const Router* router, Notifier* notifier,
     ExtenderMetrics* metrics) {
+  return Start(
+      std::move(options),
+      [router](HttpRequest r) { return router->Handle(std::move(r)); },
+      notifier, metrics);
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
+    HttpServerOptions options, Handler handler, Notifier* notifier,
+    ExtenderMetrics* metrics) {
   auto server = std::make_unique<BeastServer>(std::make_unique<ServerCore>(
-      std::move(options), router, notifier, metrics));
+      std::move(options), std::move(handler), notifier, metrics));
   if (absl::Status s = server->Listen(); !s.ok()) return s;
   return server;
 }

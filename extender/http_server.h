@@ -23,6 +23,7 @@
 #define PDC_EXTENDER_HTTP_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -50,10 +51,17 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
+  // What answers requests; runs on worker threads, concurrently.
+  using Handler = std::function<HttpResponse(HttpRequest)>;
+
   // Binds, listens and starts the worker threads. `router` and `notifier`
   // (and `metrics`, may be null) must outlive the server.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
       HttpServerOptions options, const Router* router, Notifier* notifier,
+      ExtenderMetrics* metrics);
+  // Same with any handler (tests use it for a fake kube-apiserver).
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
+      HttpServerOptions options, Handler handler, Notifier* notifier,
       ExtenderMetrics* metrics);
 
   virtual ~HttpServer() = default;

@@ -20,6 +20,7 @@ struct HttpRequest {
   std::string target;  // Path and query, e.g. "/v1/claims?x=1".
   std::string body;
   std::string authorization;  // The Authorization header, "" when absent.
+  std::string content_type;   // The Content-Type header, "" when absent.
   // True when the connection is TLS and the client presented a certificate
   // that verified against the configured client CA.
   bool client_cert_verified = false;

@@ -213,11 +213,11 @@ std::string Str(const YAML::Node& n, const char* key) {
 // i.e. its `cluster`/`user`/`context` map.
 YAML::Node Named(const YAML::Node& list, const std::string& name,
                  const char* inner) {
-  if (!list || !list.IsSequence()) return YAML::Node();
+  if (!list || !list.IsSequence()) return YAML::Node(YAML::NodeType::Undefined);
   for (const YAML::Node& e : list) {
-    if (Str(e, "name") == name) return e[inner];
+    if (Str(e, "name") == name && e[inner] && e[inner].IsMap()) return e[inner];
   }
-  return YAML::Node();
+  return YAML::Node(YAML::NodeType::Undefined);
 }
 
 }  // namespace
@@ -311,13 +311,13 @@ absl::StatusOr<KubeClientConfig> KubeconfigFile(const std::string& path,
   }
   const std::string context_name = Str(root, "current-context");
   const YAML::Node context = Named(root["contexts"], context_name, "context");
-  if (!context) {
+  if (!context || !context.IsMap()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "kubeconfig ", path, ": current-context \"", context_name, "\" not found"));
   }
   const YAML::Node cluster = Named(root["clusters"], Str(context, "cluster"), "cluster");
   const YAML::Node user = Named(root["users"], Str(context, "user"), "user");
-  if (!cluster) {
+  if (!cluster || !cluster.IsMap()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "kubeconfig ", path, ": cluster \"", Str(context, "cluster"), "\" not found"));
   }
