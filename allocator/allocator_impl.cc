@@ -96,10 +96,12 @@ AllocatorImpl::AllocatorImpl(AllocatorOptions options, Store* store, const Clock
 
 absl::Status AllocatorImpl::Recover(RecoveryReport* report) {
   absl::MutexLock lock(&mu_);
+  state_.BeginDeferredSummaries();
   ASSIGN_OR_RETURN(RecoveryReport r, store_->Recover([this](const Record& record) {
     mu_.AssertHeld();
     return state_.Apply(record);
   }));
+  state_.EndDeferredSummaries();
   checkpoint_revision_ = r.snapshot_revision;
   if (std::string bad = state_.CheckInvariants(); !bad.empty()) {
     return absl::DataLossError(absl::StrCat("recovered state is inconsistent: ", bad));

@@ -181,7 +181,23 @@ void ClusterState::ApplyDeleteNode(const std::string& name, uint64_t revision) {
   if (node.claims.empty()) nodes_.erase(it);
 }
 
-void ClusterState::RecomputeSummary(NodeState& node) const {
+void ClusterState::RecomputeSummary(NodeState& node) {
+  if (defer_summaries_) {
+    stale_summaries_.insert(node.name);
+    return;
+  }
+  ComputeSummary(node);
+}
+
+void ClusterState::EndDeferredSummaries() {
+  defer_summaries_ = false;
+  for (const std::string& name : stale_summaries_) {
+    if (NodeState* node = MutableNode(name)) ComputeSummary(*node);
+  }
+  stale_summaries_.clear();
+}
+
+void ClusterState::ComputeSummary(NodeState& node) const {
   node.summary.assign(classes_.size(), ClassSummary{});
   for (const DeviceSlot& s : node.devices) {
     if (s.class_index == kNoClass) continue;
@@ -241,6 +257,12 @@ std::string ClusterState::CheckInvariants() const {
     }
   }
   for (const auto& [name, node] : nodes_) {
+    NodeState fresh;
+    fresh.devices = node.devices;
+    ComputeSummary(fresh);
+    if (fresh.summary != node.summary) {
+      return absl::StrCat("node ", name, " has a stale free-device summary");
+    }
     for (const DeviceSlot& s : node.devices) {
       if (s.owner == nullptr) continue;
       auto it = seen.find(std::make_pair(name, s.device.address.packed()));

@@ -43,6 +43,8 @@ struct ClassSummary {
   uint16_t free_single = 0;  // ... of which in single-device groups.
   // Free single-device groups per NUMA node: (numa, count), by numa.
   absl::InlinedVector<std::pair<int16_t, uint16_t>, 2> free_single_by_numa;
+
+  bool operator==(const ClassSummary&) const = default;
 };
 
 struct NodeState {
@@ -86,6 +88,13 @@ class ClusterState {
   // one, so for them an error is a bug.
   absl::Status Apply(const Record& record);
 
+  // While deferred (during recovery), node summaries are not kept current
+  // after every record; EndDeferredSummaries() recomputes each touched node
+  // once. Replaying a million records then costs one summary per node instead
+  // of one per record. Scheduling paths must not run while deferred.
+  void BeginDeferredSummaries() { defer_summaries_ = true; }
+  void EndDeferredSummaries();
+
   uint64_t revision() const { return revision_; }
   const std::vector<DeviceClass>& classes() const { return classes_; }
   // Index of the class with this resource name, or kNoClass.
@@ -100,7 +109,8 @@ class ClusterState {
   const absl::flat_hash_map<std::string, NodeState>& nodes() const { return nodes_; }
 
   // Every claim's devices exist at most once; bound claims have `count`
-  // devices. "" when all hold, else the first violation (for tests).
+  // devices; node summaries are current. "" when all hold, else the first
+  // violation (for tests and recovery).
   std::string CheckInvariants() const;
 
   // All nodes (with records) and claims as one snapshot record, sorted.
@@ -116,13 +126,16 @@ class ClusterState {
   // Links/unlinks `claim`'s devices to the slots of its node.
   absl::Status LinkClaim(const Claim* claim);
   void UnlinkClaim(const Claim* claim);
-  void RecomputeSummary(NodeState& node) const;
+  void RecomputeSummary(NodeState& node);
+  void ComputeSummary(NodeState& node) const;
   void Touch(const std::string& node, uint64_t revision);
 
   std::vector<DeviceClass> classes_;
   uint64_t revision_ = 0;
   ClaimSet claims_;  // Pointer-stable elements.
   absl::flat_hash_map<std::string, NodeState> nodes_;
+  bool defer_summaries_ = false;
+  absl::flat_hash_set<std::string> stale_summaries_;  // While deferred.
 };
 
 }  // namespace pdc

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "allocator/allocator.h"
+#include "allocator/allocator_impl.h"
 #include "allocator/memory_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -158,6 +159,7 @@ TEST_F(ClaimsTest, StateAfterRecoveryEqualsStateBefore) {
   EXPECT_EQ(report.records_replayed, 2u);
   EXPECT_EQ(allocator_->revision(), revision);
   EXPECT_EQ(allocator_->ListClaims(""), claims);
+  EXPECT_EQ(dynamic_cast<AllocatorImpl*>(allocator_.get())->CheckInvariantsForTest(), "");
   EXPECT_EQ(allocator_->GetNodeAllocations("node-a")->claimed.size(), allocations.claimed.size());
   // After a restart no node is reporting until its driver reports again...
   EXPECT_FALSE(allocator_->GetNode("node-a")->reporting);
