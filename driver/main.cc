@@ -141,10 +141,8 @@ int Main(int argc, char** argv) {
     spdlog::info("serving /metrics and /healthz on port {}", server->port());
   }
   spdlog::info("pdc-node for {} talking to {}", nc.node_name, nc.extender_url);
-  reconciler.Run(&stop);
+  reconciler.Run(&stop);  // Returns once the signal thread notified `stop`.
   if (server) server->Stop();
-  if (!stop.HasBeenNotified()) stop.Notify();
-  kill(getpid(), SIGTERM);  // Wakes the signal thread if it is still waiting.
   signal_thread.join();
   return 0;
 }

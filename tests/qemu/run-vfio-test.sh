@@ -34,6 +34,7 @@ die() { log "FAIL: $*"; exit 1; }
 command -v bc >/dev/null || log() { printf '[run-vfio-test] %s\n' "$*"; }
 
 mkdir -p "$WORK"
+trap 'log "FAIL: command at line $LINENO failed"' ERR
 
 # --- 1. Host packages -------------------------------------------------------
 SUDO=""
@@ -58,7 +59,9 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
 fi
 log "building pdc-vfio-guest-check"
 cmake --build "$BUILD" --target pdc-vfio-guest-check >/dev/null
-GUEST_BIN=$(find "$BUILD" -name pdc-vfio-guest-check -type f -perm -u+x | head -1)
+GUEST_BIN=$BUILD/tests/driver/pdc-vfio-guest-check
+[ -x "$GUEST_BIN" ] || GUEST_BIN=$(find "$BUILD" -path "$WORK" -prune -o \
+  -name pdc-vfio-guest-check -type f -perm -u+x -print | head -1)
 [ -n "$GUEST_BIN" ] || die "pdc-vfio-guest-check was not built"
 
 # --- 3. Kernel (downloaded, unpacked, cached; never installed) ---------------
