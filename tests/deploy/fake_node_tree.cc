@@ -3,8 +3,11 @@
 // the driver tests' FakeKernel (tests/driver/fake_sysfs.h):
 //   0000:01:00.0, 0000:02:00.0  NVMe already on vfio-pci (warm: binds are
 //                               "already_bound")
-//   0000:03:00.0                NVMe on nvme; a real pdc-node bind cannot
-//                               succeed on a static tree (no kernel to probe)
+//   0000:03:00.0                NVMe with no driver: a real pdc-node bind
+//                               cannot succeed on a static tree (no kernel
+//                               to probe), and a device on no driver stays
+//                               in the extender's returnToHost list, so a
+//                               restore of it is always attempted
 //   0000:04:00.0                NVMe on nvme whose namespace is held by dm-0:
 //                               pdc-node refuses to take it from the host
 // Each device is alone in its IOMMU group. Usage: fake_node_tree DIR
@@ -29,7 +32,7 @@ int main(int argc, char** argv) {
   };
   for (const Spec& s : {Spec{"0000:01:00.0", 1, "vfio-pci", "SNA1"},
                         Spec{"0000:02:00.0", 2, "vfio-pci", "SNA2"},
-                        Spec{"0000:03:00.0", 3, "nvme", "SNA3"},
+                        Spec{"0000:03:00.0", 3, "", "SNA3"},
                         Spec{"0000:04:00.0", 4, "nvme", "SNA4"}}) {
     pdc::driver::testing::FakePciDevice d;
     d.address = s.address;
