@@ -23,7 +23,8 @@ err() { echo "FAIL: $*"; fail=1; }
 
 # 1. Targets and copied paths.
 grep -q 'bash scripts/install-deps.sh' "${dockerfile}" || err "build stage must run scripts/install-deps.sh"
-targets="$(grep -o -- '--target [a-z -]*pdc[a-z -]*' "${dockerfile}" | head -1 | sed 's/--target //; s/ *$//')"
+targets="$(grep -E '^\s*(RUN|&&)?\s*.*cmake --build' "${dockerfile}" | grep -o -- '--target [a-z -]*' \
+  | head -1 | sed 's/--target //; s/ *$//')"
 [[ "${targets}" == "pdc-extender pdc-node pdcctl" ]] || err "Dockerfile builds '${targets}'"
 for b in "${bins[@]}"; do
   rel="${b#"${build}"/}"
@@ -39,14 +40,17 @@ listed="$(sed -n '/AS runtime/,/^FROM/p' "${dockerfile}" \
   | grep -oE '^\s+(lib[a-z0-9.+-]+|ca-certificates)' | tr -d ' ' | sort -u)"
 [[ -n "${listed}" ]] || err "no runtime packages found in the Dockerfile"
 needed=""
-for b in "${bins[@]}"; do
-  while read -r lib; do
-    real="$(readlink -f "${lib}")"
-    pkg="$(dpkg -S "${lib}" 2>/dev/null || dpkg -S "${real}" 2>/dev/null || true)"
-    pkg="${pkg%%:*}"
-    [[ -n "${pkg}" ]] || { err "$(basename "${b}") loads ${lib}, owned by no package"; continue; }
-    needed+="${pkg}"$'\n'
-  done < <(ldd "${b}" | awk '/=> \//{print $3}')
+# Unique libraries of all binaries, looked up with one dpkg -S (it is slow).
+mapfile -t libs < <(for b in "${bins[@]}"; do ldd "${b}" | awk '/=> \//{print $3}'; done | sort -u)
+paths=()
+for lib in "${libs[@]}"; do paths+=("${lib}" "$(readlink -f "${lib}")"); done
+owners="$(dpkg -S "${paths[@]}" 2>/dev/null || true)"
+for lib in "${libs[@]}"; do
+  real="$(readlink -f "${lib}")"
+  pkg="$(awk -v a="${lib}" -v b="${real}" -F': ' '$2 == a || $2 == b {print $1; exit}' <<<"${owners}")"
+  pkg="${pkg%%:*}"
+  [[ -n "${pkg}" ]] || { err "the binaries load ${lib}, owned by no package"; continue; }
+  needed+="${pkg}"$'\n'
 done
 needed="$(sort -u <<<"${needed}" | sed '/^$/d')"
 # Libraries of the essential set that every debian:12-slim image has.
