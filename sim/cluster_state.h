@@ -36,16 +36,19 @@ struct ClusterState {
         words((c.nodes.size() + 63) / 64),
         has_free(classes * words, 0) {
     for (const SimDevice& d : c.devices) ++free_count[d.node * classes + d.class_index];
-    for (size_t n = 0; n < c.nodes.size(); ++n) Refresh(static_cast<int>(n));
+    for (size_t n = 0; n < c.nodes.size(); ++n) {
+      cpu_cap.push_back(c.nodes[n].cpu);
+      mem_cap.push_back(c.nodes[n].memory_gib);
+      Refresh(static_cast<int>(n));
+    }
   }
 
   // Healthy devices of `cls` on `node` no running pod uses (kubelet's
   // allocatable minus allocated for the extended resource).
   int Free(int node, int cls) const { return free_count[node * classes + cls]; }
   bool Fits(int node, const VmShape& s) const {
-    const SimNode& n = cluster->nodes[node];
-    return node_up[node] && cpu_used[node] + s.cpu <= n.cpu &&
-           mem_used[node] + s.memory_gib <= n.memory_gib &&
+    return node_up[node] && cpu_used[node] + s.cpu <= cpu_cap[node] &&
+           mem_used[node] + s.memory_gib <= mem_cap[node] &&
            Free(node, s.class_index) >= s.device_count;
   }
   bool DeviceFree(int d) const { return device_user[d] < 0 && device_healthy[d]; }
@@ -126,6 +129,8 @@ struct ClusterState {
   std::vector<uint32_t> version;   // Bumped whenever the node changes.
   size_t words;                    // 64-bit words per class bitset.
   std::vector<uint64_t> has_free;  // [class][node]: Ready with a free device.
+  // Copies of the nodes' capacity, flat for the scheduler's hot loop.
+  std::vector<int> cpu_cap, mem_cap;
 };
 
 }  // namespace pdc::sim

@@ -22,7 +22,7 @@ struct SeriesPoint {
   uint64_t same_device = 0;  // in the window
   double utilization = 0;    // devices used by running VMs / healthy devices
   double held_idle = 0;      // devices kept for stopped VMs / healthy devices
-  double fragmentation = 0;  // free devices no VM shape can use / free devices
+  double fragmentation = 0;  // free devices the largest VM shape can't use / free
   uint64_t pending = 0;      // VMs waiting to be placed
   uint64_t lost_claims = 0;
 };

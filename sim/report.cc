@@ -82,7 +82,7 @@ std::string FormatTable(const RunSummary& run) {
                   "of them on the\nidentical devices / node; waited: placed after >= 1 "
                   "failed attempt; latency: simulated,\nfrom start request to bind; util: "
                   "devices used by running VMs; held: kept for stopped\nVMs; frag: free "
-                  "devices no VM shape can use; lost/recov: VM-device associations\nbroken "
+                  "devices the largest VM shape cannot use; lost/recov: VM-device associations\nbroken "
                   "by node failures / restored when the node came back (time averages).\n");
   return o;
 }

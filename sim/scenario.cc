@@ -390,8 +390,18 @@ absl::Status ParseScheduler(const Field& f, SchedulerSpec& s) {
   Field l = f.Child("latency");
   RETURN_IF_ERROR(l.OnlyKeys({"cycle", "per_node", "extender_call", "bind"}));
   ASSIGN_OR_RETURN(s.cycle, l.Child("cycle").Duration(s.cycle));
-  ASSIGN_OR_RETURN(SimTime per_node_us, l.Child("per_node").Duration(-1));
-  if (per_node_us >= 0) s.per_node_ns = per_node_us * 1000;
+  // Per-node costs are sub-microsecond: also accept nanoseconds ("500ns").
+  ASSIGN_OR_RETURN(std::string per_node, l.Child("per_node").String(""));
+  if (!per_node.empty()) {
+    int64_t ns = 0;
+    if (per_node.size() > 2 && per_node.substr(per_node.size() - 2) == "ns" &&
+        absl::SimpleAtoi(per_node.substr(0, per_node.size() - 2), &ns) && ns >= 0) {
+      s.per_node_ns = ns;
+    } else {
+      ASSIGN_OR_RETURN(SimTime us, l.Child("per_node").Duration(0));
+      s.per_node_ns = us * 1000;
+    }
+  }
   ASSIGN_OR_RETURN(s.extender_call, l.Child("extender_call").Duration(s.extender_call));
   ASSIGN_OR_RETURN(s.bind, l.Child("bind").Duration(s.bind));
   return absl::OkStatus();

@@ -476,22 +476,26 @@ class Run {
     return absl::OkStatus();
   }
 
-  // Of `free` devices of class `cls` on `node`, how many whole VMs of any
-  // group asking for that class could use, given the node's spare CPU and
-  // memory: the rest are stranded (fragmentation).
+  // Of `free` devices of class `cls` on `node`, how many the largest VM
+  // shape asking for that class (most devices; ties: first group) could use
+  // as whole VMs, given the node's spare CPU and memory. The rest are
+  // stranded: fragmentation is what keeps big requests waiting while the
+  // cluster still has free devices in total.
   int Usable(int node, int cls, int free) const {
-    const SimNode& n = c_.nodes[node];
-    int best = 0;
+    const VmGroupSpec* big = nullptr;
     for (const VmGroupSpec& g : s_.vm_groups) {
-      if (g.class_index != cls) continue;
-      int64_t vms = free / g.device_count;
-      if (g.cpu > 0) vms = std::min<int64_t>(vms, (n.cpu - state_.cpu_used[node]) / g.cpu);
-      if (g.memory_gib > 0) {
-        vms = std::min<int64_t>(vms, (n.memory_gib - state_.mem_used[node]) / g.memory_gib);
+      if (g.class_index == cls && (big == nullptr || g.device_count > big->device_count)) {
+        big = &g;
       }
-      best = std::max(best, static_cast<int>(vms) * g.device_count);
     }
-    return best;
+    if (big == nullptr) return 0;
+    const SimNode& n = c_.nodes[node];
+    int64_t vms = free / big->device_count;
+    if (big->cpu > 0) vms = std::min<int64_t>(vms, (n.cpu - state_.cpu_used[node]) / big->cpu);
+    if (big->memory_gib > 0) {
+      vms = std::min<int64_t>(vms, (n.memory_gib - state_.mem_used[node]) / big->memory_gib);
+    }
+    return static_cast<int>(std::max<int64_t>(0, vms)) * big->device_count;
   }
 
   void Finish() {

@@ -48,6 +48,17 @@ TEST(ScenarioTest, ParsesAMinimalScenarioWithDefaults) {
   EXPECT_FALSE(s.vm_groups[0].run.has_value());
 }
 
+TEST(ScenarioTest, LatencyPerNodeInNanoseconds) {
+  std::string text = WithCount("1") +
+                     "scheduler: {latency: {per_node: 750ns, bind: 20ms}}\n";
+  ASSERT_OK_AND_ASSIGN(Scenario s, ParseScenario(text, "t.yaml"));
+  EXPECT_EQ(s.scheduler.per_node_ns, 750);
+  EXPECT_EQ(s.scheduler.bind, 20'000);
+  text = WithCount("1") + "scheduler: {latency: {per_node: 2us}}\n";
+  ASSERT_OK_AND_ASSIGN(s, ParseScenario(text, "t.yaml"));
+  EXPECT_EQ(s.scheduler.per_node_ns, 2000);
+}
+
 TEST(ScenarioTest, ErrorNamesTheField) {
   EXPECT_THAT(ParseScenario(WithCount("0"), "t.yaml"),
               StatusIs(absl::StatusCode::kInvalidArgument,
