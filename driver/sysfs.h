@@ -74,6 +74,9 @@ class RealSysfs : public Sysfs {
 
   const std::string& root() const { return root_; }
 
+  // Tests: take the realpath fallback, as on kernels without openat2.
+  void DisableOpenat2ForTesting() { no_openat2_.store(true); }
+
  protected:
   // The absolute real path of `path` after validation and link resolution,
   // refused when it leaves the root.

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -18,7 +19,8 @@ using ::pdc::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class RealSysfsTest : public ::testing::Test {
+// Run with openat2 (false) and with the realpath fallback (true).
+class RealSysfsTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     root_ = tmp_.Join("sys");
@@ -34,13 +36,21 @@ class RealSysfsTest : public ::testing::Test {
     fs::create_symlink("../../../../outside/secret", root_ + "/bus/pci/devices/escape");
   }
 
+  // A RealSysfs over the tree in the mode of the test parameter.
+  std::unique_ptr<RealSysfs> Make() {
+    auto sys = std::make_unique<RealSysfs>(root_);
+    if (GetParam()) sys->DisableOpenat2ForTesting();
+    return sys;
+  }
+
   pdc::testing::TempDir tmp_;
   std::string root_;
   std::string outside_;
 };
 
-TEST_F(RealSysfsTest, ReadsThroughLinksInsideTheRoot) {
-  RealSysfs sys(root_);
+TEST_P(RealSysfsTest, ReadsThroughLinksInsideTheRoot) {
+  auto owned = Make();
+  RealSysfs& sys = *owned;
   ASSERT_OK_AND_ASSIGN(std::string v, ReadTrimmed(sys, "bus/pci/devices/0000:00:03.0/vendor"));
   EXPECT_EQ(v, "0x1b36");
   ASSERT_OK_AND_ASSIGN(std::string r, sys.Resolve("bus/pci/devices/0000:00:03.0"));
@@ -51,8 +61,9 @@ TEST_F(RealSysfsTest, ReadsThroughLinksInsideTheRoot) {
   EXPECT_THAT(names, ElementsAre("0000:00:03.0", "0000:00:04.0", "escape"));
 }
 
-TEST_F(RealSysfsTest, RefusesPathsThatLeaveTheRoot) {
-  RealSysfs sys(root_);
+TEST_P(RealSysfsTest, RefusesPathsThatLeaveTheRoot) {
+  auto owned = Make();
+  RealSysfs& sys = *owned;
   const std::string bad[] = {"",
                              "/etc/passwd",
                              "../outside/secret",
@@ -68,8 +79,9 @@ TEST_F(RealSysfsTest, RefusesPathsThatLeaveTheRoot) {
   }
 }
 
-TEST_F(RealSysfsTest, RefusesLinksPointingOutside) {
-  RealSysfs sys(root_);
+TEST_P(RealSysfsTest, RefusesLinksPointingOutside) {
+  auto owned = Make();
+  RealSysfs& sys = *owned;
   EXPECT_THAT(sys.Read("bus/pci/devices/escape"),
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("outside")));
   EXPECT_THAT(sys.Read("bus/pci/devices/0000:00:04.0/secret"),
@@ -83,8 +95,9 @@ TEST_F(RealSysfsTest, RefusesLinksPointingOutside) {
   EXPECT_EQ(after, "do not touch");
 }
 
-TEST_F(RealSysfsTest, WriteNeedsAnExistingFileAndMissingFilesAreNotFound) {
-  RealSysfs sys(root_);
+TEST_P(RealSysfsTest, WriteNeedsAnExistingFileAndMissingFilesAreNotFound) {
+  auto owned = Make();
+  RealSysfs& sys = *owned;
   EXPECT_THAT(sys.Write("devices/new_file", "x"), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_FALSE(fs::exists(root_ + "/devices/new_file"));
   EXPECT_THAT(sys.Read("devices/none"), StatusIs(absl::StatusCode::kNotFound));
@@ -92,6 +105,11 @@ TEST_F(RealSysfsTest, WriteNeedsAnExistingFileAndMissingFilesAreNotFound) {
   ASSERT_OK_AND_ASSIGN(std::string v, sys.Read("bus/pci/devices/0000:00:03.0/vendor"));
   EXPECT_EQ(v, "0x8086");
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, RealSysfsTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? std::string("RealpathFallback") : std::string("Openat2");
+                         });
 
 TEST(ValidateRelativePathTest, AcceptsPlainRelativePaths) {
   EXPECT_THAT(ValidateRelativePath("bus/pci/drivers_probe"), IsOk());
