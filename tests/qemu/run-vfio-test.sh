@@ -65,8 +65,16 @@ GUEST_BIN=$BUILD/tests/driver/pdc-vfio-guest-check
 [ -n "$GUEST_BIN" ] || die "pdc-vfio-guest-check was not built"
 
 # --- 3. Kernel (downloaded, unpacked, cached; never installed) ---------------
-KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null |
-  awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+kernel_package() {
+  apt-cache depends linux-image-amd64 2>/dev/null |
+    awk '/Depends: linux-image-[0-9]/ {print $2; exit}'
+}
+KPKG=$(kernel_package)
+if [ -z "$KPKG" ]; then
+  log "no package lists: apt-get update"
+  $SUDO apt-get update -q >/dev/null
+  KPKG=$(kernel_package)
+fi
 [ -n "$KPKG" ] || die "cannot find the kernel package behind linux-image-amd64 (apt-get update?)"
 KV=${KPKG#linux-image-}
 KDIR=$WORK/kernel-$KV
