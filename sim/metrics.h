@@ -74,6 +74,8 @@ struct RunSummary {
   SimTime simulated = 0;         // the end of simulated time
   uint64_t exogenous_events = 0; // workload and failure events (same for all)
   uint64_t nodes = 0, devices = 0, vms = 0;
+  // How kube-scheduler was modelled, for the reader of the table.
+  std::string scheduler_note;
   std::vector<PolicyMetrics> policies;  // in the order requested
 };
 

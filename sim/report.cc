@@ -49,6 +49,9 @@ std::string FormatTable(const RunSummary& run) {
       "pdc-sim  scenario %s  seed %d  simulated %s  events %d  nodes %d  devices %d  VMs %d\n\n",
       run.scenario, run.seed, FormatDuration(run.simulated), run.exogenous_events,
       run.nodes, run.devices, run.vms);
+  if (!run.scheduler_note.empty()) {
+    o.insert(o.size() - 1, absl::StrCat("kube-scheduler model: ", run.scheduler_note, "\n"));
+  }
   absl::StrAppend(&o, absl::StrFormat(
                           "%-14s %9s %8s %8s %8s %8s %8s %8s %8s %7s %7s %6s %11s\n",
                           "policy", "restarts", "same-dev", "same-node", "waited",
@@ -121,6 +124,7 @@ std::string SummaryJson(const RunSummary& run) {
       ",\n  \"simulated_seconds\": ", run.simulated / kSecond,
       ",\n  \"events\": ", run.exogenous_events, ",\n  \"nodes\": ", run.nodes,
       ",\n  \"devices\": ", run.devices, ",\n  \"vms\": ", run.vms,
+      ",\n  \"scheduler\": ", JsonString(run.scheduler_note),
       ",\n  \"policies\": [");
   for (size_t i = 0; i < run.policies.size(); ++i) {
     const PolicyMetrics& m = run.policies[i];

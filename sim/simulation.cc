@@ -541,6 +541,15 @@ absl::StatusOr<RunSummary> RunScenario(const Scenario& scenario,
   summary.seed = scenario.seed;
   summary.nodes = cluster.nodes.size();
   summary.devices = cluster.devices.size();
+  auto pct = [](int p) {
+    return p == 0 ? std::string("adaptive") : absl::StrCat(p, "%");
+  };
+  const SchedulerSpec& sch = scenario.scheduler;
+  summary.scheduler_note = absl::StrCat(
+      "percentageOfNodesToScore: ", pct(sch.percentage_of_nodes_to_score),
+      "; pdc: ", pct(sch.pdc_percentage_of_nodes_to_score),
+      sch.pdc_node_affinity ? " + node affinity to bound claims" : "",
+      ", extender weight ", sch.extender_weight);
   std::vector<std::string> names = options.policies;
   if (names.empty()) names = AllPolicyNames();
   for (const std::string& name : names) {
