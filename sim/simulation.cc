@@ -555,6 +555,15 @@ absl::StatusOr<RunSummary> RunScenario(const Scenario& scenario,
   for (const std::string& name : names) {
     Run run(scenario, cluster, name, options);
     RETURN_IF_ERROR(run.Execute());
+    // Every policy must have seen the same workload; anything else is a leak
+    // of policy decisions into the event streams.
+    if (!summary.policies.empty() && (run.end() != summary.simulated ||
+                                      run.exogenous() != summary.exogenous_events)) {
+      return absl::InternalError(absl::StrCat(
+          name, " saw ", run.exogenous(), " events until ", run.end(), " us, ",
+          summary.policies[0].policy, " ", summary.exogenous_events, " until ",
+          summary.simulated, " us"));
+    }
     summary.simulated = run.end();
     summary.exogenous_events = run.exogenous();
     summary.vms = run.vm_count();
