@@ -64,7 +64,7 @@ class PdcPolicy final : public Policy {
     Placement p;
     SchedulingRequest req = Request(vm, pod_name, pod_uid);
     const int pinned =
-        ctx_.scenario->scheduler.pdc_node_affinity ? BoundNode(vm, req) : -1;
+        ctx_.scenario->scheduler.pdc_node_affinity ? BoundNode(vm) : -1;
     if (pinned >= 0) {
       p.nodes_scanned = 1;
       kube_.FeasiblePinned(pinned, vm.shape, &feasible_, &p.reason);
@@ -213,31 +213,21 @@ class PdcPolicy final : public Policy {
   }
 
   // The node all of the VM's claims are bound to (a Lost claim keeps its
-  // node), or -1 when some claim has none yet. Asks the allocator, the way
-  // a webhook adding node affinity would: Resolve, or, when Resolve refuses
-  // (a Lost claim), the claims this VM was bound with.
-  int BoundNode(const VmInfo& vm, const SchedulingRequest& req) const {
-    std::vector<Claim> claims;
-    absl::StatusOr<std::vector<ResolvedClaim>> resolved = allocator_->Resolve(req);
-    if (resolved.ok()) {
-      for (const ResolvedClaim& c : *resolved) {
-        if (!c.exists) return -1;
-        claims.push_back(c.claim);
-      }
-    } else if (auto it = claims_of_.find(vm.id); it != claims_of_.end()) {
-      for (const ClaimKey& key : it->second) {
-        absl::StatusOr<Claim> c = allocator_->GetClaim(key);
-        if (!c.ok()) return -1;
-        claims.push_back(*std::move(c));
-      }
+  // node), or -1 before its first bind. Reads the claims from the allocator
+  // (GetClaim), as a webhook adding node affinity would; the claims are the
+  // ones the VM's last bind returned.
+  int BoundNode(const VmInfo& vm) const {
+    auto it = claims_of_.find(vm.id);
+    if (it == claims_of_.end() || it->second.empty()) return -1;
+    std::string node;
+    for (const ClaimKey& key : it->second) {
+      absl::StatusOr<Claim> c = allocator_->GetClaim(key);
+      if (!c.ok() || c->status.node.empty()) return -1;
+      if (!node.empty() && node != c->status.node) return -1;
+      node = c->status.node;
     }
-    if (claims.empty()) return -1;
-    const std::string& node = claims[0].status.node;
-    for (const Claim& c : claims) {
-      if (c.status.node.empty() || c.status.node != node) return -1;
-    }
-    auto it = node_index_.find(node);
-    return it == node_index_.end() ? -1 : it->second;
+    auto n = node_index_.find(node);
+    return n == node_index_.end() ? -1 : n->second;
   }
 
   SchedulingRequest Request(const VmInfo& vm, const std::string& pod_name,
