@@ -156,6 +156,13 @@ absl::StatusOr<bool> OptBool(const Value& obj, std::string_view key,
   return v->GetBool();
 }
 
+std::string Quote(std::string_view s) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.Text(s);
+  return std::string(Output(buf));
+}
+
 std::string ErrorBody(std::string_view message, std::string_view field) {
   rapidjson::StringBuffer buf;
   Writer w(buf);

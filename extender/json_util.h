@@ -8,6 +8,7 @@
 #define PDC_EXTENDER_JSON_UTIL_H_
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -21,7 +22,27 @@
 namespace pdc::extender::json {
 
 using Value = rapidjson::Value;
-using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// rapidjson's Writer plus Text() (a key or a string value from a
+// string_view) and Quoted() (a string already escaped once, see Quote(): the
+// filter answer repeats a few distinct messages for thousands of nodes).
+// pdc_extender_lib builds RapidJSON with RAPIDJSON_SSE2, so String() skips
+// characters that need no escaping 16 at a time.
+class Writer : public rapidjson::Writer<rapidjson::StringBuffer> {
+ public:
+  using rapidjson::Writer<rapidjson::StringBuffer>::Writer;
+
+  bool Text(std::string_view s) {
+    return String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  }
+  // `quoted` is a complete JSON string literal (from Quote()).
+  bool Quoted(std::string_view quoted) {
+    return RawValue(quoted.data(), quoted.size(), rapidjson::kStringType);
+  }
+};
+
+// `s` as a JSON string literal, quotes included.
+std::string Quote(std::string_view s);
 
 // Parses `text` in place (strings then point into `text`, which must outlive
 // `doc`). Malformed JSON or trailing garbage: InvalidArgument, HTTP 400.
@@ -70,12 +91,8 @@ absl::StatusOr<int64_t> ReqInt(const Value& obj, std::string_view key,
 absl::StatusOr<bool> OptBool(const Value& obj, std::string_view key,
                              std::string_view field, bool def);
 
-inline void Key(Writer& w, std::string_view k) {
-  w.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
-}
-inline void Str(Writer& w, std::string_view s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
+inline void Key(Writer& w, std::string_view k) { w.Text(k); }
+inline void Str(Writer& w, std::string_view s) { w.Text(s); }
 inline std::string_view Output(const rapidjson::StringBuffer& b) {
   return std::string_view(b.GetString(), b.GetSize());
 }

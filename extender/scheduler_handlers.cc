@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -84,6 +85,14 @@ HttpResponse SchedulerHandlers::Filter(std::string& body) const {
   const FilterResult result =
       ctx_->allocator->Filter(pod->request, args->node_names);
   std::array<size_t, 16> counts{};
+  out.quoted_messages.reserve(result.messages.size());
+  for (const std::string& m : result.messages) {
+    out.quoted_messages.push_back(json::Quote(m));
+  }
+  if (out.quoted_messages.empty()) out.quoted_messages.push_back("\"\"");
+  const auto message = [&](const NodeVerdict& v) -> uint32_t {
+    return v.message < out.quoted_messages.size() ? v.message : 0;
+  };
   for (size_t i = 0; i < args->node_names.size(); ++i) {
     const NodeVerdict v =
         i < result.nodes.size() ? result.nodes[i] : NodeVerdict{};
@@ -98,10 +107,10 @@ HttpResponse SchedulerHandlers::Filter(std::string& body) const {
         out.passed.push_back(i);
         break;
       case Verdict::kFailed:
-        out.failed.emplace_back(i, result.MessageFor(i));
+        out.failed.emplace_back(i, message(v));
         break;
       case Verdict::kUnresolvable:
-        out.unresolvable.emplace_back(i, result.MessageFor(i));
+        out.unresolvable.emplace_back(i, message(v));
         break;
     }
   }
@@ -259,12 +268,11 @@ HttpResponse SchedulerHandlers::Preempt(std::string& body) const {
   } else {
     std::vector<std::string_view> names;
     for (const NodeVictims& nv : args->nodes) names.push_back(nv.node);
-    std::vector<std::string> ok =
+    const std::vector<std::string> ok =
         ctx_->allocator->Preemptable(pod->request, names);
+    const absl::flat_hash_set<std::string> helpful(ok.begin(), ok.end());
     for (size_t i = 0; i < names.size(); ++i) {
-      if (std::find(ok.begin(), ok.end(), names[i]) != ok.end()) {
-        keep.push_back(i);
-      }
+      if (helpful.contains(Sv(names[i]))) keep.push_back(i);
     }
   }
   return json::JsonResponse(200, WritePreemptionResult(*args, keep));

@@ -118,11 +118,12 @@ absl::Status SumContainers(const Value& spec, std::string_view key,
 }
 
 void WriteFailedMap(json::Writer& w, const ExtenderArgs& args,
-                    const std::vector<std::pair<size_t, std::string>>& m) {
+                    const FilterOutput& out,
+                    const std::vector<std::pair<size_t, uint32_t>>& m) {
   w.StartObject();
   for (const auto& [i, why] : m) {
     json::Key(w, args.node_names[i]);
-    json::Str(w, why);
+    w.Quoted(out.quoted_messages[why]);
   }
   w.EndObject();
 }
@@ -283,9 +284,9 @@ std::string WriteFilterResult(const ExtenderArgs& args,
     w.EndArray();
   }
   json::Key(w, "FailedNodes");
-  WriteFailedMap(w, args, out.failed);
+  WriteFailedMap(w, args, out, out.failed);
   json::Key(w, "FailedAndUnresolvableNodes");
-  WriteFailedMap(w, args, out.unresolvable);
+  WriteFailedMap(w, args, out, out.unresolvable);
   json::Key(w, "Error");
   json::Str(w, out.error);
   w.EndObject();

@@ -67,8 +67,11 @@ absl::StatusOr<ExtenderArgs> ReadExtenderArgs(const json::Value& doc);
 
 struct FilterOutput {
   std::vector<size_t> passed;  // Indexes into the input, input order.
-  std::vector<std::pair<size_t, std::string>> failed;
-  std::vector<std::pair<size_t, std::string>> unresolvable;
+  // (input index, index into quoted_messages), input order.
+  std::vector<std::pair<size_t, uint32_t>> failed;
+  std::vector<std::pair<size_t, uint32_t>> unresolvable;
+  // Each distinct reason once, as a JSON string literal (json::Quote).
+  std::vector<std::string> quoted_messages;
   std::string error;
 };
 
