@@ -187,16 +187,25 @@ int AllocatorImpl::ScoreLocked(const RequestPlan& plan, const Evaluation& e) con
   bool aligned = false;
   if (FastFitApplies(node, plan.pending)) {
     // Some NUMA node has enough free single-device groups of every class.
-    absl::flat_hash_map<int16_t, size_t> classes_ok;
-    size_t classes_needed = 0;
-    for (size_t c = 0; c < plan.need.size(); ++c) {
-      if (plan.need[c] == 0) continue;
-      ++classes_needed;
-      for (const auto& [numa, count] : node.summary[c].free_single_by_numa) {
-        if (count >= plan.need[c]) ++classes_ok[numa];
+    auto enough_on = [&](size_t c, int16_t numa) {
+      for (const auto& [n, count] : node.summary[c].free_single_by_numa) {
+        if (n == numa) return count >= plan.need[c];
+      }
+      return false;
+    };
+    size_t first = 0;
+    while (first < plan.need.size() && plan.need[first] == 0) ++first;
+    if (first == plan.need.size()) return 0;  // Nothing to place: not a fresh fit.
+    for (const auto& [numa, count] : node.summary[first].free_single_by_numa) {
+      bool all = true;
+      for (size_t c = first; c < plan.need.size() && all; ++c) {
+        all = plan.need[c] == 0 || enough_on(c, numa);
+      }
+      if (all) {
+        aligned = true;
+        break;
       }
     }
-    for (const auto& [numa, ok] : classes_ok) aligned = aligned || ok == classes_needed;
   } else {
     auto placed = PlaceOnNode(node, state_.classes(), plan.pending, std::nullopt);
     aligned = placed.ok() && placed->numa_aligned;

@@ -10,6 +10,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev
   libssl-dev
   clang-14
+  # tests: deploy checks (promtool, a real Prometheus), QEMU real-kernel vfio test
+  prometheus python3 python3-yaml
+  qemu-system-x86 busybox-static e2fsprogs bc
 )
 
 missing=()

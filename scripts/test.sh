@@ -14,5 +14,5 @@ cmake --build "$BUILD_DIR" -j "$JOBS"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600
 
 if [ "${PDC_QEMU_TEST:-1}" != "0" ] && [ -x tests/qemu/run-vfio-test.sh ]; then
-  BUILD_DIR="$BUILD_DIR" bash tests/qemu/run-vfio-test.sh
+  bash tests/qemu/run-vfio-test.sh "$BUILD_DIR"
 fi
