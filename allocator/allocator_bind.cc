@@ -8,18 +8,6 @@
 #include "common/status_macros.h"
 
 namespace pdc {
-namespace {
-
-std::optional<int16_t> BoundNumaOf(const RequestPlan& plan, const NodeState& node) {
-  for (size_t i : plan.bound) {
-    for (const BoundDevice& b : plan.claims[i].claim.status.devices) {
-      if (const DeviceSlot* s = node.Find(b.address)) return s->device.numa_node;
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request,
                                                 std::string_view node_name) {
@@ -48,7 +36,7 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
     }
     Placement placed;
     if (!plan.pending.empty()) {
-      auto p = PlaceOnNode(*e.node, state_.classes(), plan.pending, BoundNumaOf(plan, *e.node));
+      auto p = PlaceOnNode(*e.node, state_.classes(), plan.pending, BoundNuma(plan, *e.node));
       if (!p.ok()) {
         return absl::FailedPreconditionError(
             absl::StrCat("node ", Sv(node_name), " cannot run the pod: ", p.status().message()));

@@ -13,16 +13,6 @@
 namespace pdc {
 namespace {
 
-// NUMA node of the pod's devices already bound on `node`, if any.
-std::optional<int16_t> BoundNuma(const RequestPlan& plan, const NodeState& node) {
-  for (size_t i : plan.bound) {
-    for (const BoundDevice& b : plan.claims[i].claim.status.devices) {
-      if (const DeviceSlot* s = node.Find(b.address)) return s->device.numa_node;
-    }
-  }
-  return std::nullopt;
-}
-
 // Collects distinct messages for a FilterResult.
 class MessageTable {
  public:

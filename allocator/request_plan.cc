@@ -191,6 +191,15 @@ void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options
   plan.problem = ClassifyClaims(state, plan);
 }
 
+std::optional<int16_t> BoundNuma(const RequestPlan& plan, const NodeState& node) {
+  for (size_t i : plan.bound) {
+    for (const BoundDevice& b : plan.claims[i].claim.status.devices) {
+      if (const DeviceSlot* s = node.Find(b.address)) return s->device.numa_node;
+    }
+  }
+  return std::nullopt;
+}
+
 std::string MakeClaimUid(const ClaimKey& key, uint64_t revision) {
   const uint64_t h = Fnv1a(key.name, Fnv1a("/", Fnv1a(key.ns)));
   char buf[40];

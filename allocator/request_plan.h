@@ -43,6 +43,9 @@ struct RequestPlan {
 void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options,
                       const SchedulingRequest& request, RequestPlan& plan);
 
+// NUMA node of the plan's devices already bound on `node`, if any.
+std::optional<int16_t> BoundNuma(const RequestPlan& plan, const NodeState& node);
+
 // Deterministic claim uid from its key and the revision that created it.
 std::string MakeClaimUid(const ClaimKey& key, uint64_t revision);
 

@@ -9,22 +9,9 @@
 namespace pdc {
 namespace {
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Reads `n` hex digits at text[pos]; -1 when any is not a hex digit.
 int ReadHex(std::string_view text, size_t pos, size_t n) {
-  int v = 0;
-  for (size_t i = 0; i < n; ++i) {
-    int d = HexDigit(text[pos + i]);
-    if (d < 0) return -1;
-    v = v * 16 + d;
-  }
-  return v;
+  return static_cast<int>(ParseFixedHex(text.substr(pos, n), n));
 }
 
 absl::Status Invalid(std::string_view text, std::string_view why) {

@@ -7,6 +7,7 @@
 #ifndef PDC_COMMON_STRINGS_H_
 #define PDC_COMMON_STRINGS_H_
 
+#include <cstdint>
 #include <string_view>
 
 #include "absl/strings/string_view.h"
@@ -19,6 +20,26 @@ inline absl::string_view Sv(std::string_view s) {
 
 inline std::string_view StdSv(absl::string_view s) {
   return std::string_view(s.data(), s.size());
+}
+
+// Value of one hexadecimal digit (either case), or -1.
+inline int HexDigitValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Parses exactly `digits` hex digits (at most 8); -1 on any other input.
+inline int64_t ParseFixedHex(std::string_view s, size_t digits) {
+  if (s.size() != digits || digits > 8) return -1;
+  int64_t v = 0;
+  for (char c : s) {
+    const int d = HexDigitValue(c);
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
 }
 
 }  // namespace pdc

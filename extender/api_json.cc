@@ -29,21 +29,12 @@ std::string Hex(uint32_t v, int digits) {
 absl::StatusOr<uint32_t> ParseHex(const Value& obj, std::string_view key,
                                   std::string_view field, int digits) {
   ASSIGN_OR_RETURN(std::string_view s, json::ReqString(obj, key, field));
-  uint32_t v = 0;
-  bool ok = static_cast<int>(s.size()) == digits;
-  for (char c : s) {
-    int d = (c >= '0' && c <= '9')   ? c - '0'
-            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                     : -1;
-    if (d < 0) ok = false;
-    v = (v << 4) | static_cast<uint32_t>(d < 0 ? 0 : d);
-  }
-  if (!ok) {
+  const int64_t v = ParseFixedHex(s, static_cast<size_t>(digits));
+  if (v < 0) {
     return json::FieldError(field, absl::StrCat("\"", Sv(s), "\" must be ",
                                                 digits, " hex digits"));
   }
-  return v;
+  return static_cast<uint32_t>(v);
 }
 
 absl::StatusOr<PciAddress> ParseAddress(std::string_view s,
