@@ -371,24 +371,29 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
   return c;
 }
 
+// The spec fields shared by a create request and a claim object.
+static void WriteClaimSpecFields(Writer& w, const ClaimSpec& spec) {
+  Key(w, "resourceName");
+  Str(w, spec.resource_name);
+  Key(w, "count");
+  w.Int(spec.count);
+  Key(w, "node");
+  Str(w, spec.node);
+  Key(w, "serial");
+  Str(w, spec.serial);
+  Key(w, "address");
+  Str(w, spec.address ? spec.address->ToString() : "");
+  Key(w, "reclaimPolicy");
+  Str(w, ToString(spec.reclaim_policy));
+}
+
 std::string WriteClaimCreate(const ClaimCreate& c) {
   rapidjson::StringBuffer buf;
   Writer w(buf);
   w.StartObject();
   Key(w, "name");
   Str(w, c.key.name);
-  Key(w, "resourceName");
-  Str(w, c.spec.resource_name);
-  Key(w, "count");
-  w.Int(c.spec.count);
-  Key(w, "node");
-  Str(w, c.spec.node);
-  Key(w, "serial");
-  Str(w, c.spec.serial);
-  Key(w, "address");
-  Str(w, c.spec.address ? c.spec.address->ToString() : "");
-  Key(w, "reclaimPolicy");
-  Str(w, ToString(c.spec.reclaim_policy));
+  WriteClaimSpecFields(w, c.spec);
   if (!c.spec.owner_vm.empty()) {
     Key(w, "ownerVM");
     Str(w, c.spec.owner_vm);
@@ -405,18 +410,7 @@ void WriteClaimObject(Writer& w, const Claim& c) {
   Str(w, c.key.name);
   Key(w, "uid");
   Str(w, c.uid);
-  Key(w, "resourceName");
-  Str(w, c.spec.resource_name);
-  Key(w, "count");
-  w.Int(c.spec.count);
-  Key(w, "node");
-  Str(w, c.spec.node);
-  Key(w, "serial");
-  Str(w, c.spec.serial);
-  Key(w, "address");
-  Str(w, c.spec.address ? c.spec.address->ToString() : "");
-  Key(w, "reclaimPolicy");
-  Str(w, ToString(c.spec.reclaim_policy));
+  WriteClaimSpecFields(w, c.spec);
   Key(w, "ownerVM");
   Str(w, c.spec.owner_vm);
   Key(w, "status");
