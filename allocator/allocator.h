@@ -44,6 +44,11 @@ struct AllocatorOptions {
   ReclaimPolicy template_reclaim_policy = ReclaimPolicy::kRetain;
   // CheckpointDue() turns true after this many records since the last one.
   uint64_t checkpoint_every_records = 100000;
+  // At most one pod per node and resource name waits for its devices
+  // (DESIGN §5): kubelet's device plugin API does not say which pod asks, so
+  // pdc-node can only answer unambiguously while one pod is pending. Off for
+  // clusters where pdc-node is not the device plugin (nothing would confirm).
+  bool serialize_handoffs = false;
 };
 
 // What a pod asks for, extracted from the pod by the caller (DESIGN §3).
@@ -83,6 +88,7 @@ enum class FilterReason : uint8_t {
   kUnhealthy = 7,
   kClaimProblem = 8,   // Missing, Lost, inconsistent with the pod.
   kPinned = 9,         // A pin excludes this node.
+  kHandoffPending = 10,  // Another VM is still receiving its devices here.
 };
 std::string_view ToString(FilterReason reason);
 
@@ -129,11 +135,25 @@ struct NodeAllocation {
   std::string resource_name;
   ReclaimPolicy reclaim_policy = ReclaimPolicy::kRetain;
   std::optional<Reservation> reserved_for;
+  // The reserving pod has not been handed the device yet.
+  bool handoff_pending = false;
 };
 struct NodeAllocations {
   uint64_t version = 0;  // Revision of the last change relevant to the node.
   std::vector<NodeAllocation> claimed;      // Sorted by address.
   std::vector<PciAddress> return_to_host;   // Sorted.
+};
+
+// A pod waiting for its devices of one resource on one node.
+struct PendingHandoff {
+  std::string node;
+  std::string resource_name;
+  std::string ns;
+  Reservation pod;                  // VM, pod name and UID.
+  std::vector<ClaimKey> claims;     // Sorted.
+  std::vector<PciAddress> devices;  // Sorted.
+
+  bool operator==(const PendingHandoff&) const = default;
 };
 
 struct NodeView {
@@ -216,6 +236,24 @@ class Allocator {
   // Reverts what `outcome` did, for claims still as that bind left them.
   // Idempotent: a second call changes nothing and returns OK.
   virtual absl::Status Undo(const BindOutcome& outcome) = 0;
+
+  // --- Hand-off (DESIGN §5) -------------------------------------------------
+  // The node driver handed `devices` of `resource_name` to pod `pod_uid`
+  // (kubelet's Allocate answered for it): its claims stop being pending.
+  // NotFound when that pod waits for nothing of the resource there;
+  // FailedPrecondition when `devices` are not exactly the pod's claimed ones.
+  // Idempotent: confirming again returns the same claims.
+  virtual absl::StatusOr<std::vector<ClaimKey>> ConfirmHandoff(
+      std::string_view node, std::string_view pod_uid, std::string_view resource_name,
+      absl::Span<const PciAddress> devices) = 0;
+  // The pod went away before it received its devices: releases the
+  // reservations it holds on `node` that were never handed off. NotFound when
+  // there are none.
+  virtual absl::StatusOr<std::vector<ClaimKey>> CancelHandoff(std::string_view node,
+                                                              std::string_view pod_uid) = 0;
+  // Pods waiting for devices on `node` ("" = every node), sorted by node,
+  // resource name, pod UID.
+  virtual std::vector<PendingHandoff> PendingHandoffs(std::string_view node) const = 0;
 
   // --- Views ---------------------------------------------------------------
   virtual absl::StatusOr<NodeView> GetNode(std::string_view node) const = 0;

@@ -371,7 +371,8 @@ absl::StatusOr<NodeAllocations> AllocatorImpl::GetNodeAllocations(std::string_vi
     out.claimed.push_back(NodeAllocation{s.device.address, s.owner->key,
                                          s.owner->spec.resource_name,
                                          s.owner->spec.reclaim_policy,
-                                         s.owner->status.reserved_for});
+                                         s.owner->status.reserved_for,
+                                         s.owner->status.HandoffPending()});
   }
   return out;
 }

@@ -49,6 +49,13 @@ class AllocatorImpl final : public Allocator {
                                    std::string_view node) override;
   absl::Status Undo(const BindOutcome& outcome) override;
 
+  absl::StatusOr<std::vector<ClaimKey>> ConfirmHandoff(
+      std::string_view node, std::string_view pod_uid, std::string_view resource_name,
+      absl::Span<const PciAddress> devices) override;
+  absl::StatusOr<std::vector<ClaimKey>> CancelHandoff(std::string_view node,
+                                                      std::string_view pod_uid) override;
+  std::vector<PendingHandoff> PendingHandoffs(std::string_view node) const override;
+
   absl::StatusOr<NodeView> GetNode(std::string_view node) const override;
   std::vector<NodeView> ListNodes() const override;
   absl::StatusOr<NodeAllocations> GetNodeAllocations(std::string_view node) const override;
@@ -78,6 +85,10 @@ class AllocatorImpl final : public Allocator {
   // The verdict for one node. REQUIRES: mu_ held (shared is enough).
   Evaluation EvaluateLocked(const RequestPlan& plan, std::string_view node_name,
                             absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A claim of another pod that waits for its devices of a class the plan
+  // needs on `node`, when hand-offs are serialised; else nullptr.
+  const Claim* BlockingHandoffLocked(const RequestPlan& plan, const NodeState& node) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   int ScoreLocked(const RequestPlan& plan, const Evaluation& e) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool ReportingLocked(const NodeState& node, absl::Time now) const

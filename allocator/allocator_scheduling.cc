@@ -62,6 +62,8 @@ std::string_view ToString(FilterReason reason) {
       return "claim_problem";
     case FilterReason::kPinned:
       return "pinned";
+    case FilterReason::kHandoffPending:
+      return "handoff_pending";
   }
   return "unknown";
 }
@@ -131,8 +133,31 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
       }
     }
   }
+  if (const Claim* other = BlockingHandoffLocked(plan, *node)) {
+    const Reservation& r = *other->status.reserved_for;
+    return {Verdict::kFailed, FilterReason::kHandoffPending, {},
+            absl::StrCat("another VM is starting on this node: ", other->key.ns, "/", r.vm,
+                         " (pod ", r.pod_name, ") has not received its ",
+                         other->spec.resource_name, " devices yet"),
+            node};
+  }
   e.reason = plan.bound.empty() ? FilterReason::kFreshFit : FilterReason::kStickyHit;
   return e;
+}
+
+const Claim* AllocatorImpl::BlockingHandoffLocked(const RequestPlan& plan,
+                                                  const NodeState& node) const {
+  if (!options_.serialize_handoffs) return nullptr;
+  for (const Claim* c : node.handoff_pending) {
+    const Reservation& r = *c->status.reserved_for;
+    // The pod's own claims, or an older pod of the same VM (it is replaced:
+    // KubeVirt runs one launcher pod per VM, and this bind takes the
+    // reservation over), never block it.
+    if (r.pod_uid == plan.pod_uid || (c->key.ns == plan.ns && r.vm == plan.vm)) continue;
+    const int16_t cls = state_.ClassIndex(c->spec.resource_name);
+    if (cls != kNoClass && plan.uses_class[cls]) return c;
+  }
+  return nullptr;
 }
 
 absl::StatusOr<std::vector<ResolvedClaim>> AllocatorImpl::Resolve(

@@ -97,6 +97,11 @@ absl::Status ClusterState::LinkClaim(const Claim* claim) {
   if (node_name.empty()) return absl::OkStatus();
   NodeState& node = GetOrCreateNode(node_name);
   node.claims.insert(claim);
+  if (claim->status.HandoffPending() &&
+      std::find(node.handoff_pending.begin(), node.handoff_pending.end(), claim) ==
+          node.handoff_pending.end()) {
+    node.handoff_pending.push_back(claim);
+  }
   for (const BoundDevice& b : claim->status.devices) {
     auto* slot = const_cast<DeviceSlot*>(node.Find(b.address));
     if (slot == nullptr) continue;  // Lost, or inventory not yet known.
@@ -116,6 +121,9 @@ void ClusterState::UnlinkClaim(const Claim* claim) {
   if (it == nodes_.end()) return;
   NodeState& node = it->second;
   node.claims.erase(claim);
+  node.handoff_pending.erase(
+      std::remove(node.handoff_pending.begin(), node.handoff_pending.end(), claim),
+      node.handoff_pending.end());
   for (DeviceSlot& slot : node.devices) {
     if (slot.owner == claim) slot.owner = nullptr;
   }
@@ -262,6 +270,13 @@ std::string ClusterState::CheckInvariants() const {
     ComputeSummary(fresh);
     if (fresh.summary != node.summary) {
       return absl::StrCat("node ", name, " has a stale free-device summary");
+    }
+    size_t pending = 0;
+    for (const Claim* c : node.claims) pending += c->status.HandoffPending() ? 1 : 0;
+    if (pending != node.handoff_pending.size() ||
+        !std::all_of(node.handoff_pending.begin(), node.handoff_pending.end(),
+                     [&](const Claim* c) { return node.claims.contains(c); })) {
+      return absl::StrCat("node ", name, " has a stale pending hand-off index");
     }
     for (const DeviceSlot& s : node.devices) {
       if (s.owner == nullptr) continue;

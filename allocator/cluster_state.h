@@ -53,6 +53,9 @@ struct NodeState {
   std::vector<DeviceSlot> devices;  // Sorted by address.
   std::vector<PciAddress> return_to_host;
   absl::flat_hash_set<const Claim*> claims;  // Claims whose status.node is here.
+  // Of `claims`, those whose reserving pod has not received its devices yet
+  // (ClaimStatus::HandoffPending). Almost always empty or tiny.
+  absl::InlinedVector<const Claim*, 1> handoff_pending;
   absl::InlinedVector<ClassSummary, 2> summary;  // Indexed by class.
   uint64_t version = 0;                        // Last revision touching it.
   absl::Time last_report = absl::InfinitePast();  // In memory only.

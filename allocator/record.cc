@@ -16,7 +16,10 @@ enum Tag : uint8_t {
   kTagPutNode = 3,
   kTagDeleteNode = 4,
 };
-constexpr uint8_t kFormatVersion = 1;
+// Version 2 added ClaimStatus::handed_off_to; version 1 records still decode
+// (their reservations count as handed off: they predate the hand-off gate).
+constexpr uint8_t kFormatVersion = 2;
+constexpr uint8_t kOldestFormatVersion = 1;
 
 void EncodeDevice(Encoder& e, const Device& d) {
   e.Fixed32(d.address.packed());
@@ -98,9 +101,10 @@ void EncodeClaim(Encoder& e, const Claim& c) {
   }
   e.String(st.lost_reason);
   EncodeReservation(e, st.reserved_for);
+  e.String(st.handed_off_to);
 }
 
-void DecodeClaim(Decoder& d, Claim& c) {
+void DecodeClaim(Decoder& d, uint8_t version, Claim& c) {
   DecodeKey(d, c.key);
   c.uid = std::string(d.String());
   c.created_revision = d.Varint();
@@ -135,6 +139,11 @@ void DecodeClaim(Decoder& d, Claim& c) {
   }
   st.lost_reason = std::string(d.String());
   DecodeReservation(d, st.reserved_for);
+  if (version >= 2) {
+    st.handed_off_to = std::string(d.String());
+  } else {
+    st.handed_off_to = st.reserved_for ? st.reserved_for->pod_uid : "";
+  }
 }
 
 void EncodeNode(Encoder& e, const NodeRecord& n) {
@@ -185,10 +194,10 @@ absl::StatusOr<Record> DecodeRecord(std::string_view bytes) {
   Decoder d(bytes);
   Record r;
   uint8_t version = d.U8();
-  if (d.ok() && version != kFormatVersion) {
+  if (d.ok() && (version < kOldestFormatVersion || version > kFormatVersion)) {
     return absl::DataLossError(
         absl::StrCat("record format version ", version, " is not supported (want ",
-                     kFormatVersion, ")"));
+                     kOldestFormatVersion, " to ", kFormatVersion, ")"));
   }
   r.revision = d.Varint();
   uint64_t n = d.Count(2);
@@ -198,7 +207,7 @@ absl::StatusOr<Record> DecodeRecord(std::string_view bytes) {
     switch (tag) {
       case kTagPutClaim: {
         PutClaim p;
-        DecodeClaim(d, p.claim);
+        DecodeClaim(d, version, p.claim);
         r.mutations.emplace_back(std::move(p));
         break;
       }

@@ -169,7 +169,10 @@ void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options
     return;
   }
   plan.need.assign(classes.size(), 0);
+  plan.uses_class.assign(classes.size(), 0);
+  plan.ns = request.ns;
   plan.vm = request.vm;
+  plan.pod_uid = request.pod_uid;
   if (absl::Status s = ValidateDnsLabel("pod namespace", request.ns); !s.ok()) {
     plan.problem = std::string(s.message());
     return;
@@ -189,6 +192,10 @@ void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options
   std::sort(plan.claims.begin(), plan.claims.end(),
             [](const ResolvedClaim& a, const ResolvedClaim& b) { return a.key < b.key; });
   plan.problem = ClassifyClaims(state, plan);
+  for (const ResolvedClaim& r : plan.claims) {
+    const int16_t cls = state.ClassIndex(r.claim.spec.resource_name);
+    if (cls != kNoClass) plan.uses_class[cls] = 1;
+  }
 }
 
 std::optional<int16_t> BoundNuma(const RequestPlan& plan, const NodeState& node) {

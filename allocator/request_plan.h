@@ -19,7 +19,9 @@ namespace pdc {
 
 struct RequestPlan {
   bool pass_through = false;  // The pod needs no managed device.
+  std::string ns;             // The pod's (and its claims') namespace.
   std::string vm;             // The requesting VM.
+  std::string pod_uid;        // The requesting pod.
   // Non-empty: no node can run the pod until the claims change (a missing or
   // Lost claim, claims inconsistent with the pod's requests).
   std::string problem;
@@ -29,6 +31,7 @@ struct RequestPlan {
   std::vector<size_t> bound;          // Indices of Bound claims.
   std::vector<PendingClaim> pending;  // Point into `claims`; keep the plan still.
   std::vector<size_t> need;           // Devices wanted per class (pending only).
+  std::vector<uint8_t> uses_class;    // 1 where any of the claims is of the class.
   // Messages for nodes that are not bound_node / pin_node, prepared once per
   // request.
   std::string bound_elsewhere;

@@ -127,6 +127,15 @@ struct ClaimStatus {
   std::vector<BoundDevice> devices;  // Sorted by address.
   std::string lost_reason;
   std::optional<Reservation> reserved_for;
+  // UID of the last pod the node driver confirmed it handed the devices to
+  // (kubelet's Allocate answered for it). While `reserved_for` names another
+  // pod, that pod is waiting for its hand-off (see HandoffPending()).
+  std::string handed_off_to;
+
+  // The reserving pod has not received the devices yet.
+  bool HandoffPending() const {
+    return reserved_for.has_value() && reserved_for->pod_uid != handed_off_to;
+  }
 
   bool operator==(const ClaimStatus&) const = default;
 };

@@ -29,6 +29,7 @@ Record SampleRecord() {
   c.status.devices = {{*PciAddress::Parse("0000:3b:00.0"), "SN1"},
                       {*PciAddress::Parse("0000:5e:00.0"), ""}};
   c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid"};
+  c.status.handed_off_to = "older-pod-uid";
   r.mutations.push_back(PutClaim{c});
   r.mutations.push_back(DeleteClaim{{"ns2", "old"}});
   NodeRecord n;
@@ -81,6 +82,30 @@ TEST(RecordTest, UnknownVersionIsDataLoss) {
   std::string bytes = EncodeRecord(SampleRecord());
   bytes[0] = 9;
   EXPECT_THAT(DecodeRecord(bytes), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+// Version 1 records (before hand-offs) have no handed_off_to; their
+// reservations count as handed off, so an upgrade blocks no node.
+TEST(RecordTest, Version1ClaimsDecodeAsHandedOff) {
+  Record r;
+  r.revision = 3;
+  Claim c;
+  c.key = {"default", "vm1-nvme"};
+  c.spec.resource_name = "devices.kubevirt.io/nvme";
+  c.status.phase = ClaimPhase::kBound;
+  c.status.node = "node-a";
+  c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid"};
+  r.mutations.push_back(PutClaim{c});
+  std::string bytes = EncodeRecord(r);
+  // The claim is the last thing encoded; its handed_off_to ("") is the one
+  // trailing length byte. Dropping it and the version gives a v1 record.
+  ASSERT_EQ(bytes.back(), '\0');
+  bytes.pop_back();
+  bytes[0] = 1;
+  ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
+  const auto& claim = std::get<PutClaim>(decoded.mutations.at(0)).claim;
+  EXPECT_EQ(claim.status.handed_off_to, "pod-uid");
+  EXPECT_FALSE(claim.status.HandoffPending());
 }
 
 }  // namespace
