@@ -111,6 +111,10 @@ struct ExtenderConfig {
 };
 
 // Section `node:` (pdc-node, the DaemonSet).
+  // serializeHandoffs: at most one VM pod per node and resource name waits
+  // for its devices (pdc-node's device plugin hands them over and confirms).
+  // `false` only when pdc-node is not the kubelet device plugin.
+  bool serialize_handoffs = true;
 struct NodeConfig {
   // nodeName: this node's Kubernetes name. "" = take $NODE_NAME.
   std::string node_name;

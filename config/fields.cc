@@ -324,6 +324,11 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Int<uint64_t>(
       "extender.checkpointEveryRecords",
       [](auto& c) -> auto& { return c.extender.checkpoint_every_records; }));
+  const std::vector<std::pair<std::string, bool>> booleans = {{"true", true},
+                                                              {"false", false}};
+  f.push_back(Enum(
+      "extender.serializeHandoffs", booleans,
+      [](auto& c) -> auto& { return c.extender.serialize_handoffs; }));
   f.push_back(Enum(
       "extender.kubernetes.mode", kube_modes,
       [](auto& c) -> auto& { return c.extender.kubernetes.mode; }));

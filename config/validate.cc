@@ -239,6 +239,7 @@ AllocatorOptions ToAllocatorOptions(const PdcConfig& config) {
   o.scoring = config.extender.scoring;
   o.template_reclaim_policy = config.extender.template_reclaim_policy;
   o.checkpoint_every_records = config.extender.checkpoint_every_records;
+  o.serialize_handoffs = config.extender.serialize_handoffs;
   return o;
 }
 

@@ -37,13 +37,6 @@ absl::StatusOr<uint32_t> ParseHex(const Value& obj, std::string_view key,
   return static_cast<uint32_t>(v);
 }
 
-absl::StatusOr<PciAddress> ParseAddress(std::string_view s,
-                                        std::string_view field) {
-  absl::StatusOr<PciAddress> a = PciAddress::Parse(s);
-  if (!a.ok()) return json::FieldError(field, StdSv(a.status().message()));
-  return *a;
-}
-
 absl::StatusOr<Device> ParseDevice(const Value& v, std::string_view at) {
   if (!v.IsObject()) return json::TypeError(at, "must be an object");
   auto f = [&](std::string_view k) { return absl::StrCat(Sv(at), ".", Sv(k)); };
@@ -140,6 +133,12 @@ void WriteClaimRef(Writer& w, const std::map<PciAddress, std::string>& m,
 }
 
 }  // namespace
+
+absl::StatusOr<PciAddress> ParseAddress(std::string_view s, std::string_view field) {
+  absl::StatusOr<PciAddress> a = PciAddress::Parse(s);
+  if (!a.ok()) return json::FieldError(field, StdSv(a.status().message()));
+  return *a;
+}
 
 void WriteDeviceFields(Writer& w, const Device& d) {
   Key(w, "address");
@@ -253,6 +252,8 @@ std::string WriteNodeAllocations(std::string_view node,
     Str(w, ToString(c.reclaim_policy));
     Key(w, "reservedFor");
     WriteReservation(w, c.reserved_for);
+    Key(w, "handedOff");
+    w.Bool(!c.handoff_pending);
     w.EndObject();
   }
   w.EndArray();
@@ -300,6 +301,9 @@ absl::StatusOr<NodeAllocationsReply> ParseNodeAllocations(std::string_view body)
       ASSIGN_OR_RETURN(a.reclaim_policy, ParsePolicy(pol, at + ".reclaimPolicy"));
       ASSIGN_OR_RETURN(a.reserved_for,
                        ParseReservation(c, "reservedFor", at + ".reservedFor"));
+      // Absent (an extender from before hand-offs): nothing is pending.
+      ASSIGN_OR_RETURN(bool handed_off, json::OptBool(c, "handedOff", at + ".handedOff", true));
+      a.handoff_pending = a.reserved_for.has_value() && !handed_off;
       r.allocations.claimed.push_back(std::move(a));
     }
   }
@@ -434,6 +438,8 @@ void WriteClaimObject(Writer& w, const Claim& c) {
   Str(w, c.status.lost_reason);
   Key(w, "reservedFor");
   WriteReservation(w, c.status.reserved_for);
+  Key(w, "handedOffTo");
+  Str(w, c.status.handed_off_to);
   w.EndObject();
   w.EndObject();
 }
@@ -499,6 +505,8 @@ absl::StatusOr<Claim> ParseClaim(const Value& v) {
                      str(*st, "lostReason", "status.lostReason"));
     ASSIGN_OR_RETURN(c.status.reserved_for,
                      ParseReservation(*st, "reservedFor", "status.reservedFor"));
+    ASSIGN_OR_RETURN(c.status.handed_off_to,
+                     str(*st, "handedOffTo", "status.handedOffTo"));
     const Value* devs = Find(*st, "devices");
     if (!IsNullish(devs)) {
       if (!devs->IsArray()) {

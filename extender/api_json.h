@@ -21,6 +21,9 @@
 
 namespace pdc::extender {
 
+// A PCI address field; FieldError (422) naming `field` when malformed.
+absl::StatusOr<PciAddress> ParseAddress(std::string_view s, std::string_view field);
+
 // --- Inventory (PUT /v1/nodes/{node}/inventory) ---------------------------
 // `path_node` is {node} from the URL; the body's "node" must equal it.
 absl::StatusOr<NodeInventory> ParseInventory(std::string_view body,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "extender/api_json.h"
+#include "extender/handoff_json.h"
 #include "extender/json_util.h"
 #include "extender/validation.h"
 
@@ -190,6 +191,41 @@ HttpResponse RestHandlers::ReleaseClaim(std::string_view ns,
   absl::StatusOr<Claim> c = ctx_->allocator->GetClaim(key);
   if (!c.ok()) return json::ErrorResponse(c.status());
   return Ok(WriteClaim(*c));
+}
+
+HttpResponse RestHandlers::ConfirmHandoff(std::string_view node,
+                                          std::string_view body) const {
+  if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
+    return json::ErrorResponse(s);
+  }
+  absl::StatusOr<HandoffConfirm> c = ParseHandoffConfirm(body);
+  if (!c.ok()) return json::ErrorResponse(c.status());
+  absl::StatusOr<std::vector<ClaimKey>> claims = ctx_->allocator->ConfirmHandoff(
+      node, c->pod_uid, c->resource_name, c->devices);
+  if (!claims.ok()) return json::ErrorResponse(claims.status());
+  ctx_->notifier->Bump();
+  return Ok(WriteHandoffConfirmed(node, *c, *claims));
+}
+
+HttpResponse RestHandlers::ListHandoffs(std::string_view node) const {
+  if (!node.empty()) {
+    if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
+      return json::ErrorResponse(s);
+    }
+  }
+  return Ok(WriteHandoffList(ctx_->allocator->PendingHandoffs(node)));
+}
+
+HttpResponse RestHandlers::CancelHandoff(std::string_view node,
+                                         std::string_view pod_uid) const {
+  if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
+    return json::ErrorResponse(s);
+  }
+  absl::StatusOr<std::vector<ClaimKey>> released =
+      ctx_->allocator->CancelHandoff(node, pod_uid);
+  if (!released.ok()) return json::ErrorResponse(released.status());
+  ctx_->notifier->Bump();
+  return Ok(WriteReleased(*released));
 }
 
 HttpResponse RestHandlers::ListNodes() const {

@@ -37,6 +37,11 @@ class RestHandlers {
                            const Query& query) const;
   HttpResponse ReleaseClaim(std::string_view ns, std::string_view name,
                             const Query& query) const;
+  // Hand-off (rest-api.md): the node driver confirms, people or the
+  // extender's own sweeper cancel, anyone lists. `node` "" lists all nodes.
+  HttpResponse ConfirmHandoff(std::string_view node, std::string_view body) const;
+  HttpResponse ListHandoffs(std::string_view node) const;
+  HttpResponse CancelHandoff(std::string_view node, std::string_view pod_uid) const;
   HttpResponse ListNodes() const;
   HttpResponse GetNode(std::string_view node) const;
   HttpResponse ListDevices() const;

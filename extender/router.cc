@@ -160,12 +160,24 @@ HttpResponse Router::Rest(HttpRequest& req, std::string_view path,
       return allow("PUT") ? rest_.PutInventory(p[1], req.body)
                           : MethodNotAllowed(req, path);
     }
+    if (p.size() == 3 && p[2] == "handoffs") {
+      if (allow("GET")) return rest_.ListHandoffs(p[1]);
+      if (allow("POST")) return rest_.ConfirmHandoff(p[1], req.body);
+      return MethodNotAllowed(req, path);
+    }
+    if (p.size() == 4 && p[2] == "handoffs") {
+      return allow("DELETE") ? rest_.CancelHandoff(p[1], p[3]) : MethodNotAllowed(req, path);
+    }
     if (p.size() == 3 && p[2] == "allocations") {
       *route = Route::kAllocations;
       return allow("GET") ? rest_.GetAllocations(p[1], q, req.allow_wait)
                           : MethodNotAllowed(req, path);
     }
     return not_found();
+  }
+  if (p.size() == 1 && p[0] == "handoffs") {
+    *route = Route::kNodes;
+    return allow("GET") ? rest_.ListHandoffs("") : MethodNotAllowed(req, path);
   }
   if (p.size() == 1 && p[0] == "devices") {
     *route = Route::kDevices;

@@ -111,7 +111,7 @@ class ExtenderFixture : public ::testing::Test {
   void Open() {
     router_.reset();
     allocator_.reset();
-    auto a = Allocator::Open(TestOptions(), &store_, &clock_);
+    auto a = Allocator::Open(allocator_options_, &store_, &clock_);
     ASSERT_TRUE(a.ok()) << a.status();
     allocator_ = *std::move(a);
     pods_ = std::make_unique<PodCache>(&clock_, 1000, absl::Minutes(10));
@@ -150,6 +150,7 @@ class ExtenderFixture : public ::testing::Test {
     return Call("POST", std::move(target), std::move(body));
   }
 
+  AllocatorOptions allocator_options_ = TestOptions();  // Set before Open().
   pdc::testing::FakeClock clock_;
   MemoryStore store_;
   Notifier notifier_;

@@ -135,7 +135,7 @@ TEST_F(RouterRestTest, ClaimLifecycle) {
   ASSERT_EQ(created.status, 201) << created.body;
   EXPECT_THAT(created.body, HasSubstr(R"("namespace":"default","name":"nvme-data","uid":")"));
   EXPECT_THAT(created.body,
-              HasSubstr(R"("resourceName":"devices.kubevirt.io/nvme","count":1,"node":"","serial":"","address":"","reclaimPolicy":"Retain","ownerVM":"","status":{"phase":"Pending","node":"","devices":[],"lostReason":"","reservedFor":null}})"));
+              HasSubstr(R"("resourceName":"devices.kubevirt.io/nvme","count":1,"node":"","serial":"","address":"","reclaimPolicy":"Retain","ownerVM":"","status":{"phase":"Pending","node":"","devices":[],"lostReason":"","reservedFor":null,"handedOffTo":""}})"));
   HttpResponse dup = Post("/v1/namespaces/default/claims",
                           R"({"name":"nvme-data","resourceName":"devices.kubevirt.io/nvme"})");
   EXPECT_EQ(dup.status, 409);
@@ -163,7 +163,7 @@ TEST_F(RouterRestTest, ClaimLifecycle) {
             R"({"Error":""})");
   HttpResponse got = Call("GET", "/v1/namespaces/default/claims/nvme-data");
   EXPECT_THAT(got.body,
-              HasSubstr(R"("status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"}],"lostReason":"","reservedFor":{"vm":"vm1","podName":"virt-launcher-vm1-x7k2p","podUid":"uid-1"}})"));
+              HasSubstr(R"("status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"}],"lostReason":"","reservedFor":{"vm":"vm1","podName":"virt-launcher-vm1-x7k2p","podUid":"uid-1"},"handedOffTo":""})"));
   HttpResponse busy = Call("DELETE", "/v1/namespaces/default/claims/nvme-data");
   EXPECT_EQ(busy.status, 409);
   EXPECT_THAT(busy.body, HasSubstr("?force=true"));
@@ -198,7 +198,7 @@ TEST_F(RouterRestTest, AllocationsAnswerAtOnceWhenNewerElseAskToWait) {
   ASSERT_EQ(a.status, 200);
   EXPECT_FALSE(a.long_poll.has_value());
   EXPECT_THAT(a.body,
-              HasSubstr(R"("claimed":[{"address":"0000:3b:00.0","claim":"default/vm1-nvme","resourceName":"devices.kubevirt.io/nvme","reclaimPolicy":"Retain","reservedFor":{"vm":"vm1","podName":"virt-launcher-vm1-x7k2p","podUid":"uid-1"}}],"returnToHost":[]})"));
+              HasSubstr(R"("claimed":[{"address":"0000:3b:00.0","claim":"default/vm1-nvme","resourceName":"devices.kubevirt.io/nvme","reclaimPolicy":"Retain","reservedFor":{"vm":"vm1","podName":"virt-launcher-vm1-x7k2p","podUid":"uid-1"},"handedOff":false}],"returnToHost":[]})"));
   ASSERT_OK_AND_ASSIGN(NodeAllocations now, allocator_->GetNodeAllocations("node-a"));
   EXPECT_THAT(a.body, HasSubstr(absl::StrCat(R"({"node":"node-a","version":)", now.version, ",")));
 
