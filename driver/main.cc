@@ -4,6 +4,11 @@
 // (`node:` section, deviceClasses), plus `--once`: one pass without waiting,
 // exit status 0 when it succeeded with no device errors (for scripts).
 // Serves /metrics and /healthz on node.metricsListen.
+// It is also the kubelet device plugin for every managed resource name
+// (driver/deviceplugin/): `--device-plugin-dir=DIR` (default
+// /var/lib/kubelet/device-plugins) is where kubelet.sock and pdc's sockets
+// live; `--device-plugin=false` turns the plugin off (a node where KubeVirt's
+// own plugin serves the resource, or no kubelet at all).
 #include <signal.h>
 
 #include <cstdio>
@@ -17,6 +22,7 @@
 #include "common/file_util.h"
 #include "common/metrics.h"
 #include "config/config.h"
+#include "driver/deviceplugin/device_plugin_manager.h"
 #include "driver/bind_journal.h"
 #include "driver/node_extender_api.h"
 #include "driver/node_metrics.h"
@@ -37,11 +43,19 @@ int Fail(const absl::Status& s) {
 
 int Main(int argc, char** argv) {
   bool once = false;
+  bool device_plugin = true;
+  std::string device_plugin_dir(deviceplugin::kDefaultPluginDir);
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--once" || a == "--once=true") {
       once = true;
+    } else if (a == "--device-plugin" || a == "--device-plugin=true") {
+      device_plugin = true;
+    } else if (a == "--device-plugin=false") {
+      device_plugin = false;
+    } else if (a.starts_with("--device-plugin-dir=")) {
+      device_plugin_dir = a.substr(std::string_view("--device-plugin-dir=").size());
     } else {
       args.push_back(a);
     }
@@ -49,9 +63,13 @@ int Main(int argc, char** argv) {
   auto flags = ParseConfigFlags(args);
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) {
-    std::printf("pdc-node [--config=FILE] [--once] [--<field>=<value>...]\n"
-                "  --once  one reconcile pass without waiting; exit 0 when it succeeded\n%s",
-                ConfigHelp().c_str());
+    std::printf("pdc-node [--config=FILE] [--once] [--device-plugin=false] "
+                "[--device-plugin-dir=DIR] [--<field>=<value>...]\n"
+                "  --once               one reconcile pass without waiting; exit 0 when it "
+                "succeeded\n"
+                "  --device-plugin=false  do not serve the kubelet device plugin API\n"
+                "  --device-plugin-dir  kubelet's device plugin directory (default %s)\n%s",
+                std::string(deviceplugin::kDefaultPluginDir).c_str(), ConfigHelp().c_str());
     return 0;
   }
   auto config = LoadConfig(*flags, Component::kNode);
@@ -88,6 +106,11 @@ int Main(int argc, char** argv) {
   auto client = HttpClient::Create(client_options);
   if (!client.ok()) return Fail(client.status());
   HttpExtenderApi api(std::move(*client));
+  // The device plugin has a connection of its own: kubelet's Allocate must
+  // not wait behind the reconcile loop's long-poll.
+  auto plugin_client = HttpClient::Create(client_options);
+  if (!plugin_client.ok()) return Fail(plugin_client.status());
+  HttpExtenderApi plugin_api(std::move(*plugin_client));
 
   MetricsRegistry registry;
   NodeMetrics metrics(&registry);
@@ -95,6 +118,17 @@ int Main(int argc, char** argv) {
   options.node = nc.node_name;
   options.classes = config->device_classes;
   options.heartbeat = nc.heartbeat_interval;
+  std::unique_ptr<deviceplugin::DevicePluginManager> plugins;
+  if (device_plugin && !once) {
+    deviceplugin::DevicePluginManagerOptions po;
+    po.node = nc.node_name;
+    po.plugin_dir = device_plugin_dir;
+    po.classes = config->device_classes;
+    plugins = std::make_unique<deviceplugin::DevicePluginManager>(&sys, &plugin_api, RealClock(),
+                                                                  std::move(po));
+    options.on_inventory = [&plugins](const NodeInventory& i) { plugins->OnInventory(i); };
+    options.on_allocations = [&plugins](const NodeAllocations& a) { plugins->OnAllocations(a); };
+  }
   Reconciler reconciler(&sys, &binder, journal->get(), &api, &metrics, RealClock(), options);
   (void)reconciler.Start();  // Logged; the loop retries whatever is left.
 
@@ -113,6 +147,13 @@ int Main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // After the mask: the plugin's gRPC threads inherit it, so SIGTERM reaches
+  // the signal thread below and never ends the process mid-answer.
+  if (plugins) {
+    if (absl::Status s = plugins->Start(); !s.ok()) return Fail(s);
+    spdlog::info("kubelet device plugin for {} in {}",
+                 absl::StrJoin(plugins->resource_names(), ", "), device_plugin_dir);
+  }
   absl::Notification stop;
   std::thread signal_thread([&] {
     int sig = 0;
@@ -142,6 +183,8 @@ int Main(int argc, char** argv) {
   }
   spdlog::info("pdc-node for {} talking to {}", nc.node_name, nc.extender_url);
   reconciler.Run(&stop);  // Returns once the signal thread notified `stop`.
+  // The plugin sockets go away with us; kubelet marks the devices unhealthy.
+  if (plugins) plugins->Stop();
   if (server) server->Stop();
   signal_thread.join();
   return 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -114,7 +115,24 @@ absl::StatusOr<NodeAllocations> DecodeAllocations(std::string_view json) {
           return Bad(field + ".reclaimPolicy", absl::StrCat("\"", p, "\" is not Retain or Delete"));
         }
       }
-      if (const Value* v = Member(c, "reservedFor"); v && v->IsObject()) d.reserved = true;
+      if (const Value* v = Member(c, "reservedFor"); v && !v->IsNull()) {
+        if (!v->IsObject()) return Bad(field + ".reservedFor", "want an object or null");
+        PodReservation r;
+        for (auto [key, out] : {std::pair{"vm", &r.vm}, std::pair{"podName", &r.pod_name},
+                                std::pair{"podUid", &r.pod_uid}}) {
+          const Value* m = Member(*v, key);
+          if (m == nullptr || m->IsNull()) continue;
+          if (!m->IsString()) return Bad(absl::StrCat(field, ".reservedFor.", key), "want a string");
+          *out = std::string(m->GetString(), m->GetStringLength());
+        }
+        d.reserved = true;
+        d.reserved_for = std::move(r);
+        d.handed_off = false;  // Until the answer says otherwise.
+      }
+      if (const Value* v = Member(c, "handedOff"); v && !v->IsNull()) {
+        if (!v->IsBool()) return Bad(field + ".handedOff", "want true or false");
+        d.handed_off = v->GetBool();
+      }
       out.claimed.push_back(std::move(d));
     }
   }
@@ -133,6 +151,46 @@ absl::StatusOr<NodeAllocations> DecodeAllocations(std::string_view json) {
             [](const auto& x, const auto& y) { return x.address < y.address; });
   std::sort(out.return_to_host.begin(), out.return_to_host.end());
   return out;
+}
+
+std::string EncodeHandoff(std::string_view pod_uid, std::string_view resource_name,
+                          absl::Span<const PciAddress> devices) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("podUid");
+  w.String(pod_uid.data(), static_cast<rapidjson::SizeType>(pod_uid.size()));
+  w.Key("resourceName");
+  w.String(resource_name.data(), static_cast<rapidjson::SizeType>(resource_name.size()));
+  w.Key("devices");
+  w.StartArray();
+  for (PciAddress a : devices) {
+    const std::string s = a.ToString();
+    w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
+  }
+  w.EndArray();
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+absl::Status ExtenderApi::ConfirmHandoff(std::string_view node, std::string_view pod_uid,
+                                         std::string_view resource_name,
+                                         absl::Span<const PciAddress> devices) {
+  return absl::UnimplementedError("this extender API does not confirm device hand-offs");
+}
+
+absl::Status HttpExtenderApi::ConfirmHandoff(std::string_view node, std::string_view pod_uid,
+                                             std::string_view resource_name,
+                                             absl::Span<const PciAddress> devices) {
+  auto r = client_->Post(absl::StrCat("/v1/nodes/", Sv(node), "/handoffs"),
+                         EncodeHandoff(pod_uid, resource_name, devices));
+  if (!r.ok()) return r.status();
+  if (r->status == 200) return absl::OkStatus();
+  if (r->status == 409) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("hand-off confirmation: HTTP 409: ", ErrorText(*r)));
+  }
+  return HttpError("hand-off confirmation", *r);
 }
 
 absl::StatusOr<uint64_t> HttpExtenderApi::PutInventory(const NodeInventory& inventory) {

@@ -1,8 +1,8 @@
 // ExtenderApi: what pdc-node needs from pdc-extender (rest-api.md, node
-// driver endpoints): report the inventory (also the heartbeat) and learn the
-// node's allocations by long-poll. HttpExtenderApi speaks it over the shared
-// HTTP client; tests use a fake. JSON encoding and decoding are exposed for
-// tests.
+// driver endpoints): report the inventory (also the heartbeat), learn the
+// node's allocations by long-poll, and confirm a device hand-off to a VM pod
+// (notes: handoff-api.md). HttpExtenderApi speaks it over the shared HTTP
+// client; tests use a fake. JSON encoding and decoding are exposed for tests.
 // Thread-safety: implementations are thread-safe (HttpExtenderApi
 // serialises requests on its one connection).
 #ifndef PDC_DRIVER_NODE_EXTENDER_API_H_
@@ -10,17 +10,28 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "allocator/types.h"
 #include "common/pci_address.h"
 #include "extender/client/http_client.h"
 
 namespace pdc::driver {
+
+// The VM pod a claim is reserved for (`reservedFor` of a claimed entry).
+struct PodReservation {
+  std::string vm;
+  std::string pod_name;
+  std::string pod_uid;
+
+  bool operator==(const PodReservation&) const = default;
+};
 
 struct ClaimedDevice {
   PciAddress address;
@@ -28,6 +39,11 @@ struct ClaimedDevice {
   std::string resource_name;
   ReclaimPolicy reclaim_policy = ReclaimPolicy::kRetain;
   bool reserved = false;  // A VM (pod) is using it right now.
+  // Set when `reserved`.
+  std::optional<PodReservation> reserved_for;
+  // kubelet already handed the device to `reserved_for` (or nothing is
+  // reserved). Reserved and not handed off: that pod waits for its devices.
+  bool handed_off = true;
 
   bool operator==(const ClaimedDevice&) const = default;
 };
@@ -48,12 +64,23 @@ class ExtenderApi {
   // GET /v1/nodes/<node>/allocations?since=&wait=.
   virtual absl::StatusOr<NodeAllocations> GetAllocations(std::string_view node, uint64_t since,
                                                          absl::Duration wait) = 0;
+  // POST /v1/nodes/<node>/handoffs: kubelet's Allocate answered with
+  // `devices` (sorted) for pod `pod_uid`. NotFound when that pod has nothing
+  // pending there any more; FailedPrecondition when the devices differ from
+  // its claimed ones; Unavailable when the extender cannot be reached.
+  // The default says Unimplemented (fakes that do not model hand-offs).
+  virtual absl::Status ConfirmHandoff(std::string_view node, std::string_view pod_uid,
+                                      std::string_view resource_name,
+                                      absl::Span<const PciAddress> devices);
 };
 
 // {"node": ..., "devices": [...]} as rest-api.md specifies.
 std::string EncodeInventory(const NodeInventory& inventory);
 // The allocations answer; InvalidArgument naming the field when malformed.
 absl::StatusOr<NodeAllocations> DecodeAllocations(std::string_view json);
+// {"podUid": ..., "resourceName": ..., "devices": [...]} (handoff-api.md).
+std::string EncodeHandoff(std::string_view pod_uid, std::string_view resource_name,
+                          absl::Span<const PciAddress> devices);
 
 class HttpExtenderApi : public ExtenderApi {
  public:
@@ -64,6 +91,9 @@ class HttpExtenderApi : public ExtenderApi {
   absl::StatusOr<uint64_t> PutInventory(const NodeInventory& inventory) override;
   absl::StatusOr<NodeAllocations> GetAllocations(std::string_view node, uint64_t since,
                                                  absl::Duration wait) override;
+  absl::Status ConfirmHandoff(std::string_view node, std::string_view pod_uid,
+                              std::string_view resource_name,
+                              absl::Span<const PciAddress> devices) override;
 
  private:
   std::unique_ptr<HttpClient> client_;

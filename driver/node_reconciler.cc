@@ -59,6 +59,7 @@ absl::StatusOr<NodeInventory> Reconciler::Discover() {
     }
   }
   if (metrics_) metrics_->SetDevicesByDriver(std::move(by_driver));
+  if (options_.on_inventory) options_.on_inventory(r.inventory);
   return std::move(r.inventory);
 }
 
@@ -177,6 +178,7 @@ absl::StatusOr<PassResult> Reconciler::RunOnce(absl::Duration wait) {
     return allocations.status();
   }
   since_ = allocations->version;
+  if (options_.on_allocations) options_.on_allocations(*allocations);
   if (metrics_) metrics_->allocations_version->Set(static_cast<double>(since_));
   Apply(*allocations, &result);
   if (result.bound > 0 || result.restored > 0) {

@@ -15,6 +15,7 @@
 #define PDC_DRIVER_NODE_RECONCILER_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -40,6 +41,11 @@ struct ReconcilerOptions {
   absl::Duration heartbeat = absl::Seconds(10);
   absl::Duration backoff_initial = absl::Seconds(1);
   absl::Duration backoff_max = absl::Seconds(30);
+  // Called on the loop thread with every inventory discovered and every
+  // allocations answer received (the device plugin's view of the node).
+  // Must not block for long.
+  std::function<void(const NodeInventory&)> on_inventory;
+  std::function<void(const NodeAllocations&)> on_allocations;
 };
 
 // What one pass did; `errors` are device-level problems (sorted).

@@ -9,6 +9,8 @@ PACKAGES=(
   libboost1.81-dev rapidjson-dev libabsl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev
   libssl-dev
+  # pdc-node's kubelet device plugin: gRPC + protobuf, code generated at build time
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   clang-14
   # tests: deploy checks (promtool, a real Prometheus), QEMU real-kernel vfio test
   prometheus python3 python3-yaml

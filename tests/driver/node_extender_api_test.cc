@@ -48,10 +48,44 @@ TEST(ExtenderJsonTest, DecodesAllocations) {
   EXPECT_EQ(a.version, 17u);
   ASSERT_EQ(a.claimed.size(), 2u);
   EXPECT_EQ(a.claimed[0], (ClaimedDevice{Addr("0000:3b:00.0"), "default/a", "r",
-                                         ReclaimPolicy::kDelete, true}));
+                                         ReclaimPolicy::kDelete, true,
+                                         PodReservation{"vm1", "p", "u"}, false}));
   EXPECT_EQ(a.claimed[1].reclaim_policy, ReclaimPolicy::kRetain);
   EXPECT_FALSE(a.claimed[1].reserved);
+  EXPECT_FALSE(a.claimed[1].reserved_for.has_value());
+  EXPECT_TRUE(a.claimed[1].handed_off);
   EXPECT_EQ(a.return_to_host, std::vector<PciAddress>{Addr("0000:af:00.0")});
+}
+
+// handoff-api.md: `handedOff` per claimed entry; a reserved entry without
+// it counts as waiting.
+TEST(ExtenderJsonTest, DecodesHandedOff) {
+  ASSERT_OK_AND_ASSIGN(
+      NodeAllocations a,
+      DecodeAllocations(R"({"version":3,"claimed":[
+        {"address":"0000:3b:00.0","claim":"ns/a","resourceName":"r",
+         "reservedFor":{"vm":"vm1","podName":"p1","podUid":"u1"},"handedOff":true},
+        {"address":"0000:5e:00.0","claim":"ns/b","resourceName":"r",
+         "reservedFor":{"vm":"vm2","podName":"p2","podUid":"u2"},"handedOff":false},
+        {"address":"0000:af:00.0","claim":"ns/c","resourceName":"r",
+         "reservedFor":{"vm":"vm3","podName":"p3","podUid":"u3"}},
+        {"address":"0000:d8:00.0","claim":"ns/d","resourceName":"r","reservedFor":null,
+         "handedOff":true}]})"));
+  ASSERT_EQ(a.claimed.size(), 4u);
+  EXPECT_TRUE(a.claimed[0].handed_off);
+  EXPECT_EQ(a.claimed[0].reserved_for, (PodReservation{"vm1", "p1", "u1"}));
+  EXPECT_FALSE(a.claimed[1].handed_off);
+  EXPECT_EQ(a.claimed[1].reserved_for->pod_uid, "u2");
+  EXPECT_FALSE(a.claimed[2].handed_off);
+  EXPECT_TRUE(a.claimed[3].handed_off);
+  EXPECT_FALSE(a.claimed[3].reserved_for.has_value());
+}
+
+TEST(ExtenderJsonTest, EncodesHandoffAsHandoffApiSays) {
+  const std::vector<PciAddress> devices = {Addr("0000:3b:00.0"), Addr("0000:5e:00.0")};
+  EXPECT_EQ(EncodeHandoff("u1", "devices.kubevirt.io/nvme", devices),
+            R"({"podUid":"u1","resourceName":"devices.kubevirt.io/nvme",)"
+            R"("devices":["0000:3b:00.0","0000:5e:00.0"]})");
 }
 
 TEST(ExtenderJsonTest, MalformedAllocationsNameTheField) {
@@ -67,6 +101,12 @@ TEST(ExtenderJsonTest, MalformedAllocationsNameTheField) {
       {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","reclaimPolicy":"Keep"}]})",
        "claimed[0].reclaimPolicy"},
       {R"({"version":1,"returnToHost":["0000:3b:00.0",3]})", "returnToHost[1]"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","reservedFor":"u"}]})",
+       "claimed[0].reservedFor"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","reservedFor":{"podUid":1}}]})",
+       "claimed[0].reservedFor.podUid"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","handedOff":"yes"}]})",
+       "claimed[0].handedOff"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(DecodeAllocations(c.json),
@@ -105,6 +145,37 @@ TEST(HttpExtenderApiTest, TalksToAnExtenderOverHttp) {
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[0].body, EncodeInventory(OneDevice()));
   EXPECT_EQ(seen[1].target, "/v1/nodes/node-a/allocations?since=3&wait=5");
+}
+
+TEST(HttpExtenderApiTest, ConfirmsHandoffsOverHttp) {
+  std::vector<StatusRequest> seen;
+  ASSERT_OK_AND_ASSIGN(
+      auto server, StatusServer::Start("127.0.0.1:0", [&](const StatusRequest& r) {
+        seen.push_back(r);
+        if (r.body.find("\"u1\"") != std::string::npos) {
+          return StatusResponse{200, "application/json",
+                                R"({"node":"node-a","podUid":"u1","claims":["default/a"]})"};
+        }
+        if (r.body.find("\"u2\"") != std::string::npos) {
+          return StatusResponse{409, "application/json", R"({"error":"devices differ"})"};
+        }
+        return StatusResponse{404, "application/json", R"({"error":"nothing pending"})"};
+      }));
+  HttpClientOptions o;
+  o.base_url = "http://127.0.0.1:" + std::to_string(server->port());
+  ASSERT_OK_AND_ASSIGN(auto client, HttpClient::Create(o));
+  HttpExtenderApi api(std::move(client));
+  const std::vector<PciAddress> devices = {Addr("0000:3b:00.0")};
+  EXPECT_OK(api.ConfirmHandoff("node-a", "u1", "r", devices));
+  EXPECT_THAT(api.ConfirmHandoff("node-a", "u2", "r", devices),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("devices differ")));
+  EXPECT_THAT(api.ConfirmHandoff("node-a", "u3", "r", devices),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nothing pending")));
+  server->Stop();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].method, "POST");
+  EXPECT_EQ(seen[0].target, "/v1/nodes/node-a/handoffs");
+  EXPECT_EQ(seen[0].body, EncodeHandoff("u1", "r", devices));
 }
 
 TEST(HttpExtenderApiTest, ExtenderDownIsUnavailable) {

@@ -1,0 +1,97 @@
+#include "driver/deviceplugin/handoff_book.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/strings.h"
+
+namespace pdc::driver::deviceplugin {
+
+std::string PendingPod::Describe() const {
+  return absl::StrCat(ns, "/", vm, " (pod ", pod_name, ", uid ", pod_uid, ")");
+}
+
+void HandoffBook::Update(const NodeAllocations& allocations, bool fresh) {
+  absl::MutexLock lock(&mu_);
+  if (!fresh && allocations_.has_value() && allocations.version < allocations_->version) return;
+  allocations_ = allocations;
+  // Forget the answered hand-offs the extender no longer shows pending:
+  // recorded there, or the pod's reservation is gone.
+  for (auto it = answered_.begin(); it != answered_.end();) {
+    if (PendingUpstreamLocked(it->first, it->second)) {
+      ++it;
+    } else {
+      it = answered_.erase(it);
+    }
+  }
+}
+
+bool HandoffBook::PendingUpstreamLocked(std::string_view resource_name,
+                                        std::string_view pod_uid) const {
+  if (!allocations_.has_value()) return false;
+  for (const ClaimedDevice& c : allocations_->claimed) {
+    if (c.resource_name == resource_name && c.reserved_for.has_value() && !c.handed_off &&
+        c.reserved_for->pod_uid == pod_uid) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool HandoffBook::PendingUpstream(std::string_view resource_name, std::string_view pod_uid) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return PendingUpstreamLocked(resource_name, pod_uid);
+}
+
+uint64_t HandoffBook::version() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return allocations_.has_value() ? allocations_->version : 0;
+}
+
+void HandoffBook::MarkHandedOff(std::string_view resource_name, std::string_view pod_uid) {
+  absl::MutexLock lock(&mu_);
+  answered_.emplace(std::string(resource_name), std::string(pod_uid));
+}
+
+absl::StatusOr<PendingPod> HandoffBook::Pending(std::string_view resource_name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::map<std::string, PendingPod> by_uid;
+  if (allocations_.has_value()) {
+    for (const ClaimedDevice& c : allocations_->claimed) {
+      if (c.resource_name != resource_name || !c.reserved_for.has_value() || c.handed_off) continue;
+      const PodReservation& r = *c.reserved_for;
+      if (answered_.contains({std::string(resource_name), r.pod_uid})) continue;
+      PendingPod& p = by_uid[r.pod_uid];
+      p.resource_name = std::string(resource_name);
+      p.ns = c.claim.substr(0, c.claim.find('/'));
+      p.vm = r.vm;
+      p.pod_name = r.pod_name;
+      p.pod_uid = r.pod_uid;
+      p.claims.push_back(c.claim);
+      p.devices.push_back(c.address);
+    }
+  }
+  if (by_uid.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no VM pod is waiting for a ", Sv(resource_name), " device on node ", node_,
+        "; pdc hands devices only to pods it scheduled"));
+  }
+  if (by_uid.size() > 1) {
+    std::vector<std::string> who;
+    for (const auto& [uid, p] : by_uid) who.push_back(p.Describe());
+    return absl::FailedPreconditionError(absl::StrCat(
+        by_uid.size(), " VM pods are waiting for ", Sv(resource_name), " devices on node ", node_,
+        " at once (", absl::StrJoin(who, "; "),
+        "); the device plugin API does not say which one kubelet is admitting, so pdc refuses "
+        "rather than guess (is the extender's hand-off gate off?)"));
+  }
+  PendingPod p = std::move(by_uid.begin()->second);
+  std::sort(p.claims.begin(), p.claims.end());
+  p.claims.erase(std::unique(p.claims.begin(), p.claims.end()), p.claims.end());
+  std::sort(p.devices.begin(), p.devices.end());
+  return p;
+}
+
+}  // namespace pdc::driver::deviceplugin

@@ -1,0 +1,120 @@
+#include "driver/deviceplugin/handoff_confirmer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_join.h"
+#include "driver/node_reconciler.h"
+#include "spdlog/spdlog.h"
+
+namespace pdc::driver::deviceplugin {
+
+HandoffConfirmer::HandoffConfirmer(ExtenderApi* api, const HandoffBook* book,
+                                   ConfirmerOptions options)
+    : api_(api), book_(book), options_(options) {}
+
+HandoffConfirmer::~HandoffConfirmer() { Stop(); }
+
+void HandoffConfirmer::Start() {
+  absl::MutexLock lock(&mu_);
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void HandoffConfirmer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    ++wakeups_;
+  }
+  if (thread_.joinable()) thread_.join();
+  absl::MutexLock lock(&mu_);
+  for (const Job& j : jobs_) {
+    spdlog::warn("stopping with the {} hand-off to pod uid {} unconfirmed; the extender keeps "
+                 "other pods off this node for it until it is confirmed or cancelled",
+                 j.resource_name, j.pod_uid);
+  }
+  jobs_.clear();
+}
+
+void HandoffConfirmer::Enqueue(std::string resource_name, std::string pod_uid,
+                               std::vector<PciAddress> devices) {
+  absl::MutexLock lock(&mu_);
+  jobs_.push_back(Job{std::move(resource_name), std::move(pod_uid), std::move(devices),
+                      absl::InfinitePast(), absl::ZeroDuration()});
+  ++wakeups_;
+}
+
+uint64_t HandoffConfirmer::confirmed() const {
+  absl::MutexLock lock(&mu_);
+  return confirmed_;
+}
+
+size_t HandoffConfirmer::queued() const {
+  absl::MutexLock lock(&mu_);
+  return jobs_.size() + in_flight_;
+}
+
+bool HandoffConfirmer::WaitUntilIdle(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return jobs_.empty() && in_flight_ == 0;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+void HandoffConfirmer::Loop() {
+  mu_.Lock();
+  while (!stop_) {
+    // The earliest due job, if it is due.
+    auto next = std::min_element(jobs_.begin(), jobs_.end(),
+                                 [](const Job& a, const Job& b) { return a.due < b.due; });
+    const absl::Time now = absl::Now();
+    if (next == jobs_.end() || next->due > now) {
+      const uint64_t seen = wakeups_;
+      const absl::Duration wait = next == jobs_.end() ? absl::InfiniteDuration() : next->due - now;
+      auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return wakeups_ != seen;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&changed), wait);
+      continue;
+    }
+    Job job = *next;
+    jobs_.erase(next);
+    ++in_flight_;
+    mu_.Unlock();
+    // The extender is called without the lock: Enqueue never waits on it.
+    absl::Status s = api_->ConfirmHandoff(book_->node(), job.pod_uid, job.resource_name,
+                                          job.devices);
+    const std::string devices = absl::StrJoin(job.devices, ",", [](std::string* out, PciAddress a) {
+      out->append(a.ToString());
+    });
+    mu_.Lock();
+    --in_flight_;
+    ++job.attempts;
+    if (s.ok()) {
+      ++confirmed_;
+      spdlog::info("hand-off of {} {} to pod uid {} confirmed to pdc-extender", job.resource_name,
+                   devices, job.pod_uid);
+      continue;
+    }
+    if (absl::IsNotFound(s) || !book_->PendingUpstream(job.resource_name, job.pod_uid)) {
+      spdlog::info("hand-off of {} {} to pod uid {}: nothing pending upstream any more ({})",
+                   job.resource_name, devices, job.pod_uid, s.ToString());
+      continue;
+    }
+    job.backoff = NextBackoff(job.backoff, options_.backoff_initial, options_.backoff_max);
+    job.due = absl::Now() + job.backoff;
+    // The first failure and then every power of two: an outage is visible
+    // without a line per retry.
+    if ((job.attempts & (job.attempts - 1)) == 0) spdlog::warn("confirming the hand-off of {} {} to pod uid {} failed (attempt {}), retrying in "
+                 "{}: {}",
+                 job.resource_name, devices, job.pod_uid, job.attempts,
+                 absl::FormatDuration(job.backoff), s.ToString());
+    jobs_.push_back(std::move(job));
+  }
+  mu_.Unlock();
+}
+
+}  // namespace pdc::driver::deviceplugin

@@ -1,0 +1,74 @@
+// HandoffConfirmer: tells pdc-extender that kubelet's Allocate was answered
+// for a pod (POST /v1/nodes/<node>/handoffs), in the background so that
+// kubelet's call never waits on the extender. Each confirmation is retried
+// with exponential backoff until the extender takes it, answers that the pod
+// has nothing pending any more (NotFound), or the book no longer shows the
+// pod waiting upstream (its reservation went away). Until then the
+// extender's gate keeps other pods of that resource off this node, which is
+// the point: confirming late is safe, confirming wrongly is not.
+// Thread-safety: Enqueue from any thread; one background thread.
+#ifndef PDC_DRIVER_DEVICEPLUGIN_HANDOFF_CONFIRMER_H_
+#define PDC_DRIVER_DEVICEPLUGIN_HANDOFF_CONFIRMER_H_
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/pci_address.h"
+#include "driver/deviceplugin/handoff_book.h"
+#include "driver/node_extender_api.h"
+
+namespace pdc::driver::deviceplugin {
+
+struct ConfirmerOptions {
+  absl::Duration backoff_initial = absl::Milliseconds(500);
+  absl::Duration backoff_max = absl::Seconds(30);
+};
+
+class HandoffConfirmer {
+ public:
+  // `api` and `book` must outlive the confirmer.
+  HandoffConfirmer(ExtenderApi* api, const HandoffBook* book, ConfirmerOptions options);
+  ~HandoffConfirmer();  // Stops; unconfirmed hand-offs are dropped (logged).
+
+  void Start();
+  void Stop();
+
+  void Enqueue(std::string resource_name, std::string pod_uid, std::vector<PciAddress> devices);
+
+  // Confirmations taken by the extender so far, and still queued (tests).
+  uint64_t confirmed() const;
+  size_t queued() const;
+  // Waits until nothing is queued or being sent; false on timeout.
+  bool WaitUntilIdle(absl::Duration timeout) const;
+
+ private:
+  struct Job {
+    std::string resource_name;
+    std::string pod_uid;
+    std::vector<PciAddress> devices;
+    absl::Time due;
+    absl::Duration backoff;
+    int attempts = 0;
+  };
+  void Loop();
+
+  ExtenderApi* const api_;
+  const HandoffBook* const book_;
+  const ConfirmerOptions options_;
+  mutable absl::Mutex mu_;
+  std::vector<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t wakeups_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t confirmed_ ABSL_GUARDED_BY(mu_) = 0;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace pdc::driver::deviceplugin
+
+#endif  // PDC_DRIVER_DEVICEPLUGIN_HANDOFF_CONFIRMER_H_
