@@ -1,0 +1,119 @@
+// HandoffSweeper: a pending hand-off whose pod is gone is cancelled once it
+// has waited the grace period; a live pod, or an apiserver that cannot say,
+// keeps it.
+#include "extender/handoff_sweeper.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/extender/extender_fixture.h"
+
+namespace pdc::extender::testing {
+namespace {
+
+class FakeKube final : public KubeClient {
+ public:
+  absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name) override {
+    absl::MutexLock lock(&mu_);
+    gets.push_back(absl::StrCat(Sv(ns), "/", Sv(name)));
+    if (!answer.ok()) return answer.status();
+    return *answer;
+  }
+  absl::Status AnnotatePod(std::string_view, std::string_view, std::string_view,
+                           std::string_view) override {
+    return absl::OkStatus();
+  }
+  absl::Status BindPod(std::string_view, std::string_view, std::string_view,
+                       std::string_view) override {
+    return absl::OkStatus();
+  }
+
+  absl::Mutex mu_;
+  std::vector<std::string> gets;
+  absl::StatusOr<std::string> answer;
+};
+
+std::string PodJson(std::string_view uid, std::string_view phase) {
+  return absl::StrCat(R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":"virt-launcher-vm1-x7k2p","namespace":"default","uid":")",
+                      Sv(uid), R"("},"spec":{"nodeName":"node-a"},"status":{"phase":")", Sv(phase),
+                      R"("}})");
+}
+
+struct Case {
+  std::string name;
+  absl::StatusOr<std::string> answer;
+  bool cancelled;
+};
+
+class HandoffSweeperTest : public ExtenderFixture, public ::testing::WithParamInterface<Case> {
+ protected:
+  void SetUp() override {
+    allocator_options_.serialize_handoffs = true;
+    Open();
+    Report("node-a", {Nvme("0000:3b:00.0", 12, "SNA0"), Nvme("0000:5e:00.0", 13, "SNA1")});
+    ASSERT_EQ(Post("/scheduler/filter", NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"})).status,
+              200);
+    ASSERT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body,
+              R"({"Error":""})");
+    ASSERT_EQ(allocator_->PendingHandoffs("").size(), 1u);
+  }
+
+  HandoffSweeper::Options Opts() {
+    HandoffSweeper::Options o;
+    o.grace = absl::Seconds(30);
+    return o;
+  }
+
+  FakeKube kube_;
+};
+
+TEST_P(HandoffSweeperTest, DecidesByWhatTheApiserverSays) {
+  kube_.answer = GetParam().answer;
+  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_, &notifier_);
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);  // First seen now: not asked yet.
+  EXPECT_TRUE(kube_.gets.empty());
+  clock_.Advance(absl::Seconds(29));
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  EXPECT_TRUE(kube_.gets.empty());
+  clock_.Advance(absl::Seconds(1));
+  const uint64_t before = notifier_.version();
+  EXPECT_EQ(sweeper.SweepOnce(), GetParam().cancelled ? 1u : 0u);
+  EXPECT_THAT(kube_.gets, ::testing::ElementsAre("default/virt-launcher-vm1-x7k2p"));
+  EXPECT_EQ(allocator_->PendingHandoffs("").empty(), GetParam().cancelled);
+  EXPECT_EQ(notifier_.version() > before, GetParam().cancelled);
+  ASSERT_OK_AND_ASSIGN(Claim c, allocator_->GetClaim({"default", "vm1-nvme"}));
+  EXPECT_EQ(c.status.phase, ClaimPhase::kBound);  // The claim keeps its device either way.
+  EXPECT_EQ(c.status.reserved_for.has_value(), !GetParam().cancelled);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, HandoffSweeperTest,
+    ::testing::Values(Case{"Deleted", absl::NotFoundError("pods not found"), true},
+                      Case{"Replaced", PodJson("uid-2", "Pending"), true},
+                      Case{"FailedAdmission", PodJson("uid-1", "Failed"), true},
+                      Case{"Succeeded", PodJson("uid-1", "Succeeded"), true},
+                      Case{"StillPending", PodJson("uid-1", "Pending"), false},
+                      Case{"Running", PodJson("uid-1", "Running"), false},
+                      Case{"ApiserverDown", absl::UnavailableError("connection refused"), false},
+                      Case{"NotJson", std::string("<html>"), false}),
+    [](const auto& info) { return info.param.name; });
+
+TEST_F(HandoffSweeperTest, ForgetsPodsThatAreNoLongerPending) {
+  kube_.answer = PodJson("uid-1", "Running");
+  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_, &notifier_);
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  ASSERT_OK(allocator_
+                ->ConfirmHandoff("node-a", "uid-1", kNvme,
+                                 std::vector<PciAddress>{*PciAddress::Parse("0000:3b:00.0")})
+                .status());
+  clock_.Advance(absl::Minutes(5));
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  EXPECT_TRUE(kube_.gets.empty());  // Confirmed: nothing to ask about.
+}
+
+}  // namespace
+}  // namespace pdc::extender::testing
