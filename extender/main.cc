@@ -30,6 +30,7 @@
 #include "extender/extender_context.h"
 #include "extender/extender_metrics.h"
 #include "extender/http_server.h"
+#include "extender/json_log.h"
 #include "extender/kube_http_client.h"
 #include "extender/router.h"
 #include "extender/timed_store.h"
@@ -58,18 +59,12 @@ constexpr char kUsage[] =
     "Fields (YAML path = flag name):\n";
 
 void SetUpLogging(const PdcConfig& config) {
-  // Logs on stderr; stdout carries only the "listening on" line.
+  // Logs on stderr; stdout carries only the "listening on" line. JSON lines
+  // escape the message (json_log.h): spdlog's pattern alone cannot.
   spdlog::set_default_logger(spdlog::stderr_color_mt("pdc-extender"));
   spdlog::set_level(spdlog::level::from_str(config.log_level));
-  if (config.log_format == LogFormat::kJson) {
-    // One JSON object per line; messages are plain ASCII sentences.
-    spdlog::set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"pdc-extender","msg":"%v"})",
-        spdlog::pattern_time_type::utc);
-  } else {
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %L %v",
-                        spdlog::pattern_time_type::utc);
-  }
+  spdlog::set_formatter(
+      MakeLogFormatter(config.log_format == LogFormat::kJson, "pdc-extender"));
 }
 
 absl::StatusOr<std::string> ReadToken(const std::string& path) {

@@ -1,0 +1,137 @@
+#include "extender/json_log.h"
+
+#include <ctime>
+#include <utility>
+
+#include "spdlog/details/log_msg.h"
+#include "spdlog/pattern_formatter.h"
+
+namespace pdc::extender {
+namespace {
+
+// Length of the well-formed UTF-8 sequence starting at s[i] (Unicode 15,
+// table 3-7: no overlongs, no surrogates, nothing above U+10FFFF), or 0.
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  const auto at = [&](size_t k) -> unsigned {
+    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0x100u;
+  };
+  const auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) {
+    const unsigned c = at(k);
+    return c >= lo && c <= hi;
+  };
+  const unsigned b = at(0);
+  if (b >= 0xC2 && b <= 0xDF) return cont(1) ? 2 : 0;
+  if (b == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
+  if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) {
+    return cont(1) && cont(2) ? 3 : 0;
+  }
+  if (b == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
+  if (b == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  if (b >= 0xF1 && b <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  if (b == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
+  return 0;
+}
+
+template <typename Out>
+void EscapeInto(std::string_view s, Out& out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  size_t i = 0;
+  while (i < s.size()) {
+    // Copy the longest run that needs nothing.
+    size_t j = i;
+    while (j < s.size()) {
+      const unsigned char c = static_cast<unsigned char>(s[j]);
+      if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) break;
+      ++j;
+    }
+    out.append(s.data() + i, s.data() + j);
+    i = j;
+    if (i == s.size()) break;
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const size_t n = Utf8SequenceLength(s, i);
+      if (n == 0) {
+        out.append(kReplacement.data(), kReplacement.data() + kReplacement.size());
+        ++i;
+      } else {
+        out.append(s.data() + i, s.data() + i + n);
+        i += n;
+      }
+      continue;
+    }
+    const char* esc = nullptr;
+    switch (c) {
+      case '"': esc = "\\\""; break;
+      case '\\': esc = "\\\\"; break;
+      case '\n': esc = "\\n"; break;
+      case '\r': esc = "\\r"; break;
+      case '\t': esc = "\\t"; break;
+      case '\b': esc = "\\b"; break;
+      case '\f': esc = "\\f"; break;
+      default: break;
+    }
+    if (esc != nullptr) {
+      out.append(esc, esc + 2);
+    } else {
+      const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(u, u + 6);
+    }
+    ++i;
+  }
+}
+
+// std::string has no append(first, last) for pointers in all the forms
+// fmt's buffer has; this adapter gives both the same shape.
+struct StringSink {
+  std::string* s;
+  void append(const char* first, const char* last) { s->append(first, last); }
+};
+
+// %* in a pattern: the message, JSON-escaped.
+class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    EscapeInto(std::string_view(msg.payload.data(), msg.payload.size()), dest);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<EscapedMessageFlag>();
+  }
+};
+
+}  // namespace
+
+void AppendJsonEscaped(std::string_view s, std::string* out) {
+  StringSink sink{out};
+  EscapeInto(s, sink);
+}
+
+std::string JsonEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  AppendJsonEscaped(s, &out);
+  return out;
+}
+
+std::unique_ptr<spdlog::formatter> MakeLogFormatter(bool json,
+                                                    std::string_view logger) {
+  if (!json) {
+    return std::make_unique<spdlog::pattern_formatter>(
+        "%Y-%m-%dT%H:%M:%S.%eZ %L %v", spdlog::pattern_time_type::utc);
+  }
+  // The logger name goes into the pattern, so its '%' must be doubled too.
+  std::string name;
+  for (char c : JsonEscape(logger)) {
+    name += c;
+    if (c == '%') name += '%';
+  }
+  auto f = std::make_unique<spdlog::pattern_formatter>(
+      spdlog::pattern_time_type::utc);
+  f->add_flag<EscapedMessageFlag>('*');
+  f->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":")" +
+                 name + R"(","msg":"%*"})");
+  return f;
+}
+
+}  // namespace pdc::extender

@@ -1,0 +1,37 @@
+// Log line formats of pdc-extender (and any pdc program that logs with
+// spdlog): plain text, or one JSON object per line for log collectors.
+//
+// spdlog's pattern language cannot escape: a message holding a quote, a
+// backslash, a newline or an invalid UTF-8 byte (a pod name, an error text
+// from the Kubernetes API, a path) would break the JSON line. The JSON
+// format therefore writes the message through a custom pattern flag that
+// escapes it (JsonEscape below).
+// Thread-safety: MakeLogFormatter is pure; the returned formatter is used by
+// spdlog under its sink lock, like any spdlog formatter.
+#ifndef PDC_EXTENDER_JSON_LOG_H_
+#define PDC_EXTENDER_JSON_LOG_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "spdlog/formatter.h"
+
+namespace pdc::extender {
+
+// Appends `s` to `out` as the inside of a JSON string literal (no quotes):
+// '"' and '\\' escaped, control characters as \n \r \t \b \f or \u00XX, and
+// every byte that is not part of well-formed UTF-8 replaced by U+FFFD, so
+// the result is valid JSON whatever the input.
+void AppendJsonEscaped(std::string_view s, std::string* out);
+std::string JsonEscape(std::string_view s);
+
+// The formatter for `json` lines:
+//   {"time":"2026-11-30T08:00:00.123456Z","level":"info","logger":"<logger>","msg":"<escaped>"}
+// or, for text, "2026-11-30T08:00:00.123Z I <message>". Times are UTC.
+std::unique_ptr<spdlog::formatter> MakeLogFormatter(bool json,
+                                                    std::string_view logger);
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_JSON_LOG_H_
