@@ -195,7 +195,7 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
     if (!mutations.empty()) {
       ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
     }
-    state_.MutableNode(inventory.node)->last_report = clock_->Now();
+    state_.SetLastReport(inventory.node, clock_->Now());
   }
   if (ticket == 0) return absl::OkStatus();
   return SyncOrFail(ticket);

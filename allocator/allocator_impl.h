@@ -85,6 +85,10 @@ class AllocatorImpl final : public Allocator {
   // The verdict for one node. REQUIRES: mu_ held (shared is enough).
   Evaluation EvaluateLocked(const RequestPlan& plan, std::string_view node_name,
                             absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Fast path of Filter for a fresh, unpinned request: true only where
+  // EvaluateLocked would say kFits; false means "ask EvaluateLocked".
+  bool HotFitsLocked(const RequestPlan& plan, const NodeHot* hot, absl::Time now) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // A claim of another pod that waits for its devices of a class the plan
   // needs on `node`, when hand-offs are serialised; else nullptr.
   const Claim* BlockingHandoffLocked(const RequestPlan& plan, const NodeState& node) const

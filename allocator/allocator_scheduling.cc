@@ -38,6 +38,20 @@ class MessageTable {
   uint32_t last_index_ = 0;
 };
 
+// The request only needs fresh, unpinned devices: a node that reports, has
+// no pending hand-off and enough free single-device groups fits, which
+// NodeHot answers without the full NodeState.
+bool FreshFastPathApplies(const RequestPlan& plan) {
+  if (plan.pass_through || !plan.problem.empty() || !plan.bound.empty() ||
+      !plan.pin_node.empty() || plan.pending.empty() || plan.need.size() > kHotClasses) {
+    return false;
+  }
+  for (const PendingClaim& p : plan.pending) {
+    if (p.spec->address.has_value() || !p.spec->serial.empty()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string_view ToString(FilterReason reason) {
@@ -145,6 +159,20 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
   return e;
 }
 
+bool AllocatorImpl::HotFitsLocked(const RequestPlan& plan, const NodeHot* hot,
+                                  absl::Time now) const {
+  if (hot == nullptr || !hot->has_record || now - hot->last_report > options_.node_stale_after) {
+    return false;
+  }
+  if (hot->handoffs_pending != 0 && options_.serialize_handoffs) return false;
+  for (size_t c = 0; c < plan.need.size(); ++c) {
+    if (plan.need[c] != 0 && (hot->all_single[c] == 0 || hot->free_single[c] < plan.need[c])) {
+      return false;
+    }
+  }
+  return true;
+}
+
 const Claim* AllocatorImpl::BlockingHandoffLocked(const RequestPlan& plan,
                                                   const NodeState& node) const {
   if (!options_.serialize_handoffs) return nullptr;
@@ -180,7 +208,12 @@ FilterResult AllocatorImpl::Filter(const SchedulingRequest& request,
   result.pass_through = plan.pass_through;
   if (plan.pass_through) return result;
   const absl::Time now = clock_->Now();
+  const bool fast = FreshFastPathApplies(plan);
   for (size_t i = 0; i < nodes.size(); ++i) {
+    if (fast && HotFitsLocked(plan, state_.FindHot(nodes[i]), now)) {
+      result.nodes[i] = NodeVerdict{Verdict::kFits, FilterReason::kFreshFit, 0};
+      continue;
+    }
     Evaluation e = EvaluateLocked(plan, nodes[i], now);
     result.nodes[i] = NodeVerdict{e.verdict, e.reason, messages.Intern(e.message())};
   }

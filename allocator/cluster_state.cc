@@ -27,7 +27,7 @@ NodeRecord NodeState::ToRecord() const {
 }
 
 ClusterState::ClusterState(std::vector<DeviceClass> classes)
-    : classes_(std::move(classes)) {}
+    : classes_(std::move(classes)), hot_enabled_(classes_.size() <= kHotClasses) {}
 
 int16_t ClusterState::ClassIndex(std::string_view resource_name) const {
   for (size_t i = 0; i < classes_.size(); ++i) {
@@ -58,6 +58,34 @@ NodeState* ClusterState::MutableNode(std::string_view name) {
   return it == nodes_.end() ? nullptr : &it->second;
 }
 
+void ClusterState::SetLastReport(std::string_view name, absl::Time t) {
+  if (NodeState* node = MutableNode(name)) {
+    node->last_report = t;
+    SyncHot(*node);
+  }
+}
+
+NodeHot ClusterState::HotOf(const NodeState& node) const {
+  NodeHot h;
+  h.has_record = node.has_record;
+  h.handoffs_pending = static_cast<uint8_t>(std::min<size_t>(node.handoff_pending.size(), 255));
+  for (size_t c = 0; c < node.summary.size() && c < kHotClasses; ++c) {
+    h.all_single[c] = node.summary[c].free_usable == node.summary[c].free_single ? 1 : 0;
+    h.free_single[c] = node.summary[c].free_single;
+  }
+  h.last_report = node.last_report;
+  return h;
+}
+
+void ClusterState::SyncHot(const NodeState& node) {
+  if (hot_enabled_) hot_[node.name] = HotOf(node);
+}
+
+void ClusterState::EraseNode(absl::flat_hash_map<std::string, NodeState>::iterator it) {
+  hot_.erase(it->first);
+  nodes_.erase(it);
+}
+
 absl::Status ClusterState::Apply(const Record& record) {
   if (record.revision <= revision_) {
     return absl::DataLossError(absl::StrCat("record revision ", record.revision,
@@ -83,6 +111,7 @@ NodeState& ClusterState::GetOrCreateNode(const std::string& name) {
   if (inserted) {
     it->second.name = name;
     it->second.summary.assign(classes_.size(), ClassSummary{});
+    SyncHot(it->second);
   }
   return it->second;
 }
@@ -128,7 +157,7 @@ void ClusterState::UnlinkClaim(const Claim* claim) {
     if (slot.owner == claim) slot.owner = nullptr;
   }
   RecomputeSummary(node);
-  if (!node.has_record && node.claims.empty()) nodes_.erase(it);
+  if (!node.has_record && node.claims.empty()) EraseNode(it);
 }
 
 absl::Status ClusterState::ApplyPutClaim(const Claim& claim, uint64_t revision) {
@@ -186,7 +215,7 @@ void ClusterState::ApplyDeleteNode(const std::string& name, uint64_t revision) {
   RecomputeSummary(node);
   // The NodeState stays while claims still name the node, so they can be
   // found again if it comes back.
-  if (node.claims.empty()) nodes_.erase(it);
+  if (node.claims.empty()) EraseNode(it);
 }
 
 void ClusterState::RecomputeSummary(NodeState& node) {
@@ -195,12 +224,16 @@ void ClusterState::RecomputeSummary(NodeState& node) {
     return;
   }
   ComputeSummary(node);
+  SyncHot(node);
 }
 
 void ClusterState::EndDeferredSummaries() {
   defer_summaries_ = false;
   for (const std::string& name : stale_summaries_) {
-    if (NodeState* node = MutableNode(name)) ComputeSummary(*node);
+    if (NodeState* node = MutableNode(name)) {
+      ComputeSummary(*node);
+      SyncHot(*node);
+    }
   }
   stale_summaries_.clear();
 }
@@ -264,6 +297,10 @@ std::string ClusterState::CheckInvariants() const {
       }
     }
   }
+  if (hot_enabled_ && hot_.size() != nodes_.size()) {
+    return absl::StrCat("the filter fast-path table has ", hot_.size(), " nodes, not ",
+                        nodes_.size());
+  }
   for (const auto& [name, node] : nodes_) {
     NodeState fresh;
     fresh.devices = node.devices;
@@ -277,6 +314,12 @@ std::string ClusterState::CheckInvariants() const {
         !std::all_of(node.handoff_pending.begin(), node.handoff_pending.end(),
                      [&](const Claim* c) { return node.claims.contains(c); })) {
       return absl::StrCat("node ", name, " has a stale pending hand-off index");
+    }
+    if (hot_enabled_) {
+      auto h = hot_.find(name);
+      if (h == hot_.end() || !(h->second == HotOf(node))) {
+        return absl::StrCat("node ", name, " has a stale filter fast-path entry");
+      }
     }
     for (const DeviceSlot& s : node.devices) {
       if (s.owner == nullptr) continue;

@@ -10,6 +10,7 @@
 #ifndef PDC_ALLOCATOR_CLUSTER_STATE_H_
 #define PDC_ALLOCATOR_CLUSTER_STATE_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -64,6 +65,24 @@ struct NodeState {
   NodeRecord ToRecord() const;
 };
 
+// The few per-node facts the filter's fresh-allocation fast path needs, kept
+// in a small table of their own: looking a node up by name then touches one
+// ~70-byte slot instead of a large NodeState (at 5000 candidate nodes the
+// lookup's cache misses dominate the filter). Derived from NodeState by
+// ClusterState::SyncHot(); only for up to kHotClasses device classes.
+inline constexpr size_t kHotClasses = 4;
+struct NodeHot {
+  bool has_record = false;
+  uint8_t handoffs_pending = 0;  // Saturates at 255; only zero matters.
+  // Per class: all free usable groups are single devices (the fast fit
+  // applies), and how many there are.
+  std::array<uint8_t, kHotClasses> all_single{};
+  std::array<uint16_t, kHotClasses> free_single{};
+  absl::Time last_report = absl::InfinitePast();
+
+  bool operator==(const NodeHot&) const = default;
+};
+
 // Claims are kept in a node_hash_set keyed by their own `key` (a map would
 // store every key twice): lookups by ClaimKey are transparent.
 struct ClaimByKeyHash {
@@ -106,7 +125,15 @@ class ClusterState {
 
   const Claim* FindClaim(const ClaimKey& key) const;
   const NodeState* FindNode(std::string_view name) const;
-  NodeState* MutableNode(std::string_view name);  // Only for last_report.
+  // nullptr when the node is unknown or there are more than kHotClasses
+  // classes; then callers use FindNode().
+  const NodeHot* FindHot(std::string_view name) const {
+    if (!hot_enabled_) return nullptr;
+    auto it = hot_.find(Sv(name));
+    return it == hot_.end() ? nullptr : &it->second;
+  }
+  // The node driver reported (in memory only; heartbeats are not persisted).
+  void SetLastReport(std::string_view name, absl::Time t);
 
   const ClaimSet& claims() const { return claims_; }
   const absl::flat_hash_map<std::string, NodeState>& nodes() const { return nodes_; }
@@ -130,6 +157,10 @@ class ClusterState {
   absl::Status LinkClaim(const Claim* claim);
   void UnlinkClaim(const Claim* claim);
   void RecomputeSummary(NodeState& node);
+  void SyncHot(const NodeState& node);
+  NodeHot HotOf(const NodeState& node) const;
+  void EraseNode(absl::flat_hash_map<std::string, NodeState>::iterator it);
+  NodeState* MutableNode(std::string_view name);
   void ComputeSummary(NodeState& node) const;
   void Touch(const std::string& node, uint64_t revision);
 
@@ -137,6 +168,8 @@ class ClusterState {
   uint64_t revision_ = 0;
   ClaimSet claims_;  // Pointer-stable elements.
   absl::flat_hash_map<std::string, NodeState> nodes_;
+  const bool hot_enabled_;
+  absl::flat_hash_map<std::string, NodeHot> hot_;  // Same keys as nodes_.
   bool defer_summaries_ = false;
   absl::flat_hash_set<std::string> stale_summaries_;  // While deferred.
 };

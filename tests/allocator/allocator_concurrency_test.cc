@@ -1,6 +1,8 @@
-// Randomised multi-threaded test: creates, binds, undos, releases, deletes and
-// inventory changes from several threads; the invariants hold after every
-// step, and the recovered state equals the final one.
+// Randomised multi-threaded test: creates, binds, undos, releases, deletes,
+// hand-off confirmations and cancellations, and inventory changes from
+// several threads; the invariants hold after every step, and the recovered
+// state equals the final one. Plus a single-threaded randomised check that
+// the filter's fresh-allocation fast path agrees with the full evaluation.
 #include <random>
 #include <string>
 #include <thread>
@@ -42,7 +44,9 @@ std::vector<Device> NodeDevices(int node, std::mt19937& rng, bool randomize) {
 TEST(AllocatorConcurrencyTest, InvariantsHoldUnderRandomConcurrentOperations) {
   FakeClock clock;
   MemoryStore store;
-  ASSERT_OK_AND_ASSIGN(auto allocator, Allocator::Open(TestOptions(), &store, &clock));
+  AllocatorOptions options = TestOptions();
+  options.serialize_handoffs = true;
+  ASSERT_OK_AND_ASSIGN(auto allocator, Allocator::Open(options, &store, &clock));
   auto* impl = dynamic_cast<AllocatorImpl*>(allocator.get());
   ASSERT_NE(impl, nullptr);
   std::mt19937 setup(1);
@@ -86,6 +90,20 @@ TEST(AllocatorConcurrencyTest, InvariantsHoldUnderRandomConcurrentOperations) {
         EXPECT_OK(allocator->Undo(outcomes.back()));
         EXPECT_OK(allocator->Undo(outcomes.back()));  // Idempotent.
         outcomes.pop_back();
+      } else if (o < 65) {
+        // The node driver confirms a hand-off, or the pod went away.
+        std::vector<PendingHandoff> pending = allocator->PendingHandoffs("");
+        if (!pending.empty()) {
+          const PendingHandoff& p = pending[op(rng) % pending.size()];
+          absl::Status s =
+              o < 62 ? allocator->ConfirmHandoff(p.node, p.pod.pod_uid, p.resource_name, p.devices)
+                           .status()
+                     : allocator->CancelHandoff(p.node, p.pod.pod_uid).status();
+          // Another thread may have changed it since the listing.
+          EXPECT_TRUE(s.ok() || s.code() == absl::StatusCode::kNotFound ||
+                      s.code() == absl::StatusCode::kFailedPrecondition)
+              << s;
+        }
       } else if (o < 75) {
         for (const Claim& c : allocator->ListClaims("default")) {
           if (c.spec.owner_vm == vm_name) {
@@ -128,10 +146,75 @@ TEST(AllocatorConcurrencyTest, InvariantsHoldUnderRandomConcurrentOperations) {
   const std::vector<Claim> claims = allocator->ListClaims("");
   const uint64_t revision = allocator->revision();
   allocator.reset();
-  ASSERT_OK_AND_ASSIGN(auto recovered, Allocator::Open(TestOptions(), &store, &clock));
+  ASSERT_OK_AND_ASSIGN(auto recovered, Allocator::Open(options, &store, &clock));
   EXPECT_EQ(recovered->revision(), revision);
   EXPECT_EQ(recovered->ListClaims(""), claims);
   EXPECT_EQ(dynamic_cast<AllocatorImpl*>(recovered.get())->CheckInvariantsForTest(), "");
+}
+
+// Filter answers fresh, unpinned requests from a small per-node table; Score
+// always runs the full evaluation. On every random state they must agree:
+// a node fits exactly when its score is positive.
+TEST(AllocatorFastPathTest, FilterAgreesWithTheFullEvaluation) {
+  FakeClock clock;
+  MemoryStore store;
+  AllocatorOptions options = TestOptions();
+  options.serialize_handoffs = true;
+  ASSERT_OK_AND_ASSIGN(auto allocator, Allocator::Open(options, &store, &clock));
+  std::mt19937 rng(7);
+  std::vector<std::string> nodes;
+  for (int n = 0; n < kNodes; ++n) nodes.push_back("node-" + std::to_string(n));
+  nodes.push_back("node-never-reported");
+  const std::vector<std::string_view> names(nodes.begin(), nodes.end());
+  std::uniform_int_distribution<int> op(0, 99), vm(0, kVms - 1), node(0, kNodes - 1);
+  std::uniform_int_distribution<int> count(1, 3);
+  int fits = 0, rejects = 0;
+  for (int step = 0; step < 3000; ++step) {
+    const int o = op(rng);
+    if (o < 10) {
+      const int n = node(rng);
+      ASSERT_OK(allocator->ReplaceInventory(Inventory(nodes[n], NodeDevices(n, rng, true))));
+    } else if (o < 13) {
+      clock.Advance(absl::Seconds(25));  // Some nodes go stale.
+    } else if (o < 25) {
+      std::vector<PendingHandoff> pending = allocator->PendingHandoffs("");
+      if (!pending.empty()) {
+        const PendingHandoff& p = pending[op(rng) % pending.size()];
+        ASSERT_OK(allocator->ConfirmHandoff(p.node, p.pod.pod_uid, p.resource_name, p.devices)
+                      .status());
+      }
+    } else if (o < 35) {
+      for (const Claim& c : allocator->ListClaims("default")) {
+        if (op(rng) < 20) {
+          ASSERT_OK(allocator->DeleteClaim(c.key, /*force=*/true));
+        }
+      }
+    }
+    SchedulingRequest pod = VmPod("vm" + std::to_string(vm(rng)), "uid-" + std::to_string(step),
+                                  count(rng));
+    FilterResult f = allocator->Filter(pod, names);
+    std::vector<int> scores = allocator->Score(pod, names);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const bool fit = f.nodes[i].verdict == Verdict::kFits;
+      ASSERT_EQ(fit, scores[i] > 0)
+          << "step " << step << " node " << nodes[i] << ": " << f.MessageFor(i);
+      if (fit) {
+        ++fits;
+      } else {
+        ++rejects;
+      }
+    }
+    if (o >= 50) {
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        if (f.nodes[i].verdict == Verdict::kFits) {
+          ASSERT_OK(allocator->Bind(pod, nodes[i]).status());
+          break;
+        }
+      }
+    }
+  }
+  EXPECT_GT(fits, 1000);  // Both answers were exercised.
+  EXPECT_GT(rejects, 1000);
 }
 
 }  // namespace
