@@ -85,9 +85,21 @@ class AllocatorImpl final : public Allocator {
   // The verdict for one node. REQUIRES: mu_ held (shared is enough).
   Evaluation EvaluateLocked(const RequestPlan& plan, std::string_view node_name,
                             absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Fast path of Filter for a fresh, unpinned request: true only where
-  // EvaluateLocked would say kFits; false means "ask EvaluateLocked".
-  bool HotFitsLocked(const RequestPlan& plan, const NodeHot* hot, absl::Time now) const
+  // Fast path of Filter and Score for a fresh, unpinned request, from the
+  // node's NodeHot. kFits and kInsufficient are exactly what EvaluateLocked
+  // would decide (class `short_class` has only `free` devices); kAsk means
+  // "ask EvaluateLocked".
+  struct HotVerdict {
+    enum Outcome : uint8_t { kAsk, kFits, kInsufficient };
+    Outcome outcome = kAsk;
+    size_t short_class = 0;
+    size_t free = 0;
+  };
+  HotVerdict HotEvaluateLocked(const RequestPlan& plan, const NodeHot* hot, absl::Time now) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // ScoreLocked's answer for a node HotEvaluateLocked found fitting, or -1
+  // when it needs the full NodeState (more than one class).
+  int HotScoreLocked(const RequestPlan& plan, const NodeHot& hot) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // A claim of another pod that waits for its devices of a class the plan
   // needs on `node`, when hand-offs are serialised; else nullptr.

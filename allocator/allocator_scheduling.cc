@@ -19,15 +19,22 @@ class MessageTable {
   explicit MessageTable(std::vector<std::string>* messages) : messages_(messages) {
     messages_->assign(1, "");
   }
-  uint32_t Intern(std::string_view message) {
+  // `stable`: `message` stays at its address for the whole request (it
+  // points into the RequestPlan). Plan-wide messages repeat for thousands of
+  // nodes, so the last stable one is remembered by address and the hash
+  // lookup skipped. A per-node message is a temporary whose address may be
+  // reused by the next node's different text: never remembered.
+  uint32_t Intern(std::string_view message, bool stable) {
     if (message.empty()) return 0;
-    // Plan-wide messages repeat for thousands of nodes: remember the last one
-    // by address and skip the hash lookup.
-    if (message.data() == last_.data() && message.size() == last_.size()) return last_index_;
+    if (stable && message.data() == last_.data() && message.size() == last_.size()) {
+      return last_index_;
+    }
     auto [it, inserted] = index_.try_emplace(Sv(message), messages_->size());
     if (inserted) messages_->emplace_back(message);
-    last_ = message;
-    last_index_ = it->second;
+    if (stable) {
+      last_ = message;
+      last_index_ = it->second;
+    }
     return it->second;
   }
 
@@ -51,6 +58,40 @@ bool FreshFastPathApplies(const RequestPlan& plan) {
   }
   return true;
 }
+
+std::string InsufficientMessage(std::string_view resource, size_t want, size_t free) {
+  // The words PlaceOnNode uses for the same case.
+  return absl::StrCat("insufficient free ", Sv(resource), ": want ", want, ", free ", free);
+}
+
+// 1..9 for a node where a fresh allocation fits: the policy's fill level
+// after placing (1..7) plus 2 when the devices can share one NUMA node.
+int FreshScore(ScoringPolicy policy, size_t healthy, size_t used_after, bool aligned) {
+  const double util = healthy == 0 ? 1.0 : std::min(1.0, double(used_after) / double(healthy));
+  const double fill = policy == ScoringPolicy::kBinPack ? util : 1.0 - util;
+  return 1 + static_cast<int>(std::lround(6.0 * fill)) + (aligned ? 2 : 0);
+}
+
+// Caches the insufficient-devices message per (class, free count): in a
+// full cluster thousands of nodes share a handful of them.
+class InsufficientMessages {
+ public:
+  InsufficientMessages(const std::vector<DeviceClass>& classes, MessageTable& table)
+      : classes_(classes), table_(table) {}
+  uint32_t Get(size_t cls, size_t want, size_t free) {
+    auto [it, inserted] = cache_.try_emplace(std::make_pair(cls, free), 0);
+    if (inserted) {
+      it->second = table_.Intern(InsufficientMessage(classes_[cls].resource_name, want, free),
+                                 /*stable=*/false);
+    }
+    return it->second;
+  }
+
+ private:
+  const std::vector<DeviceClass>& classes_;
+  MessageTable& table_;
+  absl::flat_hash_map<std::pair<size_t, size_t>, uint32_t> cache_;
+};
 
 }  // namespace
 
@@ -131,15 +172,18 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
     }
   }
   if (!plan.pending.empty()) {
-    bool fits = true;
     if (FastFitApplies(*node, plan.pending)) {
+      // Every free group is a single device: the summary decides, exactly as
+      // PlaceOnNode would (first class, in class order, that is short).
       for (size_t c = 0; c < plan.need.size(); ++c) {
-        fits = fits && node->summary[c].free_single >= plan.need[c];
+        if (node->summary[c].free_single < plan.need[c]) {
+          return {Verdict::kUnresolvable, FilterReason::kInsufficient, {},
+                  InsufficientMessage(state_.classes()[c].resource_name, plan.need[c],
+                                      node->summary[c].free_single),
+                  node};
+        }
       }
     } else {
-      fits = false;
-    }
-    if (!fits) {
       auto placed = PlaceOnNode(*node, state_.classes(), plan.pending, BoundNuma(plan, *node));
       if (!placed.ok()) {
         return {Verdict::kUnresolvable, FilterReason::kInsufficient, {},
@@ -159,18 +203,22 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
   return e;
 }
 
-bool AllocatorImpl::HotFitsLocked(const RequestPlan& plan, const NodeHot* hot,
-                                  absl::Time now) const {
+AllocatorImpl::HotVerdict AllocatorImpl::HotEvaluateLocked(const RequestPlan& plan,
+                                                           const NodeHot* hot,
+                                                           absl::Time now) const {
   if (hot == nullptr || !hot->has_record || now - hot->last_report > options_.node_stale_after) {
-    return false;
+    return {};
   }
-  if (hot->handoffs_pending != 0 && options_.serialize_handoffs) return false;
   for (size_t c = 0; c < plan.need.size(); ++c) {
-    if (plan.need[c] != 0 && (hot->all_single[c] == 0 || hot->free_single[c] < plan.need[c])) {
-      return false;
+    if (plan.need[c] != 0 && hot->all_single[c] == 0) return {};
+  }
+  for (size_t c = 0; c < plan.need.size(); ++c) {
+    if (hot->free_single[c] < plan.need[c]) {
+      return {HotVerdict::kInsufficient, c, hot->free_single[c]};
     }
   }
-  return true;
+  if (hot->handoffs_pending != 0 && options_.serialize_handoffs) return {};
+  return {HotVerdict::kFits, 0, 0};
 }
 
 const Claim* AllocatorImpl::BlockingHandoffLocked(const RequestPlan& plan,
@@ -209,13 +257,24 @@ FilterResult AllocatorImpl::Filter(const SchedulingRequest& request,
   if (plan.pass_through) return result;
   const absl::Time now = clock_->Now();
   const bool fast = FreshFastPathApplies(plan);
+  InsufficientMessages insufficient(state_.classes(), messages);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (fast && HotFitsLocked(plan, state_.FindHot(nodes[i]), now)) {
-      result.nodes[i] = NodeVerdict{Verdict::kFits, FilterReason::kFreshFit, 0};
-      continue;
+    if (fast) {
+      const HotVerdict h = HotEvaluateLocked(plan, state_.FindHot(nodes[i]), now);
+      if (h.outcome == HotVerdict::kFits) {
+        result.nodes[i] = NodeVerdict{Verdict::kFits, FilterReason::kFreshFit, 0};
+        continue;
+      }
+      if (h.outcome == HotVerdict::kInsufficient) {
+        result.nodes[i] = NodeVerdict{
+            Verdict::kUnresolvable, FilterReason::kInsufficient,
+            insufficient.Get(h.short_class, plan.need[h.short_class], h.free)};
+        continue;
+      }
     }
     Evaluation e = EvaluateLocked(plan, nodes[i], now);
-    result.nodes[i] = NodeVerdict{e.verdict, e.reason, messages.Intern(e.message())};
+    result.nodes[i] =
+        NodeVerdict{e.verdict, e.reason, messages.Intern(e.message(), !e.shared.empty())};
   }
   return result;
 }
@@ -258,9 +317,24 @@ int AllocatorImpl::ScoreLocked(const RequestPlan& plan, const Evaluation& e) con
     auto placed = PlaceOnNode(node, state_.classes(), plan.pending, std::nullopt);
     aligned = placed.ok() && placed->numa_aligned;
   }
-  const double util = healthy == 0 ? 1.0 : std::min(1.0, double(used_after) / double(healthy));
-  const double fill = options_.scoring == ScoringPolicy::kBinPack ? util : 1.0 - util;
-  return 1 + static_cast<int>(std::lround(6.0 * fill)) + (aligned ? 2 : 0);
+  return FreshScore(options_.scoring, healthy, used_after, aligned);
+}
+
+int AllocatorImpl::HotScoreLocked(const RequestPlan& plan, const NodeHot& hot) const {
+  size_t healthy = 0;
+  size_t used_after = 0;
+  size_t classes_needed = 0;
+  size_t cls = 0;
+  for (size_t c = 0; c < plan.need.size(); ++c) {
+    if (plan.need[c] == 0) continue;
+    healthy += hot.healthy[c];
+    used_after += hot.allocated[c] + plan.need[c];
+    ++classes_needed;
+    cls = c;
+  }
+  if (classes_needed != 1) return -1;  // NUMA alignment across classes: ScoreLocked.
+  const bool aligned = hot.max_single_on_numa[cls] >= plan.need[cls];
+  return FreshScore(options_.scoring, healthy, used_after, aligned);
 }
 
 std::vector<int> AllocatorImpl::Score(const SchedulingRequest& request,
@@ -271,7 +345,19 @@ std::vector<int> AllocatorImpl::Score(const SchedulingRequest& request,
   BuildRequestPlan(state_, options_, request, plan);
   if (plan.pass_through) return scores;
   const absl::Time now = clock_->Now();
+  const bool fast = FreshFastPathApplies(plan);
   for (size_t i = 0; i < nodes.size(); ++i) {
+    if (fast) {
+      const NodeHot* hot = state_.FindHot(nodes[i]);
+      const HotVerdict h = HotEvaluateLocked(plan, hot, now);
+      if (h.outcome == HotVerdict::kInsufficient) continue;  // Score 0.
+      if (h.outcome == HotVerdict::kFits) {
+        if (int score = HotScoreLocked(plan, *hot); score >= 0) {
+          scores[i] = score;
+          continue;
+        }
+      }
+    }
     scores[i] = ScoreLocked(plan, EvaluateLocked(plan, nodes[i], now));
   }
   return scores;

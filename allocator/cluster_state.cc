@@ -72,6 +72,11 @@ NodeHot ClusterState::HotOf(const NodeState& node) const {
   for (size_t c = 0; c < node.summary.size() && c < kHotClasses; ++c) {
     h.all_single[c] = node.summary[c].free_usable == node.summary[c].free_single ? 1 : 0;
     h.free_single[c] = node.summary[c].free_single;
+    h.healthy[c] = node.summary[c].healthy;
+    h.allocated[c] = node.summary[c].allocated;
+    for (const auto& [numa, count] : node.summary[c].free_single_by_numa) {
+      h.max_single_on_numa[c] = std::max(h.max_single_on_numa[c], count);
+    }
   }
   h.last_report = node.last_report;
   return h;

@@ -78,6 +78,11 @@ struct NodeHot {
   // applies), and how many there are.
   std::array<uint8_t, kHotClasses> all_single{};
   std::array<uint16_t, kHotClasses> free_single{};
+  // For scoring: ClassSummary::healthy and ::allocated, and the most free
+  // single-device groups on any one NUMA node.
+  std::array<uint16_t, kHotClasses> healthy{};
+  std::array<uint16_t, kHotClasses> allocated{};
+  std::array<uint16_t, kHotClasses> max_single_on_numa{};
   absl::Time last_report = absl::InfinitePast();
 
   bool operator==(const NodeHot&) const = default;
