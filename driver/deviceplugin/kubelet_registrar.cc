@@ -43,6 +43,12 @@ std::string PluginEndpoint::kubelet_socket_path() const {
 
 absl::Status PluginEndpoint::StartServer() {
   const std::string path = socket_path();
+  struct stat st;
+  if (::stat(options_.plugin_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    // Checked here so that gRPC does not log a failed bind every interval.
+    return absl::FailedPreconditionError(
+        absl::StrCat("device plugin directory ", options_.plugin_dir, " does not exist (yet)"));
+  }
   // A socket file left by an earlier pdc-node would make bind() fail.
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return absl::FailedPreconditionError(

@@ -151,6 +151,7 @@ def pod(vm, uid, nvme=1, claims=None):
 
 class Scheduler:
     def __init__(self, base, prefix):
+        self.base = base
         self.url = base + prefix
 
     def call(self, verb, args):
@@ -176,7 +177,25 @@ class Scheduler:
                                "PodUID": p["metadata"]["uid"], "Node": pick})
         if bool(b.get("Error")) != expect_error:
             fail(f"bind of {p['metadata']['name']} to {pick}: {b}")
+        if not expect_error:
+            self.hand_off(p["metadata"]["uid"], pick)
         return f
+
+    def hand_off(self, uid, node):
+        """What kubelet's Allocate and pdc-node's device plugin do once the
+        pod lands (no kubelet here): confirm the hand-off, which opens the
+        extender's per-node gate for the next VM pod."""
+        code, body = http("GET", f"{self.base}/v1/nodes/{node}/handoffs")
+        if code != 200:
+            fail(f"GET {node} handoffs: HTTP {code}: {body[:300]}")
+            return
+        for item in json.loads(body).get("items") or []:
+            if item.get("podUid") != uid:
+                continue
+            check_code(f"confirm hand-off of {uid}", http(
+                "POST", f"{self.base}/v1/nodes/{node}/handoffs",
+                {"podUid": uid, "resourceName": item["resourceName"], "devices": item["devices"]},
+                token=TOKEN), 200)
 
 
 def nvme(address, group, serial, driver="vfio-pci"):
@@ -285,7 +304,8 @@ def run(args, tmp, procs):
         "--node.nodeName=node-a", f"--node.extenderURL={ext}",
         f"--node.sysfsRoot={tree}/sys", f"--node.devRoot={tree}/dev",
         f"--node.stateDir={tmp}/node-state", f"--node.metricsListen=127.0.0.1:{node_port}",
-        "--node.heartbeatInterval=1s", f"--node.tokenFile={token}"])
+        "--node.heartbeatInterval=1s", f"--node.tokenFile={token}",
+        "--device-plugin=false"])  # No kubelet here: the test confirms hand-offs.
     wait_for("pdc-node to count a failed inventory report", lambda: (
         procs.alive("pdc-node") or (_ for _ in ()).throw(RuntimeError("pdc-node exited"))) and
         'pdc_node_extender_errors_total{operation="inventory"}' in http("GET", node_metrics)[1])
