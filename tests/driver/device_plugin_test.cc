@@ -2,6 +2,8 @@
 // on real unix sockets: the plugin manager against a kubelet double
 // (fake_kubelet.h), a fake kernel (fake_sysfs.h) and an extender that
 // models the hand-off gate (fake_handoff_extender.h).
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -68,7 +70,10 @@ class DevicePluginTest : public ::testing::Test {
     o.vfio_wait = absl::Seconds(10);
     o.vfio_poll = absl::Milliseconds(500);
     // Allocate's wait for vfio-pci runs on the fake clock.
-    o.sleep = [this](absl::Duration d) { clock_.Advance(d); };
+    o.sleep = [this](absl::Duration d) {
+      clock_.Advance(d);
+      if (sleep_hook_) sleep_hook_();
+    };
     o.confirmer.backoff_initial = absl::Milliseconds(1);
     o.confirmer.backoff_max = absl::Milliseconds(5);
     manager_ = std::make_unique<DevicePluginManager>(&host_.kernel, &extender_, &clock_, o);
@@ -102,6 +107,7 @@ class DevicePluginTest : public ::testing::Test {
   GatedExtender extender_{kNvme};
   std::unique_ptr<FakeKubelet> kubelet_;
   std::unique_ptr<DevicePluginManager> manager_;
+  std::function<void()> sleep_hook_;  // Runs on the gRPC thread in Allocate's wait.
 };
 
 TEST(DevicePluginNamesTest, EnvVarFollowsKubeVirtsRule) {
@@ -282,6 +288,29 @@ TEST_F(DevicePluginTest, DeviceNotOnVfioPciIsRefusedWithTheReason) {
   // It waited (on the fake clock) for the reconcile loop before refusing.
   EXPECT_GE(clock_.Now() - before, absl::Seconds(10));
   EXPECT_TRUE(extender_.confirmations().empty());
+}
+
+// The reconcile loop is still binding the claimed device when kubelet asks:
+// Allocate waits (bounded) and answers once the device is on vfio-pci.
+TEST_F(DevicePluginTest, AllocateWaitsForTheReconcilerToBindTheDevice) {
+  host_.kernel.AddDevice({.address = "0000:00:05.0", .group = 5, .driver = "nvme"});
+  extender_.AddClaim("default/vm3-nvme", Addr("0000:00:05.0"));
+  ASSERT_OK(extender_.StartPod("default/vm3-nvme", "vm3", "uid-3"));
+  FeedAllocations();
+  int looks = 0;
+  sleep_hook_ = [&] {
+    // The third look finds it bound: what the reconciler does meanwhile.
+    if (++looks == 2) {
+      ASSERT_OK(host_.kernel.Write("bus/pci/devices/0000:00:05.0/driver_override", "vfio-pci"));
+      ASSERT_OK(host_.kernel.Write("bus/pci/devices/0000:00:05.0/driver/unbind", "0000:00:05.0"));
+      ASSERT_OK(host_.kernel.Write("bus/pci/drivers_probe", "0000:00:05.0"));
+    }
+  };
+  auto a = kubelet_->Allocate(kNvme, {kA});
+  ASSERT_OK(a.status());
+  EXPECT_EQ(Env(*a), "0000:00:05.0");
+  EXPECT_THAT(DevicePaths(*a), ElementsAre("/dev/vfio/vfio", "/dev/vfio/5"));
+  EXPECT_EQ(looks, 2);
 }
 
 TEST_F(DevicePluginTest, DeviceGoingUnhealthyIsStreamedAndNotHandedOut) {

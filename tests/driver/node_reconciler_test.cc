@@ -93,6 +93,27 @@ class ReconcilerTest : public ::testing::Test {
   std::unique_ptr<Reconciler> reconciler_;
 };
 
+// The device plugin's view: every discovered inventory and every
+// allocations answer, from the loop thread.
+TEST_F(ReconcilerTest, HooksSeeEveryInventoryAndAllocationsAnswer) {
+  std::vector<NodeInventory> inventories;
+  std::vector<uint64_t> versions;
+  ReconcilerOptions ro;
+  ro.node = "node-a";
+  ro.classes = {NvmeClass()};
+  ro.on_inventory = [&](const NodeInventory& i) { inventories.push_back(i); };
+  ro.on_allocations = [&](const NodeAllocations& a) { versions.push_back(a.version); };
+  Reconciler r(&host_.kernel, binder_.get(), journal_.get(), &api_, nullptr, &clock_, ro);
+  Claim({"0000:00:03.0"}, 7);
+  ASSERT_OK(r.RunOnce(absl::ZeroDuration()).status());
+  EXPECT_THAT(versions, ElementsAre(7u));
+  // Before the bind and after it (the pass discovers again).
+  ASSERT_EQ(inventories.size(), 2u);
+  EXPECT_EQ(inventories[0].devices[0].driver, "nvme");
+  EXPECT_EQ(inventories[1].devices[0].driver, "vfio-pci");
+  EXPECT_EQ(inventories[1].devices[0].health, DeviceHealth::kHealthy);
+}
+
 TEST_F(ReconcilerTest, ReportsThenBindsClaimedDevicesAndReportsAgain) {
   Claim({"0000:00:03.0"}, 5);
   ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::Seconds(10)));
