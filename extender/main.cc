@@ -30,6 +30,7 @@
 #include "extender/extender_context.h"
 #include "extender/extender_metrics.h"
 #include "extender/http_server.h"
+#include "extender/handoff_sweeper.h"
 #include "extender/json_log.h"
 #include "extender/kube_http_client.h"
 #include "extender/router.h"
@@ -232,6 +233,31 @@ int Run(int argc, char** argv) {
   std::cout << "pdc-extender listening on " << so.address << ":"
             << (*server)->port() << std::endl;
 
+  registry.AddCallbackFamily(
+      "pdc_handoffs_pending",
+      "VM pods bound to a node that have not yet received their devices from the node's "
+      "device plugin, by resource name.",
+      MetricType::kGauge, {"resource"}, [a = allocator->get(), &config] {
+        std::vector<LabeledValue> out;
+        for (const DeviceClass& dc : config->device_classes) {
+          out.push_back({{dc.resource_name}, 0});
+        }
+        for (const PendingHandoff& p : a->PendingHandoffs("")) {
+          for (LabeledValue& v : out) {
+            if (v.label_values[0] == p.resource_name) v.value += 1;
+          }
+        }
+        return out;
+      });
+  // With a Kubernetes API, pending hand-offs of pods that are gone are
+  // cancelled; without one, DELETE /v1/nodes/{node}/handoffs/{podUid} does it.
+  std::unique_ptr<HandoffSweeper> sweeper;
+  if (kube != nullptr) {
+    sweeper = std::make_unique<HandoffSweeper>(HandoffSweeper::Options{}, allocator->get(),
+                                               kube.get(), RealClock(), &notifier);
+    sweeper->Start();
+  }
+
   absl::Notification stop;
   std::thread checkpointer([&] {
     while (!stop.WaitForNotificationWithTimeout(absl::Seconds(1))) {
@@ -245,6 +271,7 @@ int Run(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (sweeper != nullptr) sweeper->Stop();
   (*server)->Shutdown();
   stop.Notify();
   checkpointer.join();
