@@ -20,7 +20,8 @@ std::optional<Kind> ParseKind(std::string_view s) {
       {"pdc", Kind::kClaims},      {"nodes", Kind::kNodes},
       {"node", Kind::kNodes},      {"no", Kind::kNodes},
       {"devices", Kind::kDevices}, {"device", Kind::kDevices},
-      {"dev", Kind::kDevices},
+      {"dev", Kind::kDevices},     {"handoffs", Kind::kHandoffs},
+      {"handoff", Kind::kHandoffs},
   };
   auto it = kKinds.find(s);
   if (it == kKinds.end()) return std::nullopt;
@@ -54,6 +55,10 @@ Usage:
                 [--reclaim-policy Retain|Delete] [-n NAMESPACE]
   pdcctl delete claim NAME [--force] [-n NAMESPACE]
   pdcctl release claim NAME [--pod-uid UID] [-n NAMESPACE]
+  pdcctl get handoffs [--node NODE] [-o table|json]
+         VM pods bound to a node and still waiting for their devices
+  pdcctl delete handoff POD_UID --node NODE
+         the pod went away before it started: free the node for the next VM
 
 Flags:
   -n, --namespace NS     namespace (default "default")
@@ -216,7 +221,7 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
   const std::optional<Kind> kind = ParseKind(positional[1]);
   if (!kind.has_value()) {
     return UsageError(absl::StrCat("unknown resource type \"", positional[1],
-                                   "\" (want claims, nodes or devices)"));
+                                   "\" (want claims, nodes, devices or handoffs)"));
   }
   cmd.kind = *kind;
   if (positional.size() > 3) {
@@ -225,10 +230,15 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
   }
   if (positional.size() == 3) cmd.name = positional[2];
 
+  const bool handoff_cancel = cmd.verb == Verb::kDelete && cmd.kind == Kind::kHandoffs;
   if (cmd.verb == Verb::kGet) {
-    if (cmd.kind == Kind::kDevices && !cmd.name.empty()) {
-      return UsageError("get devices takes no name; use --node NODE to filter");
+    if ((cmd.kind == Kind::kDevices || cmd.kind == Kind::kHandoffs) && !cmd.name.empty()) {
+      return UsageError(absl::StrCat("get ", positional[1],
+                                     " takes no name; use --node NODE to filter"));
     }
+  } else if (handoff_cancel) {
+    if (cmd.name.empty()) return UsageError("delete handoff needs the POD_UID");
+    if (cmd.node.empty()) return UsageError("delete handoff needs --node NODE");
   } else {
     if (cmd.kind != Kind::kClaims) {
       return UsageError(absl::StrCat(verb, " works on claims only"));
@@ -258,9 +268,14 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
     return UsageError(
         absl::StrCat(create_flags[0], " only works with create claim"));
   }
-  if (node_given && cmd.verb != Verb::kCreate &&
-      !(cmd.verb == Verb::kGet && cmd.kind == Kind::kDevices)) {
-    return UsageError("--node only works with create claim and get devices");
+  if (node_given && cmd.verb != Verb::kCreate && !handoff_cancel &&
+      !(cmd.verb == Verb::kGet &&
+        (cmd.kind == Kind::kDevices || cmd.kind == Kind::kHandoffs))) {
+    return UsageError(
+        "--node only works with create claim, get devices, get handoffs and delete handoff");
+  }
+  if (!cmd.node.empty() && !IsSafeName(cmd.node)) {
+    return UsageError(absl::StrCat("\"", cmd.node, "\" is not a valid node name"));
   }
   if (force_given && cmd.verb != Verb::kDelete) {
     return UsageError("--force only works with delete claim");

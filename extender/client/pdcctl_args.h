@@ -5,6 +5,8 @@
 //          [--serial S] [--address A] [--reclaim-policy Retain|Delete]
 //   pdcctl delete claim NAME [--force]
 //   pdcctl release claim NAME [--pod-uid UID]
+//   pdcctl get handoffs [--node N]       (VM pods waiting for their devices)
+//   pdcctl delete handoff POD_UID --node N   (the pod is gone; free the slot)
 // Global: --server URL (default $PDC_SERVER, else http://127.0.0.1:8888),
 // --token-file FILE, --timeout DURATION, -h/--help. Flags may appear
 // anywhere, as `--flag=value` or `--flag value`.
@@ -23,7 +25,7 @@
 namespace pdc::pdcctl {
 
 enum class Verb { kHelp, kGet, kDescribe, kCreate, kDelete, kRelease };
-enum class Kind { kNone, kClaims, kNodes, kDevices };
+enum class Kind { kNone, kClaims, kNodes, kDevices, kHandoffs };
 enum class Output { kTable, kJson };
 
 inline constexpr std::string_view kDefaultServer = "http://127.0.0.1:8888";
@@ -41,7 +43,7 @@ struct Command {
   // create claim
   std::string resource;
   int count = 1;
-  std::string node;  // create: pin; get devices: filter.
+  std::string node;  // create: pin; get devices/handoffs: filter; delete handoff.
   std::string serial;
   std::string address;
   std::string reclaim_policy = "Retain";

@@ -104,6 +104,19 @@ std::vector<std::string> DeviceAddresses(const Value& status) {
   return out;
 }
 
+// The strings of array member `key` joined with ','.
+std::string JoinedStrings(const Value& obj, const char* key) {
+  std::string out;
+  const Value* v = Member(obj, key);
+  if (v == nullptr || !v->IsArray()) return out;
+  for (const Value& e : v->GetArray()) {
+    if (!e.IsString()) continue;
+    if (!out.empty()) out += ",";
+    out.append(e.GetString(), e.GetStringLength());
+  }
+  return out;
+}
+
 std::string ReservedVm(const Value& status) {
   const Value* r = Member(status, "reservedFor");
   return r != nullptr && r->IsObject() ? Str(*r, "vm") : "";
@@ -254,6 +267,24 @@ absl::StatusOr<std::string> DevicesTable(std::string_view json,
   return FormatTable({"NODE", "ADDRESS", "ID", "CLASS", "IOMMU", "NUMA",
                       "SERIAL", "DRIVER", "HEALTH", "CLAIM"},
                      rows);
+}
+
+absl::StatusOr<std::string> HandoffsTable(std::string_view json) {
+  absl::StatusOr<rapidjson::Document> d = Parse(json);
+  if (!d.ok()) return d.status();
+  std::vector<const Value*> items = Items(*d);
+  if (items.empty()) return std::string();
+  std::sort(items.begin(), items.end(), [](const Value* a, const Value* b) {
+    return std::make_tuple(Str(*a, "node"), Str(*a, "resourceName"), Str(*a, "podUid")) <
+           std::make_tuple(Str(*b, "node"), Str(*b, "resourceName"), Str(*b, "podUid"));
+  });
+  std::vector<std::vector<std::string>> rows;
+  for (const Value* v : items) {
+    rows.push_back({Str(*v, "node"), Str(*v, "resourceName"),
+                    absl::StrCat(Str(*v, "namespace"), "/", Str(*v, "vm")), Str(*v, "podName"),
+                    Str(*v, "podUid"), OrNone(JoinedStrings(*v, "devices"))});
+  }
+  return FormatTable({"NODE", "RESOURCE", "VM", "POD", "POD UID", "DEVICES"}, rows);
 }
 
 absl::StatusOr<std::string> DescribeClaim(std::string_view json,

@@ -37,6 +37,8 @@ absl::StatusOr<std::string> NodesTable(std::string_view json, absl::Time now);
 // `node_filter` "" = all nodes.
 absl::StatusOr<std::string> DevicesTable(std::string_view json,
                                          std::string_view node_filter);
+//   NODE RESOURCE VM POD POD-UID DEVICES (pods waiting for their devices)
+absl::StatusOr<std::string> HandoffsTable(std::string_view json);
 // kubectl-describe style "Key:  value" lines for one claim.
 absl::StatusOr<std::string> DescribeClaim(std::string_view json,
                                           absl::Time now);

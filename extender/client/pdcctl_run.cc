@@ -69,6 +69,10 @@ Request BuildRequest(const Command& cmd) {
                                         : absl::StrCat("/v1/nodes/", cmd.name)};
       }
       if (cmd.kind == Kind::kDevices) return {"GET", "/v1/devices"};
+      if (cmd.kind == Kind::kHandoffs) {
+        return {"GET", cmd.node.empty() ? "/v1/handoffs"
+                                        : absl::StrCat("/v1/nodes/", cmd.node, "/handoffs")};
+      }
       if (cmd.all_namespaces) return {"GET", "/v1/claims"};
       return {"GET", cmd.name.empty() ? claims : claim};
     case Verb::kDescribe:
@@ -76,6 +80,9 @@ Request BuildRequest(const Command& cmd) {
     case Verb::kCreate:
       return {"POST", claims, ClaimCreateBody(cmd)};
     case Verb::kDelete:
+      if (cmd.kind == Kind::kHandoffs) {
+        return {"DELETE", absl::StrCat("/v1/nodes/", cmd.node, "/handoffs/", cmd.name)};
+      }
       return {"DELETE", cmd.force ? absl::StrCat(claim, "?force=true") : claim};
     case Verb::kRelease:
       return {"POST", cmd.pod_uid.empty()
@@ -116,6 +123,8 @@ absl::StatusOr<std::string> Render(const Command& cmd,
           return NodesTable(response.body, now);
         case Kind::kDevices:
           return DevicesTable(response.body, cmd.node);
+        case Kind::kHandoffs:
+          return HandoffsTable(response.body);
         case Kind::kNone:
           break;
       }
@@ -125,6 +134,10 @@ absl::StatusOr<std::string> Render(const Command& cmd,
     case Verb::kCreate:
       return absl::StrCat("claim/", cmd.name, " created\n");
     case Verb::kDelete:
+      if (cmd.kind == Kind::kHandoffs) {
+        return absl::StrCat("handoff/", cmd.name, " on node ", cmd.node,
+                            " cancelled; the pod's claims are released and keep their devices\n");
+      }
       return absl::StrCat("claim/", cmd.name, " deleted\n");
     case Verb::kRelease:
       return absl::StrCat("claim/", cmd.name, " released\n");

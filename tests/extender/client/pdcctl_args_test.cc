@@ -100,6 +100,11 @@ TEST(PdcctlArgsTest, UsageErrors) {
       {{"get", "claims", "a/b"}, "\"a/b\" is not a valid name"},
       {{"get", "claims", "a", "b"}, "unexpected argument \"b\""},
       {{"get", "devices", "x"}, "get devices takes no name"},
+      {{"get", "handoffs", "x"}, "get handoffs takes no name"},
+      {{"delete", "handoff", "--node", "n"}, "delete handoff needs the POD_UID"},
+      {{"delete", "handoff", "uid-1"}, "delete handoff needs --node NODE"},
+      {{"delete", "handoff", "uid-1", "--node", "a/b"}, "\"a/b\" is not a valid node name"},
+      {{"release", "handoff", "uid-1"}, "release works on claims only"},
       {{"get", "claims", "--timeout", "soon"}, "--timeout must be a positive"},
   };
   for (const Case& c : cases) {

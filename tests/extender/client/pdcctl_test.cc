@@ -29,6 +29,16 @@ constexpr char kClaimJson[] =
                    "devices": [{"address": "0000:3b:00.0", "serial": "SN1"}],
                    "lostReason": "", "reservedFor": null}})";
 
+constexpr char kHandoffsJson[] =
+    R"({"items": [{"node": "node-b", "resourceName": "devices.kubevirt.io/nvme",
+                   "namespace": "default", "vm": "vm2", "podName": "virt-launcher-vm2-abcde",
+                   "podUid": "uid-2", "claims": ["default/vm2-nvme"],
+                   "devices": ["0000:3b:00.0", "0000:5e:00.0"]},
+                  {"node": "node-a", "resourceName": "devices.kubevirt.io/nvme",
+                   "namespace": "default", "vm": "vm1", "podName": "virt-launcher-vm1-x7k2p",
+                   "podUid": "uid-1", "claims": ["default/vm1-nvme"],
+                   "devices": ["0000:3b:00.0"]}]})";
+
 // A fake pdc-extender with canned answers.
 TestReply FakeExtender(const TestRequest& r) {
   TestReply reply;
@@ -48,6 +58,11 @@ TestReply FakeExtender(const TestRequest& r) {
     reply.status = 409;
     reply.body =
         R"({"error": "claim default/nvme-data is reserved by VM vm1; use force", "field": "name"})";
+  } else if (r.method == "GET" && (r.target == "/v1/handoffs" ||
+                                    r.target == "/v1/nodes/node-a/handoffs")) {
+    reply.body = kHandoffsJson;
+  } else if (r.method == "DELETE" && r.target == "/v1/nodes/node-a/handoffs/uid-1") {
+    reply.body = R"({"released": ["default/vm1-nvme"]})";
   } else {
     reply.status = 404;
     reply.body = R"({"error": "not found", "field": ""})";
@@ -125,6 +140,28 @@ TEST(PdcctlTest, CreateSendsTheClaimWithTheToken) {
             R"({"name":"nvme-data","resourceName":"devices.kubevirt.io/nvme",)"
             R"("count":2,"node":"","serial":"","address":"0000:3b:00.0",)"
             R"("reclaimPolicy":"Delete"})");
+}
+
+TEST(PdcctlTest, GetAndCancelHandoffs) {
+  TestHttpServer server(FakeExtender);
+  Result r = RunPdcctl({"get", "handoffs", "--server", server.url()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out,
+            "NODE     RESOURCE                   VM            POD                       POD UID"
+            "   DEVICES\n"
+            "node-a   devices.kubevirt.io/nvme   default/vm1   virt-launcher-vm1-x7k2p   uid-1  "
+            "   0000:3b:00.0\n"
+            "node-b   devices.kubevirt.io/nvme   default/vm2   virt-launcher-vm2-abcde   uid-2  "
+            "   0000:3b:00.0,0000:5e:00.0\n");
+  EXPECT_EQ(RunPdcctl({"get", "handoffs", "--node", "node-a", "--server", server.url()}).code,
+            kExitOk);
+  EXPECT_EQ(server.requests().at(1).target, "/v1/nodes/node-a/handoffs");
+  Result d = RunPdcctl(
+      {"delete", "handoff", "uid-1", "--node", "node-a", "--server", server.url()});
+  EXPECT_EQ(d.code, kExitOk) << d.err;
+  EXPECT_THAT(d.out, HasSubstr("handoff/uid-1 on node node-a cancelled"));
+  EXPECT_EQ(server.requests().at(2).method, "DELETE");
+  EXPECT_EQ(server.requests().at(2).target, "/v1/nodes/node-a/handoffs/uid-1");
 }
 
 TEST(PdcctlTest, ServerErrorIsShownWithItsField) {
