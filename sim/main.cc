@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <algorithm>
 #include <string>
@@ -15,8 +16,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/str_format.h"
+#include "sim/cluster.h"
+#include "sim/extender_process.h"
+#include "sim/http_report.h"
+#include "sim/http_stats.h"
 #include "sim/policy.h"
 #include "sim/report.h"
+#include "sim/sweep.h"
 #include "sim/scenario.h"
 #include "sim/simulation.h"
 
@@ -31,7 +38,11 @@ constexpr char kHelp[] = R"(pdc-sim: compare device placement policies for KubeV
 
 usage:
   pdc-sim run <scenario.yaml> [--out DIR] [--seed N] [--policies LIST]
-                              [--max-events N] [--progress|--no-progress]
+                              [--max-events N] [--jobs N] [--progress|--no-progress]
+                              [--extender URL | --spawn-extender PATH] [--node-list]
+  pdc-sim sweep [--nodes 100,1000,5000,10000] [--pods N] [--binders N]
+                [--percentage P] [--extender URL | --spawn-extender PATH]
+                [--node-list] [--out DIR]
   pdc-sim validate <scenario.yaml>
   pdc-sim --help
 
@@ -39,6 +50,10 @@ run       simulates the scenario once per policy (same workload and failures for
           each), prints a table, and writes into DIR (default out/<scenario>):
             summary.csv summary.json timeseries.csv reasons.csv
             same_device.svg utilization.svg
+sweep     load-generates against pdc-extender like kube-scheduler (filter and
+          prioritize sequential, binds concurrent on --binders connections,
+          then pdc-node's hand-off) for each node count, and prints how
+          filter/prioritize/bind latency grows; writes sweep.csv, sweep.json
 validate  checks a scenario and exits
 
 options:
@@ -50,6 +65,20 @@ options:
                                       first-fit at the next start
                        pdc            persistent device claims (the real allocator core)
   --max-events N     stop after N workload/failure events (overrides the scenario)
+  --jobs N           run up to N policies at once, one thread each (default: one per
+                     core; the output does not depend on it)
+
+HTTP mode (run): also runs policy pdc-http, pdc driven through a pdc-extender over
+HTTP exactly as kube-scheduler and pdc-node drive it, and checks it decides exactly
+what the in-process pdc decides; prints per-verb latency and writes
+http_latency.csv/.json (wall-clock: these two files differ between runs).
+  --extender URL         an already running pdc-extender (its deviceClasses must
+                         match the scenario; use a fresh one: claims persist)
+  --spawn-extender PATH  start PATH (a pdc-extender binary) on 127.0.0.1, a free
+                         port and a temporary data dir with the embedded file store;
+                         stopped with SIGTERM at the end
+  --node-list            send full NodeLists (nodeCacheCapable: false) instead of
+                         NodeNames
   --progress         progress on stderr even when it is not a terminal
   --no-progress      no progress output
 
@@ -74,12 +103,16 @@ int main(int argc, char** argv) {
     }
   }
   const std::string command = args[0];
+  if (command == "sweep") return pdc::sim::SweepMain(std::vector<std::string>(args.begin() + 1, args.end()));
   if (command != "run" && command != "validate") {
     return Usage("unknown command \"" + command + "\"");
   }
   std::string scenario_path, out_dir;
   std::optional<uint64_t> seed, max_events;
   std::vector<std::string> policies;
+  std::string extender_url, spawn_path;
+  bool node_list = false;
+  int jobs = 0;
   int progress = isatty(STDERR_FILENO) ? 1 : 0;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -112,6 +145,16 @@ int main(int argc, char** argv) {
         }
       }
       if (policies.empty()) return Usage("--policies needs at least one policy");
+    } else if (a == "--jobs") {
+      if (!value(&v) || !absl::SimpleAtoi(v, &jobs) || jobs < 1) {
+        return Usage("--jobs needs a number >= 1");
+      }
+    } else if (a == "--extender") {
+      if (!value(&extender_url)) return Usage("--extender needs a URL");
+    } else if (a == "--spawn-extender") {
+      if (!value(&spawn_path)) return Usage("--spawn-extender needs the pdc-extender binary");
+    } else if (a == "--node-list") {
+      node_list = true;
     } else if (a == "--progress") {
       progress = 1;
     } else if (a == "--no-progress") {
@@ -125,6 +168,10 @@ int main(int argc, char** argv) {
     }
   }
   if (scenario_path.empty()) return Usage("missing scenario file");
+  if (!extender_url.empty() && !spawn_path.empty()) {
+    return Usage("--extender and --spawn-extender exclude each other");
+  }
+  const bool http = !extender_url.empty() || !spawn_path.empty();
 
   absl::StatusOr<pdc::sim::Scenario> scenario = pdc::sim::LoadScenarioFile(scenario_path);
   if (!scenario.ok()) {
@@ -141,6 +188,40 @@ int main(int argc, char** argv) {
 
   pdc::sim::RunOptions options;
   options.policies = policies;
+  options.jobs = jobs;
+  pdc::sim::HttpModeOptions http_options;
+  pdc::sim::HttpStats http_stats;
+  std::unique_ptr<pdc::sim::ExtenderProcess> spawned;
+  if (http) {
+    if (options.policies.empty()) options.policies = pdc::sim::AllPolicyNames();
+    // The comparison needs the in-process pdc next to pdc-http.
+    if (std::find(options.policies.begin(), options.policies.end(), "pdc") ==
+        options.policies.end()) {
+      options.policies.push_back("pdc");
+    }
+    options.policies.push_back("pdc-http");
+    options.trace = true;
+    http_options.node_list = node_list;
+    http_options.url = extender_url;
+    if (!spawn_path.empty()) {
+      pdc::sim::ExtenderProcessOptions eo;
+      eo.binary = spawn_path;
+      eo.device_classes = pdc::sim::Cluster::Build(*scenario).DeviceClasses(*scenario);
+      eo.spread = scenario->scheduler.pdc_spread;
+      absl::StatusOr<std::unique_ptr<pdc::sim::ExtenderProcess>> p =
+          pdc::sim::ExtenderProcess::Start(eo);
+      if (!p.ok()) {
+        std::cerr << "pdc-sim: " << p.status().message() << "\n";
+        return kExitFailed;
+      }
+      spawned = *std::move(p);
+      http_options.url = spawned->url();
+      std::cout << "started pdc-extender (pid " << spawned->pid() << ") at " << spawned->url()
+                << ", embedded file store in " << spawned->data_dir() << "\n";
+    }
+    options.http = &http_options;
+    options.http_stats = &http_stats;
+  }
   if (progress) {
     // Progress goes to stderr only; it is the one place wall time may show.
     options.progress = [](std::string_view policy, double done) {
@@ -152,6 +233,20 @@ int main(int argc, char** argv) {
   const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<pdc::sim::RunSummary> run = pdc::sim::RunScenario(*scenario, options);
   if (progress) std::fprintf(stderr, "\r%40s\r", "");
+  int exit_code = kExitOk;
+  std::string stop_note;
+  if (spawned != nullptr) {
+    absl::StatusOr<int> stopped = spawned->Stop();
+    if (!stopped.ok() || *stopped != 0) {
+      std::cerr << "pdc-sim: pdc-extender did not stop cleanly: "
+                << (stopped.ok() ? absl::StrCat("exit status ", *stopped)
+                                 : std::string(stopped.status().message()))
+                << "\n";
+      exit_code = kExitFailed;
+    } else {
+      stop_note = "stopped pdc-extender (SIGTERM, exit status 0)\n";
+    }
+  }
   if (!run.ok()) {
     std::cerr << "pdc-sim: run failed: " << run.status() << "\n";
     return kExitFailed;
@@ -162,8 +257,40 @@ int main(int argc, char** argv) {
     std::cerr << "pdc-sim: " << s << "\n";
     return kExitFailed;
   }
-  std::cout << "\nwrote " << out_dir << "/{" << absl::StrJoin(written, ",") << "}\n";
+  if (http) {
+    double wall = 0;
+    uint64_t placements = 0;
+    for (const pdc::sim::PolicyMetrics& m : run->policies) {
+      if (m.policy != "pdc-http") continue;
+      wall = m.wall_seconds;
+      placements = m.first_starts + m.restarts;
+    }
+    const std::vector<pdc::sim::VerbSummary> verbs = http_stats.Summaries();
+    std::cout << "\npdc-http: " << http_options.url << ", "
+              << (node_list ? "NodeList" : "nodeCacheCapable (NodeNames)") << ", "
+              << http_stats.requests_total() << " requests, " << placements
+              << " placements in " << absl::StrFormat("%.2f", wall) << " s wall ("
+              << absl::StrFormat("%.0f", wall > 0 ? placements / wall : 0.0)
+              << " placements/s, "
+              << absl::StrFormat("%.0f", wall > 0 ? http_stats.requests_total() / wall : 0.0)
+              << " requests/s)\n"
+              << pdc::sim::FormatVerbTable(verbs);
+    const uint64_t bad = http_stats.malformed_total();
+    std::cout << "answers checked: " << http_stats.requests_total() << ", malformed: " << bad
+              << "\n";
+    for (const std::string& e : http_stats.malformed_examples()) std::cout << "  " << e << "\n";
+    const pdc::sim::HttpComparison cmp = pdc::sim::CompareHttpWithInProcess(*run);
+    std::cout << cmp.text;
+    if (absl::Status s = pdc::sim::WriteHttpReport(verbs, wall, placements, out_dir, &written);
+        !s.ok()) {
+      std::cerr << "pdc-sim: " << s << "\n";
+      return kExitFailed;
+    }
+    if (bad != 0 || !cmp.identical) exit_code = kExitFailed;
+  }
+  std::cout << "\nwrote " << out_dir << "/{" << absl::StrJoin(written, ",") << "}\n"
+            << stop_note;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (progress) std::fprintf(stderr, "[pdc-sim] done in %.2f s wall\n", secs);
-  return kExitOk;
+  return exit_code;
 }

@@ -51,6 +51,10 @@ struct PolicyMetrics {
   uint64_t claims_recovered = 0;  // Lost claims back to Bound (pdc)
 
   std::vector<SimTime> latencies;  // simulated, one per placement
+  // With RunOptions::trace: "<time us> <vm> <node> <device addresses>" per
+  // placement, in simulated order.
+  std::vector<std::string> trace;
+  double wall_seconds = 0;  // Not in any report file (those are deterministic).
 
   // Time averages over the samples.
   double utilization_avg = 0;

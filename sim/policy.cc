@@ -16,8 +16,9 @@ absl::StatusOr<std::unique_ptr<Policy>> NewPolicy(std::string_view name,
   if (name == "device-plugin") return NewDevicePluginPolicy(ctx);
   if (name == "dra") return NewDraPolicy(ctx);
   if (name == "pdc") return NewPdcPolicy(ctx);
+  if (name == "pdc-http") return NewPdcHttpPolicy(ctx);
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown policy \"", Sv(name), "\" (known: device-plugin, dra, pdc)"));
+      "unknown policy \"", Sv(name), "\" (known: device-plugin, dra, pdc, pdc-http)"));
 }
 
 }  // namespace pdc::sim

@@ -9,6 +9,7 @@
 #ifndef PDC_SIM_POLICY_H_
 #define PDC_SIM_POLICY_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,12 +46,24 @@ struct Placement {
   int extender_calls = 0;
 };
 
+// HTTP mode: where the pdc-extender is and how to talk to it.
+struct HttpModeOptions {
+  std::string url;                          // http://127.0.0.1:8888
+  std::string scheduler_prefix = "/scheduler";
+  bool node_list = false;  // Full NodeList instead of NodeNames (nodeCacheCapable: false).
+  // Inventories are reported again this often (pdc-node's heartbeat).
+  std::chrono::steady_clock::duration heartbeat = std::chrono::seconds(20);
+};
+class HttpStats;
+
 struct PolicyContext {
   const Scenario* scenario = nullptr;
   const Cluster* cluster = nullptr;
   const ClusterState* state = nullptr;
   const Clock* clock = nullptr;  // Simulated time, for the allocator.
   uint64_t seed = 0;             // Of this policy's own random stream.
+  const HttpModeOptions* http = nullptr;  // pdc-http only.
+  HttpStats* http_stats = nullptr;        // pdc-http only.
 };
 
 class Policy {
@@ -91,8 +104,11 @@ class Policy {
 std::unique_ptr<Policy> NewDevicePluginPolicy(const PolicyContext& ctx);
 std::unique_ptr<Policy> NewDraPolicy(const PolicyContext& ctx);
 absl::StatusOr<std::unique_ptr<Policy>> NewPdcPolicy(const PolicyContext& ctx);
+// pdc through a running pdc-extender over HTTP (policy_pdc_http.cc).
+absl::StatusOr<std::unique_ptr<Policy>> NewPdcHttpPolicy(const PolicyContext& ctx);
 
-// The names accepted by --policies, in report order.
+// The in-process policies run by default, in report order (pdc-http is
+// added by --extender / --spawn-extender).
 const std::vector<std::string>& AllPolicyNames();
 absl::StatusOr<std::unique_ptr<Policy>> NewPolicy(std::string_view name,
                                                   const PolicyContext& ctx);

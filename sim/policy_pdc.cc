@@ -37,6 +37,10 @@ class PdcPolicy final : public Policy {
     options.node_stale_after = absl::Hours(24 * 365 * 100);
     options.scoring = ctx_.scenario->scheduler.pdc_spread ? ScoringPolicy::kSpread
                                                           : ScoringPolicy::kBinPack;
+    // As pdc-extender ships (extender.serializeHandoffs: true); the node step
+    // below confirms every hand-off right after its bind, as pdc-node would
+    // once kubelet's Allocate asked for the devices.
+    options.serialize_handoffs = true;
     ASSIGN_OR_RETURN(allocator_, Allocator::Open(options, &store_, ctx_.clock));
     for (size_t n = 0; n < ctx_.cluster->nodes.size(); ++n) {
       node_index_[ctx_.cluster->nodes[n].name] = static_cast<int>(n);
@@ -99,16 +103,22 @@ class PdcPolicy final : public Policy {
                      : absl::StrCat("pdc: ", Sv(ToString(top->first)));
       return p;
     }
-    std::vector<int> ext = allocator_->Score(req, fit_names_);
-    p.extender_nodes += static_cast<int>(fit_names_.size());
-    ++p.extender_calls;
-    scores_.clear();
-    const int64_t weight = ctx_.scenario->scheduler.extender_weight;
-    for (size_t i = 0; i < fits_.size(); ++i) {
-      // MaxNodeScore (100) / MaxExtenderPriority (10) = 10.
-      scores_.push_back(kube_.Score(fits_[i], vm.shape) + ext[i] * weight * 10);
+    size_t host = 0;
+    // kube-scheduler skips scoring, extenders' prioritize included, when a
+    // single node survives filtering (schedule_one.go: "When only one node
+    // after predicate, just use it").
+    if (fits_.size() > 1) {
+      std::vector<int> ext = allocator_->Score(req, fit_names_);
+      p.extender_nodes += static_cast<int>(fit_names_.size());
+      ++p.extender_calls;
+      scores_.clear();
+      const int64_t weight = ctx_.scenario->scheduler.extender_weight;
+      for (size_t i = 0; i < fits_.size(); ++i) {
+        // MaxNodeScore (100) / MaxExtenderPriority (10) = 10.
+        scores_.push_back(kube_.Score(fits_[i], vm.shape) + ext[i] * weight * 10);
+      }
+      host = kube_.SelectHost(scores_);
     }
-    const size_t host = kube_.SelectHost(scores_);
     p.node = fits_[host];
     ++p.extender_calls;
     absl::StatusOr<BindOutcome> bound = allocator_->Bind(req, fit_names_[host]);
@@ -116,6 +126,11 @@ class PdcPolicy final : public Policy {
       p.node = -1;
       p.reason = absl::StrCat("pdc bind: ", absl::StatusCodeToString(bound.status().code()));
       return p;
+    }
+    RETURN_IF_ERROR(ConfirmHandoffs(*bound));
+    if (static_cast<size_t>(vm.id) >= claims_of_.size()) {
+      claims_of_.resize(vm.id + 1);
+      devices_of_.resize(vm.id + 1);
     }
     for (int d : devices_of_[vm.id]) held_by_[d] = -1;
     std::vector<ClaimKey>& keys = claims_of_[vm.id];
@@ -141,9 +156,8 @@ class PdcPolicy final : public Policy {
   }
 
   absl::Status OnVmStopped(const VmInfo& vm, const std::string& pod_uid) override {
-    auto it = claims_of_.find(vm.id);
-    if (it == claims_of_.end()) return absl::OkStatus();
-    for (const ClaimKey& key : it->second) {
+    if (static_cast<size_t>(vm.id) >= claims_of_.size()) return absl::OkStatus();
+    for (const ClaimKey& key : claims_of_[vm.id]) {
       absl::Status s = allocator_->Release(key, pod_uid);
       // A claim whose node was removed may refuse; the pod is gone anyway.
       if (!s.ok() && !absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) return s;
@@ -153,9 +167,9 @@ class PdcPolicy final : public Policy {
 
   absl::Status OnVmDeleted(const VmInfo& vm) override {
     std::vector<ClaimKey> keys;
-    if (auto it = claims_of_.find(vm.id); it != claims_of_.end()) {
-      keys = std::move(it->second);
-      claims_of_.erase(it);
+    if (static_cast<size_t>(vm.id) < claims_of_.size()) {
+      keys = std::move(claims_of_[vm.id]);
+      claims_of_[vm.id].clear();
     }
     if (vm.explicit_claims && keys.empty()) {
       keys.push_back(ClaimKey{ctx_.scenario->ns, ExplicitClaimName(vm)});
@@ -166,9 +180,9 @@ class PdcPolicy final : public Policy {
       absl::Status s = allocator_->DeleteClaim(key, /*force=*/true);
       if (!s.ok() && !absl::IsNotFound(s)) return s;
     }
-    if (auto it = devices_of_.find(vm.id); it != devices_of_.end()) {
-      for (int d : it->second) held_by_[d] = -1;
-      devices_of_.erase(it);
+    if (static_cast<size_t>(vm.id) < devices_of_.size()) {
+      for (int d : devices_of_[vm.id]) held_by_[d] = -1;
+      devices_of_[vm.id].clear();
     }
     return absl::OkStatus();
   }
@@ -217,10 +231,9 @@ class PdcPolicy final : public Policy {
   // (GetClaim), as a webhook adding node affinity would; the claims are the
   // ones the VM's last bind returned.
   int BoundNode(const VmInfo& vm) const {
-    auto it = claims_of_.find(vm.id);
-    if (it == claims_of_.end() || it->second.empty()) return -1;
+    if (static_cast<size_t>(vm.id) >= claims_of_.size() || claims_of_[vm.id].empty()) return -1;
     std::string node;
-    for (const ClaimKey& key : it->second) {
+    for (const ClaimKey& key : claims_of_[vm.id]) {
       absl::StatusOr<Claim> c = allocator_->GetClaim(key);
       if (!c.ok() || c->status.node.empty()) return -1;
       if (!node.empty() && node != c->status.node) return -1;
@@ -228,6 +241,24 @@ class PdcPolicy final : public Policy {
     }
     auto n = node_index_.find(node);
     return n == node_index_.end() ? -1 : n->second;
+  }
+
+  // pdc-node's confirmation, per resource, of the devices just bound.
+  absl::Status ConfirmHandoffs(const BindOutcome& bound) {
+    std::map<std::string, std::vector<PciAddress>> by_resource;
+    for (const BoundClaim& c : bound.claims) {
+      auto& v = by_resource[c.resource_name];
+      v.insert(v.end(), c.devices.begin(), c.devices.end());
+    }
+    for (auto& [resource, devices] : by_resource) {
+      std::sort(devices.begin(), devices.end());
+      absl::StatusOr<std::vector<ClaimKey>> confirmed =
+          allocator_->ConfirmHandoff(bound.node, bound.pod_uid, resource, devices);
+      // NotFound: nothing was pending (the claims were already handed to
+      // this pod, e.g. a bind repeated after a lost answer).
+      if (!confirmed.ok() && !absl::IsNotFound(confirmed.status())) return confirmed.status();
+    }
+    return absl::OkStatus();
   }
 
   SchedulingRequest Request(const VmInfo& vm, const std::string& pod_name,
@@ -250,8 +281,8 @@ class PdcPolicy final : public Policy {
   std::unique_ptr<Allocator> allocator_;
   std::vector<int> held_by_;  // VM whose bound claim has the device, -1 none.
   std::map<std::string, int> node_index_;
-  std::map<int, std::vector<ClaimKey>> claims_of_;  // VM -> its claims.
-  std::map<int, std::vector<int>> devices_of_;      // VM -> held devices.
+  std::vector<std::vector<ClaimKey>> claims_of_;  // By VM id: its claims.
+  std::vector<std::vector<int>> devices_of_;      // By VM id: held devices.
   std::vector<int> feasible_, fits_;
   std::vector<std::string_view> names_, fit_names_;
   std::vector<int64_t> scores_;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <limits>
+#include <thread>
 #include <map>
 #include <memory>
 
@@ -79,7 +81,8 @@ class Run {
 
   absl::Status Execute() {
     PolicyContext ctx{&s_, &c_, &state_, &clock_,
-                      Rng::Stream(s_.seed, kStreamPolicy, 0).Next()};
+                      Rng::Stream(s_.seed, kStreamPolicy, 0).Next(), options_.http,
+                      options_.http_stats};
     ASSIGN_OR_RETURN(policy_, NewPolicy(policy_name_, ctx));
     Schedule();
     RETURN_IF_ERROR(Loop());
@@ -342,6 +345,11 @@ class Run {
     } else {
       ++m_.first_starts;
     }
+    if (options_.trace) {
+      std::string t = absl::StrCat(now_, " ", vm.info.name, " ", c_.nodes[p.node].name);
+      for (int d : p.devices) absl::StrAppend(&t, " ", c_.devices[d].address.ToString());
+      m_.trace.push_back(std::move(t));
+    }
     vm.placed_before = true;
     vm.last_node = p.node;
     vm.last_devices = p.devices;
@@ -552,22 +560,58 @@ absl::StatusOr<RunSummary> RunScenario(const Scenario& scenario,
       ", extender weight ", sch.extender_weight);
   std::vector<std::string> names = options.policies;
   if (names.empty()) names = AllPolicyNames();
-  for (const std::string& name : names) {
-    Run run(scenario, cluster, name, options);
-    RETURN_IF_ERROR(run.Execute());
+  struct Result {
+    absl::Status status;
+    SimTime end = 0;
+    uint64_t exogenous = 0;
+    size_t vms = 0;
+    PolicyMetrics metrics;
+  };
+  std::vector<Result> results(names.size());
+  auto run_one = [&](size_t i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Run run(scenario, cluster, names[i], options);
+    results[i].status = run.Execute();
+    results[i].end = run.end();
+    results[i].exogenous = run.exogenous();
+    results[i].vms = run.vm_count();
+    results[i].metrics = std::move(run.metrics());
+    results[i].metrics.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  int jobs = options.jobs > 0 ? options.jobs
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  jobs = std::min<int>(jobs, static_cast<int>(names.size()));
+  if (jobs <= 1) {
+    for (size_t i = 0; i < names.size(); ++i) run_one(i);
+  } else {
+    // Each run is independent (own cluster state, queue, policy, clock); the
+    // shared scenario and cluster are read only.
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < jobs; ++t) {
+      threads.emplace_back([&] {
+        for (size_t i = next++; i < names.size(); i = next++) run_one(i);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    Result& r = results[i];
+    if (!r.status.ok()) return r.status;
     // Every policy must have seen the same workload; anything else is a leak
     // of policy decisions into the event streams.
-    if (!summary.policies.empty() && (run.end() != summary.simulated ||
-                                      run.exogenous() != summary.exogenous_events)) {
+    if (!summary.policies.empty() && (r.end != summary.simulated ||
+                                      r.exogenous != summary.exogenous_events)) {
       return absl::InternalError(absl::StrCat(
-          name, " saw ", run.exogenous(), " events until ", run.end(), " us, ",
+          names[i], " saw ", r.exogenous, " events until ", r.end, " us, ",
           summary.policies[0].policy, " ", summary.exogenous_events, " until ",
           summary.simulated, " us"));
     }
-    summary.simulated = run.end();
-    summary.exogenous_events = run.exogenous();
-    summary.vms = run.vm_count();
-    summary.policies.push_back(std::move(run.metrics()));
+    summary.simulated = r.end;
+    summary.exogenous_events = r.exogenous;
+    summary.vms = r.vms;
+    summary.policies.push_back(std::move(r.metrics));
   }
   return summary;
 }

@@ -19,8 +19,19 @@
 
 namespace pdc::sim {
 
+struct HttpModeOptions;
+class HttpStats;
+
 struct RunOptions {
   std::vector<std::string> policies;  // empty: all, in AllPolicyNames() order
+  // Policies run at the same time, each in its own thread (they share
+  // nothing); results keep the order of `policies`. 0: one per core.
+  int jobs = 1;
+  // Record every placement (PolicyMetrics::trace) to compare runs.
+  bool trace = false;
+  // For the pdc-http policy.
+  const HttpModeOptions* http = nullptr;
+  HttpStats* http_stats = nullptr;
   // Called now and then with the policy being run and its progress (0..1).
   std::function<void(std::string_view policy, double done)> progress;
 };
