@@ -124,6 +124,7 @@ int Main(int argc, char** argv) {
     po.node = nc.node_name;
     po.plugin_dir = device_plugin_dir;
     po.classes = config->device_classes;
+    po.metrics = &metrics;
     plugins = std::make_unique<deviceplugin::DevicePluginManager>(&sys, &plugin_api, RealClock(),
                                                                   std::move(po));
     options.on_inventory = [&plugins](const NodeInventory& i) { plugins->OnInventory(i); };

@@ -32,7 +32,17 @@ NodeMetrics::NodeMetrics(MetricsRegistry* r)
       last_report(r->AddGauge("pdc_node_last_report_timestamp_seconds",
                               "Unix time of the last accepted inventory report.")),
       allocations_version(r->AddGauge("pdc_node_allocations_version",
-                                      "Version of the last allocations received.")) {
+                                      "Version of the last allocations received.")),
+      handoffs(r->AddCounterFamily(
+          "pdc_node_handoffs_total",
+          "kubelet Allocate calls answered with a VM's claimed devices, or refused, by outcome.",
+          {"outcome"})),
+      handoff_confirmations(r->AddCounterFamily(
+          "pdc_node_handoff_confirmations_total",
+          "Hand-off confirmations sent to pdc-extender, by outcome (failed ones are retried).",
+          {"outcome"})),
+      plugin_registrations(r->AddCounter("pdc_node_device_plugin_registrations_total",
+                                         "Successful device plugin registrations with kubelet.")) {
   r->AddCallbackFamily("pdc_node_devices", "Managed devices on this node by current driver.",
                        MetricType::kGauge, {"driver"}, [this] {
                          absl::MutexLock lock(&mu_);

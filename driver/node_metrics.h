@@ -34,6 +34,13 @@ class NodeMetrics {
   Counter* passes;           // pdc_node_reconcile_passes_total
   Gauge* last_report;        // pdc_node_last_report_timestamp_seconds
   Gauge* allocations_version;  // pdc_node_allocations_version
+  // The kubelet device plugin:
+  // pdc_node_handoffs_total{outcome="handed_off|nothing_pending|
+  //   several_pending|count_mismatch|device_not_ready|extender_unreachable"}
+  CounterFamily* handoffs;
+  // pdc_node_handoff_confirmations_total{outcome="confirmed|gone|failed"}
+  CounterFamily* handoff_confirmations;
+  Counter* plugin_registrations;  // pdc_node_device_plugin_registrations_total
 
   // pdc_node_devices{driver}: managed devices by current driver, from the
   // last discovery.

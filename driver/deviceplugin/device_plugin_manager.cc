@@ -15,7 +15,7 @@ DevicePluginManager::DevicePluginManager(Sysfs* sys, ExtenderApi* api, const Clo
     : sys_(sys),
       options_(std::move(options)),
       book_(options_.node),
-      confirmer_(api, &book_, options_.confirmer) {
+      confirmer_(api, &book_, options_.confirmer, options_.metrics) {
   for (const DeviceClass& c : options_.classes) {
     if (plugins_.contains(c.resource_name)) continue;  // Several classes, one name.
     ResourcePluginOptions po;
@@ -23,11 +23,13 @@ DevicePluginManager::DevicePluginManager(Sysfs* sys, ExtenderApi* api, const Clo
     po.vfio_wait = options_.vfio_wait;
     po.vfio_poll = options_.vfio_poll;
     po.sleep = options_.sleep;
+    po.metrics = options_.metrics;
     auto plugin = std::make_unique<ResourcePlugin>(sys_, api, &book_, &confirmer_, clock, po);
     endpoints_.emplace(c.resource_name,
                        std::make_unique<PluginEndpoint>(
                            plugin.get(), EndpointOptions{options_.plugin_dir,
-                                                         options_.register_timeout}));
+                                                         options_.register_timeout,
+                                                         options_.metrics}));
     plugins_.emplace(c.resource_name, std::move(plugin));
   }
 }

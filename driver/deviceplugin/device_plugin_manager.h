@@ -27,6 +27,7 @@
 #include "driver/deviceplugin/names.h"
 #include "driver/deviceplugin/resource_plugin.h"
 #include "driver/node_extender_api.h"
+#include "driver/node_metrics.h"
 #include "driver/sysfs.h"
 
 namespace pdc::driver::deviceplugin {
@@ -43,6 +44,7 @@ struct DevicePluginManagerOptions {
   absl::Duration vfio_poll = absl::Milliseconds(200);
   std::function<void(absl::Duration)> sleep;  // Empty: real sleep.
   ConfirmerOptions confirmer;
+  NodeMetrics* metrics = nullptr;  // Optional; must outlive the manager.
 };
 
 class DevicePluginManager {

@@ -10,8 +10,8 @@
 namespace pdc::driver::deviceplugin {
 
 HandoffConfirmer::HandoffConfirmer(ExtenderApi* api, const HandoffBook* book,
-                                   ConfirmerOptions options)
-    : api_(api), book_(book), options_(options) {}
+                                   ConfirmerOptions options, NodeMetrics* metrics)
+    : api_(api), book_(book), options_(options), metrics_(metrics) {}
 
 HandoffConfirmer::~HandoffConfirmer() { Stop(); }
 
@@ -93,17 +93,23 @@ void HandoffConfirmer::Loop() {
     mu_.Lock();
     --in_flight_;
     ++job.attempts;
+    auto count = [this](const char* outcome) {
+      if (metrics_) metrics_->handoff_confirmations->WithLabels({outcome})->Increment();
+    };
     if (s.ok()) {
+      count("confirmed");
       ++confirmed_;
       spdlog::info("hand-off of {} {} to pod uid {} confirmed to pdc-extender", job.resource_name,
                    devices, job.pod_uid);
       continue;
     }
     if (absl::IsNotFound(s) || !book_->PendingUpstream(job.resource_name, job.pod_uid)) {
+      count("gone");
       spdlog::info("hand-off of {} {} to pod uid {}: nothing pending upstream any more ({})",
                    job.resource_name, devices, job.pod_uid, s.ToString());
       continue;
     }
+    count("failed");
     job.backoff = NextBackoff(job.backoff, options_.backoff_initial, options_.backoff_max);
     job.due = absl::Now() + job.backoff;
     // The first failure and then every power of two: an outage is visible

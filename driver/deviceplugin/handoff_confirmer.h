@@ -21,6 +21,7 @@
 #include "common/pci_address.h"
 #include "driver/deviceplugin/handoff_book.h"
 #include "driver/node_extender_api.h"
+#include "driver/node_metrics.h"
 
 namespace pdc::driver::deviceplugin {
 
@@ -31,8 +32,9 @@ struct ConfirmerOptions {
 
 class HandoffConfirmer {
  public:
-  // `api` and `book` must outlive the confirmer.
-  HandoffConfirmer(ExtenderApi* api, const HandoffBook* book, ConfirmerOptions options);
+  // `api`, `book` and `metrics` (may be null) must outlive the confirmer.
+  HandoffConfirmer(ExtenderApi* api, const HandoffBook* book, ConfirmerOptions options,
+                   NodeMetrics* metrics = nullptr);
   ~HandoffConfirmer();  // Stops; unconfirmed hand-offs are dropped (logged).
 
   void Start();
@@ -60,6 +62,7 @@ class HandoffConfirmer {
   ExtenderApi* const api_;
   const HandoffBook* const book_;
   const ConfirmerOptions options_;
+  NodeMetrics* const metrics_;
   mutable absl::Mutex mu_;
   std::vector<Job> jobs_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

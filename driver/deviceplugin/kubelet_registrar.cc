@@ -118,6 +118,7 @@ absl::Status PluginEndpoint::Register() {
   registered_ = true;
   registered_kubelet_inode_ = kubelet_inode;
   ++registrations_;
+  if (options_.metrics) options_.metrics->plugin_registrations->Increment();
   spdlog::info("device plugin for {} registered with kubelet as {}", plugin_->resource_name(),
                request.endpoint());
   return absl::OkStatus();

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "driver/deviceplugin/names.h"
 #include "driver/deviceplugin/resource_plugin.h"
+#include "driver/node_metrics.h"
 #include "grpcpp/server.h"
 
 namespace pdc::driver::deviceplugin {
@@ -29,6 +30,7 @@ namespace pdc::driver::deviceplugin {
 struct EndpointOptions {
   std::string plugin_dir{kDefaultPluginDir};
   absl::Duration register_timeout = absl::Seconds(5);
+  NodeMetrics* metrics = nullptr;
 };
 
 class PluginEndpoint {

@@ -202,15 +202,34 @@ absl::StatusOr<std::vector<std::string>> ResourcePlugin::Preferred(
 
 absl::StatusOr<Handoff> ResourcePlugin::Allocate(const std::vector<std::string>& kubelet_ids) {
   absl::MutexLock serial(&allocate_mu_);
-  ASSIGN_OR_RETURN(PendingPod pod, PendingOrRefresh());
+  const char* outcome = "handed_off";
+  absl::StatusOr<Handoff> h = AllocateLocked(kubelet_ids, &outcome);
+  if (options_.metrics) options_.metrics->handoffs->WithLabels({outcome})->Increment();
+  return h;
+}
+
+absl::StatusOr<Handoff> ResourcePlugin::AllocateLocked(const std::vector<std::string>& kubelet_ids,
+                                                       const char** outcome) {
+  absl::StatusOr<PendingPod> pending = PendingOrRefresh();
+  if (!pending.ok()) {
+    *outcome = absl::IsNotFound(pending.status())      ? "nothing_pending"
+               : absl::IsUnavailable(pending.status()) ? "extender_unreachable"
+                                                       : "several_pending";
+    return pending.status();
+  }
+  PendingPod& pod = *pending;
   if (kubelet_ids.size() != pod.devices.size()) {
+    *outcome = "count_mismatch";
     return absl::FailedPreconditionError(absl::StrCat(
         "kubelet asked for ", kubelet_ids.size(), " ", options_.resource_name,
         " device(s) but VM ", pod.Describe(), " holds ", pod.devices.size(), " claimed (",
         Join(pod.devices), "); the pod's request must equal its claims"));
   }
   Handoff h;
-  RETURN_IF_ERROR(WaitReady(pod, &h.iommu_groups));
+  if (absl::Status s = WaitReady(pod, &h.iommu_groups); !s.ok()) {
+    *outcome = "device_not_ready";
+    return s;
+  }
   // Done here at once: a second Allocate before the extender has recorded
   // this one must not get these devices again.
   book_->MarkHandedOff(options_.resource_name, pod.pod_uid);

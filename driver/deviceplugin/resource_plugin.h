@@ -36,6 +36,7 @@
 #include "driver/deviceplugin/handoff_confirmer.h"
 #include "driver/deviceplugin/v1beta1/api.grpc.pb.h"
 #include "driver/node_extender_api.h"
+#include "driver/node_metrics.h"
 #include "driver/sysfs.h"
 
 namespace pdc::driver::deviceplugin {
@@ -48,6 +49,7 @@ struct ResourcePluginOptions {
   absl::Duration vfio_poll = absl::Milliseconds(200);
   // Sleeps between looks; tests advance a fake clock instead.
   std::function<void(absl::Duration)> sleep;
+  NodeMetrics* metrics = nullptr;  // Optional.
 };
 
 // The Allocate answer for one pod, before it is put in gRPC form.
@@ -83,6 +85,10 @@ class ResourcePlugin {
  private:
   friend class Service;
   absl::StatusOr<PendingPod> PendingOrRefresh();
+  // Allocate without the outcome count; `outcome` names a refusal.
+  absl::StatusOr<Handoff> AllocateLocked(const std::vector<std::string>& kubelet_ids,
+                                         const char** outcome)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(allocate_mu_);
   absl::Status DeviceReady(PciAddress address, int32_t* group);
   absl::Status WaitReady(const PendingPod& pod, std::vector<int32_t>* groups);
   // Waits until the device list changed from `*seen` or `*stopped`, up

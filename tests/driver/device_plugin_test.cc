@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics.h"
 #include "driver/deviceplugin/device_plugin_manager.h"
 #include "driver/deviceplugin/names.h"
 #include "driver/discovery.h"
@@ -76,6 +77,7 @@ class DevicePluginTest : public ::testing::Test {
     };
     o.confirmer.backoff_initial = absl::Milliseconds(1);
     o.confirmer.backoff_max = absl::Milliseconds(5);
+    o.metrics = &metrics_;
     manager_ = std::make_unique<DevicePluginManager>(&host_.kernel, &extender_, &clock_, o);
     FeedInventory();
     ASSERT_OK(manager_->Start());
@@ -108,6 +110,12 @@ class DevicePluginTest : public ::testing::Test {
   std::unique_ptr<FakeKubelet> kubelet_;
   std::unique_ptr<DevicePluginManager> manager_;
   std::function<void()> sleep_hook_;  // Runs on the gRPC thread in Allocate's wait.
+  MetricsRegistry registry_;
+  NodeMetrics metrics_{&registry_};
+
+  bool Rendered(const std::string& line) {
+    return registry_.Render().find(line + "\n") != std::string::npos;
+  }
 };
 
 TEST(DevicePluginNamesTest, EnvVarFollowsKubeVirtsRule) {
@@ -168,6 +176,9 @@ TEST_F(DevicePluginTest, VmRestartedFiftyTimesAlwaysGetsItsOwnDevice) {
     kubelet_->Release(uid);  // The VM stops.
   }
   EXPECT_EQ(extender_.confirmations().size(), 50u);
+  EXPECT_TRUE(manager_->confirmer().WaitUntilIdle(absl::Seconds(20)));
+  EXPECT_TRUE(Rendered("pdc_node_handoffs_total{outcome=\"handed_off\"} 50"));
+  EXPECT_TRUE(Rendered("pdc_node_handoff_confirmations_total{outcome=\"confirmed\"} 50"));
 }
 
 // vm1 and vm2 start at the same moment on a node with two NVMe: the
@@ -240,6 +251,7 @@ TEST_F(DevicePluginTest, AllocateWithNothingPendingFailsWithAClearMessage) {
   // Before refusing, the plugin asked the extender (once per call).
   EXPECT_EQ(extender_.polls(), polls + 2);
   EXPECT_TRUE(extender_.confirmations().empty());
+  EXPECT_TRUE(Rendered("pdc_node_handoffs_total{outcome=\"nothing_pending\"} 1"));
 }
 
 TEST_F(DevicePluginTest, CountDifferentFromTheClaimsIsRefused) {
@@ -251,6 +263,7 @@ TEST_F(DevicePluginTest, CountDifferentFromTheClaimsIsRefused) {
                        HasSubstr("kubelet asked for 2 devices.kubevirt.io/nvme device(s) but VM "
                                  "default/vm1 (pod virt-launcher-vm1-uid-1, uid uid-1) holds 1 "
                                  "claimed (0000:00:04.0)")));
+  EXPECT_TRUE(Rendered("pdc_node_handoffs_total{outcome=\"count_mismatch\"} 1"));
   // Still pending: a correct request afterwards gets the device.
   auto ok = kubelet_->Allocate(kNvme, {kA});
   ASSERT_OK(ok.status());
@@ -270,6 +283,7 @@ TEST_F(DevicePluginTest, TwoPodsPendingAtOnceIsRefusedNotGuessed) {
                                          HasSubstr("default/vm1 (pod virt-launcher-vm1-uid-1"),
                                          HasSubstr("default/vm2 (pod virt-launcher-vm2-uid-2"),
                                          HasSubstr("refuses rather than guess"))));
+  EXPECT_TRUE(Rendered("pdc_node_handoffs_total{outcome=\"several_pending\"} 1"));
   EXPECT_TRUE(extender_.confirmations().empty());
 }
 
@@ -287,6 +301,7 @@ TEST_F(DevicePluginTest, DeviceNotOnVfioPciIsRefusedWithTheReason) {
                              HasSubstr("waited 10s"))));
   // It waited (on the fake clock) for the reconcile loop before refusing.
   EXPECT_GE(clock_.Now() - before, absl::Seconds(10));
+  EXPECT_TRUE(Rendered("pdc_node_handoffs_total{outcome=\"device_not_ready\"} 1"));
   EXPECT_TRUE(extender_.confirmations().empty());
 }
 
@@ -338,6 +353,7 @@ TEST_F(DevicePluginTest, ReRegistersAfterKubeletRestarts) {
   ASSERT_TRUE(kubelet_->WaitForRegistrations(2));
   ASSERT_TRUE(kubelet_->WaitForDevices(kNvme, [](const auto& d) { return d.size() == 2; }));
   EXPECT_GE(manager_->endpoint(kNvme)->server_starts(), 2u);
+  EXPECT_TRUE(Rendered("pdc_node_device_plugin_registrations_total 2"));
   // And it still hands devices out through the new connection.
   extender_.AddClaim("default/vm1-nvme", Addr(kA));
   ASSERT_OK(extender_.StartPod("default/vm1-nvme", "vm1", "uid-1"));
@@ -358,6 +374,7 @@ TEST_F(DevicePluginTest, UnconfirmedHandoffOfAPodThatWentAwayIsDropped) {
   // The confirmer gives up on its next attempt.
   EXPECT_TRUE(manager_->confirmer().WaitUntilIdle(absl::Seconds(20)));
   EXPECT_TRUE(extender_.confirmations().empty());
+  EXPECT_TRUE(Rendered("pdc_node_handoff_confirmations_total{outcome=\"gone\"} 1"));
 }
 
 }  // namespace
