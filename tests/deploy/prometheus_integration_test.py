@@ -540,6 +540,7 @@ EXPECTED_ALERT_CONDITIONS = {
     "PdcClaimsLost": True,            # vm5-nvme lost its device
     "PdcNodeDriverNotReporting": False,  # threshold 120s; node-b is 5-20s stale
     "PdcBindErrors": False,
+    "PdcHandoffStuck": False,         # every hand-off was confirmed
     "PdcNodeDriverDown": False,
     "PdcNodeBindFailures": True,      # 0000:03:00.0 and 0000:04:00.0
     "PdcNodeCannotReachExtender": False,  # errors at start, reports since
