@@ -123,6 +123,11 @@ def build():
           [(f'sum by (result) (rate(pdc_binds_total{{{EXT}}}[{RI}]))', "bind {{result}}"),
            (f'sum(rate(pdc_bind_rollbacks_total{{{EXT}}}[{RI}]))', "rollback")],
           unit="ops")
+    panel("VM pods waiting for their devices",
+          "Pods bound to a node whose device plugin has not yet handed them their devices. "
+          "At most one per node and resource; while one waits, other VM pods for that node get "
+          "\"another VM is starting on this node\". `pdcctl get handoffs` lists them.",
+          [(f'sum by (resource) (pdc_handoffs_pending{{{EXT}}})', "{{resource}}")])
     panel("Inventory age by node",
           "Seconds since each node's driver last reported (heartbeat every 10s). Above "
           "extender.nodeStaleAfter the node fails filter with \"node driver not reporting\".",
