@@ -32,7 +32,7 @@ namespace json = extender::json;
 
 constexpr char kResource[] = "devices.kubevirt.io/nvme";
 constexpr int kDevicesPerNode = 8;
-constexpr int kMaxAttempts = 5;
+constexpr int kMaxAttempts = 10;
 
 using Clock = std::chrono::steady_clock;
 
@@ -43,7 +43,8 @@ double Since(Clock::time_point t0) {
 struct SweepPod {
   std::string vm, name, uid;
   std::string claim;  // ns/name, from the node step.
-  int node = -1;
+  int node = -1;        // Placed in the current phase.
+  int bound_node = -1;  // Where the claims are (restart phase).
   int attempts = 0;
 };
 
@@ -134,6 +135,8 @@ class Step {
     for (size_t i = 0; i < pods_.size(); ++i) {
       SweepPod& p = pods_[i];
       p.attempts = 0;
+      p.bound_node = restart ? p.node : -1;
+      p.node = -1;
       p.name = absl::StrCat("virt-launcher-", p.vm, restart ? "-b" : "-a");
       p.uid = absl::StrFormat("%s%05d-%s", prefix_, i, restart ? "2" : "1");
     }
@@ -172,8 +175,10 @@ class Step {
       ++p.attempts;
       if (*node < 0) {
         absl::MutexLock lock(&mu_);
-        if (p.attempts >= kMaxAttempts || in_flight_ == 0) {
+        if (p.attempts >= kMaxAttempts) {
           ++out->unplaced;
+        } else if (in_flight_ == 0) {
+          retry_.push_back(next);  // The next window of nodes may fit.
         } else {
           // Nothing fits now (another pod's hand-off is pending where this
           // one fits): wait for binds in flight, then try again.
@@ -199,7 +204,7 @@ class Step {
       if (failure.ok()) failure = bind_failure_;
     }
     if (!failure.ok()) return failure;
-    for (const SweepPod& p : pods_) out->pods_placed += p.node >= 0 && !p.claim.empty();
+    for (const SweepPod& p : pods_) out->pods_placed += p.node >= 0;
     out->verbs = stats.Summaries();
     malformed_ += stats.malformed_total();
     requests_ += stats.requests_total();
@@ -222,12 +227,20 @@ class Step {
     const std::string pod = VirtLauncherPodJson(info);
     std::vector<int> idx;
     std::vector<std::string_view> offer;
-    for (int k = 0; k < offered_; ++k) {
-      const int n = (start_ + k) % n_;
-      idx.push_back(n);
-      offer.push_back(names_[n]);
+    if (p.bound_node >= 0 && o_.percentage != 100) {
+      // Below 100 % the VM's node is rarely in kube-scheduler's window: pdc
+      // then relies on node affinity to the claims' node (DESIGN §4), so
+      // kube-scheduler offers that node alone.
+      idx.push_back(p.bound_node);
+      offer.push_back(names_[p.bound_node]);
+    } else {
+      for (int k = 0; k < offered_; ++k) {
+        const int n = (start_ + k) % n_;
+        idx.push_back(n);
+        offer.push_back(names_[n]);
+      }
+      start_ = (start_ + offered_) % n_;
     }
-    start_ = (start_ + offered_) % n_;
     ASSIGN_OR_RETURN(HttpResponse fr,
                      Call(0, stats, "filter", "POST", "/scheduler/filter", Args(pod, idx, offer)));
     absl::StatusOr<FilterAnswer> fa =
@@ -446,8 +459,15 @@ absl::StatusOr<SweepStep> RunSweepStep(const SweepOptions& options, const std::s
   out.nodes = nodes;
   out.offered = step.offered();
   out.pods = step.pods();
+  const auto step_started = Clock::now();
   RETURN_IF_ERROR(step.Inventory(&out.inventory_seconds));
   for (bool restart : {false, true}) {
+    if (restart && Since(step_started) - out.inventory_seconds > 20) {
+      // pdc-node's heartbeat: an extender started with the default
+      // nodeStaleAfter (60 s) must not see the nodes go stale mid-step.
+      double again = 0;
+      RETURN_IF_ERROR(step.Inventory(&again));
+    }
     SweepPhase phase;
     RETURN_IF_ERROR(step.Phase(restart, &phase));
     out.phases.push_back(std::move(phase));
@@ -460,9 +480,9 @@ absl::StatusOr<SweepStep> RunSweepStep(const SweepOptions& options, const std::s
 
 std::string FormatSweepTable(const std::vector<SweepStep>& steps) {
   std::string o = absl::StrFormat(
-      "%6s %7s %5s %-11s %15s %15s %15s %15s %8s %7s %9s\n", "nodes", "offered", "pods", "phase",
-      "filter p50/p99", "prio p50/p99", "bind p50/p99", "handoff p50/p99", "pods/s", "refused",
-      "malformed");
+      "%6s %7s %5s %-11s %15s %15s %15s %15s %8s %7s %8s %9s\n", "nodes", "offered", "pods",
+      "phase", "filter p50/p99", "prio p50/p99", "bind p50/p99", "handoff p50/p99", "pods/s",
+      "refused", "unplaced", "malformed");
   for (const SweepStep& s : steps) {
     for (const SweepPhase& p : s.phases) {
       auto cell = [&](std::string_view verb) {
@@ -470,14 +490,15 @@ std::string FormatSweepTable(const std::vector<SweepStep>& steps) {
         return v == nullptr ? std::string("-")
                             : absl::StrFormat("%.2f/%.2f", v->p50_ms, v->p99_ms);
       };
-      absl::StrAppendFormat(&o, "%6d %7d %5d %-11s %15s %15s %15s %15s %8.0f %7d %9d\n", s.nodes,
-                            s.offered, s.pods, p.name, cell("filter"), cell("prioritize"),
-                            cell("bind"), cell("handoff"),
+      absl::StrAppendFormat(&o, "%6d %7d %5d %-11s %15s %15s %15s %15s %8.0f %7d %8d %9d\n",
+                            s.nodes, s.offered, s.pods, p.name, cell("filter"),
+                            cell("prioritize"), cell("bind"), cell("handoff"),
                             p.wall_seconds > 0 ? p.pods_placed / p.wall_seconds : 0.0,
-                            p.bind_refused, s.malformed);
+                            p.bind_refused, p.unplaced, s.malformed);
     }
   }
-  o += "(latencies in ms, wall clock per request; pods/s: pods placed per second of the phase)\n";
+  o += "(latencies in ms, wall clock per request; pods/s: pods placed per second of the phase;\n"
+       " refused: binds answered with an Error, retried; unplaced: gave up after 10 attempts)\n";
   return o;
 }
 

@@ -8,9 +8,11 @@
 //     hand-off (GET allocations, POST handoffs); the scheduling thread does
 //     not wait for binds, so filters see binds in flight, as they do in a
 //     cluster. A bind refused by the extender sends the pod back to the
-//     queue (at most 5 attempts);
+//     queue (at most 10 attempts);
 //  3. restarts: every VM stops (claims released) and starts again with a new
-//     pod, which pdc must place on its own devices (sticky path);
+//     pod, which pdc must place on its own devices (sticky path; below
+//     --percentage 100 the pod is offered its claims' node alone, the node
+//     affinity of DESIGN §4, since a window of nodes rarely holds it);
 // and reports p50/p90/p99/max per verb and phase, and pods per second.
 // Every answer is checked as in the HTTP run mode.
 // Thread-safety: RunSweepStep is reentrant.
