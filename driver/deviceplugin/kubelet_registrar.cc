@@ -117,11 +117,27 @@ absl::Status PluginEndpoint::Register() {
   }
   registered_ = true;
   registered_kubelet_inode_ = kubelet_inode;
-  ++registrations_;
   if (options_.metrics) options_.metrics->plugin_registrations->Increment();
+  {
+    absl::MutexLock lock(&registrations_mu_);
+    ++registrations_;
+  }
   spdlog::info("device plugin for {} registered with kubelet as {}", plugin_->resource_name(),
                request.endpoint());
   return absl::OkStatus();
+}
+
+uint64_t PluginEndpoint::registrations() const {
+  absl::MutexLock lock(&registrations_mu_);
+  return registrations_;
+}
+
+bool PluginEndpoint::WaitForRegistrations(uint64_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&registrations_mu_);
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(registrations_mu_) {
+    return registrations_ >= n;
+  };
+  return registrations_mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
 }
 
 absl::Status PluginEndpoint::Ensure() {

@@ -18,7 +18,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "driver/deviceplugin/names.h"
 #include "driver/deviceplugin/resource_plugin.h"
@@ -47,7 +49,9 @@ class PluginEndpoint {
 
   std::string socket_path() const;
   std::string kubelet_socket_path() const;
-  uint64_t registrations() const { return registrations_.load(); }
+  uint64_t registrations() const;
+  // Waits until at least `n` registrations succeeded; false on timeout.
+  bool WaitForRegistrations(uint64_t n, absl::Duration timeout) const;
   uint64_t server_starts() const { return server_starts_.load(); }
 
  private:
@@ -62,7 +66,8 @@ class PluginEndpoint {
   ino_t socket_inode_ = 0;
   bool registered_ = false;
   ino_t registered_kubelet_inode_ = 0;
-  std::atomic<uint64_t> registrations_{0};
+  mutable absl::Mutex registrations_mu_;
+  uint64_t registrations_ ABSL_GUARDED_BY(registrations_mu_) = 0;
   std::atomic<uint64_t> server_starts_{0};
 };
 

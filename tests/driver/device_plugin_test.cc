@@ -232,9 +232,12 @@ TEST_F(DevicePluginTest, SecondAllocateBeforeTheExtenderConfirmedGetsNothing) {
               StatusIs(absl::StatusCode::kNotFound,
                        "no VM pod is waiting for a devices.kubevirt.io/nvme device on node "
                        "node-a; pdc hands devices only to pods it scheduled"));
-  extender_.FailConfirms(0);  // The extender is back: the retry goes through.
+  // Two attempts failed and are retried; then the extender is back.
+  ASSERT_TRUE(extender_.WaitForConfirmCalls(2));
+  extender_.FailConfirms(0);
   ASSERT_TRUE(extender_.WaitForConfirmations(1));
-  EXPECT_GT(extender_.confirm_calls(), 1);
+  EXPECT_GE(extender_.confirm_calls(), 3);
+  EXPECT_EQ(extender_.confirmations()[0].pod_uid, "uid-1");
 }
 
 TEST_F(DevicePluginTest, AllocateWithNothingPendingFailsWithAClearMessage) {
@@ -352,8 +355,11 @@ TEST_F(DevicePluginTest, ReRegistersAfterKubeletRestarts) {
   ASSERT_OK(kubelet_->Restart());  // Our socket is gone, kubelet.sock is new.
   ASSERT_TRUE(kubelet_->WaitForRegistrations(2));
   ASSERT_TRUE(kubelet_->WaitForDevices(kNvme, [](const auto& d) { return d.size() == 2; }));
-  EXPECT_GE(manager_->endpoint(kNvme)->server_starts(), 2u);
-  EXPECT_TRUE(Rendered("pdc_node_device_plugin_registrations_total 2"));
+  PluginEndpoint* endpoint = manager_->endpoint(kNvme);
+  EXPECT_GE(endpoint->server_starts(), 2u);
+  ASSERT_TRUE(endpoint->WaitForRegistrations(2, absl::Seconds(20)));
+  EXPECT_TRUE(Rendered(absl::StrCat("pdc_node_device_plugin_registrations_total ",
+                                    endpoint->registrations())));
   // And it still hands devices out through the new connection.
   extender_.AddClaim("default/vm1-nvme", Addr(kA));
   ASSERT_OK(extender_.StartPod("default/vm1-nvme", "vm1", "uid-1"));

@@ -119,6 +119,11 @@ class GatedExtender : public ExtenderApi {
     auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return confirmations_.size() >= n; };
     return mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   }
+  bool WaitForConfirmCalls(int n, absl::Duration timeout = absl::Seconds(20)) const {
+    absl::MutexLock lock(&mu_);
+    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return confirm_calls_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  }
   int polls() const {
     absl::MutexLock lock(&mu_);
     return polls_;

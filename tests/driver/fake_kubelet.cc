@@ -144,21 +144,24 @@ void FakeKubelet::Connect(const v1beta1::RegisterRequest& request) {
     }
   }
   ep->stream_context = std::make_unique<grpc::ClientContext>();
-  ep->reader = std::thread([this, resource, stub = ep->stub.get(),
-                            context = ep->stream_context.get()] {
-    auto reader = stub->ListAndWatch(context, v1beta1::Empty());
-    v1beta1::ListAndWatchResponse update;
-    while (reader->Read(&update)) {
-      absl::MutexLock lock(&mu_);
-      devices_[resource].assign(update.devices().begin(), update.devices().end());
-    }
-    (void)reader->Finish();
-  });
   std::unique_ptr<Endpoint> old;
   {
+    // In the map before the stream delivers anything: a test that saw the
+    // devices can call the plugin at once.
     absl::MutexLock lock(&endpoints_mu_);
     old = std::move(endpoints_[resource]);
+    Endpoint* e = ep.get();
     endpoints_[resource] = std::move(ep);
+    e->reader = std::thread([this, resource, stub = e->stub.get(),
+                             context = e->stream_context.get()] {
+      auto reader = stub->ListAndWatch(context, v1beta1::Empty());
+      v1beta1::ListAndWatchResponse update;
+      while (reader->Read(&update)) {
+        absl::MutexLock lock(&mu_);
+        devices_[resource].assign(update.devices().begin(), update.devices().end());
+      }
+      (void)reader->Finish();
+    });
   }
   if (old) {  // A plugin registering again replaces its old connection.
     old->stream_context->TryCancel();
@@ -270,7 +273,9 @@ FakeKubelet::Admission FakeKubelet::Admit(const std::string& pod, const std::str
         "kubelet: requested ", count, " ", resource, ", available ", available.size()));
     return a;
   }
-  if (preferred_available) {
+  // kubelet asks only when there is a choice (devicesToAllocate: needed <
+  // aligned.Len()), then keeps the preferred IDs that are available.
+  if (preferred_available && static_cast<int>(available.size()) > count) {
     auto p = GetPreferredAllocation(resource, available, {}, count);
     if (p.ok()) a.preferred = *p;
   }

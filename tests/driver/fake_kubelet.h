@@ -6,8 +6,9 @@
 // GetDevicePluginOptions and keeps a ListAndWatch stream open, remembering
 // the newest device list per resource. Admit() performs the device manager's
 // allocation for one container: the healthy devices not in use, in the
-// order the test asks for, GetPreferredAllocation when the plugin offers it,
-// then Allocate with the devices kubelet chose. Restart() does what a
+// order the test asks for, GetPreferredAllocation when the plugin offers it
+// and there is a choice, the preferred IDs that are available (else the
+// first ones), then Allocate with the devices kubelet chose. Restart() does what a
 // restarting kubelet does to the directory: every socket in it is removed
 // and kubelet.sock is created anew.
 // Thread-safety: thread-safe. Test-only.
