@@ -29,6 +29,7 @@
 #include "common/strings.h"
 #include "extender/api_json.h"
 #include "extender/client/http_client.h"
+#include "extender/handoff_json.h"
 #include "extender/json_util.h"
 #include "sim/http_stats.h"
 #include "sim/kube_scheduler.h"
@@ -310,21 +311,10 @@ class PdcHttpPolicy final : public Policy {
     });
     if (handoffs_) {
       for (const auto& [resource, devices] : by_resource) {
-        rapidjson::StringBuffer buf;
-        json::Writer w(buf);
-        w.StartObject();
-        json::Key(w, "podUid");
-        json::Str(w, pod_uid);
-        json::Key(w, "resourceName");
-        json::Str(w, resource);
-        json::Key(w, "devices");
-        w.StartArray();
-        for (const PciAddress& d : devices) json::Str(w, d.ToString());
-        w.EndArray();
-        w.EndObject();
+        extender::HandoffConfirm confirm{pod_uid, resource, devices};
         ASSIGN_OR_RETURN(HttpResponse h,
                          Call("handoff", "POST", absl::StrCat("/v1/nodes/", node_name, "/handoffs"),
-                              json::Output(buf)));
+                              extender::WriteHandoffConfirm(confirm)));
         if (h.status != 200) return Unexpected("handoff", h);
       }
     }

@@ -19,6 +19,7 @@
 #include "common/strings.h"
 #include "extender/api_json.h"
 #include "extender/client/http_client.h"
+#include "extender/handoff_json.h"
 #include "extender/json_util.h"
 #include "sim/extender_process.h"
 #include "sim/http_report.h"
@@ -333,11 +334,11 @@ class Step {
       return absl::InternalError(absl::StrCat("allocations of ", node_name, ": ",
                                               a.status().message()));
     }
-    std::vector<std::string> devices;
+    std::vector<PciAddress> devices;
     std::string claim;
     for (const NodeAllocation& e : a->allocations.claimed) {
       if (!e.reserved_for || e.reserved_for->pod_uid != p.uid) continue;
-      devices.push_back(e.address.ToString());
+      devices.push_back(e.address);
       claim = e.claim.ToString();
     }
     if (devices.empty()) {
@@ -346,22 +347,11 @@ class Step {
       return false;
     }
     if (handoffs_) {
-      rapidjson::StringBuffer buf;
-      json::Writer w(buf);
-      w.StartObject();
-      json::Key(w, "podUid");
-      json::Str(w, p.uid);
-      json::Key(w, "resourceName");
-      json::Str(w, kResource);
-      json::Key(w, "devices");
-      w.StartArray();
-      for (const std::string& d : devices) json::Str(w, d);
-      w.EndArray();
-      w.EndObject();
+      extender::HandoffConfirm confirm{p.uid, kResource, devices};
       ASSIGN_OR_RETURN(HttpResponse hr,
                        Call(worker, stats, "handoff", "POST",
                             absl::StrCat("/v1/nodes/", node_name, "/handoffs"),
-                            json::Output(buf)));
+                            extender::WriteHandoffConfirm(confirm)));
       if (hr.status != 200) {
         stats->Malformed("handoff", absl::StrCat("HTTP ", hr.status, ": ", hr.body));
       }
