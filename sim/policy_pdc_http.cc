@@ -69,6 +69,14 @@ class PdcHttpPolicy final : public Policy {
         node_json_.push_back(NodeJson(info));
       }
     }
+    // The comparison with the in-process run assumes an extender without
+    // claims (they persist in its store).
+    RETURN_IF_ERROR(CountLost());
+    if (claims_seen_ > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pdc-extender at ", opt_.url, " already holds ", claims_seen_,
+          " claims (from an earlier run?): start a fresh one, or use --spawn-extender"));
+    }
     ASSIGN_OR_RETURN(HttpResponse probe, Call("handoff-list", "GET", "/v1/handoffs", ""));
     handoffs_ = probe.status == 200;
     return ReportAll();
@@ -402,6 +410,7 @@ class PdcHttpPolicy final : public Policy {
     RETURN_IF_ERROR(json::Parse(r.body, &doc));
     const json::Value* items = json::Find(doc, "items");
     int lost = 0;
+    claims_seen_ = items && items->IsArray() ? static_cast<int>(items->Size()) : 0;
     for (rapidjson::SizeType i = 0; items && items->IsArray() && i < items->Size(); ++i) {
       absl::StatusOr<Claim> c = extender::ParseClaim((*items)[i]);
       if (!c.ok()) {
@@ -438,6 +447,7 @@ class PdcHttpPolicy final : public Policy {
   std::unique_ptr<HttpClient> client_;
   bool handoffs_ = false;
   int lost_ = 0;
+  int claims_seen_ = 0;  // In the last GET /v1/claims.
   std::chrono::steady_clock::time_point last_report_;
   std::vector<bool> node_down_reported_;
   std::vector<std::string> node_json_;
