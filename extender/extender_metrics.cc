@@ -46,8 +46,9 @@ ExtenderMetrics::ExtenderMetrics(MetricsRegistry* registry,
       "Candidate nodes judged by filter, by the reason of the verdict.",
       {"reason"});
   for (size_t i = 0; i < filter_.size(); ++i) {
-    filter_[i] = filter->WithLabels(
-        {std::string(ToString(static_cast<FilterReason>(i)))});
+    const std::string_view label = ToString(static_cast<FilterReason>(i));
+    if (label == "unknown") continue;  // Not a FilterReason value.
+    filter_[i] = filter->WithLabels({std::string(label)});
   }
   CounterFamily* binds = registry->AddCounterFamily(
       "pdc_binds_total", "Bind requests answered, by result.", {"result"});
@@ -113,18 +114,37 @@ ExtenderMetrics::ExtenderMetrics(MetricsRegistry* registry,
       });
 }
 
+Counter* ExtenderMetrics::RequestCounter(Route route, int code) {
+  const size_t r = static_cast<size_t>(route);
+  auto slow = [&] {
+    return requests_->WithLabels(
+        {std::string(RouteName(route)), absl::StrCat(code)});
+  };
+  if (r >= request_counters_.size()) return slow();
+  for (size_t c = 0; c < kCachedCodes.size(); ++c) {
+    if (kCachedCodes[c] != code) continue;
+    std::atomic<Counter*>& slot = request_counters_[r][c];
+    Counter* counter = slot.load(std::memory_order_acquire);
+    if (counter == nullptr) {
+      // Racing threads get the same child from the family.
+      counter = slow();
+      slot.store(counter, std::memory_order_release);
+    }
+    return counter;
+  }
+  return slow();
+}
+
 void ExtenderMetrics::ObserveRequest(Route route, int code,
                                      absl::Duration latency) {
   const size_t i = static_cast<size_t>(route);
-  requests_
-      ->WithLabels({std::string(RouteName(route)), absl::StrCat(code)})
-      ->Increment();
+  RequestCounter(route, code)->Increment();
   if (i < latency_.size()) latency_[i]->ObserveDuration(latency);
 }
 
 void ExtenderMetrics::CountFilter(FilterReason reason, size_t nodes) {
   const size_t i = static_cast<size_t>(reason);
-  if (i < filter_.size() && nodes > 0) {
+  if (i < filter_.size() && filter_[i] != nullptr && nodes > 0) {
     filter_[i]->Increment(static_cast<double>(nodes));
   }
 }

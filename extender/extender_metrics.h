@@ -21,6 +21,7 @@
 #define PDC_EXTENDER_EXTENDER_METRICS_H_
 
 #include <array>
+#include <atomic>
 #include <string_view>
 
 #include "absl/synchronization/mutex.h"
@@ -56,7 +57,10 @@ class ExtenderMetrics {
   ExtenderMetrics(MetricsRegistry* registry, const Allocator* allocator,
                   const Clock* clock, std::string_view version);
 
+  // One request: its counter (cached per route and common code, so the hot
+  // path takes no lock and builds no label strings) and its latency.
   void ObserveRequest(Route route, int code, absl::Duration latency);
+  // `nodes` filter verdicts with `reason` (callers add up a request first).
   void CountFilter(FilterReason reason, size_t nodes);
   void CountBind(bool ok);
   void CountRollback();
@@ -64,9 +68,18 @@ class ExtenderMetrics {
   Gauge* long_polls_waiting() { return long_polls_; }
 
  private:
+  // HTTP codes whose counters are cached; others go through WithLabels.
+  static constexpr std::array<int, 10> kCachedCodes = {200, 400, 401, 404, 405,
+                                                       409, 413, 422, 500, 503};
+  Counter* RequestCounter(Route route, int code);
+
   CounterFamily* requests_;
+  // Created on first use, so /metrics lists only series that happened.
+  std::array<std::array<std::atomic<Counter*>, kCachedCodes.size()>,
+             static_cast<size_t>(Route::kCount)>
+      request_counters_{};
   std::array<Histogram*, static_cast<size_t>(Route::kCount)> latency_;
-  std::array<Counter*, 10> filter_;  // By FilterReason value.
+  std::array<Counter*, 16> filter_{};  // By FilterReason value.
   Counter* binds_ok_;
   Counter* binds_error_;
   Counter* rollbacks_;

@@ -262,14 +262,19 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     request_.target = std::string(msg.target());
     request_.authorization = std::string(msg[http::field::authorization]);
     request_.content_type = std::string(msg[http::field::content_type]);
-    request_.body = std::move(msg.body());
+    body_ = std::move(msg.body());
     request_.client_cert_verified = client_verified_;
     Dispatch(/*allow_wait=*/true);
   }
 
   // Runs the router; a long-poll answer parks the connection.
   void Dispatch(bool allow_wait) {
-    HttpRequest req = request_;  // Handlers consume their copy.
+    // Handlers consume their request. The body is moved, not copied (it is
+    // the whole NodeNames list of a filter call): it goes to the first run
+    // only; the runs of a parked long-poll (a GET) get the request without.
+    HttpRequest req = request_;
+    req.body = std::move(body_);
+    body_.clear();
     req.allow_wait = allow_wait && !core_->stopping.load();
     HttpResponse r = core_->handler(std::move(req));
     if (r.long_poll && core_->notifier == nullptr) {
@@ -371,7 +376,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   net::steady_timer timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  HttpRequest request_;
+  HttpRequest request_;  // Without its body, which is in body_.
+  std::string body_;
   bool keep_alive_ = true;
   bool client_verified_ = false;
   State state_ = State::kIdle;

@@ -14,6 +14,12 @@ namespace {
 constexpr char kFieldPayload[] = "pdc.kubevirt.io/field";
 constexpr char kHttpPayload[] = "pdc.kubevirt.io/http-status";
 
+absl::Status ParseError(const rapidjson::Document& doc) {
+  return ParseErrorAt(doc.GetParseError(), doc.GetErrorOffset());
+}
+
+}  // namespace
+
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -25,15 +31,12 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return true;
 }
 
-absl::Status ParseError(const rapidjson::Document& doc) {
+absl::Status ParseErrorAt(rapidjson::ParseErrorCode code, size_t offset) {
   return WithField(
-      absl::InvalidArgumentError(absl::StrCat(
-          "malformed JSON at offset ", doc.GetErrorOffset(), ": ",
-          rapidjson::GetParseError_En(doc.GetParseError()))),
+      absl::InvalidArgumentError(absl::StrCat("malformed JSON at offset ", offset,
+                                              ": ", rapidjson::GetParseError_En(code))),
       "", 400);
 }
-
-}  // namespace
 
 absl::Status ParseInsitu(std::string& text, rapidjson::Document* doc) {
   // kParseStopWhenDoneFlag is deliberately not used: trailing garbage after

@@ -49,6 +49,11 @@ std::string Quote(std::string_view s);
 absl::Status ParseInsitu(std::string& text, rapidjson::Document* doc);
 // Same, copying strings into the document.
 absl::Status Parse(std::string_view text, rapidjson::Document* doc);
+// The error ParseInsitu/Parse return for a RapidJSON parse error (for
+// callers that drive rapidjson::Reader themselves).
+absl::Status ParseErrorAt(rapidjson::ParseErrorCode code, size_t offset);
+// ASCII case-insensitive equality (Go's encoding/json key matching).
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 
 // The member `key` of `obj`: an exact match first, else the first member
 // whose name equals `key` ignoring ASCII case. nullptr when `obj` is not an

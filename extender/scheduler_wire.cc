@@ -1,6 +1,7 @@
 #include "extender/scheduler_wire.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -192,7 +193,12 @@ absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
   return out;
 }
 
-absl::StatusOr<ExtenderArgs> ReadExtenderArgs(const Value& doc) {
+namespace {
+
+absl::StatusOr<ExtenderArgs> ReadArgs(const Value& doc,
+                                      const Value* captured_value,
+                                      std::vector<std::string_view>* captured,
+                                      bool unescaped) {
   if (!doc.IsObject()) return TypeError("", "ExtenderArgs must be an object");
   ExtenderArgs args;
   args.pod = Find(doc, "Pod");
@@ -203,6 +209,10 @@ absl::StatusOr<ExtenderArgs> ReadExtenderArgs(const Value& doc) {
   if (!IsNullish(names)) {
     if (!names->IsArray()) {
       return TypeError("NodeNames", "must be an array of node names");
+    }
+    if (names == captured_value) {
+      args.node_names = std::move(*captured);
+      args.names_unescaped = unescaped;
     }
     args.node_names.reserve(names->Size());
     for (rapidjson::SizeType i = 0; i < names->Size(); ++i) {
@@ -244,8 +254,259 @@ absl::StatusOr<ExtenderArgs> ReadExtenderArgs(const Value& doc) {
   return args;
 }
 
+// SAX events of an in-situ parse, forwarded to a Document (through
+// Document::Populate), except the strings of the first top-level member
+// named NodeNames (any case) when it is an array: those are kept as views
+// into the parsed buffer and the Document gets an empty array. Anything but
+// a plain string inside that array "spills": the strings kept so far and
+// the rest go to the Document, which then holds the whole array as usual.
+class NamesCapture {
+ public:
+  NamesCapture(rapidjson::Document* doc, std::vector<std::string_view>* names)
+      : doc_(*doc), names_(*names) {}
+
+  bool Null() { return Scalar() && doc_.Null(); }
+  bool Bool(bool b) { return Scalar() && doc_.Bool(b); }
+  bool Int(int i) { return Scalar() && doc_.Int(i); }
+  bool Uint(unsigned u) { return Scalar() && doc_.Uint(u); }
+  bool Int64(int64_t i) { return Scalar() && doc_.Int64(i); }
+  bool Uint64(uint64_t u) { return Scalar() && doc_.Uint64(u); }
+  bool Double(double d) { return Scalar() && doc_.Double(d); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
+    return Scalar() && doc_.RawNumber(s, n, copy);
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) {
+    if (capturing_ && !spilled_ && depth_ == capture_depth_) {
+      // Parsed in place, a string starts where its text did. When a name
+      // starts exactly 3 bytes (quote, comma, quote) after the previous one
+      // ends, the previous one's text had no escape (an escape makes the
+      // text longer than the string), so it needs none; otherwise check it.
+      if (!names_.empty()) {
+        const std::string_view prev = names_.back();
+        if (s != prev.data() + prev.size() + 3) CheckEscapes(prev);
+      }
+      names_.emplace_back(s, n);
+      return true;
+    }
+    return Scalar() && doc_.String(s, n, copy);
+  }
+  bool StartObject() {
+    Scalar();
+    ++depth_;
+    return doc_.StartObject();
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) {
+    if (depth_ == 1) {
+      if (!captured_ && json::EqualsIgnoreCase(std::string_view(s, n), "NodeNames")) {
+        key_pending_ = true;
+        member_ = members_;
+      }
+      ++members_;
+    }
+    return doc_.Key(s, n, copy);
+  }
+  bool EndObject(rapidjson::SizeType n) {
+    --depth_;
+    return doc_.EndObject(n);
+  }
+  bool StartArray() {
+    const bool capture = key_pending_ && depth_ == 1;
+    Scalar();
+    ++depth_;
+    if (capture) {
+      captured_ = capturing_ = true;
+      capture_depth_ = depth_;
+    }
+    return doc_.StartArray();
+  }
+  bool EndArray(rapidjson::SizeType n) {
+    if (capturing_ && depth_ == capture_depth_) {
+      if (!spilled_ && !names_.empty()) CheckEscapes(names_.back());
+      capturing_ = false;
+      --depth_;
+      return doc_.EndArray(spilled_ ? n : 0);
+    }
+    --depth_;
+    return doc_.EndArray(n);
+  }
+
+  // The top-level member index whose array was kept as views, or -1.
+  int captured_member() const {
+    return captured_ && !spilled_ ? static_cast<int>(member_) : -1;
+  }
+  // No kept name needs a JSON escape (checked while the bytes are hot).
+  bool unescaped() const { return unescaped_; }
+
+ private:
+  void CheckEscapes(std::string_view name) {
+    for (char ch : name) {
+      const unsigned char c = static_cast<unsigned char>(ch);
+      if (c < 0x20 || c == '"' || c == '\\') unescaped_ = false;
+    }
+  }
+
+  // Before every value but a kept string.
+  bool Scalar() {
+    key_pending_ = false;
+    if (capturing_ && !spilled_) {
+      spilled_ = true;
+      for (std::string_view v : names_) {
+        doc_.String(v.data(), static_cast<rapidjson::SizeType>(v.size()), false);
+      }
+      names_.clear();
+    }
+    return true;
+  }
+
+  rapidjson::Document& doc_;
+  std::vector<std::string_view>& names_;
+  bool unescaped_ = true;
+  int depth_ = 0;
+  size_t members_ = 0;
+  size_t member_ = 0;
+  bool key_pending_ = false;
+  bool captured_ = false;
+  bool capturing_ = false;
+  bool spilled_ = false;
+  int capture_depth_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<ExtenderArgs> ReadExtenderArgs(const Value& doc) {
+  return ReadArgs(doc, nullptr, nullptr, false);
+}
+
+absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body,
+                                               rapidjson::Document* doc) {
+  std::vector<std::string_view> names;
+  NamesCapture capture(doc, &names);
+  rapidjson::Reader reader;
+  rapidjson::ParseResult result;
+  auto generate = [&](rapidjson::Document& d) {
+    rapidjson::InsituStringStream in(body.data());
+    // The flags of Document::ParseInsitu: trailing garbage is an error.
+    result = reader.Parse<rapidjson::kParseInsituFlag>(in, capture);
+    return !result.IsError();
+  };
+  doc->Populate(generate);
+  if (result.IsError()) return json::ParseErrorAt(result.Code(), result.Offset());
+  const Value* captured_value = nullptr;
+  if (const int m = capture.captured_member(); m >= 0 && doc->IsObject() &&
+                                               static_cast<rapidjson::SizeType>(m) <
+                                                   doc->MemberCount()) {
+    captured_value = &(doc->MemberBegin() + m)->value;
+  }
+  return ReadArgs(*doc, captured_value, &names, capture.unescaped());
+}
+
+void AppendJsonString(std::string_view s, std::string* out) {
+  // Node names are DNS-1123 names: nothing to escape, copied as they are.
+  // Anything else goes through the Writer so the bytes stay identical.
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == '"' || c == '\\') {
+      out->append(json::Quote(s));
+      return;
+    }
+  }
+  out->push_back('"');
+  out->append(s);
+  out->push_back('"');
+}
+
+namespace {
+
+void AppendFailedMap(const ExtenderArgs& args, const FilterOutput& out,
+                     const std::vector<std::pair<size_t, uint32_t>>& m,
+                     std::string* body) {
+  body->push_back('{');
+  bool first = true;
+  for (const auto& [i, why] : m) {
+    if (!first) body->push_back(',');
+    first = false;
+    AppendJsonString(args.node_names[i], body);
+    body->push_back(':');
+    body->append(out.quoted_messages[why]);
+  }
+  body->push_back('}');
+}
+
+// Names mode, straight into one string sized up front. Names read without
+// escapes (the normal case) are copied as they are; others are checked.
+std::string WriteFilterResultNames(const ExtenderArgs& args,
+                                   const FilterOutput& out) {
+  if (!args.names_unescaped) {
+    std::string body;
+    body.reserve(256);
+    body.append(R"({"Nodes":null,"NodeNames":[)");
+    bool first = true;
+    for (size_t i : out.passed) {
+      if (!first) body.push_back(',');
+      first = false;
+      AppendJsonString(args.node_names[i], &body);
+    }
+    body.append(R"(],"FailedNodes":)");
+    AppendFailedMap(args, out, out.failed, &body);
+    body.append(R"(,"FailedAndUnresolvableNodes":)");
+    AppendFailedMap(args, out, out.unresolvable, &body);
+    body.append(R"(,"Error":)");
+    AppendJsonString(out.error, &body);
+    body.push_back('}');
+    return body;
+  }
+  constexpr std::string_view kHead = R"({"Nodes":null,"NodeNames":[)";
+  constexpr std::string_view kFailed = R"(],"FailedNodes":{)";
+  constexpr std::string_view kUnresolvable = R"(},"FailedAndUnresolvableNodes":{)";
+  constexpr std::string_view kError = R"(},"Error":)";
+  const std::string error = json::Quote(out.error);
+  size_t size = kHead.size() + kFailed.size() + kUnresolvable.size() +
+                kError.size() + error.size() + 1;
+  for (size_t i : out.passed) size += args.node_names[i].size() + 3;
+  for (const auto* m : {&out.failed, &out.unresolvable}) {
+    for (const auto& [i, why] : *m) {
+      size += args.node_names[i].size() + 4 + out.quoted_messages[why].size();
+    }
+  }
+  std::string body(size, '\0');
+  char* p = body.data();
+  auto put = [&p](std::string_view s) {
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  };
+  put(kHead);
+  for (size_t i : out.passed) {
+    *p++ = '"';
+    put(args.node_names[i]);
+    *p++ = '"';
+    *p++ = ',';
+  }
+  if (!out.passed.empty()) --p;  // The last comma.
+  put(kFailed);
+  for (const auto* m : {&out.failed, &out.unresolvable}) {
+    if (m == &out.unresolvable) put(kUnresolvable);
+    for (const auto& [i, why] : *m) {
+      *p++ = '"';
+      put(args.node_names[i]);
+      *p++ = '"';
+      *p++ = ':';
+      put(out.quoted_messages[why]);
+      *p++ = ',';
+    }
+    if (!m->empty()) --p;
+  }
+  put(kError);
+  put(error);
+  *p++ = '}';
+  body.resize(static_cast<size_t>(p - body.data()));
+  return body;
+}
+
+}  // namespace
+
 std::string WriteFilterResult(const ExtenderArgs& args,
                               const FilterOutput& out) {
+  if (!args.node_list_mode) return WriteFilterResultNames(args, out);
   rapidjson::StringBuffer buf;
   json::Writer w(buf);
   w.StartObject();

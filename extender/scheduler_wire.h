@@ -59,11 +59,21 @@ struct ExtenderArgs {
   std::vector<std::string_view> node_names;  // Both modes, input order.
   const json::Value* node_list = nullptr;    // The Nodes object, list mode.
   std::vector<const json::Value*> node_items;  // List mode, input order.
+  // True when no name in node_names needs a JSON escape (no quote,
+  // backslash or control character): they are written back as they are.
+  bool names_unescaped = false;
 };
 
 // Parses `doc` (already parsed, e.g. in situ) as ExtenderArgs. Missing Pod,
 // both or neither of Nodes/NodeNames, or wrong types: TypeError.
 absl::StatusOr<ExtenderArgs> ReadExtenderArgs(const json::Value& doc);
+// Parses `body` in place into `doc` and reads it as ExtenderArgs, with the
+// same answers as ParseInsitu + ReadExtenderArgs, but the strings of the
+// NodeNames array (thousands of them) go straight to `node_names` as views
+// into `body` instead of becoming DOM values first. `body` and `doc` must
+// outlive the result.
+absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body,
+                                               rapidjson::Document* doc);
 
 struct FilterOutput {
   std::vector<size_t> passed;  // Indexes into the input, input order.
@@ -77,9 +87,13 @@ struct FilterOutput {
 
 // ExtenderFilterResult, in the mode of `args`: names in -> NodeNames out and
 // "Nodes": null; NodeList in -> Nodes out (the input node objects echoed)
-// and "NodeNames": null. Only input nodes are ever written.
+// and "NodeNames": null. Only input nodes are ever written. Names mode is
+// written straight into one reserved string (byte-identical to what
+// json::Writer writes).
 std::string WriteFilterResult(const ExtenderArgs& args,
                               const FilterOutput& out);
+// Appends `s` as a JSON string literal, exactly as json::Writer writes it.
+void AppendJsonString(std::string_view s, std::string* out);
 // A filter answer carrying only Error (kube-scheduler fails the attempt and
 // shows the message in the pod's events).
 std::string WriteFilterError(std::string_view error);

@@ -225,6 +225,81 @@ TEST_F(RouterSchedulerTest, LosingBindRaceIsAnError) {
   EXPECT_THAT(lost.body, ::testing::Not(HasSubstr(R"({"Error":""})")));
 }
 
+// Preempt answers follow kube-scheduler's contract (extender.go
+// ProcessPreemption / preemption.go callExtenders): only nodes and victims
+// it sent, every node kept with at least one victim and its victims in the
+// order sent, one entry per node, nodes in name order.
+TEST_F(RouterSchedulerTest, PreemptKeepsVictimsAsSentInNodeNameOrder) {
+  TwoNodes();
+  Report("node-c", {Nvme("0000:3b:00.0", 12, "SNC0")});
+  const std::string pod = VirtLauncherPod("vm1", "uid-1");
+  HttpResponse r = Post(
+      "/scheduler/preempt",
+      absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToVictims":null,"NodeNameToMetaVictims":{)",
+                   R"("node-c":{"Pods":[{"UID":"c2"},{"UID":"c1"},{"UID":"c2"}],"NumPDBViolations":1},)",
+                   R"("node-a":{"Pods":[{"UID":"old"}],"NumPDBViolations":0},)",
+                   R"("node-b":{"Pods":[],"NumPDBViolations":0},)",
+                   R"("node-x":null,)",
+                   R"("node-a":{"Pods":[{"UID":"a9"},{"UID":"a1"}],"NumPDBViolations":3}}})"));
+  EXPECT_EQ(r.status, 200);
+  // node-a: the last of its two entries (Go's map decoding); node-b and
+  // node-x: no victims, dropped (kube-scheduler rejects a node without);
+  // node-c: its victims in the order sent, the repeat dropped.
+  EXPECT_EQ(r.body,
+            R"({"NodeNameToMetaVictims":{"node-a":{"Pods":[{"UID":"a9"},{"UID":"a1"}],"NumPDBViolations":3},)"
+            R"("node-c":{"Pods":[{"UID":"c2"},{"UID":"c1"}],"NumPDBViolations":1}}})");
+}
+
+TEST_F(RouterSchedulerTest, PreemptAnswerDoesNotDependOnInputOrder) {
+  TwoNodes();
+  const std::string pod = VirtLauncherPod("vm1", "uid-1");
+  auto preempt = [&](const std::string& victims) {
+    return Post("/scheduler/preempt",
+                absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{)", victims, "}}"))
+        .body;
+  };
+  const std::string ab = preempt(
+      R"("node-a":{"Pods":[{"UID":"1"}],"NumPDBViolations":0},"node-b":{"Pods":[{"UID":"2"}],"NumPDBViolations":0})");
+  const std::string ba = preempt(
+      R"("node-b":{"Pods":[{"UID":"2"}],"NumPDBViolations":0},"node-a":{"Pods":[{"UID":"1"}],"NumPDBViolations":0})");
+  EXPECT_EQ(ab, ba);
+  EXPECT_EQ(ab,
+            R"({"NodeNameToMetaVictims":{"node-a":{"Pods":[{"UID":"1"}],"NumPDBViolations":0},"node-b":{"Pods":[{"UID":"2"}],"NumPDBViolations":0}}})");
+}
+
+TEST_F(RouterSchedulerTest, PreemptForAClaimHeldByAnotherVmNeedsThatVmsPodAmongVictims) {
+  TwoNodes();
+  Schedule("vm1", "uid-1", "node-b");
+  // vm2 names vm1's claim explicitly; vm1's pod uid-1 holds it on node-b.
+  const std::string pod = VirtLauncherPod("vm2", "uid-2", 1,
+                                          R"(,"pdc.kubevirt.io/claims":"vm1-nvme")");
+  HttpResponse f = Post("/scheduler/filter", NamesArgs(pod, {"node-b"}));
+  ASSERT_THAT(f.body, HasSubstr("is in use by VM default/vm1"));
+  auto preempt = [&](const std::string& victims) {
+    return Post("/scheduler/preempt",
+                absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{"node-b":{"Pods":[)",
+                             victims, R"(],"NumPDBViolations":0}}})"))
+        .body;
+  };
+  // Evicting others on node-b cannot free the claim.
+  EXPECT_EQ(preempt(R"({"UID":"someone-else"})"), R"({"NodeNameToMetaVictims":{}})");
+  // With vm1's pod among the victims the node stays, victims untouched.
+  EXPECT_EQ(preempt(R"({"UID":"someone-else"},{"UID":"uid-1"})"),
+            R"({"NodeNameToMetaVictims":{"node-b":{"Pods":[{"UID":"someone-else"},{"UID":"uid-1"}],"NumPDBViolations":0}}})");
+}
+
+TEST_F(RouterSchedulerTest, PreemptForAPodWithoutDevicesKeepsEveryNodeWithVictims) {
+  TwoNodes();
+  const std::string pod = VirtLauncherPod("plain", "uid-p", /*nvme=*/0);
+  HttpResponse r = Post(
+      "/scheduler/preempt",
+      absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNameToMetaVictims":{)",
+                   R"("node-z":{"Pods":[{"UID":"z"}],"NumPDBViolations":0},)",
+                   R"("node-y":{"Pods":null,"NumPDBViolations":0}}})"));
+  EXPECT_EQ(r.body,
+            R"({"NodeNameToMetaVictims":{"node-z":{"Pods":[{"UID":"z"}],"NumPDBViolations":0}}})");
+}
+
 struct BadInput {
   std::string name;
   std::string path;

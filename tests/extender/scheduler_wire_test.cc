@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "extender/json_util.h"
 #include "tests/extender/extender_fixture.h"
 
@@ -108,6 +109,149 @@ TEST(JsonTest, ErrorResponseCarriesFieldAndStatus) {
   EXPECT_EQ(json::ErrorResponse(absl::AlreadyExistsError("x")).status, 409);
   EXPECT_EQ(json::ErrorResponse(absl::UnavailableError("x")).status, 503);
 }
+
+
+// ParseExtenderArgs keeps NodeNames out of the DOM; it must answer exactly
+// as ParseInsitu + ReadExtenderArgs does, whatever the shape of the input.
+struct ArgsCase {
+  std::string name;
+  std::string body;
+};
+
+class ParseExtenderArgsTest : public ::testing::TestWithParam<ArgsCase> {};
+
+TEST_P(ParseExtenderArgsTest, SameAnswerAsTheDom) {
+  std::string dom_text = GetParam().body;
+  std::string sax_text = GetParam().body;
+  rapidjson::Document dom_doc, sax_doc;
+  absl::StatusOr<ExtenderArgs> want = [&]() -> absl::StatusOr<ExtenderArgs> {
+    if (absl::Status s = json::ParseInsitu(dom_text, &dom_doc); !s.ok()) return s;
+    return ReadExtenderArgs(dom_doc);
+  }();
+  absl::StatusOr<ExtenderArgs> got = ParseExtenderArgs(sax_text, &sax_doc);
+  ASSERT_EQ(got.ok(), want.ok()) << got.status() << " vs " << want.status();
+  if (!want.ok()) {
+    EXPECT_EQ(got.status().message(), want.status().message());
+    EXPECT_EQ(json::FieldOf(got.status()), json::FieldOf(want.status()));
+    EXPECT_EQ(json::HttpStatusFor(got.status()), json::HttpStatusFor(want.status()));
+    return;
+  }
+  EXPECT_EQ(got->node_list_mode, want->node_list_mode);
+  EXPECT_EQ(got->node_names, want->node_names);
+  EXPECT_EQ(got->node_items.size(), want->node_items.size());
+  ASSERT_NE(got->pod, nullptr);
+  EXPECT_EQ(json::StringOf(*json::Find(*json::Find(*got->pod, "metadata"), "name")),
+            json::StringOf(*json::Find(*json::Find(*want->pod, "metadata"), "name")));
+}
+
+const std::string kWirePod = R"({"metadata":{"name":"p","uid":"u"}})";
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ParseExtenderArgsTest,
+    ::testing::Values(
+        ArgsCase{"Names", absl::StrCat(R"({"Pod":)", kWirePod,
+                                       R"(,"Nodes":null,"NodeNames":["a","b","c"]})")},
+        ArgsCase{"NamesFirst", absl::StrCat(R"({"NodeNames":["a","b"],"Pod":)", kWirePod, "}")},
+        ArgsCase{"Empty", absl::StrCat(R"({"Pod":)", kWirePod, R"(,"NodeNames":[]})")},
+        ArgsCase{"LowerCase", absl::StrCat(R"({"pod":)", kWirePod, R"(,"nodenames":["x"]})")},
+        ArgsCase{"ExactWinsOverLowerCase",
+                 absl::StrCat(R"({"Pod":)", kWirePod,
+                              R"(,"nodenames":["lower"],"NodeNames":["exact1","exact2"]})")},
+        ArgsCase{"RepeatedKey", absl::StrCat(R"({"Pod":)", kWirePod,
+                                             R"(,"NodeNames":["first"],"NodeNames":["second"]})")},
+        ArgsCase{"EscapedNames",
+                 absl::StrCat(R"({"Pod":)", kWirePod, R"(,"NodeNames":["node\u002da","a\"b","c\\d"]})")},
+        ArgsCase{"NumberInNames",
+                 absl::StrCat(R"({"Pod":)", kWirePod, R"(,"NodeNames":["a",5,"b"]})")},
+        ArgsCase{"NestedInNames",
+                 absl::StrCat(R"({"Pod":)", kWirePod, R"(,"NodeNames":["a",["b"],{"c":"d"}]})")},
+        ArgsCase{"NullInNames", absl::StrCat(R"({"Pod":)", kWirePod, R"(,"NodeNames":[null]})")},
+        ArgsCase{"NamesObject", absl::StrCat(R"({"Pod":)", kWirePod, R"(,"NodeNames":{"a":1}})")},
+        ArgsCase{"NamesString", absl::StrCat(R"({"Pod":)", kWirePod, R"(,"NodeNames":"a"})")},
+        ArgsCase{"NamesNullNodesList",
+                 absl::StrCat(R"({"Pod":)", kWirePod,
+                              R"(,"NodeNames":null,"Nodes":{"items":[{"metadata":{"name":"n1"}}]}})")},
+        ArgsCase{"Both", absl::StrCat(R"({"Pod":)", kWirePod,
+                                      R"(,"NodeNames":["a"],"Nodes":{"items":[]}})")},
+        ArgsCase{"NamesInsidePodIgnored",
+                 R"({"Pod":{"metadata":{"name":"p"},"NodeNames":["inner"]},"NodeNames":["outer"]})"},
+        ArgsCase{"MissingPod", R"({"NodeNames":["a"]})"},
+        ArgsCase{"RootArray", R"([{"NodeNames":["a"]}])"},
+        ArgsCase{"Malformed", R"({"Pod":{},"NodeNames":["a",)"},
+        ArgsCase{"TrailingGarbage", R"({"Pod":{},"NodeNames":["a"]} x)"},
+        ArgsCase{"EmptyBody", ""}),
+    [](const ::testing::TestParamInfo<ArgsCase>& i) { return i.param.name; });
+
+// Names that need escapes (the checked path) and plain ones (copied as
+// they are), with every list empty or not.
+struct WriteCase {
+  std::string name;
+  std::string names_json;
+  std::vector<size_t> passed;
+  std::vector<std::pair<size_t, uint32_t>> failed, unresolvable;
+};
+
+class WriteFilterResultTest : public ::testing::TestWithParam<WriteCase> {};
+
+TEST_P(WriteFilterResultTest, NamesModeMatchesTheWriterByteForByte) {
+  std::string text = absl::StrCat(R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":)",
+                                  GetParam().names_json, "}");
+  rapidjson::Document doc;
+  ASSERT_OK_AND_ASSIGN(ExtenderArgs args, ParseExtenderArgs(text, &doc));
+  FilterOutput out;
+  out.quoted_messages = {json::Quote(""), json::Quote("why \"not\"\n")};
+  out.passed = GetParam().passed;
+  out.failed = GetParam().failed;
+  out.unresolvable = GetParam().unresolvable;
+  out.error = "";
+  // What json::Writer writes for the same answer.
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  w.StartObject();
+  json::Key(w, "Nodes");
+  w.Null();
+  json::Key(w, "NodeNames");
+  w.StartArray();
+  for (size_t i : out.passed) json::Str(w, args.node_names[i]);
+  w.EndArray();
+  for (const auto* m : {&out.failed, &out.unresolvable}) {
+    json::Key(w, m == &out.failed ? "FailedNodes" : "FailedAndUnresolvableNodes");
+    w.StartObject();
+    for (const auto& [i, why] : *m) {
+      json::Key(w, args.node_names[i]);
+      w.Quoted(out.quoted_messages[why]);
+    }
+    w.EndObject();
+  }
+  json::Key(w, "Error");
+  json::Str(w, out.error);
+  w.EndObject();
+  EXPECT_EQ(WriteFilterResult(args, out), std::string(json::Output(buf)));
+}
+
+const std::string kEscapedNames =
+    R"(["a","b\"q","c\\d","e\u0001f","g/h","\u00fcml"])";
+const std::string kPlainNames = R"(["node-a","node-b","node-c","n.d","x","gr\u00fcn"])";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, WriteFilterResultTest,
+    ::testing::Values(
+        WriteCase{"Escaped", kEscapedNames, {0, 4, 5}, {{1, 1}}, {{2, 1}, {3, 0}}},
+        WriteCase{"EscapedAllPass", kEscapedNames, {0, 1, 2, 3, 4, 5}, {}, {}},
+        WriteCase{"Plain", kPlainNames, {0, 4, 5}, {{1, 1}}, {{2, 1}, {3, 0}}},
+        WriteCase{"PlainAllPass", kPlainNames, {0, 1, 2, 3, 4, 5}, {}, {}},
+        WriteCase{"PlainNonePass", kPlainNames, {}, {{0, 1}, {1, 1}}, {{2, 1}, {3, 1}, {4, 0}, {5, 1}}},
+        WriteCase{"PlainOnlyFailed", kPlainNames, {}, {{0, 1}}, {}},
+        WriteCase{"PlainOnlyUnresolvable", kPlainNames, {}, {}, {{5, 1}}},
+        WriteCase{"Empty", "[]", {}, {}, {}},
+        // Escapes found wherever they are: last name only, around spaces,
+        // an escape that leaves the next name 3 bytes away in the text.
+        WriteCase{"EscapeInLastName", R"(["a","b","c\"d"])", {0, 1, 2}, {}, {}},
+        WriteCase{"EscapeInFirstName", R"(["\n","b","c"])", {0, 1, 2}, {}, {}},
+        WriteCase{"Spaced", R"([ "a" , "b\\c" ,"d" ])", {0, 1, 2}, {}, {}},
+        WriteCase{"SpacedPlain", R"([ "a" ,"b",  "d"])", {0, 1, 2}, {}, {}},
+        WriteCase{"BackslashThenName", R"(["a\\","b"])", {0, 1}, {}, {}}),
+    [](const ::testing::TestParamInfo<WriteCase>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace pdc::extender::testing
