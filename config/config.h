@@ -49,8 +49,12 @@ enum class KubernetesMode : uint8_t { kNone, kInCluster, kKubeconfig };
 struct ServerTlsConfig {
   std::string cert_file;       // certFile: PEM certificate chain.
   std::string key_file;        // keyFile: PEM private key.
-  std::string client_ca_file;  // clientCAFile: when set, clients must present
-                               // a certificate signed by this CA (mTLS).
+  // clientCAFile: when set, the scheduler verbs (filter, prioritize, bind,
+  // preempt) need a client certificate signed by this CA (401 otherwise);
+  // the REST API, /healthz, /readyz and /metrics accept clients without one
+  // (node drivers and people use tokenFile; probes and Prometheus present
+  // none), but a certificate that is presented must verify.
+  std::string client_ca_file;
 };
 
 // TLS of a client talking to the extender over https://.
