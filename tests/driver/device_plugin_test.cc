@@ -218,6 +218,28 @@ TEST_F(DevicePluginTest, TwoVmsStartedAtOnceAreSerializedAndEachGetsItsOwn) {
   EXPECT_THAT(confirmations[1].devices, ElementsAre(Addr(kA)));
 }
 
+// kubelet's own bookkeeping may disagree with what pdc handed out (it
+// records the IDs it chose). vm2 runs on A while kubelet thinks it has B;
+// vm1 then starts and kubelet can only offer A, vm2's device: vm1 still gets
+// B, its own, and vm2's A is never handed to anyone else.
+TEST_F(DevicePluginTest, KubeletsCrossedBookkeepingNeverGivesAwayAnotherVmsDevice) {
+  extender_.AddClaim("default/vm1-nvme", Addr(kB));
+  extender_.AddClaim("default/vm2-nvme", Addr(kA));
+  ASSERT_OK(extender_.StartPod("default/vm2-nvme", "vm2", "vm2-uid"));
+  auto second = kubelet_->Admit("vm2-uid", kNvme, 1, /*reverse=*/true, /*ignore_preferred=*/true);
+  ASSERT_OK(second.response.status());
+  EXPECT_THAT(second.chosen, ElementsAre(kB));  // kubelet's record
+  EXPECT_EQ(Env(*second.response), kA);          // what vm2 really got
+  ASSERT_TRUE(extender_.WaitForConfirmations(1));
+  FeedAllocations();
+  ASSERT_OK(extender_.StartPod("default/vm1-nvme", "vm1", "vm1-uid"));
+  auto first = kubelet_->Admit("vm1-uid", kNvme, 1, /*reverse=*/false);
+  ASSERT_OK(first.response.status());
+  EXPECT_THAT(first.chosen, ElementsAre(kA));
+  EXPECT_EQ(Env(*first.response), kB);
+  EXPECT_THAT(DevicePaths(*first.response), ElementsAre("/dev/vfio/vfio", "/dev/vfio/4"));
+}
+
 TEST_F(DevicePluginTest, SecondAllocateBeforeTheExtenderConfirmedGetsNothing) {
   extender_.AddClaim("default/vm1-nvme", Addr(kB));
   extender_.FailConfirms(1'000'000);  // The extender does not record it yet.
