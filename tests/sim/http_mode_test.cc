@@ -126,3 +126,21 @@ TEST(SweepTest, SmallStepPlacesEveryPodTwice) {
 
 }  // namespace
 }  // namespace pdc::sim
+
+namespace pdc::sim {
+namespace {
+
+TEST(ExtenderProcessTest, StartFailuresSayWhy) {
+  ExtenderProcessOptions o;
+  o.binary = "/nonexistent/pdc-extender";
+  EXPECT_THAT(ExtenderProcess::Start(o).status(),
+              ::pdc::testing::StatusIs(absl::StatusCode::kNotFound, HasSubstr("not executable")));
+  // A program that exits at once instead of listening.
+  o.binary = "/bin/false";
+  EXPECT_THAT(ExtenderProcess::Start(o).status(),
+              ::pdc::testing::StatusIs(absl::StatusCode::kUnavailable,
+                                       HasSubstr("exited before listening")));
+}
+
+}  // namespace
+}  // namespace pdc::sim
