@@ -315,9 +315,11 @@ std::string ClusterState::CheckInvariants() const {
     }
     size_t pending = 0;
     for (const Claim* c : node.claims) pending += c->status.HandoffPending() ? 1 : 0;
-    if (pending != node.handoff_pending.size() ||
-        !std::all_of(node.handoff_pending.begin(), node.handoff_pending.end(),
-                     [&](const Claim* c) { return node.claims.contains(c); })) {
+    bool pending_linked = true;
+    for (const Claim* c : node.handoff_pending) {
+      pending_linked = pending_linked && node.claims.contains(c);
+    }
+    if (pending != node.handoff_pending.size() || !pending_linked) {
       return absl::StrCat("node ", name, " has a stale pending hand-off index");
     }
     if (hot_enabled_) {
