@@ -223,12 +223,15 @@ def main():
         "Service": ["pdc-extender"],
         "PersistentVolumeClaim": ["pdc-extender-data"],
         "PriorityClass": ["pdc-critical"],
+        "ValidatingAdmissionPolicy": ["pdc-require-pdc-scheduler"],
+        "ValidatingAdmissionPolicyBinding": ["pdc-require-pdc-scheduler"],
     }
     for kind, names in expected.items():
         for n in names:
             check(n in by_kind.get(kind, {}), f"rendered base lacks {kind}/{n}")
     cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole",
-                      "ClusterRoleBinding", "PriorityClass"}
+                      "ClusterRoleBinding", "PriorityClass", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding"}
     for o in objs:
         if o["kind"] not in cluster_scoped:
             check(o["metadata"].get("namespace"), f"{o['kind']}/{o['metadata']['name']}"
