@@ -111,14 +111,14 @@ struct ExtenderConfig {
   ReclaimPolicy template_reclaim_policy = ReclaimPolicy::kRetain;
   // checkpointEveryRecords: write a snapshot after this many log records.
   uint64_t checkpoint_every_records = 100000;
-  KubernetesConfig kubernetes;  // kubernetes: mode, kubeconfig.
-};
-
-// Section `node:` (pdc-node, the DaemonSet).
   // serializeHandoffs: at most one VM pod per node and resource name waits
   // for its devices (pdc-node's device plugin hands them over and confirms).
   // `false` only when pdc-node is not the kubelet device plugin.
   bool serialize_handoffs = true;
+  KubernetesConfig kubernetes;  // kubernetes: mode, kubeconfig.
+};
+
+// Section `node:` (pdc-node, the DaemonSet).
 struct NodeConfig {
   // nodeName: this node's Kubernetes name. "" = take $NODE_NAME.
   std::string node_name;
