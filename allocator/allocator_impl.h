@@ -95,8 +95,11 @@ class AllocatorImpl final : public Allocator {
     size_t short_class = 0;
     size_t free = 0;
   };
-  HotVerdict HotEvaluateLocked(const RequestPlan& plan, const NodeHot* hot, absl::Time now) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // `reporting_since_ns`: ReportingSinceNs(now), computed once per request.
+  HotVerdict HotEvaluateLocked(const RequestPlan& plan, const NodeHot* hot,
+                               int64_t reporting_since_ns) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The oldest last report (Unix ns) that still counts as reporting at `now`.
+  int64_t ReportingSinceNs(absl::Time now) const;
   // ScoreLocked's answer for a node HotEvaluateLocked found fitting, or -1
   // when it needs the full NodeState (more than one class).
   int HotScoreLocked(const RequestPlan& plan, const NodeHot& hot) const

@@ -205,10 +205,8 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
 
 AllocatorImpl::HotVerdict AllocatorImpl::HotEvaluateLocked(const RequestPlan& plan,
                                                            const NodeHot* hot,
-                                                           absl::Time now) const {
-  if (hot == nullptr || !hot->has_record || now - hot->last_report > options_.node_stale_after) {
-    return {};
-  }
+                                                           int64_t reporting_since_ns) const {
+  if (hot == nullptr || !hot->has_record || hot->last_report_ns < reporting_since_ns) return {};
   for (size_t c = 0; c < plan.need.size(); ++c) {
     if (plan.need[c] != 0 && hot->all_single[c] == 0) return {};
   }
@@ -257,10 +255,11 @@ FilterResult AllocatorImpl::Filter(const SchedulingRequest& request,
   if (plan.pass_through) return result;
   const absl::Time now = clock_->Now();
   const bool fast = FreshFastPathApplies(plan);
+  const int64_t reporting_since_ns = ReportingSinceNs(now);
   InsufficientMessages insufficient(state_.classes(), messages);
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (fast) {
-      const HotVerdict h = HotEvaluateLocked(plan, state_.FindHot(nodes[i]), now);
+      const HotVerdict h = HotEvaluateLocked(plan, state_.FindHot(nodes[i]), reporting_since_ns);
       if (h.outcome == HotVerdict::kFits) {
         result.nodes[i] = NodeVerdict{Verdict::kFits, FilterReason::kFreshFit, 0};
         continue;
@@ -320,6 +319,11 @@ int AllocatorImpl::ScoreLocked(const RequestPlan& plan, const Evaluation& e) con
   return FreshScore(options_.scoring, healthy, used_after, aligned);
 }
 
+int64_t AllocatorImpl::ReportingSinceNs(absl::Time now) const {
+  // ReportingLocked: now - last_report <= stale  <=>  last_report >= now - stale.
+  return absl::ToUnixNanos(now - options_.node_stale_after);
+}
+
 int AllocatorImpl::HotScoreLocked(const RequestPlan& plan, const NodeHot& hot) const {
   size_t healthy = 0;
   size_t used_after = 0;
@@ -346,10 +350,11 @@ std::vector<int> AllocatorImpl::Score(const SchedulingRequest& request,
   if (plan.pass_through) return scores;
   const absl::Time now = clock_->Now();
   const bool fast = FreshFastPathApplies(plan);
+  const int64_t reporting_since_ns = ReportingSinceNs(now);
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (fast) {
       const NodeHot* hot = state_.FindHot(nodes[i]);
-      const HotVerdict h = HotEvaluateLocked(plan, hot, now);
+      const HotVerdict h = HotEvaluateLocked(plan, hot, reporting_since_ns);
       if (h.outcome == HotVerdict::kInsufficient) continue;  // Score 0.
       if (h.outcome == HotVerdict::kFits) {
         if (int score = HotScoreLocked(plan, *hot); score >= 0) {

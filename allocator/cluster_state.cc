@@ -78,7 +78,7 @@ NodeHot ClusterState::HotOf(const NodeState& node) const {
       h.max_single_on_numa[c] = std::max(h.max_single_on_numa[c], count);
     }
   }
-  h.last_report = node.last_report;
+  h.last_report_ns = absl::ToUnixNanos(node.last_report);
   return h;
 }
 
