@@ -10,7 +10,7 @@ namespace pdc {
 absl::StatusOr<RecoveryReport> MemoryStore::Recover(const RecordVisitor& apply) {
   // Copy under the lock, replay without it: `apply` may be slow.
   std::optional<Record> snapshot;
-  std::vector<std::string> log;
+  std::vector<LoggedRecord> log;
   {
     absl::MutexLock lock(&mu_);
     snapshot = snapshot_;
@@ -22,8 +22,8 @@ absl::StatusOr<RecoveryReport> MemoryStore::Recover(const RecordVisitor& apply) 
     report.snapshot_revision = snapshot->revision;
     report.last_revision = snapshot->revision;
   }
-  for (const std::string& bytes : log) {
-    ASSIGN_OR_RETURN(Record r, DecodeRecord(bytes));
+  for (const LoggedRecord& logged : log) {
+    ASSIGN_OR_RETURN(Record r, DecodeRecord(logged.bytes));
     if (r.revision <= report.last_revision) continue;
     RETURN_IF_ERROR(apply(r));
     report.last_revision = r.revision;
@@ -42,7 +42,7 @@ absl::StatusOr<Store::Ticket> MemoryStore::Append(const Record& record) {
                                             " after ", last_revision_));
   }
   // Encode so the memory store exercises the same codec as the file store.
-  log_.push_back(EncodeRecord(record));
+  log_.push_back(LoggedRecord{record.revision, EncodeRecord(record)});
   last_revision_ = record.revision;
   return record.revision;
 }
@@ -76,12 +76,7 @@ absl::Status MemoryStore::WriteCheckpoint(const Record& snapshot) {
   // Round-trip through the codec, as a file would.
   ASSIGN_OR_RETURN(Record decoded, DecodeRecord(EncodeRecord(snapshot)));
   snapshot_ = std::move(decoded);
-  std::vector<std::string> kept;
-  for (std::string& bytes : log_) {
-    ASSIGN_OR_RETURN(Record r, DecodeRecord(bytes));
-    if (r.revision > snapshot.revision) kept.push_back(std::move(bytes));
-  }
-  log_ = std::move(kept);
+  std::erase_if(log_, [&](const LoggedRecord& r) { return r.revision <= snapshot.revision; });
   return absl::OkStatus();
 }
 
@@ -98,8 +93,8 @@ void MemoryStore::FailNextSync(absl::Status error) {
 std::vector<Record> MemoryStore::LogForTest() const {
   absl::MutexLock lock(&mu_);
   std::vector<Record> out;
-  for (const std::string& bytes : log_) {
-    auto r = DecodeRecord(bytes);
+  for (const LoggedRecord& logged : log_) {
+    auto r = DecodeRecord(logged.bytes);
     if (r.ok()) out.push_back(*std::move(r));
   }
   return out;

@@ -38,7 +38,11 @@ class MemoryStore final : public Store {
  private:
   mutable absl::Mutex mu_;
   std::optional<Record> snapshot_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);  // Encoded records.
+  struct LoggedRecord {
+    uint64_t revision = 0;  // Kept beside the bytes: a checkpoint need not decode.
+    std::string bytes;      // The encoded record.
+  };
+  std::vector<LoggedRecord> log_ ABSL_GUARDED_BY(mu_);
   uint64_t last_revision_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status injected_ ABSL_GUARDED_BY(mu_);
