@@ -134,13 +134,17 @@ absl::Status MakeDirectories(const std::string& dir) {
 absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return ErrnoStatus("opendir", dir, errno);
+  return TakeSortedDirectoryNames(d);
+}
+
+std::vector<std::string> TakeSortedDirectoryNames(DIR* dir) {
   std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
+  while (struct dirent* e = ::readdir(dir)) {
     std::string_view name = e->d_name;
     if (name == "." || name == "..") continue;
     names.emplace_back(name);
   }
-  ::closedir(d);
+  ::closedir(dir);
   std::sort(names.begin(), names.end());
   return names;
 }

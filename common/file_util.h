@@ -6,6 +6,8 @@
 #ifndef PDC_COMMON_FILE_UTIL_H_
 #define PDC_COMMON_FILE_UTIL_H_
 
+#include <dirent.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +36,9 @@ absl::Status MakeDirectories(const std::string& dir);
 
 // File names (not paths) in `dir`, sorted.
 absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir);
+// The entry names of an open directory stream, sorted, without "." and "..";
+// closes `dir` (for callers that open it their own way, e.g. with openat2).
+std::vector<std::string> TakeSortedDirectoryNames(DIR* dir);
 
 // Writes all of data to fd, retrying short writes and EINTR.
 absl::Status WriteAll(int fd, std::string_view data, std::string_view path);

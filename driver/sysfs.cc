@@ -182,15 +182,7 @@ absl::StatusOr<std::vector<std::string>> RealSysfs::List(std::string_view dir) {
     ::close(*fd);
     return ErrnoStatus("fdopendir", absl::StrCat(root_, "/", Sv(dir)), err);
   }
-  std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    names.emplace_back(name);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
+  return TakeSortedDirectoryNames(d);
 }
 
 absl::StatusOr<std::string> RealSysfs::Resolve(std::string_view path) {
