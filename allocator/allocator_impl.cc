@@ -121,9 +121,10 @@ absl::StatusOr<Store::Ticket> AllocatorImpl::CommitLocked(std::vector<Mutation> 
   record.revision = state_.revision() + 1;
   record.mutations = std::move(mutations);
   ASSIGN_OR_RETURN(Store::Ticket ticket, store_->Append(record));
-  if (absl::Status s = state_.Apply(record); !s.ok()) {
+  const uint64_t revision = record.revision;
+  if (absl::Status s = state_.Apply(std::move(record)); !s.ok()) {
     // The record is in the log but not in memory: a bug. Stop mutating.
-    failed_ = absl::InternalError(absl::StrCat("applying record ", record.revision, ": ",
+    failed_ = absl::InternalError(absl::StrCat("applying record ", revision, ": ",
                                                s.message()));
     return failed_;
   }
@@ -396,19 +397,9 @@ AllocatorStats AllocatorImpl::Stats() const {
       }
     }
   }
-  for (const Claim& claim : state_.claims()) {
-    switch (claim.status.phase) {
-      case ClaimPhase::kPending:
-        ++s.claims_pending;
-        break;
-      case ClaimPhase::kBound:
-        ++s.claims_bound;
-        break;
-      case ClaimPhase::kLost:
-        ++s.claims_lost;
-        break;
-    }
-  }
+  s.claims_pending = state_.ClaimsIn(ClaimPhase::kPending);
+  s.claims_bound = state_.ClaimsIn(ClaimPhase::kBound);
+  s.claims_lost = state_.ClaimsIn(ClaimPhase::kLost);
   return s;
 }
 

@@ -1,6 +1,7 @@
 #include "allocator/cluster_state.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -91,14 +92,25 @@ void ClusterState::EraseNode(absl::flat_hash_map<std::string, NodeState>::iterat
   nodes_.erase(it);
 }
 
-absl::Status ClusterState::Apply(const Record& record) {
+absl::Status ClusterState::Apply(const Record& record) { return ApplyRecord(record); }
+
+absl::Status ClusterState::Apply(Record&& record) { return ApplyRecord(std::move(record)); }
+
+template <typename RecordRef>
+absl::Status ClusterState::ApplyRecord(RecordRef&& record) {
+  // An rvalue record gives its claims away; a const one is copied from.
+  constexpr bool kOwned = !std::is_const_v<std::remove_reference_t<RecordRef>>;
   if (record.revision <= revision_) {
     return absl::DataLossError(absl::StrCat("record revision ", record.revision,
                                             " does not follow revision ", revision_));
   }
-  for (const Mutation& m : record.mutations) {
-    if (const auto* p = std::get_if<PutClaim>(&m)) {
-      RETURN_IF_ERROR(ApplyPutClaim(p->claim, record.revision));
+  for (auto& m : record.mutations) {
+    if (auto* p = std::get_if<PutClaim>(&m)) {
+      if constexpr (kOwned) {
+        RETURN_IF_ERROR(ApplyPutClaim(std::move(p->claim), record.revision));
+      } else {
+        RETURN_IF_ERROR(ApplyPutClaim(p->claim, record.revision));
+      }
     } else if (const auto* p = std::get_if<DeleteClaim>(&m)) {
       ApplyDeleteClaim(p->key, record.revision);
     } else if (const auto* p = std::get_if<PutNode>(&m)) {
@@ -121,15 +133,11 @@ NodeState& ClusterState::GetOrCreateNode(const std::string& name) {
   return it->second;
 }
 
-void ClusterState::Touch(const std::string& node, uint64_t revision) {
-  if (node.empty()) return;
-  GetOrCreateNode(node).version = revision;
-}
-
-absl::Status ClusterState::LinkClaim(const Claim* claim) {
+absl::Status ClusterState::LinkClaim(const Claim* claim, uint64_t revision) {
   const std::string& node_name = claim->status.node;
   if (node_name.empty()) return absl::OkStatus();
   NodeState& node = GetOrCreateNode(node_name);
+  node.version = revision;
   node.claims.insert(claim);
   if (claim->status.HandoffPending() &&
       std::find(node.handoff_pending.begin(), node.handoff_pending.end(), claim) ==
@@ -150,10 +158,12 @@ absl::Status ClusterState::LinkClaim(const Claim* claim) {
   return absl::OkStatus();
 }
 
-void ClusterState::UnlinkClaim(const Claim* claim) {
+void ClusterState::UnlinkClaim(const Claim* claim, uint64_t revision, Unlink mode) {
+  if (claim->status.node.empty()) return;
   auto it = nodes_.find(claim->status.node);
   if (it == nodes_.end()) return;
   NodeState& node = it->second;
+  node.version = revision;
   node.claims.erase(claim);
   node.handoff_pending.erase(
       std::remove(node.handoff_pending.begin(), node.handoff_pending.end(), claim),
@@ -161,30 +171,34 @@ void ClusterState::UnlinkClaim(const Claim* claim) {
   for (DeviceSlot& slot : node.devices) {
     if (slot.owner == claim) slot.owner = nullptr;
   }
+  if (mode == Unlink::kRelinkSameNode) return;
   RecomputeSummary(node);
   if (!node.has_record && node.claims.empty()) EraseNode(it);
 }
 
-absl::Status ClusterState::ApplyPutClaim(const Claim& claim, uint64_t revision) {
+absl::Status ClusterState::ApplyPutClaim(Claim claim, uint64_t revision) {
   auto it = claims_.find(claim.key);
   if (it == claims_.end()) {
-    it = claims_.insert(claim).first;
+    it = claims_.insert(std::move(claim)).first;
   } else {
-    Touch(it->status.node, revision);
-    UnlinkClaim(&*it);
     // The key, which the set hashes, is unchanged; the element stays put so
     // device slots may keep pointing at it.
-    const_cast<Claim&>(*it) = claim;
+    auto& existing = const_cast<Claim&>(*it);
+    UnlinkClaim(&existing, revision,
+                existing.status.node == claim.status.node ? Unlink::kRelinkSameNode
+                                                          : Unlink::kFinal);
+    CountClaim(existing, -1);
+    existing = std::move(claim);
   }
-  Touch(claim.status.node, revision);
-  return LinkClaim(&*it);
+  CountClaim(*it, +1);
+  return LinkClaim(&*it, revision);
 }
 
 void ClusterState::ApplyDeleteClaim(const ClaimKey& key, uint64_t revision) {
   auto it = claims_.find(key);
   if (it == claims_.end()) return;
-  Touch(it->status.node, revision);
-  UnlinkClaim(&*it);
+  UnlinkClaim(&*it, revision, Unlink::kFinal);
+  CountClaim(*it, -1);
   claims_.erase(it);
 }
 
@@ -204,7 +218,7 @@ absl::Status ClusterState::ApplyPutNode(const NodeRecord& record, uint64_t revis
   node.return_to_host = record.return_to_host;
   // Re-link the claims that live on this node to the new slots.
   std::vector<const Claim*> claims(node.claims.begin(), node.claims.end());
-  for (const Claim* c : claims) RETURN_IF_ERROR(LinkClaim(c));
+  for (const Claim* c : claims) RETURN_IF_ERROR(LinkClaim(c, revision));
   RecomputeSummary(node);
   return absl::OkStatus();
 }
@@ -269,8 +283,10 @@ void ClusterState::ComputeSummary(NodeState& node) const {
 
 std::string ClusterState::CheckInvariants() const {
   absl::flat_hash_map<std::pair<std::string, uint32_t>, const Claim*> seen;
+  std::array<size_t, 3> by_phase{};
   for (const Claim& claim : claims_) {
     const ClaimKey& key = claim.key;
+    ++by_phase[static_cast<size_t>(claim.status.phase)];
     if (claim.status.phase == ClaimPhase::kPending) {
       if (!claim.status.devices.empty()) {
         return absl::StrCat("pending claim ", key.ToString(), " has devices");
@@ -301,6 +317,9 @@ std::string ClusterState::CheckInvariants() const {
                             key.ToString());
       }
     }
+  }
+  if (by_phase != claims_by_phase_) {
+    return "the per-phase claim counts are stale";
   }
   if (hot_enabled_ && hot_.size() != nodes_.size()) {
     return absl::StrCat("the filter fast-path table has ", hot_.size(), " nodes, not ",

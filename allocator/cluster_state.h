@@ -116,6 +116,9 @@ class ClusterState {
   // claims, a revision out of order) is DataLoss; live callers never produce
   // one, so for them an error is a bug.
   absl::Status Apply(const Record& record);
+  // The same, taking the claims out of `record` instead of copying them (the
+  // live path: the record is in the log already and not needed afterwards).
+  absl::Status Apply(Record&& record);
 
   // While deferred (during recovery), node summaries are not kept current
   // after every record; EndDeferredSummaries() recomputes each touched node
@@ -143,6 +146,9 @@ class ClusterState {
   void SetLastReport(std::string_view name, absl::Time t);
 
   const ClaimSet& claims() const { return claims_; }
+  // How many claims are in `phase`, kept as claims change (Stats() would
+  // otherwise walk every claim).
+  size_t ClaimsIn(ClaimPhase phase) const { return claims_by_phase_[static_cast<size_t>(phase)]; }
   const absl::flat_hash_map<std::string, NodeState>& nodes() const { return nodes_; }
 
   // Every claim's devices exist at most once; bound claims have `count`
@@ -154,26 +160,36 @@ class ClusterState {
   Record Snapshot() const;
 
  private:
-  absl::Status ApplyPutClaim(const Claim& claim, uint64_t revision);
+  template <typename RecordRef>
+  absl::Status ApplyRecord(RecordRef&& record);
+  absl::Status ApplyPutClaim(Claim claim, uint64_t revision);
   void ApplyDeleteClaim(const ClaimKey& key, uint64_t revision);
   absl::Status ApplyPutNode(const NodeRecord& node, uint64_t revision);
   void ApplyDeleteNode(const std::string& node, uint64_t revision);
 
   NodeState& GetOrCreateNode(const std::string& name);
-  // Links/unlinks `claim`'s devices to the slots of its node.
-  absl::Status LinkClaim(const Claim* claim);
-  void UnlinkClaim(const Claim* claim);
+  // Links `claim`'s devices to the slots of its node, marks the node changed
+  // at `revision` and recomputes its summary.
+  absl::Status LinkClaim(const Claim* claim, uint64_t revision);
+  // Undoes LinkClaim. With kRelinkSameNode the claim is about to be linked
+  // to the same node again: the summary is left to that LinkClaim, and the
+  // node stays even if it has no inventory and no other claim.
+  enum class Unlink { kFinal, kRelinkSameNode };
+  void UnlinkClaim(const Claim* claim, uint64_t revision, Unlink mode);
+  void CountClaim(const Claim& claim, int delta) {
+    claims_by_phase_[static_cast<size_t>(claim.status.phase)] += delta;
+  }
   void RecomputeSummary(NodeState& node);
   void SyncHot(const NodeState& node);
   NodeHot HotOf(const NodeState& node) const;
   void EraseNode(absl::flat_hash_map<std::string, NodeState>::iterator it);
   NodeState* MutableNode(std::string_view name);
   void ComputeSummary(NodeState& node) const;
-  void Touch(const std::string& node, uint64_t revision);
 
   std::vector<DeviceClass> classes_;
   uint64_t revision_ = 0;
   ClaimSet claims_;  // Pointer-stable elements.
+  std::array<size_t, 3> claims_by_phase_{};  // Indexed by ClaimPhase.
   absl::flat_hash_map<std::string, NodeState> nodes_;
   const bool hot_enabled_;
   absl::flat_hash_map<std::string, NodeHot> hot_;  // Same keys as nodes_.

@@ -9,7 +9,7 @@ namespace pdc {
 
 absl::StatusOr<RecoveryReport> MemoryStore::Recover(const RecordVisitor& apply) {
   // Copy under the lock, replay without it: `apply` may be slow.
-  std::optional<Record> snapshot;
+  std::optional<std::string> snapshot;
   std::vector<LoggedRecord> log;
   {
     absl::MutexLock lock(&mu_);
@@ -18,9 +18,10 @@ absl::StatusOr<RecoveryReport> MemoryStore::Recover(const RecordVisitor& apply) 
   }
   RecoveryReport report;
   if (snapshot) {
-    RETURN_IF_ERROR(apply(*snapshot));
-    report.snapshot_revision = snapshot->revision;
-    report.last_revision = snapshot->revision;
+    ASSIGN_OR_RETURN(Record r, DecodeRecord(*snapshot));
+    RETURN_IF_ERROR(apply(r));
+    report.snapshot_revision = r.revision;
+    report.last_revision = r.revision;
   }
   for (const LoggedRecord& logged : log) {
     ASSIGN_OR_RETURN(Record r, DecodeRecord(logged.bytes));
@@ -73,9 +74,8 @@ absl::Status MemoryStore::BeginCheckpoint(uint64_t revision) {
 absl::Status MemoryStore::WriteCheckpoint(const Record& snapshot) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(failed_);
-  // Round-trip through the codec, as a file would.
-  ASSIGN_OR_RETURN(Record decoded, DecodeRecord(EncodeRecord(snapshot)));
-  snapshot_ = std::move(decoded);
+  // Encoded, as a file would hold it; Recover decodes it.
+  snapshot_ = EncodeRecord(snapshot);
   std::erase_if(log_, [&](const LoggedRecord& r) { return r.revision <= snapshot.revision; });
   return absl::OkStatus();
 }

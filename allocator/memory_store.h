@@ -8,6 +8,7 @@
 #define PDC_ALLOCATOR_MEMORY_STORE_H_
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -37,7 +38,7 @@ class MemoryStore final : public Store {
 
  private:
   mutable absl::Mutex mu_;
-  std::optional<Record> snapshot_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> snapshot_ ABSL_GUARDED_BY(mu_);  // Encoded.
   struct LoggedRecord {
     uint64_t revision = 0;  // Kept beside the bytes: a checkpoint need not decode.
     std::string bytes;      // The encoded record.

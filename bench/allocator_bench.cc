@@ -126,6 +126,27 @@ void BM_BindInMemory(benchmark::State& state) {
 }
 BENCHMARK(BM_BindInMemory)->Iterations(20000);
 
+// A checkpoint at the scale of rack-5000 (5000 nodes x 8 devices, 40k bound
+// claims): the snapshot is taken under the allocator's lock, so this is how
+// long scheduling verbs can wait behind one. One change between checkpoints,
+// or Checkpoint() would return at once.
+void BM_Checkpoint(benchmark::State& state) {
+  Cluster c(5000, 8);
+  for (int vm = 0; vm < 40000; ++vm) {
+    (void)c.allocator->Bind(Pod("vm-" + std::to_string(vm), "uid-" + std::to_string(vm)),
+                            c.names[vm / 8]);
+  }
+  int i = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    (void)c.allocator->Release(ClaimKey{"default", "vm-" + std::to_string(i) + "-nvme"}, "");
+    ++i;
+    state.ResumeTiming();
+    if (!c.allocator->Checkpoint().ok()) state.SkipWithError("checkpoint failed");
+  }
+}
+BENCHMARK(BM_Checkpoint)->Unit(benchmark::kMillisecond);
+
 size_t HeapInUse() { return mallinfo2().uordblks; }
 
 // Heap bytes per device (5000 nodes x 8 devices) and per bound claim (40k

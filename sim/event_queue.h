@@ -43,9 +43,13 @@ class EventQueue {
   Event Pop();
 
  private:
-  static bool Later(const Event& x, const Event& y) {
-    return x.time != y.time ? x.time > y.time : x.seq > y.seq;
-  }
+  // A function object, not a function pointer, so that the heap algorithms
+  // inline the comparison.
+  struct Later {
+    bool operator()(const Event& x, const Event& y) const {
+      return x.time != y.time ? x.time > y.time : x.seq > y.seq;
+    }
+  };
   std::vector<Event> heap_;
   uint64_t next_seq_ = 0;
 };

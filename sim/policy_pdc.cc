@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "allocator/allocator.h"
 #include "allocator/memory_store.h"
@@ -280,7 +281,7 @@ class PdcPolicy final : public Policy {
   MemoryStore store_;
   std::unique_ptr<Allocator> allocator_;
   std::vector<int> held_by_;  // VM whose bound claim has the device, -1 none.
-  std::map<std::string, int> node_index_;
+  absl::flat_hash_map<std::string, int> node_index_;
   std::vector<std::vector<ClaimKey>> claims_of_;  // By VM id: its claims.
   std::vector<std::vector<int>> devices_of_;      // By VM id: held devices.
   std::vector<int> feasible_, fits_;
