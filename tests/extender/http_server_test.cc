@@ -4,6 +4,7 @@
 #include "extender/http_server.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -85,6 +86,37 @@ TEST_F(HttpServerTest, BodyOverTheLimitIs413) {
   auto c = Client();
   ASSERT_OK_AND_ASSIGN(pdc::HttpResponse ok, c->Post("/scheduler/filter", "{}"));
   EXPECT_EQ(ok.status, 400);
+}
+
+// A body larger than one read chunk (256 KiB), arriving in pieces, followed
+// on the same connection by a second request: both are read whole.
+TEST_F(HttpServerTest, LargeBodyInPiecesThenAnotherRequestOnTheSameConnection) {
+  TwoNodes();
+  StartServer();
+  std::vector<std::string> names;
+  for (int i = 0; i < 40000; ++i) names.push_back(absl::StrCat("n-", 100000 + i));
+  const std::string body = NamesArgs(VirtLauncherPod("vm1", "uid-1"), names);
+  ASSERT_GT(body.size(), 256u * 1024);
+  RawSocket s(server_->port());
+  ASSERT_TRUE(s.connected());
+  const std::string request =
+      absl::StrCat("POST /scheduler/filter HTTP/1.1\r\nHost: x\r\n"
+                   "Content-Type: application/json\r\nContent-Length: ", body.size(),
+                   "\r\n\r\n", body);
+  const size_t third = request.size() / 3;
+  ASSERT_TRUE(s.Send(std::string_view(request).substr(0, third)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(s.Send(std::string_view(request).substr(third, third)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(s.Send(absl::StrCat(
+      request.substr(2 * third),
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")));
+  const std::string reply = s.ReadUntilClose();
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 200"));
+  // Every name came through: the first and the last are answered.
+  EXPECT_THAT(reply, HasSubstr("\"n-100000\""));
+  EXPECT_THAT(reply, HasSubstr("\"n-139999\""));
+  EXPECT_THAT(reply, HasSubstr("\r\n\r\nok"));
 }
 
 TEST_F(HttpServerTest, ExpectContinueIsAnsweredOrRefused) {
