@@ -257,9 +257,11 @@ FilterResult AllocatorImpl::Filter(const SchedulingRequest& request,
   const bool fast = FreshFastPathApplies(plan);
   const int64_t reporting_since_ns = ReportingSinceNs(now);
   InsufficientMessages insufficient(state_.classes(), messages);
+  std::vector<const NodeHot*> hots;
+  if (fast) state_.FindHots(nodes, hots);
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (fast) {
-      const HotVerdict h = HotEvaluateLocked(plan, state_.FindHot(nodes[i]), reporting_since_ns);
+      const HotVerdict h = HotEvaluateLocked(plan, hots[i], reporting_since_ns);
       if (h.outcome == HotVerdict::kFits) {
         result.nodes[i] = NodeVerdict{Verdict::kFits, FilterReason::kFreshFit, 0};
         continue;
@@ -351,13 +353,14 @@ std::vector<int> AllocatorImpl::Score(const SchedulingRequest& request,
   const absl::Time now = clock_->Now();
   const bool fast = FreshFastPathApplies(plan);
   const int64_t reporting_since_ns = ReportingSinceNs(now);
+  std::vector<const NodeHot*> hots;
+  if (fast) state_.FindHots(nodes, hots);
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (fast) {
-      const NodeHot* hot = state_.FindHot(nodes[i]);
-      const HotVerdict h = HotEvaluateLocked(plan, hot, reporting_since_ns);
+      const HotVerdict h = HotEvaluateLocked(plan, hots[i], reporting_since_ns);
       if (h.outcome == HotVerdict::kInsufficient) continue;  // Score 0.
       if (h.outcome == HotVerdict::kFits) {
-        if (int score = HotScoreLocked(plan, *hot); score >= 0) {
+        if (int score = HotScoreLocked(plan, *hots[i]); score >= 0) {
           scores[i] = score;
           continue;
         }

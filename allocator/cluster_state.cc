@@ -84,11 +84,11 @@ NodeHot ClusterState::HotOf(const NodeState& node) const {
 }
 
 void ClusterState::SyncHot(const NodeState& node) {
-  if (hot_enabled_) hot_[node.name] = HotOf(node);
+  if (hot_enabled_) hot_.Put(node.name, HotOf(node));
 }
 
 void ClusterState::EraseNode(absl::flat_hash_map<std::string, NodeState>::iterator it) {
-  hot_.erase(it->first);
+  if (hot_enabled_) hot_.Erase(it->first);
   nodes_.erase(it);
 }
 
@@ -342,8 +342,8 @@ std::string ClusterState::CheckInvariants() const {
       return absl::StrCat("node ", name, " has a stale pending hand-off index");
     }
     if (hot_enabled_) {
-      auto h = hot_.find(name);
-      if (h == hot_.end() || !(h->second == HotOf(node))) {
+      const NodeHot* h = hot_.Find(name);
+      if (h == nullptr || !(*h == HotOf(node))) {
         return absl::StrCat("node ", name, " has a stale filter fast-path entry");
       }
     }

@@ -22,6 +22,7 @@
 #include "absl/container/node_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "allocator/hot_table.h"
 #include "allocator/record.h"
 #include "allocator/types.h"
 #include "common/strings.h"
@@ -63,31 +64,6 @@ struct NodeState {
 
   const DeviceSlot* Find(PciAddress address) const;
   NodeRecord ToRecord() const;
-};
-
-// The few per-node facts the filter's fresh-allocation fast path needs, kept
-// in a small table of their own: looking a node up by name then touches one
-// ~70-byte slot instead of a large NodeState (at 5000 candidate nodes the
-// lookup's cache misses dominate the filter). Derived from NodeState by
-// ClusterState::SyncHot(); only for up to kHotClasses device classes.
-inline constexpr size_t kHotClasses = 4;
-struct NodeHot {
-  bool has_record = false;
-  uint8_t handoffs_pending = 0;  // Saturates at 255; only zero matters.
-  // Per class: all free usable groups are single devices (the fast fit
-  // applies), and how many there are.
-  std::array<uint8_t, kHotClasses> all_single{};
-  std::array<uint16_t, kHotClasses> free_single{};
-  // For scoring: ClassSummary::healthy and ::allocated, and the most free
-  // single-device groups on any one NUMA node.
-  std::array<uint16_t, kHotClasses> healthy{};
-  std::array<uint16_t, kHotClasses> allocated{};
-  std::array<uint16_t, kHotClasses> max_single_on_numa{};
-  // NodeState::last_report in Unix nanoseconds (INT64_MIN for never): half
-  // the size of absl::Time, so that a slot fits in fewer cache lines.
-  int64_t last_report_ns = INT64_MIN;
-
-  bool operator==(const NodeHot&) const = default;
 };
 
 // Claims are kept in a node_hash_set keyed by their own `key` (a map would
@@ -138,9 +114,14 @@ class ClusterState {
   // nullptr when the node is unknown or there are more than kHotClasses
   // classes; then callers use FindNode().
   const NodeHot* FindHot(std::string_view name) const {
-    if (!hot_enabled_) return nullptr;
-    auto it = hot_.find(Sv(name));
-    return it == hot_.end() ? nullptr : &it->second;
+    return hot_enabled_ ? hot_.Find(name) : nullptr;
+  }
+  // out[i] = FindHot(names[i]) for every i, faster than that loop for many
+  // names (HotTable::FindAll). Resizes `out`.
+  void FindHots(absl::Span<const std::string_view> names,
+                std::vector<const NodeHot*>& out) const {
+    out.assign(names.size(), nullptr);
+    if (hot_enabled_) hot_.FindAll(names, absl::MakeSpan(out));
   }
   // The node driver reported (in memory only; heartbeats are not persisted).
   void SetLastReport(std::string_view name, absl::Time t);
@@ -192,7 +173,7 @@ class ClusterState {
   std::array<size_t, 3> claims_by_phase_{};  // Indexed by ClaimPhase.
   absl::flat_hash_map<std::string, NodeState> nodes_;
   const bool hot_enabled_;
-  absl::flat_hash_map<std::string, NodeHot> hot_;  // Same keys as nodes_.
+  HotTable hot_;  // Same keys as nodes_ (when enabled).
   bool defer_summaries_ = false;
   absl::flat_hash_set<std::string> stale_summaries_;  // While deferred.
 };
