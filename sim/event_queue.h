@@ -1,6 +1,9 @@
-// The simulator's future-event list: a binary min-heap ordered by simulated
+// The simulator's future-event list: a 4-ary min-heap ordered by simulated
 // time, ties broken by insertion order so a run is a pure function of its
-// inputs. Events are small PODs; the engine interprets them.
+// inputs. Events are small PODs; the engine interprets them. Four children
+// per node halve the heap's depth against a binary heap, and a node's
+// children share two cache lines: a million-event run pops ~40k-deep heaps
+// millions of times.
 // Thread-safety: not synchronised; one queue per simulation run.
 #ifndef PDC_SIM_EVENT_QUEUE_H_
 #define PDC_SIM_EVENT_QUEUE_H_
@@ -43,13 +46,10 @@ class EventQueue {
   Event Pop();
 
  private:
-  // A function object, not a function pointer, so that the heap algorithms
-  // inline the comparison.
-  struct Later {
-    bool operator()(const Event& x, const Event& y) const {
-      return x.time != y.time ? x.time > y.time : x.seq > y.seq;
-    }
-  };
+  static constexpr size_t kArity = 4;
+  static bool Before(const Event& x, const Event& y) {
+    return x.time != y.time ? x.time < y.time : x.seq < y.seq;
+  }
   std::vector<Event> heap_;
   uint64_t next_seq_ = 0;
 };
