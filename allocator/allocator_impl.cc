@@ -410,16 +410,18 @@ uint64_t AllocatorImpl::revision() const {
 
 absl::Status AllocatorImpl::Checkpoint() {
   absl::MutexLock checkpoint_lock(&checkpoint_mu_);
-  Record snapshot;
+  std::string snapshot;
+  uint64_t revision = 0;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(FailedLocked());
     if (state_.revision() == checkpoint_revision_) return absl::OkStatus();
-    snapshot = state_.Snapshot();
-    RETURN_IF_ERROR(store_->BeginCheckpoint(snapshot.revision));
-    checkpoint_revision_ = snapshot.revision;
+    revision = state_.revision();
+    snapshot = state_.EncodeSnapshot();
+    RETURN_IF_ERROR(store_->BeginCheckpoint(revision));
+    checkpoint_revision_ = revision;
   }
-  return store_->WriteCheckpoint(snapshot);
+  return store_->WriteEncodedCheckpoint(revision, snapshot);
 }
 
 bool AllocatorImpl::CheckpointDue() const {

@@ -359,25 +359,44 @@ std::string ClusterState::CheckInvariants() const {
   return "";
 }
 
-Record ClusterState::Snapshot() const {
-  Record r;
-  r.revision = revision_;
+std::vector<const NodeState*> ClusterState::SortedNodes() const {
   std::vector<const NodeState*> nodes;
   for (const auto& [name, node] : nodes_) {
     if (node.has_record) nodes.push_back(&node);
   }
   std::sort(nodes.begin(), nodes.end(),
             [](const NodeState* a, const NodeState* b) { return a->name < b->name; });
+  return nodes;
+}
+
+std::vector<const Claim*> ClusterState::SortedClaims() const {
   std::vector<const Claim*> claims;
   claims.reserve(claims_.size());
   for (const Claim& claim : claims_) claims.push_back(&claim);
   std::sort(claims.begin(), claims.end(),
             [](const Claim* a, const Claim* b) { return a->key < b->key; });
+  return claims;
+}
+
+Record ClusterState::Snapshot() const {
+  Record r;
+  r.revision = revision_;
+  const std::vector<const NodeState*> nodes = SortedNodes();
+  const std::vector<const Claim*> claims = SortedClaims();
   r.mutations.reserve(nodes.size() + claims.size());
   // Nodes first, so that replaying claims links them to existing slots.
   for (const NodeState* n : nodes) r.mutations.push_back(PutNode{n->ToRecord()});
   for (const Claim* c : claims) r.mutations.push_back(PutClaim{*c});
   return r;
+}
+
+std::string ClusterState::EncodeSnapshot() const {
+  const std::vector<const NodeState*> nodes = SortedNodes();
+  const std::vector<const Claim*> claims = SortedClaims();
+  PutsEncoder e(revision_, nodes.size() + claims.size());
+  for (const NodeState* n : nodes) e.Put(n->ToRecord());
+  for (const Claim* c : claims) e.Put(*c);
+  return std::move(e).Finish();
 }
 
 }  // namespace pdc

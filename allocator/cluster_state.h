@@ -139,6 +139,9 @@ class ClusterState {
 
   // All nodes (with records) and claims as one snapshot record, sorted.
   Record Snapshot() const;
+  // EncodeRecord(Snapshot()), without building the Record: what a
+  // checkpoint writes, at a fraction of the time under the allocator's lock.
+  std::string EncodeSnapshot() const;
 
  private:
   template <typename RecordRef>
@@ -163,6 +166,9 @@ class ClusterState {
   void RecomputeSummary(NodeState& node);
   void SyncHot(const NodeState& node);
   NodeHot HotOf(const NodeState& node) const;
+  // Snapshot order: nodes with records by name, then claims by key.
+  std::vector<const NodeState*> SortedNodes() const;
+  std::vector<const Claim*> SortedClaims() const;
   void EraseNode(absl::flat_hash_map<std::string, NodeState>::iterator it);
   NodeState* MutableNode(std::string_view name);
   void ComputeSummary(NodeState& node) const;

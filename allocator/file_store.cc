@@ -390,9 +390,8 @@ absl::Status FileStore::BeginCheckpoint(uint64_t revision) {
   return absl::OkStatus();
 }
 
-absl::Status FileStore::WriteCheckpoint(const Record& snapshot) {
+absl::Status FileStore::WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) {
   absl::MutexLock checkpoint_lock(&checkpoint_mu_);
-  const uint64_t revision = snapshot.revision;
   {
     absl::MutexLock lock(&mu_);
     if (!recovered_)
@@ -408,7 +407,7 @@ absl::Status FileStore::WriteCheckpoint(const Record& snapshot) {
   }
   absl::Status written = ops_->WriteFileAtomically(
       PathOf(wal::SnapshotFileName(revision)),
-      wal::EncodeSnapshotFile(EncodeRecord(snapshot)));
+      wal::EncodeSnapshotFile(snapshot));
   {
     absl::MutexLock lock(&mu_);
     if (!written.ok()) {

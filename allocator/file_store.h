@@ -78,7 +78,7 @@ class FileStore final : public Store {
   absl::Status Sync(Ticket ticket) override;
   uint64_t RecordsSinceCheckpoint() const override;
   absl::Status BeginCheckpoint(uint64_t revision) override;
-  absl::Status WriteCheckpoint(const Record& snapshot) override;
+  absl::Status WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) override;
   absl::Status Health() const override;
 
   Stats GetStats() const;

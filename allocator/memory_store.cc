@@ -71,12 +71,12 @@ absl::Status MemoryStore::BeginCheckpoint(uint64_t revision) {
   return absl::OkStatus();
 }
 
-absl::Status MemoryStore::WriteCheckpoint(const Record& snapshot) {
+absl::Status MemoryStore::WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(failed_);
   // Encoded, as a file would hold it; Recover decodes it.
-  snapshot_ = EncodeRecord(snapshot);
-  std::erase_if(log_, [&](const LoggedRecord& r) { return r.revision <= snapshot.revision; });
+  snapshot_ = std::string(snapshot);
+  std::erase_if(log_, [&](const LoggedRecord& r) { return r.revision <= revision; });
   return absl::OkStatus();
 }
 

@@ -26,7 +26,7 @@ class MemoryStore final : public Store {
   absl::Status Sync(Ticket ticket) override;
   uint64_t RecordsSinceCheckpoint() const override;
   absl::Status BeginCheckpoint(uint64_t revision) override;
-  absl::Status WriteCheckpoint(const Record& snapshot) override;
+  absl::Status WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) override;
   absl::Status Health() const override;
 
   // The next Sync fails with `error`, and the store stays failed, as the file

@@ -1,5 +1,7 @@
 #include "allocator/record.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "allocator/codec.h"
 
@@ -189,6 +191,27 @@ std::string EncodeRecord(const Record& record) {
   }
   return out;
 }
+
+PutsEncoder::PutsEncoder(uint64_t revision, size_t puts) {
+  Encoder e(&out_);
+  e.U8(kFormatVersion);
+  e.Varint(revision);
+  e.Varint(puts);
+}
+
+void PutsEncoder::Put(const NodeRecord& node) {
+  Encoder e(&out_);
+  e.U8(kTagPutNode);
+  EncodeNode(e, node);
+}
+
+void PutsEncoder::Put(const Claim& claim) {
+  Encoder e(&out_);
+  e.U8(kTagPutClaim);
+  EncodeClaim(e, claim);
+}
+
+std::string PutsEncoder::Finish() && { return std::move(out_); }
 
 absl::StatusOr<Record> DecodeRecord(std::string_view bytes) {
   Decoder d(bytes);

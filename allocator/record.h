@@ -61,6 +61,21 @@ struct Record {
 std::string EncodeRecord(const Record& record);
 absl::StatusOr<Record> DecodeRecord(std::string_view bytes);
 
+// Encodes a record of puts straight from the objects, so that a checkpoint
+// need not copy the whole state into a Record first. Finish() returns what
+// EncodeRecord returns for a Record with the same puts in the same order;
+// exactly `puts` Put calls must precede it.
+class PutsEncoder {
+ public:
+  PutsEncoder(uint64_t revision, size_t puts);
+  void Put(const NodeRecord& node);
+  void Put(const Claim& claim);
+  std::string Finish() &&;
+
+ private:
+  std::string out_;
+};
+
 }  // namespace pdc
 
 #endif  // PDC_ALLOCATOR_RECORD_H_

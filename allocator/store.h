@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -77,9 +78,14 @@ class Store {
   // a new log segment. REQUIRES: revision == revision of the last Append.
   virtual absl::Status BeginCheckpoint(uint64_t revision) = 0;
 
-  // Durably writes `snapshot` (covering everything up to its revision, as
-  // passed to BeginCheckpoint) and then drops the log segments it covers.
-  virtual absl::Status WriteCheckpoint(const Record& snapshot) = 0;
+  // Durably writes a snapshot at `revision` (covering everything up to it,
+  // as passed to BeginCheckpoint), given encoded (EncodeRecord of a record
+  // of puts), and then drops the log segments it covers.
+  virtual absl::Status WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) = 0;
+  // The same for a snapshot Record.
+  absl::Status WriteCheckpoint(const Record& snapshot) {
+    return WriteEncodedCheckpoint(snapshot.revision, EncodeRecord(snapshot));
+  }
 
   // The sticky error after an I/O failure; OK while the store is healthy.
   virtual absl::Status Health() const = 0;

@@ -34,8 +34,8 @@ class TimedStore final : public Store {
   absl::Status BeginCheckpoint(uint64_t revision) override {
     return inner_->BeginCheckpoint(revision);
   }
-  absl::Status WriteCheckpoint(const Record& snapshot) override {
-    return inner_->WriteCheckpoint(snapshot);
+  absl::Status WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) override {
+    return inner_->WriteEncodedCheckpoint(revision, snapshot);
   }
   absl::Status Health() const override { return inner_->Health(); }
 

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "allocator/cluster_state.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -55,6 +57,50 @@ TEST(RecordTest, RoundTrips) {
   Record r = SampleRecord();
   ASSERT_OK_AND_ASSIGN(Record back, DecodeRecord(EncodeRecord(r)));
   EXPECT_EQ(back, r);
+}
+
+// The checkpoint's direct encoding is EncodeRecord of the same puts.
+TEST(RecordTest, PutsEncoderMatchesEncodeRecord) {
+  const Record sample = SampleRecord();
+  Record puts;
+  puts.revision = 9;
+  PutsEncoder e(9, 4);
+  for (int i = 0; i < 2; ++i) {
+    for (const Mutation& m : sample.mutations) {
+      if (const auto* c = std::get_if<PutClaim>(&m)) {
+        puts.mutations.push_back(*c);
+        e.Put(c->claim);
+      } else if (const auto* n = std::get_if<PutNode>(&m)) {
+        puts.mutations.push_back(*n);
+        e.Put(n->node);
+      }
+    }
+  }
+  EXPECT_EQ(std::move(e).Finish(), EncodeRecord(puts));
+}
+
+TEST(RecordTest, EncodedSnapshotIsTheEncodedSnapshotRecord) {
+  ClusterState state({DeviceClass{"devices.kubevirt.io/nvme", {PciSelector{0x1b36, 0x0010, {}}}}});
+  Record sample = SampleRecord();
+  // Node, then its claim, then a second claim on an unknown node.
+  Record r1;
+  r1.revision = 1;
+  r1.mutations.push_back(sample.mutations[2]);
+  ASSERT_OK(state.Apply(r1));
+  Record r2;
+  r2.revision = 2;
+  Claim c = std::get<PutClaim>(sample.mutations[0]).claim;
+  c.status.devices.resize(1);
+  c.spec.count = 1;
+  r2.mutations.push_back(PutClaim{c});
+  c.key.name = "another";
+  c.status.node = "node-z";
+  r2.mutations.push_back(PutClaim{c});
+  ASSERT_OK(state.Apply(r2));
+  EXPECT_EQ(state.EncodeSnapshot(), EncodeRecord(state.Snapshot()));
+  ASSERT_OK_AND_ASSIGN(Record back, DecodeRecord(state.EncodeSnapshot()));
+  EXPECT_EQ(back.revision, 2u);
+  EXPECT_EQ(back.mutations.size(), 3u);
 }
 
 TEST(RecordTest, EveryTruncationIsDataLossNotACrash) {
