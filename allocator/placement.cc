@@ -92,8 +92,7 @@ absl::Status NotEnough(const NodeState& node, const std::vector<DeviceClass>& cl
 
 std::vector<FreeGroup> UsableFreeGroups(const NodeState& node) {
   // (group id, slot index) for every managed device that is in a group.
-  std::vector<std::pair<int32_t, uint16_t>> members;
-  members.reserve(node.devices.size());
+  absl::InlinedVector<std::pair<int32_t, uint16_t>, 16> members;
   for (size_t i = 0; i < node.devices.size(); ++i) {
     const DeviceSlot& s = node.devices[i];
     if (s.class_index == kNoClass || s.device.iommu_group < 0) continue;
@@ -101,6 +100,7 @@ std::vector<FreeGroup> UsableFreeGroups(const NodeState& node) {
   }
   std::sort(members.begin(), members.end());
   std::vector<FreeGroup> groups;
+  groups.reserve(members.size());
   for (size_t i = 0; i < members.size();) {
     size_t j = i;
     FreeGroup g;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "allocator/cluster_state.h"
 #include "allocator/types.h"
@@ -29,7 +30,9 @@ struct FreeGroup {
   int32_t id = -1;
   int16_t class_index = kNoClass;
   int16_t numa = -1;              // NUMA node of its devices (-1 when mixed).
-  std::vector<uint16_t> slots;    // Indices into NodeState::devices, by address.
+  // Indices into NodeState::devices, by address. Inline: most groups hold
+  // one device, and this runs on every claim change of the node.
+  absl::InlinedVector<uint16_t, 2> slots;
 };
 
 // Usable free groups of a node, ordered by their lowest device address.

@@ -170,6 +170,8 @@ void DecodeNode(Decoder& d, NodeRecord& n) {
 
 std::string EncodeRecord(const Record& record) {
   std::string out;
+  // A bind's record (one or two claims) fits without regrowing.
+  out.reserve(256 * record.mutations.size());
   Encoder e(&out);
   e.U8(kFormatVersion);
   e.Varint(record.revision);
@@ -193,6 +195,7 @@ std::string EncodeRecord(const Record& record) {
 }
 
 PutsEncoder::PutsEncoder(uint64_t revision, size_t puts) {
+  out_.reserve(160 * puts);  // A little more than a typical claim.
   Encoder e(&out_);
   e.U8(kFormatVersion);
   e.Varint(revision);
