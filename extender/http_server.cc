@@ -19,6 +19,7 @@
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
 #include "boost/beast/ssl.hpp"
+#include "extender/client/read_buffer.h"
 #include "extender/json_util.h"
 #include "spdlog/spdlog.h"
 
@@ -29,10 +30,6 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 namespace ssl = net::ssl;
-
-// Most body bytes one read asks the kernel for: a connection's buffer grows
-// to this for large bodies (see ReadBody) and keeps it while open.
-constexpr uint64_t kMaxReadChunk = 256 * 1024;
 using tcp = net::ip::tcp;
 using PlainStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
@@ -218,14 +215,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void ReadBody() {
-    // Beast reads at most the buffer's spare capacity per read_some (512
-    // bytes at least). A flat_buffer grown only to the header's size would
-    // take a 100 KB kube-scheduler body in ~130 reads, each re-arming the
-    // read timer; a buffer sized for the body reads it in a few.
-    if (const auto length = parser_->content_length(); length.has_value()) {
-      const uint64_t want = std::min<uint64_t>(*length, kMaxReadChunk);
-      if (buffer_.capacity() - buffer_.size() < want) buffer_.reserve(buffer_.size() + want);
-    }
+    ReserveForBody(buffer_, *parser_);
     http::async_read(
         stream_, buffer_, *parser_,
         [self = this->shared_from_this()](beast::error_code ec, size_t) {

@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "extender/client/http_url.h"
+#include "extender/client/read_buffer.h"
 
 namespace pdc {
 
@@ -248,9 +249,15 @@ class HttpClient::Impl {
     if (x.ec) return x;
     http::response_parser<http::string_body> parser;
     parser.body_limit(options_.max_response_bytes);
-    http::async_read(stream, buffer_, parser,
-                     [&](const ErrorCode& e, size_t) { x.ec = e; });
+    http::async_read_header(stream, buffer_, parser,
+                            [&](const ErrorCode& e, size_t) { x.ec = e; });
     Run();
+    if (!x.ec) {
+      ReserveForBody(buffer_, parser);
+      http::async_read(stream, buffer_, parser,
+                       [&](const ErrorCode& e, size_t) { x.ec = e; });
+      Run();
+    }
     x.got_bytes = parser.got_some() || buffer_.size() > 0;
     if (x.ec) return x;
     beast::get_lowest_layer(stream).expires_never();

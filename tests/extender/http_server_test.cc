@@ -119,6 +119,28 @@ TEST_F(HttpServerTest, LargeBodyInPiecesThenAnotherRequestOnTheSameConnection) {
   EXPECT_THAT(reply, HasSubstr("\r\n\r\nok"));
 }
 
+// pdc's client reads an answer larger than one read chunk whole, twice over
+// one kept-alive connection.
+TEST_F(HttpServerTest, ClientReadsLargeAnswersOverOneConnection) {
+  TwoNodes();
+  StartServer();
+  std::vector<std::string> names;
+  for (int i = 0; i < 20000; ++i) names.push_back(absl::StrCat("n-", 100000 + i));
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_OK_AND_ASSIGN(pdc::HttpResponse r,
+                         c->Post("/scheduler/filter",
+                                 NamesArgs(VirtLauncherPod("vm1", "uid-1"), names)));
+    EXPECT_EQ(r.status, 200);
+    EXPECT_GT(r.body.size(), 256u * 1024);
+    EXPECT_THAT(r.body, HasSubstr("\"n-100000\""));
+    EXPECT_THAT(r.body, HasSubstr("\"n-119999\""));
+    EXPECT_EQ(r.body.back(), '}');
+  }
+  EXPECT_EQ(c->connections_opened(), 1u);
+}
+
 TEST_F(HttpServerTest, ExpectContinueIsAnsweredOrRefused) {
   server_options_.max_body_bytes = 1024;
   StartServer();
