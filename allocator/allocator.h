@@ -1,5 +1,5 @@
 // The allocator core: the one place that decides which node and which devices
-// a VM's claims get, and that keeps those decisions (DESIGN.md §3, §4).
+// a VM's claims get, and that keeps those decisions (docs/design.md §4, §5).
 //
 // A bound claim behaves like a bound PersistentVolumeClaim: it keeps its node
 // and devices across any number of VM restarts (new pods, new pod UIDs) and
@@ -45,13 +45,15 @@ struct AllocatorOptions {
   // CheckpointDue() turns true after this many records since the last one.
   uint64_t checkpoint_every_records = 100000;
   // At most one pod per node and resource name waits for its devices
-  // (DESIGN §5): kubelet's device plugin API does not say which pod asks, so
-  // pdc-node can only answer unambiguously while one pod is pending. Off for
-  // clusters where pdc-node is not the device plugin (nothing would confirm).
+  // (docs/design.md §6.2): kubelet's device plugin API does not say which pod
+  // asks, so pdc-node can only answer unambiguously while one pod is pending.
+  // Off for clusters where pdc-node is not the device plugin (nothing would
+  // confirm).
   bool serialize_handoffs = false;
 };
 
-// What a pod asks for, extracted from the pod by the caller (DESIGN §3).
+// What a pod asks for, extracted from the pod by the caller (docs/design.md
+// §4.4, §4.5).
 struct SchedulingRequest {
   std::string ns;        // Pod namespace; claims live in it.
   std::string vm;        // VM identity (see VmIdentity()).
@@ -237,7 +239,7 @@ class Allocator {
   // Idempotent: a second call changes nothing and returns OK.
   virtual absl::Status Undo(const BindOutcome& outcome) = 0;
 
-  // --- Hand-off (DESIGN §5) -------------------------------------------------
+  // --- Hand-off (docs/design.md §6) ----------------------------------------
   // The node driver handed `devices` of `resource_name` to pod `pod_uid`
   // (kubelet's Allocate answered for it): its claims stop being pending.
   // NotFound when that pod waits for nothing of the resource there;

@@ -1,6 +1,6 @@
-// Hand-off of AllocatorImpl (DESIGN §5): which pods still wait for their
-// devices on a node, the node driver's confirmation that kubelet's Allocate
-// answered for one, and cancelling one whose pod went away.
+// Hand-off of AllocatorImpl (docs/design.md §6): which pods still wait for
+// their devices on a node, the node driver's confirmation that kubelet's
+// Allocate answered for one, and cancelling one whose pod went away.
 #include <algorithm>
 #include <utility>
 

@@ -1,5 +1,6 @@
 // The scheduling half of AllocatorImpl: resolve, filter, score, preempt, bind,
-// undo (DESIGN.md §4). Filter/Score/Preemptable only read; Bind/Undo mutate.
+// undo (docs/design.md §5). Filter/Score/Preemptable only read; Bind/Undo
+// mutate.
 #include <algorithm>
 #include <cmath>
 #include <utility>

@@ -1,4 +1,4 @@
-// FileStore: the embedded, crash-safe Store (DESIGN.md §6). One data
+// FileStore: the embedded, crash-safe Store (docs/design.md §8). One data
 // directory holds
 //   wal-<first revision>.log   log segments (framing in allocator/wal.h)
 //   snapshot-<revision>.snap   the latest snapshot (older ones are deleted)

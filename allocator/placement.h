@@ -4,11 +4,11 @@
 // functions, so a node that passed the filter gets exactly the devices the
 // filter counted on (unless the state changed in between).
 //
-// Rules (DESIGN.md §4): whole IOMMU groups only; a group is usable when every
-// managed device in it is healthy, free and of one class; all of a pod's new
-// devices on one NUMA node when possible (the NUMA node of its devices
-// already bound here first, else the lowest that fits); lowest PCI address
-// first; deterministic.
+// Rules (docs/design.md §5.6): whole IOMMU groups only; a group is usable
+// when every managed device in it is healthy, free and of one class; all of a
+// pod's new devices on one NUMA node when possible (the NUMA node of its
+// devices already bound here first, else the lowest that fits); lowest PCI
+// address first; deterministic.
 //
 // Thread-safety: pure functions over a NodeState the caller keeps stable.
 #ifndef PDC_ALLOCATOR_PLACEMENT_H_

@@ -1,4 +1,4 @@
-// Value types of the pdc data model (DESIGN.md §3): devices and node
+// Value types of the pdc data model (docs/design.md §4): devices and node
 // inventories, device classes, claims with their status and reservation.
 // Plain structs with value semantics; no behaviour beyond formatting and
 // comparison. Thread-safety: value types, not synchronised.
@@ -150,9 +150,9 @@ struct Claim {
   bool operator==(const Claim&) const = default;
 };
 
-// VM identity of a pod, per DESIGN.md §3: label `vm.kubevirt.io/name`, else
-// annotation `kubevirt.io/domain`, else the pod's own name. Pure function so
-// that the extender and the simulator agree.
+// VM identity of a pod, per docs/design.md §4.5: label `vm.kubevirt.io/name`,
+// else annotation `kubevirt.io/domain`, else the pod's own name. Pure function
+// so that the extender and the simulator agree.
 std::string VmIdentity(std::string_view label_vm_name,
                        std::string_view annotation_domain,
                        std::string_view pod_name);

@@ -1,7 +1,7 @@
-// ExtenderApi: what pdc-node needs from pdc-extender (rest-api.md, node
-// driver endpoints): report the inventory (also the heartbeat), learn the
-// node's allocations by long-poll, and confirm a device hand-off to a VM pod
-// (notes: handoff-api.md). HttpExtenderApi speaks it over the shared HTTP
+// ExtenderApi: what pdc-node needs from pdc-extender (docs/rest-api.md §4.1,
+// §4.5, §5.1): report the inventory (also the heartbeat), learn the node's
+// allocations by long-poll, and confirm a device hand-off to a VM pod
+// (docs/design.md §6.4). HttpExtenderApi speaks it over the shared HTTP
 // client; tests use a fake. JSON encoding and decoding are exposed for tests.
 // Thread-safety: implementations are thread-safe (HttpExtenderApi
 // serialises requests on its one connection).
@@ -74,11 +74,12 @@ class ExtenderApi {
                                       absl::Span<const PciAddress> devices);
 };
 
-// {"node": ..., "devices": [...]} as rest-api.md specifies.
+// {"node": ..., "devices": [...]} as docs/rest-api.md §4.1 specifies.
 std::string EncodeInventory(const NodeInventory& inventory);
 // The allocations answer; InvalidArgument naming the field when malformed.
 absl::StatusOr<NodeAllocations> DecodeAllocations(std::string_view json);
-// {"podUid": ..., "resourceName": ..., "devices": [...]} (handoff-api.md).
+// {"podUid": ..., "resourceName": ..., "devices": [...]}, as
+// docs/rest-api.md §5.1 specifies.
 std::string EncodeHandoff(std::string_view pod_uid, std::string_view resource_name,
                           absl::Span<const PciAddress> devices);
 

@@ -1,5 +1,5 @@
-// JSON codecs of the pdc REST API (/work/notes/rest-api.md, the wire format
-// agreed between the extender, the node driver, pdcctl and the simulator).
+// JSON codecs of the pdc REST API (docs/rest-api.md, the wire format shared
+// by the extender, the node driver, pdcctl and the simulator).
 // Writers produce the exact documented shapes with keys in a fixed order;
 // readers validate every field and name it in errors (TypeError -> 400 for a
 // wrong JSON type, FieldError -> 422 for a bad value).

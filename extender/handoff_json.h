@@ -1,4 +1,4 @@
-// JSON of the device hand-off endpoints (rest-api.md, "Hand-off"):
+// JSON of the device hand-off endpoints (docs/rest-api.md §5):
 //   POST   /v1/nodes/{node}/handoffs          the node driver confirms one
 //   GET    /v1/nodes/{node}/handoffs, /v1/handoffs   pods waiting for devices
 //   DELETE /v1/nodes/{node}/handoffs/{podUid} cancel (the pod is gone)

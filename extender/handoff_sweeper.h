@@ -1,6 +1,6 @@
 // HandoffSweeper: clears pending device hand-offs whose pod is gone, so a
 // pod deleted (or failed) before it received its devices does not hold the
-// node's hand-off slot forever (DESIGN §5, issue 7). Runs only when a
+// node's hand-off slot forever (docs/design.md §6.5). Runs only when a
 // Kubernetes API is configured; without one, an administrator cancels with
 // DELETE /v1/nodes/{node}/handoffs/{podUid}.
 //

@@ -1,6 +1,6 @@
 // KubeClient: the three Kubernetes API calls pdc-extender makes when it is
-// kube-scheduler's binder (DESIGN §4): read a pod it did not see in filter,
-// annotate a pod with its devices, and bind the pod to its node.
+// kube-scheduler's binder (docs/design.md §5.4): read a pod it did not see in
+// filter, annotate a pod with its devices, and bind the pod to its node.
 // Implementations: HttpKubeClient (kube_http_client.h, HTTPS to
 // kube-apiserver) and fakes in tests.
 // Thread-safety: implementations must be thread-safe; calls block.

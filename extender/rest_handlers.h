@@ -1,7 +1,7 @@
-// The REST API for people and node drivers (/work/notes/rest-api.md):
+// The REST API for people and node drivers (docs/rest-api.md §3-§5):
 // inventory, allocations long-poll, claims, nodes, devices. Each handler
 // returns the complete answer; errors are {"error","field"} with the status
-// the API document lists. Authentication is the Router's job.
+// docs/rest-api.md lists. Authentication is the Router's job.
 // Thread-safety: thread-safe.
 #ifndef PDC_EXTENDER_REST_HANDLERS_H_
 #define PDC_EXTENDER_REST_HANDLERS_H_
@@ -37,7 +37,7 @@ class RestHandlers {
                            const Query& query) const;
   HttpResponse ReleaseClaim(std::string_view ns, std::string_view name,
                             const Query& query) const;
-  // Hand-off (rest-api.md): the node driver confirms, people or the
+  // Hand-off (docs/rest-api.md §5): the node driver confirms, people or the
   // extender's own sweeper cancel, anyone lists. `node` "" lists all nodes.
   HttpResponse ConfirmHandoff(std::string_view node, std::string_view body) const;
   HttpResponse ListHandoffs(std::string_view node) const;

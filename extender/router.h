@@ -7,7 +7,7 @@
 // Paths:
 //   POST <scheduler_prefix>/{filter,prioritize,bind,preempt}; the bare
 //        /{verb} is accepted too, so a urlPrefix without a path works.
-//   /v1/...   the REST API (rest-api.md)
+//   /v1/...   the REST API (docs/rest-api.md §3-§5)
 //   GET /healthz /readyz /metrics
 // Auth: when a bearer token is configured, every mutating REST call (PUT,
 // POST, DELETE under /v1/) needs `Authorization: Bearer <token>` (401

@@ -1,6 +1,7 @@
-// The four kube-scheduler extender verbs (DESIGN §4) on top of the
-// allocator: filter, prioritize, bind, preempt. Each takes the request body
-// (parsed in place, so it is consumed) and returns the complete HTTP answer.
+// The four kube-scheduler extender verbs (docs/design.md §5, wire format in
+// docs/rest-api.md §2) on top of the allocator: filter, prioritize, bind,
+// preempt. Each takes the request body (parsed in place, so it is consumed)
+// and returns the complete HTTP answer.
 // Bad JSON or wrong types are HTTP 400 with {"error","field"}; problems a
 // user must fix on the pod (an invalid claim name in its annotation) are a
 // 200 answer with Error set, because kube-scheduler shows that text in the

@@ -3,7 +3,7 @@
 // writes the Go field names with capitals (Pod, Nodes, NodeNames, ...) and
 // null for unused pointers; Go reads keys case-insensitively and old clients
 // send lower case, so we read case-insensitively and always write the exact
-// capitalised names (DESIGN §4).
+// capitalised names (docs/rest-api.md §2.1).
 //
 // Also: a pod (v1.Pod JSON) -> SchedulingRequest: VM identity via
 // pdc::VmIdentity, explicit claims from the `pdc.kubevirt.io/claims`

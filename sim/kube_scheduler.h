@@ -1,5 +1,5 @@
 // A model of kube-scheduler's node choice (v1.31 defaults), shared by every
-// policy so that they differ only in what the issue compares:
+// policy so that they differ only in what pdc-sim compares:
 //  - Filter: NodeResourcesFit (CPU, memory, the extended device resource) on
 //    Ready nodes, scanning from a rotating start index and stopping once
 //    numFeasibleNodesToFind nodes passed (percentageOfNodesToScore; 0 means

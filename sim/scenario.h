@@ -84,11 +84,11 @@ struct FailureProcessSpec {
 struct SchedulerSpec {
   // kube-scheduler's percentageOfNodesToScore; 0 = its adaptive default.
   int percentage_of_nodes_to_score = 0;
-  // The same knob for the pdc run; DESIGN.md §4 ships 100.
+  // The same knob for the pdc run; pdc ships 100 (docs/design.md §5.7).
   int pdc_percentage_of_nodes_to_score = 100;
   // pdc run: pods whose claims are all Bound get required node affinity to
-  // the claims' node (DESIGN.md §4's alternative to percentage 100), so
-  // kube-scheduler offers the extender that node only.
+  // the claims' node (the alternative to percentage 100, docs/design.md
+  // §5.7), so kube-scheduler offers the extender that node only.
   bool pdc_node_affinity = false;
   int extender_weight = 5;
   bool pdc_spread = false;  // pdc scoring policy: bin-pack (default) or spread.

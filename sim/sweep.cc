@@ -230,8 +230,8 @@ class Step {
     std::vector<std::string_view> offer;
     if (p.bound_node >= 0 && o_.percentage != 100) {
       // Below 100 % the VM's node is rarely in kube-scheduler's window: pdc
-      // then relies on node affinity to the claims' node (DESIGN §4), so
-      // kube-scheduler offers that node alone.
+      // then relies on node affinity to the claims' node (docs/design.md
+      // §5.7), so kube-scheduler offers that node alone.
       idx.push_back(p.bound_node);
       offer.push_back(names_[p.bound_node]);
     } else {

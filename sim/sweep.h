@@ -12,7 +12,8 @@
 //  3. restarts: every VM stops (claims released) and starts again with a new
 //     pod, which pdc must place on its own devices (sticky path; below
 //     --percentage 100 the pod is offered its claims' node alone, the node
-//     affinity of DESIGN §4, since a window of nodes rarely holds it);
+//     affinity of docs/design.md §5.7, since a window of nodes rarely
+//     holds it);
 // and reports p50/p90/p99/max per verb and phase, and pods per second.
 // Every answer is checked as in the HTTP run mode.
 // Thread-safety: RunSweepStep is reentrant.

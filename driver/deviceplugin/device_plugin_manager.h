@@ -1,5 +1,5 @@
 // DevicePluginManager: pdc-node as the kubelet device plugin for every
-// managed resource name (DESIGN.md §5, issue 7). One ResourcePlugin and one
+// managed resource name (docs/design.md §6.3). One ResourcePlugin and one
 // PluginEndpoint per resource name of the configured device classes; one
 // HandoffBook and HandoffConfirmer shared by them. The reconcile loop feeds
 // it (OnInventory, OnAllocations); a watcher thread keeps every endpoint

@@ -2,7 +2,7 @@
 // resource name. The device plugin API tells a plugin nothing about the pod
 // kubelet is admitting, so pdc makes the question unambiguous instead: the
 // extender keeps at most one pod per node and resource name waiting for its
-// hand-off (notes: handoff-api.md), and the book reads that pod from the
+// hand-off (docs/design.md §6.2), and the book reads that pod from the
 // allocations answer: claimed entries of the resource with `reservedFor` set
 // and `handedOff` false. It also remembers the hand-offs this process has
 // already answered, so that a second Allocate arriving before the extender

@@ -1,4 +1,4 @@
-// pdcctl output: REST API JSON (see the REST wire format notes) turned into
+// pdcctl output: REST API JSON (docs/rest-api.md) turned into
 // kubectl-like aligned tables and describe text. Pure functions: JSON in,
 // text out, `now` injected for ages. Rows are sorted (namespace/name, node
 // name, node + PCI address) whatever order the server used.

@@ -1,4 +1,4 @@
-// Hand-off serialisation (DESIGN §5, issue 7): at most one pod per node and
+// Hand-off serialisation (docs/design.md §6.2): at most one pod per node and
 // resource waits for its devices; the node driver's confirmation or the
 // pod's cancellation lets the next one in.
 #include <string>

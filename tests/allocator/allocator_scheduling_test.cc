@@ -1,4 +1,4 @@
-// Scheduling rules of the allocator core (DESIGN.md §4).
+// Scheduling rules of the allocator core (docs/design.md §5).
 #include <string>
 #include <vector>
 

@@ -1,6 +1,6 @@
-// pdc-node as the kubelet device plugin (issue 7), end to end over real gRPC
-// on real unix sockets: the plugin manager against a kubelet double
-// (fake_kubelet.h), a fake kernel (fake_sysfs.h) and an extender that
+// pdc-node as the kubelet device plugin (docs/design.md §6.3), end to end
+// over real gRPC on real unix sockets: the plugin manager against a kubelet
+// double (fake_kubelet.h), a fake kernel (fake_sysfs.h) and an extender that
 // models the hand-off gate (fake_handoff_extender.h).
 #include <functional>
 #include <map>

@@ -1,9 +1,9 @@
 // GatedExtender: an in-memory pdc-extender for the device plugin tests that
-// models the hand-off protocol (notes: handoff-api.md) for one node and one
-// resource name: claims bound to devices, VM pods reserving them, the gate
-// (a pod is refused while another pod on the node waits for its hand-off),
-// the allocations answer with `reservedFor` and `handedOff`, and
-// ConfirmHandoff with its NotFound / FailedPrecondition answers.
+// models the hand-off protocol (docs/design.md §6, docs/rest-api.md §5) for
+// one node and one resource name: claims bound to devices, VM pods reserving
+// them, the gate (a pod is refused while another pod on the node waits for
+// its hand-off), the allocations answer with `reservedFor` and `handedOff`,
+// and ConfirmHandoff with its NotFound / FailedPrecondition answers.
 // Thread-safety: thread-safe. Test-only.
 #ifndef PDC_TESTS_DRIVER_FAKE_HANDOFF_EXTENDER_H_
 #define PDC_TESTS_DRIVER_FAKE_HANDOFF_EXTENDER_H_

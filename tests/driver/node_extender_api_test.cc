@@ -57,8 +57,8 @@ TEST(ExtenderJsonTest, DecodesAllocations) {
   EXPECT_EQ(a.return_to_host, std::vector<PciAddress>{Addr("0000:af:00.0")});
 }
 
-// handoff-api.md: `handedOff` per claimed entry; a reserved entry without
-// it counts as waiting.
+// docs/rest-api.md §4.5: `handedOff` per claimed entry; a reserved entry
+// without it counts as waiting (pdc-node's reading, docs/rest-api.md §7).
 TEST(ExtenderJsonTest, DecodesHandedOff) {
   ASSERT_OK_AND_ASSIGN(
       NodeAllocations a,

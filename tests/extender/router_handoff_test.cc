@@ -1,4 +1,4 @@
-// The hand-off endpoints (rest-api.md "Hand-off", DESIGN §5) through the
+// The hand-off endpoints (docs/rest-api.md §5, docs/design.md §6) through the
 // Router: a second VM pod waits with a retryable FailedNodes reason until the
 // node driver confirms the first; confirm, list and cancel.
 #include <string>

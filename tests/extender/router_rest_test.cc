@@ -1,4 +1,4 @@
-// The REST API (rest-api.md) through the Router, no sockets.
+// The REST API (docs/rest-api.md) through the Router, no sockets.
 #include <string>
 
 #include "common/metrics.h"
