@@ -1,7 +1,7 @@
 // pdc-sim throughput on sim/scenarios/rack-5000.yaml (5000 nodes x 8 NVMe,
 // 40k VMs): wall time per policy for a fixed number of workload/failure
 // events. Arg 0: policy (0 device-plugin, 1 dra, 2 pdc); arg 1: events.
-// The full 1M-event figure comes from a timed `pdc-sim run` (see sim/README.md).
+// The full 1M-event figure comes from a timed `pdc-sim run` (bench/README.md).
 #include <string>
 
 #include "benchmark/benchmark.h"
