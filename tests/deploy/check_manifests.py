@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import urllib.parse
 
 import yaml
@@ -120,6 +121,489 @@ TOOL_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
             "KUBECONFIG": "/nonexistent/kubeconfig"}
 
 
+# --- Resource names kubectl resolves, which a category of pdc's must not shadow --
+# kubectl expands a category before it resolves a resource name, so a category
+# equal to any of these names (plural, singular or short name) captures it
+# (`categories: [kubevirt]` made `kubectl get kubevirt` list claims).
+# KubeVirt: the CRDs virt-operator installs (KubeVirt main branch, 2026-08).
+KUBEVIRT_NAMES = """
+    virtualmachineinstances virtualmachineinstance vmi vmis
+    virtualmachines virtualmachine vm vms
+    virtualmachineinstancepresets virtualmachineinstancepreset vmipreset vmipresets
+    virtualmachineinstancereplicasets virtualmachineinstancereplicaset vmirs vmirss
+    virtualmachineinstancemigrations virtualmachineinstancemigration vmim vmims
+    kubevirts kubevirt kv kvs
+    virtualmachinepools virtualmachinepool vmpool vmpools
+    virtualmachinesnapshots virtualmachinesnapshot vmsnapshot vmsnapshots
+    virtualmachinesnapshotcontents virtualmachinesnapshotcontent vmsnapshotcontent
+    vmsnapshotcontents
+    virtualmachinerestores virtualmachinerestore vmrestore vmrestores
+    virtualmachineexports virtualmachineexport vmexport vmexports
+    virtualmachinebackups virtualmachinebackup vmbackup vmbackups
+    virtualmachinebackuptrackers virtualmachinebackuptracker vmbackuptracker vmbackuptrackers
+    virtualmachineinstancetypes virtualmachineinstancetype vminstancetype vminstancetypes vmf vmfs
+    virtualmachineclusterinstancetypes virtualmachineclusterinstancetype vmclusterinstancetype
+    vmclusterinstancetypes vmcf vmcfs
+    virtualmachinepreferences virtualmachinepreference vmpref vmprefs vmp vmps
+    virtualmachineclusterpreferences virtualmachineclusterpreference vmcp vmcps
+    migrationpolicies migrationpolicy
+    virtualmachineclones virtualmachineclone vmclone vmclones
+    plugins plugin
+""".split()
+# CDI (containerized-data-importer), installed with KubeVirt almost everywhere.
+CDI_NAMES = """
+    cdis cdi cdiconfigs cdiconfig dataimportcrons dataimportcron dic dics
+    datasources datasource das datavolumes datavolume dv dvs
+    objecttransfers objecttransfer ot ots
+    openstackvolumepopulators openstackvolumepopulator osvp osvps
+    ovirtvolumepopulators ovirtvolumepopulator ovvp ovvps
+    storageprofiles storageprofile volumeclonesources volumeclonesource
+    volumeimportsources volumeimportsource volumeuploadsources volumeuploadsource
+""".split()
+# Kubernetes 1.34, built-in resources served by default (kubectl api-resources).
+KUBERNETES_NAMES = """
+    bindings binding componentstatuses componentstatus cs configmaps configmap cm
+    endpoints ep events event ev limitranges limitrange limits namespaces namespace ns
+    nodes node no persistentvolumeclaims persistentvolumeclaim pvc
+    persistentvolumes persistentvolume pv pods pod po podtemplates podtemplate
+    replicationcontrollers replicationcontroller rc resourcequotas resourcequota quota
+    secrets secret serviceaccounts serviceaccount sa services service svc
+    mutatingwebhookconfigurations mutatingwebhookconfiguration
+    validatingadmissionpolicies validatingadmissionpolicy
+    validatingadmissionpolicybindings validatingadmissionpolicybinding
+    validatingwebhookconfigurations validatingwebhookconfiguration
+    customresourcedefinitions customresourcedefinition crd crds apiservices apiservice
+    controllerrevisions controllerrevision daemonsets daemonset ds deployments deployment deploy
+    replicasets replicaset rs statefulsets statefulset sts
+    selfsubjectreviews selfsubjectreview tokenreviews tokenreview
+    localsubjectaccessreviews localsubjectaccessreview selfsubjectaccessreviews
+    selfsubjectaccessreview selfsubjectrulesreviews selfsubjectrulesreview
+    subjectaccessreviews subjectaccessreview
+    horizontalpodautoscalers horizontalpodautoscaler hpa cronjobs cronjob cj jobs job
+    certificatesigningrequests certificatesigningrequest csr leases lease
+    endpointslices endpointslice flowschemas flowschema
+    prioritylevelconfigurations prioritylevelconfiguration
+    ingressclasses ingressclass ingresses ingress ing networkpolicies networkpolicy netpol
+    ipaddresses ipaddress ip servicecidrs servicecidr runtimeclasses runtimeclass
+    poddisruptionbudgets poddisruptionbudget pdb
+    clusterrolebindings clusterrolebinding clusterroles clusterrole rolebindings rolebinding
+    roles role deviceclasses deviceclass resourceclaims resourceclaim
+    resourceclaimtemplates resourceclaimtemplate resourceslices resourceslice
+    priorityclasses priorityclass pc csidrivers csidriver csinodes csinode
+    csistoragecapacities csistoragecapacity storageclasses storageclass sc
+    volumeattachments volumeattachment volumeattributesclasses volumeattributesclass vac
+""".split()
+KNOWN_NAMES = {"KubeVirt": set(KUBEVIRT_NAMES), "CDI": set(CDI_NAMES),
+               "Kubernetes": set(KUBERNETES_NAMES)}
+
+
+def crd_name_collisions(names):
+    """Problems with a CRD's spec.names: a category that is also a resource name,
+    singular or short name (KubeVirt's, CDI's, Kubernetes' or the CRD's own), or a
+    name of the CRD that one of those already uses."""
+    own = [names.get("plural"), names.get("singular")] + list(names.get("shortNames") or [])
+    own = [n for n in own if n]
+    problems = []
+    for cat in names.get("categories") or []:
+        for who, known in KNOWN_NAMES.items():
+            if cat in known:
+                problems.append(f"category {cat!r} is a {who} resource name: kubectl expands it"
+                                f" first, so `kubectl get {cat}` would list {names.get('plural')}")
+        if cat in own:
+            problems.append(f"category {cat!r} equals one of the CRD's own names")
+    for n in own:
+        for who, known in KNOWN_NAMES.items():
+            if n in known:
+                problems.append(f"name {n!r} is already a {who} resource name")
+    return problems
+
+
+# --- Kubernetes API calls in the C++ sources vs the RBAC rules -----------------
+# Source directories and the component whose binary they end up in. A directory
+# shared by both binaries counts for both.
+API_SOURCE_DIRS = {"extender": ["pdc-extender"], "driver": ["pdc-node"],
+                   "common": ["pdc-extender", "pdc-node"], "model": ["pdc-extender", "pdc-node"],
+                   "allocator": ["pdc-extender", "pdc-node"],
+                   "config": ["pdc-extender", "pdc-node"]}
+HTTP_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
+              "DELETE": "delete"}
+
+
+def cxx_strip(text):
+    """(code, literals): code with comments blanked (newlines kept) and every
+    string literal replaced by a placeholder "\x00N\x00" of the same line count;
+    literals[N] = (value, offset in code)."""
+    out, lits, i, n = [], [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+        elif c == "R" and text.startswith('R"', i) and (i == 0 or not text[i - 1].isalnum()):
+            k = text.find("(", i)
+            delim = text[i + 2:k]
+            j = text.find(")" + delim + '"', k)
+            lits.append((text[k + 1:j], len("".join(out))))
+            out.append(f'"\x00{len(lits) - 1}\x00"' + "\n" * text.count("\n", i, j))
+            i = j + len(delim) + 2
+        elif c == '"':
+            j, val = i + 1, []
+            while j < n and text[j] != '"':
+                if text[j] == "\\":
+                    val.append(text[j:j + 2])
+                    j += 2
+                else:
+                    val.append(text[j])
+                    j += 1
+            lits.append(("".join(val), len("".join(out))))
+            out.append(f'"\x00{len(lits) - 1}\x00"')
+            i = j + 1
+        elif c == "'":
+            j = i + 1
+            while j < n and text[j] != "'":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out), lits
+
+
+LIT = re.compile(r'"\x00(\d+)\x00"')
+
+
+def _balanced(code, start):
+    """Index just past the parenthesis that closes the one at code[start]."""
+    depth = 0
+    for i in range(start, len(code)):
+        if code[i] == "(":
+            depth += 1
+        elif code[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(code)
+
+
+def _split_args(s):
+    args, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            args.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        args.append("".join(cur).strip())
+    return args
+
+
+def kube_api_calls(repo, sources=None):
+    """(calls, problems). calls: [(component, METHOD, path template, where)] for
+    every Kubernetes API request in the C++ sources, found as
+    `Call("METHOD", <path>, ...)` where <path> is a string literal, a StrCat of
+    literals and values, or a function that returns such a StrCat. problems: API
+    path literals ("/api/...", "/apis/...") the extraction cannot attribute to
+    such a call (so a new kind of call fails the check instead of escaping it).
+    `sources` (for the self-test): {relative path: text} instead of the tree."""
+    if sources is None:
+        sources = {}
+        for d in API_SOURCE_DIRS:
+            for path in sorted(glob.glob(os.path.join(repo, d, "**", "*"), recursive=True)):
+                if path.endswith((".cc", ".h")):
+                    with open(path) as f:
+                        sources[os.path.relpath(path, repo)] = f.read()
+    calls, problems = [], []
+    for rel, text in sorted(sources.items()):
+        code, lits = cxx_strip(text)
+        lit_value = {i: v for i, (v, _) in enumerate(lits)}
+        line_of = lambda off: code.count("\n", 0, off) + 1  # noqa: E731
+        components = API_SOURCE_DIRS.get(rel.split("/")[0], ["pdc-extender", "pdc-node"])
+
+        def resolve(expr, helpers):
+            expr = expr.strip()
+            m = LIT.fullmatch(expr)
+            if m:
+                return lit_value[int(m.group(1))]
+            m = re.fullmatch(r"(?:absl::)?StrCat\s*\((.*)\)", expr, re.S)
+            if m:
+                parts = []
+                for a in _split_args(m.group(1)):
+                    r = resolve(a, helpers)
+                    parts.append("{}" if r is None else r)
+                return "".join(parts)
+            m = re.fullmatch(r"(\w+)\s*\(.*\)", expr, re.S)
+            if m and m.group(1) in helpers:
+                return helpers[m.group(1)]
+            return None
+
+        # Functions that return a path: `Name(...) [const] { return <expr>; }`.
+        helpers, helper_spans = {}, []
+        for m in re.finditer(r"\b(\w+)\s*\([^()]*\)\s*(?:const\s*)?\{\s*return\s+([^;]*);\s*\}",
+                             code):
+            r = resolve(m.group(2), helpers)
+            if r is not None and r.startswith(("/api/", "/apis/")):
+                helpers[m.group(1)] = r
+                helper_spans.append((m.start(), m.end()))
+        call_spans = []
+        for m in re.finditer(r"\bCall\s*\(", code):
+            end = _balanced(code, m.end() - 1)
+            args = _split_args(code[m.end():end - 1])
+            if len(args) < 2:
+                continue
+            mm = LIT.fullmatch(args[0])
+            path = resolve(args[1], helpers)
+            if path is None or not path.startswith(("/api/", "/apis/")):
+                continue
+            where = f"{rel}:{line_of(m.start())}"
+            if not mm or lit_value[int(mm.group(1))] not in HTTP_VERBS:
+                problems.append(f"{where}: Kubernetes API call with a method that is not a"
+                                " literal GET/POST/PUT/PATCH/DELETE")
+                continue
+            call_spans.append((m.start(), end))
+            for comp in components:
+                calls.append((comp, lit_value[int(mm.group(1))], path, where))
+        covered = helper_spans + call_spans
+        for i, (v, off) in enumerate(lits):
+            if v.startswith(("/api/", "/apis/")) or v in ("/api", "/apis"):
+                if not any(a <= off < b for a, b in covered):
+                    problems.append(
+                        f"{rel}:{line_of(off)}: Kubernetes API path \"{v}\" is not used through"
+                        " Call(\"METHOD\", path, ...): check_manifests.py cannot tell which verb"
+                        " the code needs; route it through Call or teach kube_api_calls")
+        for name in helpers:
+            for m in re.finditer(r"\b" + name + r"\s*\(", code):
+                if not any(a <= m.start() < b for a, b in covered):
+                    problems.append(f"{rel}:{line_of(m.start())}: {name}() builds a Kubernetes API"
+                                    " path outside Call(...): its verb cannot be checked")
+    return calls, problems
+
+
+def rbac_permission(method, path):
+    """(apiGroup, resource[/subresource], verb) that a request needs."""
+    path, _, query = path.partition("?")
+    parts = [p for p in path.split("/") if p]
+    if parts[0] == "api":
+        group, rest = "", parts[2:]
+    else:
+        group, rest = parts[1], parts[3:]
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    resource = rest[0]
+    named = len(rest) >= 2
+    if len(rest) >= 3:
+        resource += "/" + rest[2]
+    verb = HTTP_VERBS[method]
+    if method == "GET" and not named:
+        verb = "watch" if "watch=" in query else "list"
+    if method == "DELETE" and not named:
+        verb = "deletecollection"
+    return group, resource, verb
+
+
+def granted_permissions(objs, sa_namespace, sa_name):
+    """(apiGroup, resource, verb) triples the rendered roles grant a ServiceAccount,
+    and problems (wildcards, resourceNames, missing roles)."""
+    roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
+             for o in objs if o["kind"] in ("Role", "ClusterRole")}
+    perms, problems = set(), []
+    for b in objs:
+        if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa_name and
+                   s.get("namespace") == sa_namespace for s in b.get("subjects", [])):
+            continue
+        ref = b["roleRef"]
+        ns = b["metadata"].get("namespace") if ref["kind"] == "Role" else None
+        role = roles.get((ref["kind"], ns, ref["name"]))
+        if role is None:
+            problems.append(f"{b['kind']}/{b['metadata']['name']} binds {sa_name} to"
+                            f" {ref['kind']}/{ref['name']}, which is not in the manifests")
+            continue
+        for r in role.get("rules", []):
+            if r.get("resourceNames"):
+                problems.append(f"{ref['name']}: resourceNames rules are not expected for {sa_name}")
+            for g in r.get("apiGroups", []):
+                for res in r.get("resources", []):
+                    for v in r.get("verbs", []):
+                        if "*" in (g, res, v):
+                            problems.append(f"{ref['name']}: wildcard in {r}")
+                        perms.add((g, res, v))
+    return perms, problems
+
+
+def check_rbac_matches_code(repo, objs):
+    calls, problems = kube_api_calls(repo)
+    for p in problems:
+        check(False, p)
+    check(any(c[0] == "pdc-extender" for c in calls),
+          "found no Kubernetes API call of pdc-extender in the sources: is kube_api_calls broken?")
+    for comp, sa in (("pdc-extender", "pdc-extender"), ("pdc-node", "pdc-node")):
+        needed = {}
+        for c, method, path, where in calls:
+            if c == comp:
+                needed.setdefault(rbac_permission(method, path), []).append(
+                    f"{method} {path} ({where})")
+        granted, gp = granted_permissions(objs, "pdc-system", sa)
+        for p in gp:
+            check(False, p)
+        for perm in sorted(set(needed) - granted):
+            check(False, f"{comp} calls {', '.join(needed[perm])} but its RBAC does not grant"
+                  f" {perm[2]} on {perm[1] if not perm[0] else perm[1] + '.' + perm[0]}")
+        for perm in sorted(granted - set(needed)):
+            check(False, f"{sa}'s RBAC grants {perm[2]} on "
+                  f"{perm[1] if not perm[0] else perm[1] + '.' + perm[0]}, which no code uses")
+    return calls
+
+
+def tls_problems(pdc, ksc):
+    """The TLS settings of pdc-extender, pdc-node and kube-scheduler's extender
+    stanza must agree, and avoid the extender client's two traps: an http://
+    urlPrefix stays plain HTTP whatever enableHTTPS says, and enableHTTPS
+    without caFile/caData verifies nothing."""
+    problems = []
+    ext_tls = (pdc.get("extender") or {}).get("tls") or {}
+    node = pdc.get("node") or {}
+    serving = bool(ext_tls.get("certFile"))
+    for e in ksc.get("extenders", []):
+        tls = e.get("tlsConfig") or {}
+        https_url = str(e.get("urlPrefix", "")).startswith("https://")
+        if e.get("enableHTTPS") and not https_url:
+            problems.append("enableHTTPS: true with an http:// urlPrefix: the calls stay plain"
+                            " HTTP")
+        if https_url and not e.get("enableHTTPS"):
+            problems.append("https:// urlPrefix without enableHTTPS: true")
+        if e.get("enableHTTPS") and not (tls.get("caFile") or tls.get("caData")):
+            problems.append("enableHTTPS without tlsConfig.caFile/caData: kube-scheduler then"
+                            " skips verifying the extender's certificate")
+        if tls.get("insecure"):
+            problems.append("tlsConfig.insecure: true")
+        if https_url != serving:
+            problems.append(f"urlPrefix {e.get('urlPrefix')} but extender.tls.certFile is "
+                            f"{'set' if serving else 'empty'}")
+        if ext_tls.get("clientCAFile") and not (tls.get("certFile") or tls.get("certData")):
+            problems.append("extender.tls.clientCAFile requires a client certificate, but the"
+                            " scheduler's tlsConfig has none")
+    node_https = str(node.get("extenderURL", "")).startswith("https://")
+    if node_https != serving:
+        problems.append(f"node.extenderURL {node.get('extenderURL')} but extender.tls.certFile"
+                        f" is {'set' if serving else 'empty'}")
+    if node_https and not (node.get("tls") or {}).get("caFile"):
+        problems.append("https node.extenderURL without node.tls.caFile")
+    return problems
+
+
+def check_kubelet_components(kubectl, repo, base_objs):
+    """Each kubelet root dir component moves only the device plugin hostPath, and
+    the component names listed in kustomization.yaml exist."""
+    deploy = os.path.join(repo, "deploy")
+    with open(os.path.join(deploy, "kustomization.yaml")) as f:
+        listed = re.findall(r"^#\s+-\s+(components/\S+)", f.read(), re.M)
+    found = sorted(os.path.relpath(d, deploy) for d in
+                   glob.glob(os.path.join(deploy, "components", "*")) if os.path.isdir(d))
+    check(sorted(listed) == found and found,
+          f"kustomization.yaml lists components {listed}, deploy/components has {found}")
+    want = {"components/kubelet-k0s": "/var/lib/k0s/kubelet/device-plugins",
+            "components/kubelet-microk8s":
+                "/var/snap/microk8s/common/var/lib/kubelet/device-plugins"}
+    check(set(want) == set(found), f"kubelet components: {found}")
+
+    def node_ds(objs):
+        d = [o for o in objs if o["kind"] == "DaemonSet" and o["metadata"]["name"] == "pdc-node"]
+        if not d:
+            return None
+        d = json.loads(json.dumps(d[0]))
+        d["spec"]["template"]["spec"]["volumes"].sort(key=lambda v: v["name"])
+        return d
+
+    base = node_ds(base_objs)
+    with tempfile.TemporaryDirectory() as tmp:
+        for comp, path in sorted(want.items()):
+            rel = os.path.relpath(deploy, tmp)
+            with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
+                yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
+                                "kind": "Kustomization", "resources": [rel],
+                                "components": [f"{rel}/{comp}"]}, f)
+            objs = kustomize(kubectl, tmp, f"an overlay with {comp}")
+            got = node_ds(objs)
+            if not check(got and base, f"{comp}: no DaemonSet pdc-node rendered"):
+                continue
+            vols = {v["name"]: v for v in got["spec"]["template"]["spec"]["volumes"]}
+            check(vols.get("device-plugins", {}).get("hostPath", {}).get("path") == path,
+                  f"{comp}: device-plugins hostPath should be {path}")
+            vols["device-plugins"]["hostPath"]["path"] = "/var/lib/kubelet/device-plugins"
+            check(got == base, f"{comp} changes more than the device-plugins hostPath")
+            check(len(objs) == len(base_objs), f"{comp}: object count changed")
+
+
+def oldest_kubernetes_minor(repo):
+    """N of "Kubernetes 1.N or later" in deploy/README.md's prerequisites."""
+    with open(os.path.join(repo, "deploy", "README.md")) as f:
+        m = re.search(r"Kubernetes 1\.(\d+) or later", f.read())
+    check(m, "deploy/README.md states the oldest supported Kubernetes ('Kubernetes 1.N or later')")
+    return int(m.group(1)) if m else None
+
+
+def check_scheduler_version(repo, dep):
+    """kube-scheduler may not be newer than kube-apiserver: the default tag is the
+    oldest supported minor."""
+    oldest = oldest_kubernetes_minor(repo)
+    if not dep or oldest is None:
+        return
+    image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
+    t = re.fullmatch(r"registry\.k8s\.io/kube-scheduler:v1\.(\d+)\.(\d+)", image)
+    check(t and int(t.group(1)) == oldest,
+          f"pdc-scheduler image {image}: kube-scheduler must not be newer than kube-apiserver;"
+          f" default to the oldest supported minor v1.{oldest}.x")
+
+
+def self_test_checks():
+    """The checks above must catch what they are for (run on synthetic input)."""
+    bad = crd_name_collisions({"plural": "persistentdeviceclaims", "singular": "x",
+                               "shortNames": ["pdc"], "categories": ["kubevirt", "pdc", "vm"]})
+    check(len(bad) == 3, f"self-test: category collisions not all found: {bad}")
+    check(crd_name_collisions({"plural": "a", "shortNames": ["dv"]}),
+          "self-test: a short name taken by CDI must be reported")
+    src = {"extender/x.cc": (
+        '// GET "/api/v1/nodes" in a comment is ignored\n'
+        'static std::string P(std::string_view n) { return absl::StrCat("/api/v1/namespaces/",'
+        ' n, "/pods/", n); }\n'
+        'void A() { Call("GET", P(a, b), "", "", w); Call("POST", absl::StrCat(P(a, b),'
+        ' "/binding"), body, "application/json", w); }\n'
+        'void B() { client->Do("GET", "/apis/apps/v1/deployments", {}, o); }\n')}
+    calls, problems = kube_api_calls(None, src)
+    got = sorted(rbac_permission(m, p) for _, m, p, _ in calls)
+    check(got == [("", "pods", "get"), ("", "pods/binding", "create")],
+          f"self-test: extracted {got}")
+    check(len(problems) == 1 and "/apis/apps/v1/deployments" in problems[0],
+          f"self-test: an API path outside Call() must be reported: {problems}")
+    check(rbac_permission("GET", "/apis/kubevirt.io/v1/namespaces/{}/virtualmachines?watch=1")
+          == ("kubevirt.io", "virtualmachines", "watch"), "self-test: watch of a group resource")
+    plain = {"extender": {"tls": {}}, "node": {"extenderURL": "http://x:1"}}
+    trap1 = {"extenders": [{"urlPrefix": "http://x:1/s", "enableHTTPS": True,
+                            "tlsConfig": {"caFile": "/ca"}}]}
+    trap2 = {"extenders": [{"urlPrefix": "https://x:1/s", "enableHTTPS": True}]}
+    check(any("plain HTTP" in p for p in tls_problems(plain, trap1)),
+          "self-test: enableHTTPS with an http:// urlPrefix must be reported")
+    tls_on = {"extender": {"tls": {"certFile": "/c", "keyFile": "/k"}},
+              "node": {"extenderURL": "https://x:1", "tls": {"caFile": "/ca"}}}
+    check([p for p in tls_problems(tls_on, trap2) if "skips verifying" in p],
+          "self-test: enableHTTPS without a CA must be reported")
+    check(tls_problems(tls_on, {"extenders": [{"urlPrefix": "https://x:1/s", "enableHTTPS": True,
+                                               "tlsConfig": {"caFile": "/ca"}}]}) == [],
+          "self-test: a consistent TLS setup passes")
+
+
 def flatten_keys(obj, prefix=""):
     """Dotted paths of every leaf key of a YAML mapping (lists are leaves)."""
     out = set()
@@ -212,6 +696,7 @@ def main():
     if not require_tool(args.kubectl, "kubectl"):
         return 1
     kubectl = args.kubectl
+    self_test_checks()
 
     # 1. Every YAML and JSON file under deploy/ parses.
     files = sorted(glob.glob(os.path.join(deploy, "**", "*.yaml"), recursive=True))
@@ -433,6 +918,25 @@ def main():
                     break
                 node_ = nxt
 
+    # 5b. CRD names: no category or name that shadows another resource in kubectl.
+    if crd:
+        for p in crd_name_collisions(crd["spec"]["names"]):
+            check(False, f"CRD persistentdeviceclaims.pdc.kubevirt.io: {p}")
+
+    # 5c. RBAC = the Kubernetes API calls in the C++ sources, exactly.
+    api_calls = check_rbac_matches_code(repo, objs)
+
+    # 5d. The rest of task-specific settings: node agent tolerations, the
+    #     kubelet root dir components, the kube-scheduler version, TLS settings.
+    if ds:
+        tol = ds["spec"]["template"]["spec"].get("tolerations", [])
+        check({"operator": "Exists"} in tol,
+              f"pdc-node tolerates every taint (operator: Exists, no key, no effect): {tol}")
+    check_kubelet_components(kubectl, repo, objs)
+    check_scheduler_version(repo, by_kind.get("Deployment", {}).get("pdc-scheduler"))
+    for p in tls_problems(pdc, ksc):
+        check(False, f"base: {p}")
+
     # 6. KubeVirt examples agree with the device classes and the scheduler.
     #    (The KubeVirt CR itself: scripts/kubevirt-enable-pdc.py derives its
     #    entries from deviceClasses; tests/deploy/check_kubevirt_script.py.)
@@ -501,7 +1005,8 @@ def main():
         print("FAIL:", f)
     print(f"check_manifests: {len(FAILURES)} failure(s); {len(objs)} objects rendered, "
           f"{len(files)} YAML files, {len(exprs)} PromQL expressions, "
-          f"{len(used)} metrics used of {len(code_metrics)} registered")
+          f"{len(used)} metrics used of {len(code_metrics)} registered, "
+          f"{len(api_calls)} Kubernetes API calls in the code checked against RBAC")
     return 1 if FAILURES else 0
 
 
