@@ -1,0 +1,186 @@
+{{/*
+The two configuration files, deploy/config/pdc.yaml and
+deploy/scheduler/kube-scheduler-config.yaml of the kustomize base, with the
+chart's values filled in. With the default values both render byte for byte
+like those files (tests/deploy/check_helm.py compares them), so their comments
+are the same as there; edit both together.
+*/}}
+{{- define "pdc.configFile" -}}
+# pdc configuration for the cluster (config/pdc.example.yaml documents every
+# field and its default). One file for both programs: pdc-extender reads the
+# top level and `extender:`, pdc-node the top level and `node:`. It becomes
+# the ConfigMap pdc-config-<content hash> (kustomize's configMapGenerator; the
+# Helm chart renders the same file and name from its values): a change rolls
+# both workloads because the ConfigMap name changes.
+
+# The same resource names must be the scheduler's managedResources
+# (scheduler/kube-scheduler-config.yaml) and the admission policy's `managed`
+# list (admission/require-pdc-scheduler.yaml). KubeVirt must permit these PCI
+# ids with externalResourceProvider: true: scripts/kubevirt-enable-pdc.py
+# derives those entries from this file and adds them to the KubeVirt CR.
+deviceClasses:
+{{- range .Values.deviceClasses }}
+  - resourceName: {{ .resourceName }}
+    selectors: [{{ range $i, $s := .selectors }}{{ if $i }}, {{ end }}{{ $s | toString | quote }}{{ end }}]
+{{- end }}
+
+logFormat: json   # one JSON object per line, for the cluster's log pipeline
+logLevel: info
+
+extender:
+  listen: "0.0.0.0:8888"           # Service pdc-extender, port http
+  schedulerPathPrefix: /scheduler  # = the urlPrefix path in the scheduler config
+{{- if .Values.schedulerTLS.enabled }}
+  tls:                             # schedulerTLS: the Secret {{ .Values.schedulerTLS.secretName }}
+    certFile: {{ include "pdc.tlsDir" . }}/tls.crt
+    keyFile: {{ include "pdc.tlsDir" . }}/tls.key
+{{- if .Values.schedulerTLS.clientSecretName }}
+    # kube-scheduler's client certificate (schedulerTLS.clientSecretName)
+    clientCAFile: {{ include "pdc.clientTLSDir" . }}/ca.crt
+{{- end }}
+{{- end }}
+  dataDir: /var/lib/pdc            # the PersistentVolumeClaim pdc-extender-data
+  store: file                      # durable: claims survive extender restarts
+  # Token for mutating REST calls (claims, inventory): the Secret {{ .Values.apiToken.secretName }}.
+  tokenFile: /var/run/secrets/pdc/token
+  # Three missed heartbeats (node.heartbeatInterval) before a node's driver
+  # counts as not reporting and filter stops placing fresh claims there.
+  nodeStaleAfter: 30s
+  scoring: binpack
+  templateReclaimPolicy: Retain
+  kubernetes:
+    mode: in-cluster               # ServiceAccount pdc-extender (rbac/extender.yaml)
+
+node:
+  nodeName: ""                     # "" = $NODE_NAME, set by the DaemonSet
+  extenderURL: "{{ include "pdc.extenderURL" . }}"
+{{- if .Values.schedulerTLS.enabled }}
+  tls:
+    caFile: {{ include "pdc.tlsDir" . }}/ca.crt
+{{- end }}
+  tokenFile: /var/run/secrets/pdc/token
+  sysfsRoot: /sys                  # hostPath /sys
+  devRoot: /dev                    # hostPath /dev/vfio is mounted below it
+  stateDir: /var/lib/pdc-node      # hostPath: original drivers survive pod restarts
+  heartbeatInterval: 10s
+  metricsListen: "0.0.0.0:9102"
+{{- end -}}
+
+{{- define "pdc.schedulerConfigFile" -}}
+# KubeSchedulerConfiguration of pdc-scheduler, a second kube-scheduler that
+# schedules only pods with spec.schedulerName: pdc-scheduler (KubeVirt VMs set
+# it in spec.template.spec.schedulerName; virt-controller copies it to the
+# virt-launcher pod).
+#
+# Why a secondary scheduler and not a second profile of the cluster's own
+# kube-scheduler: `extenders` belong to the whole configuration, not to a
+# profile ("shared by all scheduler profiles", k8s.io/kube-scheduler/config/v1).
+# A profile would put pdc in the path of every pod of every profile that asks
+# for a managed resource, and with ignorable: false an extender outage would
+# stall them in the cluster's main scheduler. A separate Deployment keeps the
+# blast radius to VMs that opted in, works on clusters whose control-plane
+# scheduler cannot be reconfigured (managed Kubernetes), and rolls back by
+# deleting it. The price: two schedulers share nodes without seeing each
+# other's in-flight decisions; kubelet admission rejects the rare
+# double-booking of CPU/memory and the pod is rescheduled.
+#
+# Field names are exactly those of k8s.io/kube-scheduler/config/v1
+# (KubeSchedulerConfiguration, KubeSchedulerProfile, Extender,
+# ExtenderManagedResource); tests/deploy/check_manifests.py checks every key.
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+# In-cluster credentials of the ServiceAccount pdc-scheduler.
+clientConnection:
+  kubeconfig: ""
+leaderElection:
+  # On, so that a second replica can be added for failover; the Lease is
+  # {{ .Release.Namespace }}/pdc-scheduler (rbac/scheduler.yaml grants exactly that one).
+  leaderElect: true
+  resourceNamespace: {{ .Release.Namespace }}
+  resourceName: pdc-scheduler
+# Score every feasible node. kube-scheduler normally stops looking after a
+# sample of feasible nodes (5-50 % depending on cluster size) and sends only
+# those to the extender: the one node holding a VM's bound device could be
+# left out of the sample, and the VM would wait although its node is free.
+percentageOfNodesToScore: 100
+profiles:
+  - schedulerName: pdc-scheduler
+extenders:
+  - # Service pdc-extender + extender.schedulerPathPrefix (config/pdc.yaml).
+    urlPrefix: {{ include "pdc.extenderURL" . }}/scheduler
+    # All four verbs: filter enforces claims, prioritize prefers the node
+    # holding them (and the bin-pack/NUMA policy for fresh ones), bind
+    # allocates + persists atomically before the Binding is created, preempt
+    # drops nodes where evicting pods cannot free this VM's claimed device.
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    bindVerb: bind
+    preemptVerb: preempt
+    # Extender scores (0..10) are multiplied by weight and by 10
+    # (MaxNodeScore / MaxExtenderPriority) before being added to the plugins'
+    # sum. The default plugins' weights add up to 12 (TaintToleration 3,
+    # NodeAffinity 2, PodTopologySpread 2, InterPodAffinity 2,
+    # NodeResourcesFit 1, NodeResourcesBalancedAllocation 1, ImageLocality 1),
+    # each scoring 0..100: at most 1200 apart. With weight 200 a single
+    # step of the extender's score is worth 2000, so pdc's preference
+    # (the node with the VM's device, then the placement policy) always wins;
+    # the default plugins still break ties.
+    weight: 200
+    # The extender keeps its own view of nodes (inventory from pdc-node):
+    # kube-scheduler sends NodeNames instead of full Node objects, which keeps
+    # a 5000-node filter call small and fast.
+    nodeCacheCapable: true
+    # Only pods that request one of these resources are sent to pdc at all
+    # (a VM's hostDevices become container resource requests in its
+    # virt-launcher pod). Keep the list equal to deviceClasses in
+    # config/pdc.yaml.
+    #
+    # ignoredByScheduler: false, so kube-scheduler's NodeResourcesFit still
+    # counts the resource against the node's allocatable. pdc-node is the
+    # kubelet device plugin for it, and kubelet admission rejects a pod on a
+    # node without enough allocatable devices whatever the extender said;
+    # letting the scheduler check the count first avoids choosing such a node
+    # (the pod event then says "Insufficient devices.kubevirt.io/nvme").
+    # The extender adds what the count cannot express: which device.
+    managedResources:
+{{- range .Values.deviceClasses }}
+      - name: {{ .resourceName }}
+        ignoredByScheduler: false
+{{- end }}
+    # Not ignorable: if pdc-extender is down, VM pods wait (and are retried)
+    # instead of being placed without their claims, which is exactly the
+    # "device swapped between VMs" failure pdc exists to prevent.
+    ignorable: false
+    # Default is 5s. Bind fsyncs the store and makes two API calls (pod
+    # annotation, Binding); a filter over thousands of nodes is a large body.
+    # 10s absorbs a slow disk or apiserver without hiding a hung extender.
+    httpTimeout: 10s
+    # Plain HTTP inside the cluster network. TLS takes three changes together,
+    # and kube-scheduler's extender client has two traps:
+    #  - urlPrefix must start with https://. kube-scheduler sends each call to
+    #    urlPrefix + "/" + verb; enableHTTPS only sets up the TLS settings of
+    #    the HTTP transport and does not change the scheme, so with an
+    #    http:// urlPrefix every call stays plain HTTP, without an error.
+    #  - enableHTTPS: true needs tlsConfig.caFile or tlsConfig.caData. When
+    #    both are empty kube-scheduler sets tlsConfig.insecure itself: the
+    #    extender's certificate is not verified at all (any certificate, any
+    #    name). With a CA, the certificate must name the urlPrefix host
+    #    (pdc-extender.{{ .Release.Namespace }}.svc) or tlsConfig.serverName.
+    #  - pdc-extender serves TLS (extender.tls.certFile/keyFile in
+    #    config/pdc.yaml) on its one listener, so pdc-node moves too:
+    #    node.extenderURL https://... and node.tls.caFile. With
+    #    extender.tls.clientCAFile set, kube-scheduler must present a client
+    #    certificate (tlsConfig.certFile/keyFile).
+    # The Helm chart does all of this with schedulerTLS.enabled (README.md).
+{{- if .Values.schedulerTLS.enabled }}
+    enableHTTPS: true
+    tlsConfig:
+      caFile: {{ include "pdc.tlsDir" . }}/ca.crt
+{{- if .Values.schedulerTLS.clientSecretName }}
+      certFile: {{ include "pdc.clientTLSDir" . }}/tls.crt
+      keyFile: {{ include "pdc.clientTLSDir" . }}/tls.key
+{{- end }}
+{{- else }}
+    enableHTTPS: false
+{{- end }}
+{{- end -}}
