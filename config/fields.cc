@@ -189,7 +189,7 @@ absl::Status SetDeviceClasses(const DecodeContext& ctx, const YAML::Node& n,
       for (auto it = item.begin(); it != item.end(); ++it) {
         const std::string key = it->first.Scalar();
         const std::string field_path = absl::StrCat(item_path, ".", key);
-        const YAML::Node& v = it->second;
+        const YAML::Node v = it->second;  // a copy: `->` yields a temporary proxy
         if (key == "resourceName") {
           ASSIGN_OR_RETURN(dc.resource_name, ScalarText(ctx, v, field_path));
         } else if (key == "classCode") {

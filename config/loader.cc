@@ -27,8 +27,10 @@ absl::Status WalkMap(const DecodeContext& ctx, const YAML::Node& map,
                      const std::string& prefix, PdcConfig* config) {
   std::set<std::string> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
-    const YAML::Node& key_node = it->first;
-    const YAML::Node& value = it->second;
+    // Copies: the iterator's `->` yields a proxy that dies with the statement,
+    // so a reference into it would dangle. A YAML::Node is a cheap handle.
+    const YAML::Node key_node = it->first;
+    const YAML::Node value = it->second;
     if (!key_node.IsScalar()) {
       return FieldError(ctx, key_node, prefix.empty() ? "(top level)" : prefix,
                         "keys must be plain field names");

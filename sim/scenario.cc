@@ -107,7 +107,7 @@ struct Field {
     if (!Present()) return absl::OkStatus();
     if (!node.IsMap()) return Error("must be a mapping");
     std::set<std::string> sorted;
-    for (const auto& kv : node) sorted.insert(kv.first.as<std::string>());
+    for (const auto kv : node) sorted.insert(kv.first.as<std::string>());
     for (const std::string& k : sorted) {
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
         return Child(k).Error("unknown field");
