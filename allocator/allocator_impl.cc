@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "allocator/validation.h"
+#include "model/names.h"
 #include "common/status_macros.h"
 
 namespace pdc {
@@ -22,7 +23,7 @@ absl::Status ValidateOptions(const AllocatorOptions& options) {
 }
 
 absl::Status ValidateInventory(const NodeInventory& inv) {
-  RETURN_IF_ERROR(ValidateDnsSubdomain("node", inv.node));
+  RETURN_IF_ERROR(model::ValidateObjectName("node", inv.node));
   if (inv.devices.size() > 4096) {
     return absl::InvalidArgumentError(
         absl::StrCat("devices: ", inv.devices.size(), " devices; at most 4096 per node"));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "allocator/validation.h"
+#include "model/names.h"
 
 namespace pdc {
 namespace {
@@ -26,7 +27,7 @@ std::string AddExplicitClaims(const ClusterState& state, const SchedulingRequest
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   for (const std::string& name : names) {
-    if (absl::Status s = ValidateDnsSubdomain(kClaimsAnnotation, name); !s.ok()) {
+    if (absl::Status s = model::ValidateObjectName(kClaimsAnnotation, name); !s.ok()) {
       return std::string(s.message());
     }
     ClaimKey key{request.ns, name};
@@ -61,7 +62,7 @@ std::string AddTemplateClaims(const ClusterState& state, const AllocatorOptions&
     const size_t rest = requested[c] - explicit_count[c];
     if (rest == 0) continue;
     ClaimKey key{request.ns, absl::StrCat(request.vm, "-", ResourceShortName(resource))};
-    if (absl::Status s = ValidateDnsSubdomain("template claim name", key.name); !s.ok()) {
+    if (absl::Status s = model::ValidateObjectName("template claim name", key.name); !s.ok()) {
       return std::string(s.message());
     }
     for (const ResolvedClaim& r : plan.claims) {
@@ -173,7 +174,7 @@ void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options
   plan.ns = request.ns;
   plan.vm = request.vm;
   plan.pod_uid = request.pod_uid;
-  if (absl::Status s = ValidateDnsLabel("pod namespace", request.ns); !s.ok()) {
+  if (absl::Status s = model::ValidateNamespace("pod namespace", request.ns); !s.ok()) {
     plan.problem = std::string(s.message());
     return;
   }

@@ -6,65 +6,24 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "model/names.h"
 
 namespace pdc {
 namespace {
 
 bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
-// "" when `label` is a valid RFC 1123 label, else why not.
-std::string LabelProblem(std::string_view label) {
-  if (label.empty()) return "must not be empty";
-  if (label.size() > 63) return "must be at most 63 characters";
-  for (char c : label) {
-    if (!IsAlnum(c) && c != '-') {
-      return "must consist of lower-case letters, digits and '-'";
-    }
-  }
-  if (label.front() == '-' || label.back() == '-') {
-    return "must start and end with a letter or digit";
-  }
-  return "";
-}
-
 absl::Status Invalid(std::string_view field, std::string_view value,
                      std::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      Sv(field), ": \"", absl::CHexEscape(Sv(value)), "\" ", Sv(why)));
+  return absl::InvalidArgumentError(
+      absl::StrCat(Sv(field), ": ", model::QuoteForMessage(value), " ", Sv(why)));
 }
 
 }  // namespace
 
-absl::Status ValidateDnsLabel(std::string_view field, std::string_view value) {
-  std::string problem = LabelProblem(value);
-  if (!problem.empty()) return Invalid(field, value, problem);
-  return absl::OkStatus();
-}
-
-absl::Status ValidateDnsSubdomain(std::string_view field, std::string_view value) {
-  if (value.empty()) return Invalid(field, value, "must not be empty");
-  if (value.size() > 253) return Invalid(field, value, "must be at most 253 characters");
-  size_t start = 0;
-  while (true) {
-    size_t dot = value.find('.', start);
-    std::string_view label = value.substr(start, dot == std::string_view::npos
-                                                     ? std::string_view::npos
-                                                     : dot - start);
-    std::string problem = LabelProblem(label);
-    if (!problem.empty()) {
-      return Invalid(field, value,
-                     absl::StrCat("is not a DNS-1123 subdomain: each dot-separated part ",
-                                  problem));
-    }
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ValidateClaimKey(const ClaimKey& key) {
-  if (absl::Status s = ValidateDnsLabel("namespace", key.ns); !s.ok()) return s;
-  return ValidateDnsSubdomain("name", key.name);
+  if (absl::Status s = model::ValidateNamespace("namespace", key.ns); !s.ok()) return s;
+  return model::ValidateObjectName("name", key.name);
 }
 
 absl::Status ValidateClaimSpec(const ClaimSpec& spec,
@@ -89,7 +48,7 @@ absl::Status ValidateClaimSpec(const ClaimSpec& spec,
         absl::StrCat("count: ", spec.count, " must be at most 256"));
   }
   if (!spec.node.empty()) {
-    if (absl::Status s = ValidateDnsSubdomain("node", spec.node); !s.ok()) return s;
+    if (absl::Status s = model::ValidateObjectName("node", spec.node); !s.ok()) return s;
   }
   if ((!spec.serial.empty() || spec.address.has_value()) && spec.count != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -108,7 +67,7 @@ absl::Status ValidateClaimSpec(const ClaimSpec& spec,
   }
   if (spec.serial.size() > 64) return Invalid("serial", spec.serial, "is too long");
   if (!spec.owner_vm.empty()) {
-    if (absl::Status s = ValidateDnsSubdomain("ownerVM", spec.owner_vm); !s.ok()) {
+    if (absl::Status s = model::ValidateObjectName("ownerVM", spec.owner_vm); !s.ok()) {
       return s;
     }
   }
@@ -126,14 +85,12 @@ absl::Status ValidateDeviceClasses(const std::vector<DeviceClass>& classes) {
   for (size_t i = 0; i < classes.size(); ++i) {
     const DeviceClass& c = classes[i];
     std::string field = absl::StrCat("deviceClasses[", i, "].resourceName");
-    // A resource name is a qualified name: <domain>/<name>.
-    size_t slash = c.resource_name.find('/');
-    if (slash == std::string::npos || slash == 0 || slash + 1 == c.resource_name.size()) {
+    // An extended resource name: a qualified name with a domain prefix.
+    if (c.resource_name.find('/') == std::string::npos) {
       return Invalid(field, c.resource_name,
                      "must be a qualified resource name like devices.kubevirt.io/nvme");
     }
-    if (absl::Status s = ValidateDnsSubdomain(field, c.resource_name.substr(0, slash));
-        !s.ok()) {
+    if (absl::Status s = model::ValidateQualifiedName(field, c.resource_name); !s.ok()) {
       return s;
     }
     if (!names.insert(c.resource_name).second) {

@@ -12,13 +12,7 @@
 
 namespace pdc {
 
-// RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters
-// (Kubernetes namespaces and VM names).
-absl::Status ValidateDnsLabel(std::string_view field, std::string_view value);
-// RFC 1123 subdomain: dot-separated labels, at most 253 characters
-// (Kubernetes object names such as claims and nodes).
-absl::Status ValidateDnsSubdomain(std::string_view field, std::string_view value);
-
+// Names follow Kubernetes' rules: model/names.h.
 absl::Status ValidateClaimKey(const ClaimKey& key);
 
 // REQUIRES: `classes` is the configured list.

@@ -17,7 +17,7 @@
 #include "common/strings.h"
 #include "extender/client/http_client.h"
 #include "extender/json_util.h"
-#include "extender/validation.h"
+#include "model/names.h"
 #include "yaml-cpp/yaml.h"
 
 namespace pdc::extender {
@@ -123,11 +123,8 @@ class HttpKubeClient final : public KubeClient {
 
   // Names go into the URL path: only DNS names, never '/', '?' or '%'.
   static absl::Status CheckNames(std::string_view ns, std::string_view name) {
-    if (!IsDns1123Label(ns) || !IsDns1123Subdomain(name)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"", Sv(ns), "/", Sv(name), "\" is not a valid pod namespace/name"));
-    }
-    return absl::OkStatus();
+    RETURN_IF_ERROR(model::ValidateNamespace("pod namespace", ns));
+    return model::ValidateObjectName("pod name", name);
   }
 
   absl::StatusOr<std::unique_ptr<HttpClient>> MakeClient() const {
@@ -214,7 +211,7 @@ std::string Str(const YAML::Node& n, const char* key) {
 YAML::Node Named(const YAML::Node& list, const std::string& name,
                  const char* inner) {
   if (!list || !list.IsSequence()) return YAML::Node(YAML::NodeType::Undefined);
-  for (const YAML::Node& e : list) {
+  for (const YAML::Node& e : list) {  // binds the value `*it` returns: lives as long as `e`
     if (Str(e, "name") == name && e[inner] && e[inner].IsMap()) return e[inner];
   }
   return YAML::Node(YAML::NodeType::Undefined);

@@ -1,6 +1,6 @@
-// Validation of names and values that arrive from the network, so that bad
-// input is rejected with a message naming the field before it reaches the
-// allocator.
+// Names that arrive from the network, checked before they reach the
+// allocator: Kubernetes' rules (model/names.h) answered as an HTTP 422 that
+// names the field.
 // Thread-safety: pure functions.
 #ifndef PDC_EXTENDER_VALIDATION_H_
 #define PDC_EXTENDER_VALIDATION_H_
@@ -11,13 +11,8 @@
 
 namespace pdc::extender {
 
-// Kubernetes object names: DNS-1123 subdomain (lower-case alphanumerics, '-'
-// and '.', starting and ending alphanumeric, at most 253 characters).
-bool IsDns1123Subdomain(std::string_view s);
-// Namespaces: DNS-1123 label (no '.', at most 63 characters).
-bool IsDns1123Label(std::string_view s);
-
-// FieldError (HTTP 422) naming `field` unless valid.
+// FieldError (HTTP 422) naming `field` unless `s` is a valid object name
+// (DNS-1123 subdomain) / namespace (DNS-1123 label).
 absl::Status ValidateObjectName(std::string_view field, std::string_view s);
 absl::Status ValidateNamespace(std::string_view field, std::string_view s);
 

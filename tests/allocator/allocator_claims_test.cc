@@ -30,11 +30,11 @@ TEST_F(ClaimsTest, InvalidClaimsNameTheField) {
   ClaimSpec address_no_node = Spec(kNvme, 1);
   address_no_node.address = Addr("0000:3b:00.0");
   const InvalidClaimCase cases[] = {
-      {{"default", "Data"}, Spec(kNvme, 1), "name: \"Data\" is not a DNS-1123 subdomain"},
+      {{"default", "Data"}, Spec(kNvme, 1), "name: \"Data\" is not a valid name: a lowercase RFC 1123 subdomain"},
       {{"default", "-x"}, Spec(kNvme, 1), "name: \"-x\""},
-      {{"default", std::string(254, 'a')}, Spec(kNvme, 1), "at most 253"},
+      {{"default", std::string(254, 'a')}, Spec(kNvme, 1), "must be no more than 253 characters"},
       {{"Default", "x"}, Spec(kNvme, 1), "namespace: \"Default\""},
-      {{"", "x"}, Spec(kNvme, 1), "namespace: \"\" must not be empty"},
+      {{"", "x"}, Spec(kNvme, 1), "namespace: \"\" is not a valid namespace: must not be empty"},
       {{"default", "x"}, Spec("example.com/nope", 1),
        "resourceName: \"example.com/nope\" is not a configured device class"},
       {{"default", "x"}, Spec(kNvme, 0), "count: 0 must be at least 1"},
