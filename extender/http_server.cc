@@ -216,6 +216,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void ReadBody() {
     ReserveForBody(buffer_, *parser_);
+    // Room for the padding an in-situ JSON parse needs, so the handler does
+    // not reallocate the body (see json::PadForInsitu). A length over the
+    // limit is refused by the parser before any byte is reserved for it.
+    if (const auto length = parser_->content_length();
+        length.has_value() && *length <= core_->options.max_body_bytes) {
+      parser_->get().body().reserve(*length + json::kInsituPadding);
+    }
     http::async_read(
         stream_, buffer_, *parser_,
         [self = this->shared_from_this()](beast::error_code ec, size_t) {

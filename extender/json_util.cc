@@ -38,7 +38,16 @@ absl::Status ParseErrorAt(rapidjson::ParseErrorCode code, size_t offset) {
       "", 400);
 }
 
+void PadForInsitu(std::string& text) {
+  // resize() zero-fills the new bytes; shrinking back never gives capacity
+  // back (libstdc++) and leaves them in place behind the terminating NUL.
+  const size_t size = text.size();
+  text.resize(size + kInsituPadding, '\0');
+  text.resize(size);
+}
+
 absl::Status ParseInsitu(std::string& text, rapidjson::Document* doc) {
+  PadForInsitu(text);
   // kParseStopWhenDoneFlag is deliberately not used: trailing garbage after
   // the root value is an error (kParseErrorDocumentRootNotSingular).
   doc->ParseInsitu(text.data());

@@ -44,8 +44,21 @@ class Writer : public rapidjson::Writer<rapidjson::StringBuffer> {
 // `s` as a JSON string literal, quotes included.
 std::string Quote(std::string_view s);
 
+// RapidJSON built with RAPIDJSON_SSE2 skips whitespace and scans strings of a
+// NUL-terminated text 16 aligned bytes at a time, so it reads up to 15 bytes
+// past the terminating NUL. Such a load never crosses a page and cannot
+// fault, but it is a read outside the string's bytes: an in-situ parse gets
+// kInsituPadding zeroed bytes after the NUL, inside the allocation, so every
+// byte RapidJSON reads is one the text owns (AddressSanitizer checks this).
+inline constexpr size_t kInsituPadding = 16;
+// Gives `text` kInsituPadding zeroed bytes of capacity after its NUL. No
+// reallocation when the owner reserved size() + kInsituPadding, as the HTTP
+// server does for every request body.
+void PadForInsitu(std::string& text);
+
 // Parses `text` in place (strings then point into `text`, which must outlive
-// `doc`). Malformed JSON or trailing garbage: InvalidArgument, HTTP 400.
+// `doc`), after PadForInsitu. Malformed JSON or trailing garbage:
+// InvalidArgument, HTTP 400.
 absl::Status ParseInsitu(std::string& text, rapidjson::Document* doc);
 // Same, copying strings into the document.
 absl::Status Parse(std::string_view text, rapidjson::Document* doc);

@@ -210,6 +210,7 @@ absl::StatusOr<ExtenderArgs> ReadExtenderArgs(const Value& doc) {
 
 absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body,
                                                rapidjson::Document* doc) {
+  json::PadForInsitu(body);
   std::vector<std::string_view> names;
   NamesCapture capture(doc, &names);
   rapidjson::Reader reader;

@@ -255,3 +255,30 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace pdc::extender::testing
+
+namespace pdc::extender::testing {
+namespace {
+
+// RapidJSON's SSE2 scans read up to 15 bytes past the NUL of an in-situ
+// text: those bytes must belong to the text's own allocation.
+TEST(JsonInsituTest, PaddingIsOwnedByTheText) {
+  for (size_t size : {0u, 1u, 15u, 16u, 17u, 4095u, 100000u}) {
+    std::string text(size, ' ');
+    text.shrink_to_fit();
+    json::PadForInsitu(text);
+    EXPECT_EQ(text.size(), size);
+    EXPECT_GE(text.capacity(), size + json::kInsituPadding);
+    EXPECT_EQ(text, std::string(size, ' '));
+  }
+  // Already padded: no reallocation (the HTTP server reserves the padding).
+  std::string body = R"({"a":"b"})";
+  body.reserve(body.size() + json::kInsituPadding);
+  const char* data = body.data();
+  rapidjson::Document doc;
+  ASSERT_TRUE(json::ParseInsitu(body, &doc).ok());
+  EXPECT_EQ(body.data(), data);
+  EXPECT_STREQ(doc["a"].GetString(), "b");
+}
+
+}  // namespace
+}  // namespace pdc::extender::testing
