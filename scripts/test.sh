@@ -2,17 +2,38 @@
 # The README's test command: installs dependencies (Debian 12), builds pdc with
 # warnings as errors, and runs the whole test suite with ctest. Also runs the
 # real-kernel vfio test under QEMU when PDC_QEMU_TEST is not 0.
+#
+# The build and the tests run with Debian's default PATH, so a program that
+# this machine has somewhere else (/usr/local, a version manager's shims) is not
+# picked up by accident: every program the tests run comes from
+# scripts/install-deps.sh. With PDC_EXEC_TRACE=PREFIX set (.ci/run sets it),
+# the tests run under strace and PREFIX.ctest and PREFIX.qemu record every
+# program they execute, for scripts/check-exec-deps.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDC_WERROR=ON
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDC_WERROR=ON \
+  -DPython3_EXECUTABLE=/usr/bin/python3
 cmake --build "$BUILD_DIR" -j "$JOBS"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600
+
+# `traced NAME command...`: runs the command, under strace when tracing.
+traced() {
+  local name=$1; shift
+  if [ -n "${PDC_EXEC_TRACE:-}" ]; then
+    strace -f --seccomp-bpf -qq -e trace=execve,execveat -e signal=none \
+      -o "$PDC_EXEC_TRACE.$name" "$@"
+  else
+    "$@"
+  fi
+}
+
+traced ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600
 
 if [ "${PDC_QEMU_TEST:-1}" != "0" ] && [ -x tests/qemu/run-vfio-test.sh ]; then
-  bash tests/qemu/run-vfio-test.sh "$BUILD_DIR"
+  traced qemu bash tests/qemu/run-vfio-test.sh "$BUILD_DIR"
 fi
