@@ -27,7 +27,7 @@ log() { echo "[fresh-machine-check $(( $(date +%s) - START ))s] $*"; }
 
 mounted=()
 cleanup() {
-  local m
+  local i
   for (( i=${#mounted[@]}-1; i>=0; i-- )); do umount -l "${mounted[$i]}" 2>/dev/null || true; done
   if [ "${KEEP_ROOT:-0}" != 1 ]; then rm -rf "$WORK"; else log "root kept in $ROOT"; fi
 }
@@ -70,8 +70,9 @@ for cmd in "bash scripts/demo.sh" "bash scripts/test.sh"; do
   log "running: $cmd"
   t0=$(date +%s)
   rc=0
-  in_root bash -c "cd /root/pdc && $cmd" >"$WORK/${cmd##* }.log" 2>&1 || rc=$?
-  tail -n 12 "$WORK/${cmd##* }.log" | sed 's/^/    /'
+  out="$WORK/$(basename "${cmd##* }" .sh).log"
+  in_root bash -c "cd /root/pdc && $cmd" >"$out" 2>&1 || rc=$?
+  tail -n 12 "$out" | sed 's/^/    /'
   log "$cmd: exit $rc after $(( $(date +%s) - t0 ))s"
   [ "$rc" -eq 0 ] || status=1
 done
