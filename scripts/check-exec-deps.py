@@ -25,6 +25,10 @@ import sys
 EXEC_RE = re.compile(r'^(?:\[pid\s+)?(\d+)\]?\s+exec(?:ve|veat)\((?:AT_FDCWD, )?"((?:[^"\\]|\\.)*)", \[(.*?)\]'
                      r'.*\)\s+=\s+0\s*$')
 MINIMAL_EXTRA = ("git", "ca-certificates")
+# Programs that are run only where they exist, so a machine without them is no different: ldd
+# runs every dynamic loader of its list that is installed (`ld-linux.so.2 --verify` of the i386
+# multilib, for one).
+PROBED_IF_PRESENT = re.compile(r"^/(usr/)?(lib|lib32|libx32|lib64)/ld-linux[-.\w]*\.so\.\d+$")
 
 
 def installed_packages():
@@ -124,6 +128,8 @@ def main():
         real = os.path.realpath(path)
         if real.startswith(repo + "/") or path.startswith(repo + "/"):
             continue  # built or shipped by the project, or unpacked into .tools/bin
+        if PROBED_IF_PRESENT.match(path):
+            continue
         pkg = owner(path)
         if pkg is None and real.startswith(temp_roots):
             continue  # a program a test wrote into its temporary directory
