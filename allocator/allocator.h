@@ -25,7 +25,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "allocator/store.h"
-#include "allocator/types.h"
+#include "model/types.h"
 #include "common/clock.h"
 
 namespace pdc {

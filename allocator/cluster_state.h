@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "allocator/hot_table.h"
 #include "allocator/record.h"
-#include "allocator/types.h"
+#include "model/types.h"
 #include "common/strings.h"
 
 namespace pdc {

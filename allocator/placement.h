@@ -22,7 +22,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "allocator/cluster_state.h"
-#include "allocator/types.h"
+#include "model/types.h"
 
 namespace pdc {
 

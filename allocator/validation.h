@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "allocator/types.h"
+#include "model/types.h"
 
 namespace pdc {
 

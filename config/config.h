@@ -37,7 +37,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "allocator/allocator.h"
-#include "allocator/types.h"
+#include "model/types.h"
 
 namespace pdc {
 

@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/pci_address.h"
+#include "model/pci_address.h"
 
 namespace pdc::driver {
 

@@ -1,6 +1,6 @@
 // Device discovery for pdc-node: walks `bus/pci/devices`, keeps the functions
 // a configured device class matches and turns them into the inventory the
-// extender receives (allocator/types.h). Health: a device is healthy when it
+// extender receives (model/types.h). Health: a device is healthy when it
 // is in an IOMMU group and bound to the driver the node driver expects (for
 // claimed devices vfio-pci); absent devices are simply not reported.
 // Thread-safety: pure functions over a Sysfs.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "allocator/types.h"
+#include "model/types.h"
 #include "driver/pci_function.h"
 #include "driver/sysfs.h"
 

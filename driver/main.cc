@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/file_util.h"
+#include "common/log_format.h"
 #include "common/metrics.h"
 #include "config/config.h"
 #include "driver/deviceplugin/device_plugin_manager.h"
@@ -75,7 +76,7 @@ int Main(int argc, char** argv) {
   auto config = LoadConfig(*flags, Component::kNode);
   if (!config.ok()) return Fail(config.status());
   const NodeConfig& nc = config->node;
-  spdlog::set_level(spdlog::level::from_str(config->log_level));
+  InstallLogging("pdc-node", config->log_format == LogFormat::kJson, config->log_level);
 
   if (absl::Status s = MakeDirectories(nc.state_dir); !s.ok()) return Fail(s);
   auto journal = BindJournal::Open(nc.state_dir + "/vfio-journal");

@@ -18,8 +18,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "allocator/types.h"
-#include "common/pci_address.h"
+#include "model/types.h"
+#include "model/pci_address.h"
 #include "extender/client/http_client.h"
 
 namespace pdc::driver {

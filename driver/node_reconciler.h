@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "allocator/types.h"
+#include "model/types.h"
 #include "common/clock.h"
 #include "driver/bind_journal.h"
 #include "driver/node_extender_api.h"

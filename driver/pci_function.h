@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/pci_address.h"
+#include "model/pci_address.h"
 #include "driver/sysfs.h"
 
 namespace pdc::driver {

@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "allocator/types.h"
+#include "model/types.h"
 #include "driver/bind_journal.h"
 #include "driver/pci_function.h"
 #include "driver/sysfs.h"

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "allocator/allocator.h"
-#include "allocator/types.h"
+#include "model/types.h"
 #include "extender/json_util.h"
 
 namespace pdc::extender {

@@ -31,7 +31,7 @@
 #include "extender/extender_metrics.h"
 #include "extender/http_server.h"
 #include "extender/handoff_sweeper.h"
-#include "extender/json_log.h"
+#include "common/log_format.h"
 #include "extender/kube_http_client.h"
 #include "extender/router.h"
 #include "extender/timed_store.h"
@@ -42,7 +42,7 @@
 #define PDC_VERSION "dev"
 #endif
 
-namespace pdc::extender {
+namespace pdc {
 namespace {
 
 constexpr char kUsage[] =
@@ -60,12 +60,8 @@ constexpr char kUsage[] =
     "Fields (YAML path = flag name):\n";
 
 void SetUpLogging(const PdcConfig& config) {
-  // Logs on stderr; stdout carries only the "listening on" line. JSON lines
-  // escape the message (json_log.h): spdlog's pattern alone cannot.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("pdc-extender"));
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
-  spdlog::set_formatter(
-      MakeLogFormatter(config.log_format == LogFormat::kJson, "pdc-extender"));
+  // Logs on stderr; stdout carries only the "listening on" line.
+  InstallLogging("pdc-extender", config.log_format == LogFormat::kJson, config.log_level);
 }
 
 absl::StatusOr<std::string> ReadToken(const std::string& path) {
@@ -284,6 +280,6 @@ int Run(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace pdc::extender
+}  // namespace pdc
 
 int main(int argc, char** argv) { return pdc::extender::Run(argc, argv); }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "allocator/allocator.h"
-#include "allocator/types.h"
+#include "model/types.h"
 #include "sim/scenario.h"
 
 namespace pdc::sim {

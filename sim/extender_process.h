@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "allocator/types.h"
+#include "model/types.h"
 
 namespace pdc::sim {
 

@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "allocator/types.h"
+#include "model/types.h"
 #include "common/clock.h"
 #include "driver/deviceplugin/handoff_book.h"
 #include "driver/deviceplugin/handoff_confirmer.h"

@@ -22,7 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/pci_address.h"
+#include "model/pci_address.h"
 #include "driver/node_extender_api.h"
 
 namespace pdc::driver::deviceplugin {

@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/pci_address.h"
+#include "model/pci_address.h"
 #include "driver/deviceplugin/handoff_book.h"
 #include "driver/node_extender_api.h"
 #include "driver/node_metrics.h"

@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "allocator/types.h"
+#include "model/types.h"
 #include "common/clock.h"
 #include "driver/deviceplugin/handoff_book.h"
 #include "driver/deviceplugin/handoff_confirmer.h"

@@ -248,6 +248,28 @@ def substitute(expr, variables):
 VECTOR_SELECTOR = re.compile(r'\b((?:pdc_[a-z0-9_]+|up)\{[^}]*\})')
 
 
+def check_json_logs(tmp, programs):
+    """With the shipped logFormat: json, every line both programs wrote is one JSON object
+    naming the program (pdc-node once ignored the setting and wrote text)."""
+    for name in programs:
+        path = os.path.join(tmp, f"{name}.log")
+        with open(path, errors="replace") as f:
+            lines = [l for l in f.read().splitlines() if l.strip()]
+        if not lines:
+            fail(f"{name} wrote no log line")
+        for i, line in enumerate(lines, 1):
+            if name == "pdc-extender" and line.startswith("pdc-extender listening on "):
+                continue  # stdout's one line for whoever started it, not a log line
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                fail(f"{name}.log line {i} is not JSON although logFormat is json: {line[:200]}")
+                break
+            if obj.get("logger") != name or not {"time", "level", "msg"} <= obj.keys():
+                fail(f"{name}.log line {i} lacks logger={name}, time, level or msg: {line[:200]}")
+                break
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", required=True)
@@ -277,6 +299,7 @@ def main():
             for name in ("pdc-extender", "pdc-node", "prometheus"):
                 print(f"---- last lines of {name}.log ----\n{procs.tail(name)}")
         procs.stop_all()
+        check_json_logs(tmp, ("pdc-extender", "pdc-node"))
         if args.keep or FAILURES:
             print(f"logs and data kept in {tmp}")
         else:
@@ -300,7 +323,7 @@ def run(args, tmp, procs):
     os.makedirs(tree)
     subprocess.run([args.fake_tree, tree], check=True, capture_output=True)
     procs.start("pdc-node", [
-        args.node, f"--config={config}", "--logFormat=text",
+        args.node, f"--config={config}",  # the shipped logFormat: json
         "--node.nodeName=node-a", f"--node.extenderURL={ext}",
         f"--node.sysfsRoot={tree}/sys", f"--node.devRoot={tree}/dev",
         f"--node.stateDir={tmp}/node-state", f"--node.metricsListen=127.0.0.1:{node_port}",
@@ -312,7 +335,7 @@ def run(args, tmp, procs):
 
     # 2. pdc-extender with the shipped configuration.
     procs.start("pdc-extender", [
-        args.extender, f"--config={config}", "--logFormat=text",
+        args.extender, f"--config={config}",  # the shipped logFormat: json
         f"--extender.listen=127.0.0.1:{ext_port}", f"--extender.dataDir={tmp}/extender-data",
         "--extender.kubernetes.mode=none", f"--extender.tokenFile={token}",
         "--extender.nodeStaleAfter=4s"])

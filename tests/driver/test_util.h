@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "allocator/types.h"
-#include "common/pci_address.h"
+#include "model/types.h"
+#include "model/pci_address.h"
 #include "driver/sysfs.h"
 #include "tests/driver/fake_sysfs.h"
 #include "tests/testing/temp_dir.h"

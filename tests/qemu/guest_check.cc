@@ -20,7 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "allocator/types.h"
+#include "model/types.h"
 #include "driver/bind_journal.h"
 #include "driver/discovery.h"
 #include "driver/sysfs.h"

@@ -2,7 +2,7 @@
 // message holds (quotes, backslashes, newlines, control bytes, invalid UTF-8),
 // and the message comes back out of a JSON parser as it went in (invalid
 // UTF-8 bytes as U+FFFD).
-#include "extender/json_log.h"
+#include "common/log_format.h"
 
 #include <memory>
 #include <sstream>
@@ -16,7 +16,7 @@
 #include "spdlog/logger.h"
 #include "spdlog/sinks/ostream_sink.h"
 
-namespace pdc::extender {
+namespace pdc {
 namespace {
 
 using ::testing::MatchesRegex;
@@ -121,4 +121,4 @@ TEST(JsonLogTest, TextFormatIsOneReadableLine) {
 }
 
 }  // namespace
-}  // namespace pdc::extender
+}  // namespace pdc

@@ -1,4 +1,4 @@
-#include "allocator/types.h"
+#include "model/types.h"
 
 namespace pdc {
 

@@ -1,4 +1,4 @@
-#include "common/pci_address.h"
+#include "model/pci_address.h"
 
 #include <cstdio>
 

@@ -1,5 +1,4 @@
-// Log line formats of pdc-extender (and any pdc program that logs with
-// spdlog): plain text, or one JSON object per line for log collectors.
+// Log line formats of every pdc program that logs with spdlog: plain text, or one JSON object per line for log collectors.
 //
 // spdlog's pattern language cannot escape: a message holding a quote, a
 // backslash, a newline or an invalid UTF-8 byte (a pod name, an error text
@@ -8,8 +7,8 @@
 // escapes it (JsonEscape below).
 // Thread-safety: MakeLogFormatter is pure; the returned formatter is used by
 // spdlog under its sink lock, like any spdlog formatter.
-#ifndef PDC_EXTENDER_JSON_LOG_H_
-#define PDC_EXTENDER_JSON_LOG_H_
+#ifndef PDC_COMMON_LOG_FORMAT_H_
+#define PDC_COMMON_LOG_FORMAT_H_
 
 #include <memory>
 #include <string>
@@ -17,7 +16,7 @@
 
 #include "spdlog/formatter.h"
 
-namespace pdc::extender {
+namespace pdc {
 
 // Appends `s` to `out` as the inside of a JSON string literal (no quotes):
 // '"' and '\\' escaped, control characters as \n \r \t \b \f or \u00XX, and
@@ -32,6 +31,11 @@ std::string JsonEscape(std::string_view s);
 std::unique_ptr<spdlog::formatter> MakeLogFormatter(bool json,
                                                     std::string_view logger);
 
-}  // namespace pdc::extender
+// Makes the default logger write to stderr as `program`, at `level` (an
+// spdlog level name), as JSON lines or text. Every pdc program calls it
+// first, so `logFormat` and `logLevel` mean the same for all of them.
+void InstallLogging(std::string_view program, bool json, const std::string& level);
 
-#endif  // PDC_EXTENDER_JSON_LOG_H_
+}  // namespace pdc
+
+#endif  // PDC_COMMON_LOG_FORMAT_H_

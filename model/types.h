@@ -2,8 +2,8 @@
 // inventories, device classes, claims with their status and reservation.
 // Plain structs with value semantics; no behaviour beyond formatting and
 // comparison. Thread-safety: value types, not synchronised.
-#ifndef PDC_ALLOCATOR_TYPES_H_
-#define PDC_ALLOCATOR_TYPES_H_
+#ifndef PDC_MODEL_TYPES_H_
+#define PDC_MODEL_TYPES_H_
 
 #include <compare>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/pci_address.h"
+#include "model/pci_address.h"
 
 namespace pdc {
 
@@ -159,4 +159,4 @@ std::string VmIdentity(std::string_view label_vm_name,
 
 }  // namespace pdc
 
-#endif  // PDC_ALLOCATOR_TYPES_H_
+#endif  // PDC_MODEL_TYPES_H_

@@ -3,8 +3,8 @@
 // It is the identity of a device on its node. Packed into 32 bits so that a
 // device record stays small and addresses order the way `lspci` lists them.
 // Thread-safety: value type.
-#ifndef PDC_COMMON_PCI_ADDRESS_H_
-#define PDC_COMMON_PCI_ADDRESS_H_
+#ifndef PDC_MODEL_PCI_ADDRESS_H_
+#define PDC_MODEL_PCI_ADDRESS_H_
 
 #include <compare>
 #include <cstdint>
@@ -56,4 +56,4 @@ class PciAddress {
 
 }  // namespace pdc
 
-#endif  // PDC_COMMON_PCI_ADDRESS_H_
+#endif  // PDC_MODEL_PCI_ADDRESS_H_

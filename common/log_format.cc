@@ -1,12 +1,14 @@
-#include "extender/json_log.h"
+#include "common/log_format.h"
 
 #include <ctime>
 #include <utility>
 
 #include "spdlog/details/log_msg.h"
 #include "spdlog/pattern_formatter.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
 
-namespace pdc::extender {
+namespace pdc {
 namespace {
 
 // Length of the well-formed UTF-8 sequence starting at s[i] (Unicode 15,
@@ -134,4 +136,14 @@ std::unique_ptr<spdlog::formatter> MakeLogFormatter(bool json,
   return f;
 }
 
-}  // namespace pdc::extender
+void InstallLogging(std::string_view program, bool json, const std::string& level) {
+  const std::string name(program);
+  // Replacing the default logger: a logger of the same name from an earlier
+  // call would make spdlog refuse the new one.
+  spdlog::drop(name);
+  spdlog::set_default_logger(spdlog::stderr_color_mt(name));
+  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::set_formatter(MakeLogFormatter(json, program));
+}
+
+}  // namespace pdc
