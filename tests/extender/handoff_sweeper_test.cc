@@ -11,31 +11,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/extender/extender_fixture.h"
+#include "tests/testing/fake_kube.h"
 
 namespace pdc::extender::testing {
 namespace {
 
-class FakeKube final : public KubeClient {
- public:
-  absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name) override {
-    absl::MutexLock lock(&mu_);
-    gets.push_back(absl::StrCat(Sv(ns), "/", Sv(name)));
-    if (!answer.ok()) return answer.status();
-    return *answer;
-  }
-  absl::Status AnnotatePod(std::string_view, std::string_view, std::string_view,
-                           std::string_view) override {
-    return absl::OkStatus();
-  }
-  absl::Status BindPod(std::string_view, std::string_view, std::string_view,
-                       std::string_view) override {
-    return absl::OkStatus();
-  }
-
-  absl::Mutex mu_;
-  std::vector<std::string> gets;
-  absl::StatusOr<std::string> answer;
-};
+using ::pdc::testing::FakeKube;
 
 std::string PodJson(std::string_view uid, std::string_view phase) {
   return absl::StrCat(R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":"virt-launcher-vm1-x7k2p","namespace":"default","uid":")",
@@ -72,17 +53,18 @@ class HandoffSweeperTest : public ExtenderFixture, public ::testing::WithParamIn
 };
 
 TEST_P(HandoffSweeperTest, DecidesByWhatTheApiserverSays) {
-  kube_.answer = GetParam().answer;
+  kube_.SetPod(GetParam().answer);
   HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_, &notifier_);
   EXPECT_EQ(sweeper.SweepOnce(), 0u);  // First seen now: not asked yet.
-  EXPECT_TRUE(kube_.gets.empty());
+  EXPECT_THAT(kube_.calls(), ::testing::IsEmpty());
   clock_.Advance(absl::Seconds(29));
   EXPECT_EQ(sweeper.SweepOnce(), 0u);
-  EXPECT_TRUE(kube_.gets.empty());
+  EXPECT_THAT(kube_.calls(), ::testing::IsEmpty());
   clock_.Advance(absl::Seconds(1));
   const uint64_t before = notifier_.version();
   EXPECT_EQ(sweeper.SweepOnce(), GetParam().cancelled ? 1u : 0u);
-  EXPECT_THAT(kube_.gets, ::testing::ElementsAre("default/virt-launcher-vm1-x7k2p"));
+  EXPECT_THAT(kube_.calls(),
+              ::testing::ElementsAre("GET default/virt-launcher-vm1-x7k2p"));
   EXPECT_EQ(allocator_->PendingHandoffs("").empty(), GetParam().cancelled);
   EXPECT_EQ(notifier_.version() > before, GetParam().cancelled);
   ASSERT_OK_AND_ASSIGN(Claim c, allocator_->GetClaim({"default", "vm1-nvme"}));
@@ -103,7 +85,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 TEST_F(HandoffSweeperTest, ForgetsPodsThatAreNoLongerPending) {
-  kube_.answer = PodJson("uid-1", "Running");
+  kube_.SetPod(PodJson("uid-1", "Running"));
   HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_, &notifier_);
   EXPECT_EQ(sweeper.SweepOnce(), 0u);
   ASSERT_OK(allocator_
@@ -112,7 +94,7 @@ TEST_F(HandoffSweeperTest, ForgetsPodsThatAreNoLongerPending) {
                 .status());
   clock_.Advance(absl::Minutes(5));
   EXPECT_EQ(sweeper.SweepOnce(), 0u);
-  EXPECT_TRUE(kube_.gets.empty());  // Confirmed: nothing to ask about.
+  EXPECT_THAT(kube_.calls(), ::testing::IsEmpty());  // Confirmed: nothing to ask about.
 }
 
 }  // namespace
