@@ -13,12 +13,14 @@
 #include "extender/http_server.h"
 #include "extender/kube_http_client.h"
 #include "tests/extender/extender_fixture.h"
-#include "tests/extender/test_certs.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/test_certs.h"
 
 namespace pdc::extender::testing {
 namespace {
 
+using ::pdc::testing::MakeTestPki;
+using ::pdc::testing::TestPki;
 using ::testing::HasSubstr;
 
 std::unique_ptr<HttpClient> TlsClient(uint16_t port, const TestPki& pki,
