@@ -35,7 +35,8 @@ class HandoffSweeperTest : public ExtenderFixture, public ::testing::WithParamIn
   void SetUp() override {
     allocator_options_.serialize_handoffs = true;
     Open();
-    Report("node-a", {Nvme("0000:3b:00.0", 12, "SNA0"), Nvme("0000:5e:00.0", 13, "SNA1")});
+    Report("node-a", {NvmeDevice("0000:3b:00.0", 12, 0, "SNA0"),
+                      NvmeDevice("0000:5e:00.0", 13, 0, "SNA1")});
     ASSERT_EQ(Post("/scheduler/filter", NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"})).status,
               200);
     ASSERT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body,
