@@ -1,4 +1,5 @@
 // Claim lifecycle, validation, inventory and recovery of the allocator core.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,10 +9,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/allocator/allocator_test_util.h"
+#include "tests/testing/faulty_store.h"
 
 namespace pdc::testing {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -170,15 +173,51 @@ TEST_F(ClaimsTest, StateAfterRecoveryEqualsStateBefore) {
   EXPECT_THAT(Fitting(VmPod("vm1", "u9", 2, {"data"}), {"node-b", "node-a"}), ElementsAre("node-a"));
 }
 
-TEST_F(ClaimsTest, FailedSyncFailsTheAllocatorForGood) {
-  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1), NvmeDevice("0000:5e:00.0", 2)}));
-  store_.FailNextSync(absl::UnavailableError("fsync: Input/output error"));
-  EXPECT_THAT(allocator_->Bind(VmPod("vm1", "u1"), "node-a"),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("must be restarted")));
-  EXPECT_THAT(allocator_->Health(), StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(allocator_->CreateClaim({"default", "x"}, Spec(kNvme, 1)),
+// An allocator writing through a store that fails on command; the
+// fixture's MemoryStore underneath holds what was written. Declared after
+// `faulty_`, the allocator is destroyed first.
+class FaultyStoreTest : public AllocatorFixture {
+ protected:
+  void SetUp() override {
+    AllocatorFixture::SetUp();
+    allocator_.reset();
+    ASSERT_OK_AND_ASSIGN(allocator_on_faulty_,
+                         Allocator::Open(TestOptions(), &faulty_, &clock_));
+    ASSERT_OK(allocator_on_faulty_->ReplaceInventory(
+        Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1), NvmeDevice("0000:5e:00.0", 2)})));
+  }
+
+  FaultyStore faulty_{&store_};
+  std::unique_ptr<Allocator> allocator_on_faulty_;
+};
+
+TEST_F(FaultyStoreTest, FailedSyncFailsTheAllocatorForGood) {
+  Allocator* allocator = allocator_on_faulty_.get();
+  faulty_.FailNextSync(absl::UnavailableError("fsync: Input/output error"));
+  EXPECT_THAT(allocator->Bind(VmPod("vm1", "u1"), "node-a"),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("fsync: Input/output error"),
+                             HasSubstr("must be restarted"))));
+  EXPECT_THAT(allocator->Health(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(allocator->CreateClaim({"default", "x"}, Spec(kNvme, 1)),
               StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(allocator_->Checkpoint(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(allocator->Checkpoint(), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// A record the store refuses is not applied: the allocator answers with the
+// store's error, changes nothing, and carries on.
+TEST_F(FaultyStoreTest, RefusedAppendChangesNothing) {
+  Allocator* allocator = allocator_on_faulty_.get();
+  const uint64_t revision = allocator->revision();
+  faulty_.FailNextAppend(absl::AbortedError("another writer got there first"));
+  EXPECT_THAT(allocator->Bind(VmPod("vm1", "u1"), "node-a"),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("another writer")));
+  EXPECT_EQ(allocator->revision(), revision);
+  EXPECT_THAT(allocator->ListClaims(""), IsEmpty());
+  EXPECT_EQ(allocator->Stats().devices_allocated, 0u);
+  EXPECT_OK(allocator->Health());
+  ASSERT_OK(allocator->Bind(VmPod("vm1", "u1"), "node-a").status());
+  EXPECT_EQ(allocator->Stats().devices_allocated, 1u);
 }
 
 TEST_F(ClaimsTest, BadOptionsNameTheField) {
