@@ -37,7 +37,6 @@ absl::StatusOr<RecoveryReport> MemoryStore::Recover(const RecordVisitor& apply) 
 
 absl::StatusOr<Store::Ticket> MemoryStore::Append(const Record& record) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(failed_);
   if (record.revision != last_revision_ + 1) {
     return absl::InternalError(absl::StrCat("append of revision ", record.revision,
                                             " after ", last_revision_));
@@ -48,13 +47,9 @@ absl::StatusOr<Store::Ticket> MemoryStore::Append(const Record& record) {
   return record.revision;
 }
 
-absl::Status MemoryStore::Sync(Ticket ticket) {
-  absl::MutexLock lock(&mu_);
-  if (!injected_.ok()) {
-    failed_ = std::exchange(injected_, absl::OkStatus());
-  }
-  return failed_;
-}
+// An appended record is as durable as memory makes it; there is no I/O to
+// wait for or to fail (tests inject failures with a wrapping Store).
+absl::Status MemoryStore::Sync(Ticket) { return absl::OkStatus(); }
 
 uint64_t MemoryStore::RecordsSinceCheckpoint() const {
   absl::MutexLock lock(&mu_);
@@ -63,7 +58,6 @@ uint64_t MemoryStore::RecordsSinceCheckpoint() const {
 
 absl::Status MemoryStore::BeginCheckpoint(uint64_t revision) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(failed_);
   if (revision != last_revision_) {
     return absl::InternalError("checkpoint revision is not the last append");
   }
@@ -73,22 +67,13 @@ absl::Status MemoryStore::BeginCheckpoint(uint64_t revision) {
 
 absl::Status MemoryStore::WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(failed_);
   // Encoded, as a file would hold it; Recover decodes it.
   snapshot_ = std::string(snapshot);
   std::erase_if(log_, [&](const LoggedRecord& r) { return r.revision <= revision; });
   return absl::OkStatus();
 }
 
-absl::Status MemoryStore::Health() const {
-  absl::MutexLock lock(&mu_);
-  return failed_;
-}
-
-void MemoryStore::FailNextSync(absl::Status error) {
-  absl::MutexLock lock(&mu_);
-  injected_ = std::move(error);
-}
+absl::Status MemoryStore::Health() const { return absl::OkStatus(); }
 
 std::vector<Record> MemoryStore::LogForTest() const {
   absl::MutexLock lock(&mu_);

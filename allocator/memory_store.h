@@ -1,8 +1,7 @@
 // MemoryStore: a Store that keeps records in memory. Used by tests, by the
 // simulator, and by `--store=memory` for throwaway runs. A second Allocator
 // opened on the same MemoryStore recovers what the first one wrote, which
-// lets tests exercise recovery without files. It can inject a Sync failure
-// to test the failure policy described in store.h.
+// lets tests exercise recovery without files.
 // Thread-safety: all methods are thread-safe.
 #ifndef PDC_ALLOCATOR_MEMORY_STORE_H_
 #define PDC_ALLOCATOR_MEMORY_STORE_H_
@@ -29,10 +28,6 @@ class MemoryStore final : public Store {
   absl::Status WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) override;
   absl::Status Health() const override;
 
-  // The next Sync fails with `error`, and the store stays failed, as the file
-  // store does after an fsync error.
-  void FailNextSync(absl::Status error);
-
   // Records in the log (after the snapshot), for tests.
   std::vector<Record> LogForTest() const;
 
@@ -46,8 +41,6 @@ class MemoryStore final : public Store {
   std::vector<LoggedRecord> log_ ABSL_GUARDED_BY(mu_);
   uint64_t last_revision_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status injected_ ABSL_GUARDED_BY(mu_);
-  absl::Status failed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdc

@@ -1,4 +1,5 @@
 // Claim lifecycle, validation, inventory and recovery of the allocator core.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,10 +9,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/allocator/allocator_test_util.h"
+#include "tests/testing/faulty_store.h"
 
 namespace pdc::testing {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -70,7 +73,7 @@ TEST_F(ClaimsTest, CreateGetListDelete) {
 }
 
 TEST_F(ClaimsTest, DeletingAReservedClaimNeedsForceAndFreesTheDevice) {
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 1)}));
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1)}));
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-a").status());
   EXPECT_THAT(allocator_->DeleteClaim({"default", "vm1-nvme"}, false),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("in use by VM vm1")));
@@ -87,7 +90,7 @@ TEST_F(ClaimsTest, DeletePolicyHandsTheDeviceBackUntilTheDriverDid) {
   AllocatorOptions o = TestOptions();
   o.template_reclaim_policy = ReclaimPolicy::kDelete;
   Reopen(o);
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 1), Nvme("0000:5e:00.0", 2)}));
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1), NvmeDevice("0000:5e:00.0", 2)}));
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-a").status());
   ASSERT_OK_AND_ASSIGN(NodeAllocations before, allocator_->GetNodeAllocations("node-a"));
   ASSERT_EQ(before.claimed.size(), 1u);
@@ -99,12 +102,12 @@ TEST_F(ClaimsTest, DeletePolicyHandsTheDeviceBackUntilTheDriverDid) {
   EXPECT_GT(after.version, before.version);
   EXPECT_THAT(after.return_to_host, ElementsAre(Addr("0000:3b:00.0")));
   // While the device is still on vfio-pci it stays on the list.
-  Device on_vfio = Nvme("0000:3b:00.0", 1);
+  Device on_vfio = NvmeDevice("0000:3b:00.0", 1);
   on_vfio.driver = "vfio-pci";
-  Report(Inventory("node-a", {on_vfio, Nvme("0000:5e:00.0", 2)}));
+  Report(Inventory("node-a", {on_vfio, NvmeDevice("0000:5e:00.0", 2)}));
   EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr("0000:3b:00.0")));
   // The driver gave it back to nvme: done.
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 1), Nvme("0000:5e:00.0", 2)}));
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1), NvmeDevice("0000:5e:00.0", 2)}));
   EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, IsEmpty());
 }
 
@@ -112,16 +115,16 @@ TEST_F(ClaimsTest, InventoryValidationAndFiltering) {
   EXPECT_THAT(allocator_->ReplaceInventory(Inventory("Node_A", {})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("node:")));
   EXPECT_THAT(allocator_->ReplaceInventory(
-                  Inventory("node-a", {Nvme("0000:3b:00.0", 1), Nvme("0000:3b:00.0", 2)})),
+                  Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1), NvmeDevice("0000:3b:00.0", 2)})),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("address 0000:3b:00.0 is listed twice")));
-  Device bad_numa = Nvme("0000:3b:00.0", 1, -5);
+  Device bad_numa = NvmeDevice("0000:3b:00.0", 1, -5);
   EXPECT_THAT(allocator_->ReplaceInventory(Inventory("node-a", {bad_numa})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("devices[0].numaNode")));
-  Device nic = Nvme("0000:02:00.0", 9);
+  Device nic = NvmeDevice("0000:02:00.0", 9);
   nic.vendor_id = 0x8086;
   nic.device_id = 0x1572;
-  Report(Inventory("node-a", {nic, Nvme("0000:3b:00.0", 1)}));
+  Report(Inventory("node-a", {nic, NvmeDevice("0000:3b:00.0", 1)}));
   ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
   ASSERT_EQ(v.inventory.devices.size(), 1u);  // The NIC is no configured class.
   EXPECT_TRUE(v.reporting);
@@ -129,19 +132,19 @@ TEST_F(ClaimsTest, InventoryValidationAndFiltering) {
 }
 
 TEST_F(ClaimsTest, HeartbeatsAreNotPersisted) {
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 1)}));
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1)}));
   const uint64_t revision = allocator_->revision();
   for (int i = 0; i < 10; ++i) {
     clock_.Advance(absl::Seconds(10));
-    Report(Inventory("node-a", {Nvme("0000:3b:00.0", 1)}));
+    Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1)}));
   }
   EXPECT_EQ(allocator_->revision(), revision);
   EXPECT_TRUE(allocator_->GetNode("node-a")->reporting);
 }
 
 TEST_F(ClaimsTest, StateAfterRecoveryEqualsStateBefore) {
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 1, 0), Nvme("0000:5e:00.0", 2, 1)}));
-  Report(Inventory("node-b", {Nvme("0000:3b:00.0", 1)}));
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1, 0), NvmeDevice("0000:5e:00.0", 2, 1)}));
+  Report(Inventory("node-b", {NvmeDevice("0000:3b:00.0", 1)}));
   ASSERT_OK(allocator_->CreateClaim({"default", "data"}, Spec(kNvme, 1)).status());
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1", 2, {"data"}), "node-a").status());
   ASSERT_OK(allocator_->Bind(VmPod("vm2", "u2"), "node-b").status());
@@ -166,19 +169,55 @@ TEST_F(ClaimsTest, StateAfterRecoveryEqualsStateBefore) {
   EXPECT_EQ(Filter(VmPod("vm1", "u9", 2, {"data"}), {"node-a"}).nodes[0].reason,
             FilterReason::kNotReporting);
   // ...and then the VM is where it was.
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 1, 0), Nvme("0000:5e:00.0", 2, 1)}));
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1, 0), NvmeDevice("0000:5e:00.0", 2, 1)}));
   EXPECT_THAT(Fitting(VmPod("vm1", "u9", 2, {"data"}), {"node-b", "node-a"}), ElementsAre("node-a"));
 }
 
-TEST_F(ClaimsTest, FailedSyncFailsTheAllocatorForGood) {
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 1), Nvme("0000:5e:00.0", 2)}));
-  store_.FailNextSync(absl::UnavailableError("fsync: Input/output error"));
-  EXPECT_THAT(allocator_->Bind(VmPod("vm1", "u1"), "node-a"),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("must be restarted")));
-  EXPECT_THAT(allocator_->Health(), StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(allocator_->CreateClaim({"default", "x"}, Spec(kNvme, 1)),
+// An allocator writing through a store that fails on command; the
+// fixture's MemoryStore underneath holds what was written. Declared after
+// `faulty_`, the allocator is destroyed first.
+class FaultyStoreTest : public AllocatorFixture {
+ protected:
+  void SetUp() override {
+    AllocatorFixture::SetUp();
+    allocator_.reset();
+    ASSERT_OK_AND_ASSIGN(allocator_on_faulty_,
+                         Allocator::Open(TestOptions(), &faulty_, &clock_));
+    ASSERT_OK(allocator_on_faulty_->ReplaceInventory(
+        Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1), NvmeDevice("0000:5e:00.0", 2)})));
+  }
+
+  FaultyStore faulty_{&store_};
+  std::unique_ptr<Allocator> allocator_on_faulty_;
+};
+
+TEST_F(FaultyStoreTest, FailedSyncFailsTheAllocatorForGood) {
+  Allocator* allocator = allocator_on_faulty_.get();
+  faulty_.FailNextSync(absl::UnavailableError("fsync: Input/output error"));
+  EXPECT_THAT(allocator->Bind(VmPod("vm1", "u1"), "node-a"),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("fsync: Input/output error"),
+                             HasSubstr("must be restarted"))));
+  EXPECT_THAT(allocator->Health(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(allocator->CreateClaim({"default", "x"}, Spec(kNvme, 1)),
               StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(allocator_->Checkpoint(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(allocator->Checkpoint(), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// A record the store refuses is not applied: the allocator answers with the
+// store's error, changes nothing, and carries on.
+TEST_F(FaultyStoreTest, RefusedAppendChangesNothing) {
+  Allocator* allocator = allocator_on_faulty_.get();
+  const uint64_t revision = allocator->revision();
+  faulty_.FailNextAppend(absl::AbortedError("another writer got there first"));
+  EXPECT_THAT(allocator->Bind(VmPod("vm1", "u1"), "node-a"),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("another writer")));
+  EXPECT_EQ(allocator->revision(), revision);
+  EXPECT_THAT(allocator->ListClaims(""), IsEmpty());
+  EXPECT_EQ(allocator->Stats().devices_allocated, 0u);
+  EXPECT_OK(allocator->Health());
+  ASSERT_OK(allocator->Bind(VmPod("vm1", "u1"), "node-a").status());
+  EXPECT_EQ(allocator->Stats().devices_allocated, 1u);
 }
 
 TEST_F(ClaimsTest, BadOptionsNameTheField) {
@@ -202,8 +241,8 @@ TEST_F(ClaimsTest, BadOptionsNameTheField) {
 }
 
 TEST_F(ClaimsTest, StatsCountPhasesAndDevices) {
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 1), Nvme("0000:5e:00.0", 2), [] {
-                                Device d = Nvme("0000:86:00.0", 3);
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1), NvmeDevice("0000:5e:00.0", 2), [] {
+                                Device d = NvmeDevice("0000:86:00.0", 3);
                                 d.health = DeviceHealth::kUnhealthy;
                                 return d;
                               }()}));

@@ -29,7 +29,7 @@ std::vector<Device> NodeDevices(int node, std::mt19937& rng, bool randomize) {
     std::snprintf(addr, sizeof(addr), "0000:%02x:00.0", 0x10 + d);
     // Devices 2 and 3 share an IOMMU group on odd nodes.
     int group = (node % 2 == 1 && d >= 2) ? 100 : d;
-    Device dev = Nvme(addr, group, d / 2);
+    Device dev = NvmeDevice(addr, group, d / 2);
     if (randomize) {
       std::uniform_int_distribution<int> pick(0, 9);
       int roll = pick(rng);

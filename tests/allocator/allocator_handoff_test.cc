@@ -29,9 +29,9 @@ class HandoffTest : public AllocatorFixture {
   }
 
   void ReportNodes() {
-    Report(Inventory("node-a", {Nvme("0000:3b:00.0", 10), Nvme("0000:5e:00.0", 11),
+    Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 10), NvmeDevice("0000:5e:00.0", 11),
                                 Gpu("0000:af:00.0", 12)}));
-    Report(Inventory("node-b", {Nvme("0000:3b:00.0", 10), Nvme("0000:5e:00.0", 11)}));
+    Report(Inventory("node-b", {NvmeDevice("0000:3b:00.0", 10), NvmeDevice("0000:5e:00.0", 11)}));
   }
 
   BindOutcome MustBind(const SchedulingRequest& r, std::string node) {

@@ -26,44 +26,44 @@ struct PlacementCase {
 TEST_F(PlacementTest, ChoosesDevicesByTheRules) {
   const PlacementCase cases[] = {
       {"lowest address first",
-       {Nvme("0000:5e:00.0", 2), Nvme("0000:3b:00.0", 1), Nvme("0000:86:00.0", 3)},
+       {NvmeDevice("0000:5e:00.0", 2), NvmeDevice("0000:3b:00.0", 1), NvmeDevice("0000:86:00.0", 3)},
        2,
        {"0000:3b:00.0", "0000:5e:00.0"},
        ""},
       {"same NUMA node preferred over lower addresses",
-       {Nvme("0000:3b:00.0", 1, 0), Nvme("0000:5e:00.0", 2, 1), Nvme("0000:86:00.0", 3, 1)},
+       {NvmeDevice("0000:3b:00.0", 1, 0), NvmeDevice("0000:5e:00.0", 2, 1), NvmeDevice("0000:86:00.0", 3, 1)},
        2,
        {"0000:5e:00.0", "0000:86:00.0"},
        ""},
       {"lowest NUMA node that fits",
-       {Nvme("0000:3b:00.0", 1, 0), Nvme("0000:3c:00.0", 2, 0), Nvme("0000:86:00.0", 3, 1),
-        Nvme("0000:87:00.0", 4, 1)},
+       {NvmeDevice("0000:3b:00.0", 1, 0), NvmeDevice("0000:3c:00.0", 2, 0), NvmeDevice("0000:86:00.0", 3, 1),
+        NvmeDevice("0000:87:00.0", 4, 1)},
        2,
        {"0000:3b:00.0", "0000:3c:00.0"},
        ""},
       {"spans NUMA nodes when it must",
-       {Nvme("0000:3b:00.0", 1, 0), Nvme("0000:86:00.0", 3, 1)},
+       {NvmeDevice("0000:3b:00.0", 1, 0), NvmeDevice("0000:86:00.0", 3, 1)},
        2,
        {"0000:3b:00.0", "0000:86:00.0"},
        ""},
       {"shared group is taken whole",
-       {Nvme("0000:3b:00.0", 7), Nvme("0000:3b:00.1", 7)},
+       {NvmeDevice("0000:3b:00.0", 7), NvmeDevice("0000:3b:00.1", 7)},
        2,
        {"0000:3b:00.0", "0000:3b:00.1"},
        ""},
       {"shared group is not split",
-       {Nvme("0000:3b:00.0", 7), Nvme("0000:3b:00.1", 7)},
+       {NvmeDevice("0000:3b:00.0", 7), NvmeDevice("0000:3b:00.1", 7)},
        1,
        {},
        "cannot be split along IOMMU groups: want 1, free groups of sizes [2]"},
       {"exact fit skips a group that would overshoot",
-       {Nvme("0000:01:00.0", 5), Nvme("0000:01:00.1", 5), Nvme("0000:3b:00.0", 1)},
+       {NvmeDevice("0000:01:00.0", 5), NvmeDevice("0000:01:00.1", 5), NvmeDevice("0000:3b:00.0", 1)},
        1,
        {"0000:3b:00.0"},
        ""},
       {"group with an unhealthy member is unusable",
-       {Nvme("0000:3b:00.0", 7), [] {
-          Device d = Nvme("0000:3b:00.1", 7);
+       {NvmeDevice("0000:3b:00.0", 7), [] {
+          Device d = NvmeDevice("0000:3b:00.1", 7);
           d.health = DeviceHealth::kUnhealthy;
           return d;
         }()},
@@ -71,12 +71,12 @@ TEST_F(PlacementTest, ChoosesDevicesByTheRules) {
        {},
        "insufficient free devices.kubevirt.io/nvme: want 2, free 0"},
       {"device without an IOMMU group is never allocated",
-       {Nvme("0000:3b:00.0", -1)},
+       {NvmeDevice("0000:3b:00.0", -1)},
        1,
        {},
        "want 1, free 0"},
       {"group mixing classes is unusable",
-       {Nvme("0000:3b:00.0", 7), Gpu("0000:3b:00.1", 7)},
+       {NvmeDevice("0000:3b:00.0", 7), Gpu("0000:3b:00.1", 7)},
        1,
        {},
        "want 1, free 0"},
@@ -104,7 +104,7 @@ TEST_F(PlacementTest, ChoosesDevicesByTheRules) {
 }
 
 TEST_F(PlacementTest, SecondClaimOfAVmStaysOnItsNumaNode) {
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 1, 0), Nvme("0000:5e:00.0", 2, 1),
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1, 0), NvmeDevice("0000:5e:00.0", 2, 1),
                               Gpu("0000:17:00.0", 3, 0), Gpu("0000:af:00.0", 4, 1)}));
   // The VM first gets its NVMe on NUMA 1 (pinned), then asks for a GPU too.
   ClaimSpec pinned = Spec(kNvme, 1);
@@ -121,8 +121,8 @@ TEST_F(PlacementTest, SecondClaimOfAVmStaysOnItsNumaNode) {
 }
 
 TEST_F(PlacementTest, NumaAlignedNodesScoreHigher) {
-  Report(Inventory("split", {Nvme("0000:3b:00.0", 1, 0), Nvme("0000:86:00.0", 2, 1)}));
-  Report(Inventory("aligned", {Nvme("0000:3b:00.0", 1, 0), Nvme("0000:3c:00.0", 2, 0)}));
+  Report(Inventory("split", {NvmeDevice("0000:3b:00.0", 1, 0), NvmeDevice("0000:86:00.0", 2, 1)}));
+  Report(Inventory("aligned", {NvmeDevice("0000:3b:00.0", 1, 0), NvmeDevice("0000:3c:00.0", 2, 0)}));
   std::vector<std::string> nodes = {"split", "aligned"};
   std::vector<int> s = allocator_->Score(VmPod("vm1", "u1", 2), Names(nodes));
   EXPECT_EQ(s[1], s[0] + 2);

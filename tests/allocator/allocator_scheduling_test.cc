@@ -20,10 +20,10 @@ class SchedulingTest : public AllocatorFixture {
  protected:
   void SetUp() override {
     AllocatorFixture::SetUp();
-    Report(Inventory("node-a", {Nvme("0000:3b:00.0", 10), Nvme("0000:5e:00.0", 11)}));
-    Report(Inventory("node-b", {Nvme("0000:3b:00.0", 20)}));
-    Report(Inventory("node-c", {Nvme("0000:3b:00.0", 30), Nvme("0000:3c:00.0", 31),
-                                Nvme("0000:3d:00.0", 32)}));
+    Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 10), NvmeDevice("0000:5e:00.0", 11)}));
+    Report(Inventory("node-b", {NvmeDevice("0000:3b:00.0", 20)}));
+    Report(Inventory("node-c", {NvmeDevice("0000:3b:00.0", 30), NvmeDevice("0000:3c:00.0", 31),
+                                NvmeDevice("0000:3d:00.0", 32)}));
   }
 };
 
@@ -174,7 +174,7 @@ TEST_F(SchedulingTest, TemplateClaimSizeChangeIsReported) {
 
 TEST_F(SchedulingTest, NodeNotReportingIsRetryable) {
   clock_.Advance(absl::Seconds(61));
-  Report(Inventory("node-b", {Nvme("0000:3b:00.0", 20)}));  // Only node-b heartbeats.
+  Report(Inventory("node-b", {NvmeDevice("0000:3b:00.0", 20)}));  // Only node-b heartbeats.
   FilterResult f = Filter(VmPod("vm1", "u1"), {"node-a", "node-b", "node-x"});
   EXPECT_EQ(f.nodes[0].verdict, Verdict::kFailed);
   EXPECT_EQ(f.nodes[0].reason, FilterReason::kNotReporting);
@@ -185,7 +185,7 @@ TEST_F(SchedulingTest, NodeNotReportingIsRetryable) {
 }
 
 TEST_F(SchedulingTest, UnhealthyDevicesAreNotAllocated) {
-  Device sick = Nvme("0000:3b:00.0", 20);
+  Device sick = NvmeDevice("0000:3b:00.0", 20);
   sick.health = DeviceHealth::kUnhealthy;
   Report(Inventory("node-b", {sick}));
   FilterResult f = Filter(VmPod("vm1", "u1"), {"node-b"});
@@ -195,7 +195,7 @@ TEST_F(SchedulingTest, UnhealthyDevicesAreNotAllocated) {
 
 TEST_F(SchedulingTest, BoundDeviceTurningUnhealthyIsRetryable) {
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-b").status());
-  Device sick = Nvme("0000:3b:00.0", 20);
+  Device sick = NvmeDevice("0000:3b:00.0", 20);
   sick.health = DeviceHealth::kUnhealthy;
   Report(Inventory("node-b", {sick}));
   FilterResult f = Filter(VmPod("vm1", "u2"), {"node-b"});
@@ -214,25 +214,25 @@ TEST_F(SchedulingTest, NodeGoneTurnsClaimLostAndBackWhenItReturns) {
     EXPECT_EQ(f.MessageFor(i), "claim default/vm1-nvme is Lost: node node-b was removed");
   }
   // The node comes back with the same drive: the claim is Bound again.
-  Report(Inventory("node-b", {Nvme("0000:3b:00.0", 20)}));
+  Report(Inventory("node-b", {NvmeDevice("0000:3b:00.0", 20)}));
   EXPECT_EQ(allocator_->GetClaim({"default", "vm1-nvme"})->status.phase, ClaimPhase::kBound);
   EXPECT_THAT(Fitting(VmPod("vm1", "u3"), kNodes), ElementsAre("node-b"));
 }
 
 TEST_F(SchedulingTest, VanishedOrSwappedDeviceTurnsClaimLost) {
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-a").status());  // 0000:3b:00.0
-  Report(Inventory("node-a", {Nvme("0000:5e:00.0", 11)}));
+  Report(Inventory("node-a", {NvmeDevice("0000:5e:00.0", 11)}));
   EXPECT_THAT(allocator_->GetClaim({"default", "vm1-nvme"})->status.lost_reason,
               HasSubstr("device 0000:3b:00.0 is no longer reported by node node-a"));
   // A different drive in the same slot is not the VM's drive.
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 10, -1, "OTHER"), Nvme("0000:5e:00.0", 11)}));
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 10, -1, "OTHER"), NvmeDevice("0000:5e:00.0", 11)}));
   ASSERT_OK_AND_ASSIGN(Claim c, allocator_->GetClaim({"default", "vm1-nvme"}));
   EXPECT_EQ(c.status.phase, ClaimPhase::kLost);
   EXPECT_THAT(c.status.lost_reason, HasSubstr("now has serial OTHER"));
   // Nobody else gets the slot while the Lost claim exists.
   EXPECT_EQ(Filter(VmPod("vm2", "u2", 2), {"node-a"}).nodes[0].reason,
             FilterReason::kInsufficient);
-  Report(Inventory("node-a", {Nvme("0000:3b:00.0", 10), Nvme("0000:5e:00.0", 11)}));
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 10), NvmeDevice("0000:5e:00.0", 11)}));
   EXPECT_EQ(allocator_->GetClaim({"default", "vm1-nvme"})->status.phase, ClaimPhase::kBound);
 }
 

@@ -1,6 +1,7 @@
-// Builders shared by the allocator tests: device classes, inventories,
+// Builders shared by the allocator tests: device classes, GPUs, claims,
 // scheduling requests, and a fixture holding an allocator on a MemoryStore
-// with a fake clock.
+// with a fake clock. NVMe devices and inventories come from
+// tests/testing/inventory_builders.h.
 #ifndef PDC_TESTS_ALLOCATOR_ALLOCATOR_TEST_UTIL_H_
 #define PDC_TESTS_ALLOCATOR_ALLOCATOR_TEST_UTIL_H_
 
@@ -13,42 +14,26 @@
 #include "allocator/memory_store.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/inventory_builders.h"
 #include "tests/testing/status_matchers.h"
 
 namespace pdc::testing {
 
-inline constexpr char kNvme[] = "devices.kubevirt.io/nvme";
 inline constexpr char kGpu[] = "nvidia.com/gpu";
 
 inline AllocatorOptions TestOptions() {
   AllocatorOptions o;
   o.device_classes = {
-      DeviceClass{kNvme, {PciSelector{0x1b36, 0x0010, std::nullopt},
-                          PciSelector{0x8086, 0x5845, std::nullopt}}},
+      NvmeClass(),
       DeviceClass{kGpu, {PciSelector{0x10de, 0x20b0, std::nullopt}}},
   };
   o.node_stale_after = absl::Seconds(60);
   return o;
 }
 
-inline PciAddress Addr(std::string_view s) { return *PciAddress::Parse(s); }
-
-inline Device Nvme(std::string_view address, int group, int numa = -1,
-                   std::string serial = "") {
-  Device d;
-  d.address = Addr(address);
-  d.vendor_id = 0x1b36;
-  d.device_id = 0x0010;
-  d.class_code = 0x010802;
-  d.iommu_group = group;
-  d.numa_node = static_cast<int16_t>(numa);
-  d.serial = serial.empty() ? "SN-" + std::string(address) : serial;
-  d.driver = "nvme";
-  return d;
-}
-
+// A GPU (10de:20b0) on the `nvidia` driver, without a serial.
 inline Device Gpu(std::string_view address, int group, int numa = -1) {
-  Device d = Nvme(address, group, numa);
+  Device d = NvmeDevice(address, group, numa);
   d.vendor_id = 0x10de;
   d.device_id = 0x20b0;
   d.class_code = 0x030200;
@@ -62,10 +47,6 @@ inline ClaimSpec Spec(std::string resource, int count) {
   s.resource_name = std::move(resource);
   s.count = count;
   return s;
-}
-
-inline NodeInventory Inventory(std::string node, std::vector<Device> devices) {
-  return NodeInventory{std::move(node), std::move(devices)};
 }
 
 // A virt-launcher pod of VM `vm` in `ns` requesting `nvme` NVMe devices.

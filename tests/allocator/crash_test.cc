@@ -35,40 +35,39 @@
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/inventory_builders.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
 namespace pdc {
 namespace {
 
-constexpr char kResource[] = "devices.kubevirt.io/nvme";
 constexpr char kNamespace[] = "default";
 constexpr int kNodes = 4;
 constexpr int kDevicesPerNode = 5;
 constexpr int kWorkers = 3;  // Concurrent binders: group commit under kill.
 
+using ::pdc::testing::kNvme;
+using ::pdc::testing::NvmeDevice;
+using ::pdc::testing::QemuNvmeSelector;
+
 AllocatorOptions Options() {
   AllocatorOptions options;
-  options.device_classes.push_back(
-      DeviceClass{kResource, {PciSelector{0x1b36, 0x0010, std::nullopt}}});
+  options.device_classes.push_back(DeviceClass{kNvme, {QemuNvmeSelector()}});
   options.checkpoint_every_records = 40;
   return options;
 }
 
 std::string NodeName(int i) { return absl::StrCat("node-", i); }
 
-NodeInventory Inventory(int node) {
+// kDevicesPerNode drives already on vfio-pci at 0000:1x:00.0, each in its
+// own IOMMU group, alternating between two NUMA nodes.
+NodeInventory NodeWithDrives(int node) {
   NodeInventory inv;
   inv.node = NodeName(node);
   for (int i = 0; i < kDevicesPerNode; ++i) {
-    Device d;
-    d.address = PciAddress(0, static_cast<uint8_t>(0x10 + i), 0, 0);
-    d.vendor_id = 0x1b36;
-    d.device_id = 0x0010;
-    d.class_code = 0x010802;
-    d.iommu_group = 20 + i;
-    d.numa_node = static_cast<int16_t>(i % 2);
-    d.serial = absl::StrCat("SN-", node, "-", i);
+    Device d = NvmeDevice(PciAddress(0, static_cast<uint8_t>(0x10 + i), 0, 0),
+                          20 + i, i % 2, absl::StrCat("SN-", node, "-", i));
     d.driver = "vfio-pci";
     inv.devices.push_back(d);
   }
@@ -113,7 +112,7 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
     if (op < 55 || mine.empty()) {
       ClaimKey key{kNamespace, absl::StrCat("c", cycle, "-", worker, "-", i)};
       ClaimSpec spec;
-      spec.resource_name = kResource;
+      spec.resource_name = kNvme;
       spec.count = rng() % 4 == 0 ? 2 : 1;
       spec.reclaim_policy =
           rng() % 2 ? ReclaimPolicy::kDelete : ReclaimPolicy::kRetain;
@@ -125,7 +124,7 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
       req.pod_name = "virt-launcher-" + req.vm;
       req.pod_uid = absl::StrCat("uid-", cycle, "-", worker, "-", i);
       req.claim_names = {key.name};
-      req.resources = {{kResource, spec.count}};
+      req.resources = {{kNvme, spec.count}};
       bool bound = false;
       const int start = static_cast<int>(rng() % kNodes);
       for (int k = 0; k < kNodes && !bound; ++k) {
@@ -184,7 +183,7 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
   if (!alloc.ok()) out.Die("open allocator", alloc.status());
   Allocator& a = **alloc;
   for (int n = 0; n < kNodes; ++n) {
-    if (absl::Status s = a.ReplaceInventory(Inventory(n)); !s.ok()) {
+    if (absl::Status s = a.ReplaceInventory(NodeWithDrives(n)); !s.ok()) {
       out.Die("inventory", s);
     }
   }

@@ -17,6 +17,7 @@
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/inventory_builders.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 
@@ -84,12 +85,9 @@ Record MakeRecord(uint64_t revision) {
   if (revision % 4 == 0) {
     NodeRecord n;
     n.inventory.node = absl::StrCat("node-", revision % 3);
-    Device d;
-    d.address = PciAddress(0, 0x3b, 0, 0);
-    d.vendor_id = 0x1b36;
-    d.device_id = 0x0010;
-    d.serial = absl::StrCat("SN", revision);
-    n.inventory.devices.push_back(d);
+    n.inventory.devices.push_back(
+        testing::NvmeDevice("0000:3b:00.0", /*iommu_group=*/-1, /*numa_node=*/-1,
+                            absl::StrCat("SN", revision)));
     r.mutations.push_back(PutNode{n});
   }
   return r;

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/inventory_builders.h"
 #include "tests/testing/status_matchers.h"
 
 namespace pdc {
@@ -36,15 +37,8 @@ Record SampleRecord() {
   r.mutations.push_back(DeleteClaim{{"ns2", "old"}});
   NodeRecord n;
   n.inventory.node = "node-a";
-  Device d;
-  d.address = *PciAddress::Parse("0000:3b:00.0");
-  d.vendor_id = 0x1b36;
-  d.device_id = 0x0010;
-  d.class_code = 0x010802;
-  d.iommu_group = 12;
-  d.numa_node = -1;
+  Device d = testing::NvmeDevice("0000:3b:00.0", 12, -1, "SN1");
   d.health = DeviceHealth::kUnhealthy;
-  d.serial = "SN1";
   d.driver = "vfio-pci";
   n.inventory.devices.push_back(d);
   n.return_to_host = {*PciAddress::Parse("0000:5e:00.0")};
@@ -80,7 +74,7 @@ TEST(RecordTest, PutsEncoderMatchesEncodeRecord) {
 }
 
 TEST(RecordTest, EncodedSnapshotIsTheEncodedSnapshotRecord) {
-  ClusterState state({DeviceClass{"devices.kubevirt.io/nvme", {PciSelector{0x1b36, 0x0010, {}}}}});
+  ClusterState state({DeviceClass{testing::kNvme, {testing::QemuNvmeSelector()}}});
   Record sample = SampleRecord();
   // Node, then its claim, then a second claim on an unknown node.
   Record r1;

@@ -18,16 +18,8 @@ using testing::Addr;
 using ::testing::HasSubstr;
 
 NodeInventory OneDevice() {
-  Device d;
-  d.address = Addr("0000:3b:00.0");
-  d.vendor_id = 0x1b36;
-  d.device_id = 0x0010;
-  d.class_code = 0x010802;
-  d.iommu_group = 12;
-  d.numa_node = -1;
-  d.serial = "SN1";
-  d.driver = "nvme";
-  return NodeInventory{"node-a", {d}};
+  return pdc::testing::Inventory(
+      "node-a", {pdc::testing::NvmeDevice("0000:3b:00.0", 12, -1, "SN1")});
 }
 
 TEST(ExtenderJsonTest, EncodesInventoryAsTheRestApiSays) {

@@ -1,8 +1,13 @@
 #include "driver/node_reconciler.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "common/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,15 +27,21 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // An in-memory pdc-extender: records inventories, answers allocations.
+// Not thread-safe: a test that runs the loop on a thread reads it only after
+// joining that thread.
 class FakeExtender : public ExtenderApi {
  public:
   absl::StatusOr<uint64_t> PutInventory(const NodeInventory& inventory) override {
+    ++calls;
+    if (on_call) on_call();
     if (down) return absl::UnavailableError("cannot reach pdc-extender: Connection refused");
     inventories.push_back(inventory);
     return allocations.version;
   }
   absl::StatusOr<NodeAllocations> GetAllocations(std::string_view node, uint64_t since,
                                                  absl::Duration wait) override {
+    ++calls;
+    if (on_call) on_call();
     if (down) return absl::UnavailableError("cannot reach pdc-extender: Connection refused");
     polls.push_back({since, wait});
     return allocations;
@@ -40,7 +51,32 @@ class FakeExtender : public ExtenderApi {
   NodeAllocations allocations;
   std::vector<NodeInventory> inventories;
   std::vector<std::pair<uint64_t, absl::Duration>> polls;
+  int calls = 0;  // Both methods, up or down.
+  // Run at the start of every call, on the caller's thread.
+  std::function<void()> on_call;
 };
+
+// Runs reconciler.Run(stop) on a thread of its own and joins it once Run
+// returns. A Run that ignores `stop` never returns and cannot be
+// interrupted, so waiting for it is the one place these tests use wall-clock
+// time: after kRunDeadline the test fails and ends the process at once,
+// instead of hanging until ctest's timeout.
+constexpr absl::Duration kRunDeadline = absl::Seconds(20);
+
+void RunUntilItReturns(Reconciler& reconciler, absl::Notification* stop) {
+  absl::Notification returned;
+  std::thread loop([&] {
+    reconciler.Run(stop);
+    returned.Notify();
+  });
+  if (!returned.WaitForNotificationWithTimeout(kRunDeadline)) {
+    ADD_FAILURE() << "Reconciler::Run did not return within " << kRunDeadline
+                  << " of its stop notification";
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
+  loop.join();
+}
 
 class ReconcilerTest : public ::testing::Test {
  protected:
@@ -244,12 +280,53 @@ TEST_F(ReconcilerTest, HealthFollowsTheLoop) {
   EXPECT_TRUE(reconciler_->Healthy());
 }
 
+// Notified before it starts, Run returns without a pass. The extender is up,
+// so a pass would show as a call (and an inventory).
 TEST_F(ReconcilerTest, RunStopsWhenNotified) {
-  api_.down = true;
   absl::Notification stop;
   stop.Notify();
-  reconciler_->Run(&stop);  // Returns without a pass.
+  RunUntilItReturns(*reconciler_, &stop);
+  EXPECT_EQ(api_.calls, 0);
   EXPECT_TRUE(api_.inventories.empty());
+}
+
+// Notified during a pass, Run finishes that pass and starts no other.
+TEST_F(ReconcilerTest, RunStopsAfterThePassItWasNotifiedIn) {
+  absl::Notification stop;
+  api_.on_call = [&] {
+    if (api_.polls.size() == 2) stop.Notify();  // During the third pass.
+  };
+  RunUntilItReturns(*reconciler_, &stop);
+  EXPECT_EQ(api_.polls.size(), 3u);
+  // The first pass reported; the clock did not move, so no heartbeat since.
+  EXPECT_EQ(api_.inventories.size(), 1u);
+}
+
+// With the extender down Run backs off between passes; a stop notification
+// ends the wait at once. The backoff is an hour, so a Run that slept it out
+// would miss kRunDeadline. The test thread notifies after the first failed
+// call, so the notification lands before or during the wait, and both must
+// stop the loop.
+TEST_F(ReconcilerTest, RunWakesFromItsBackoffWhenNotified) {
+  ReconcilerOptions ro;
+  ro.node = "node-a";
+  ro.classes = {NvmeClass()};
+  ro.backoff_initial = absl::Hours(1);
+  ro.backoff_max = absl::Hours(1);
+  Reconciler r(&host_.kernel, binder_.get(), journal_.get(), &api_, nullptr, &clock_, ro);
+  api_.down = true;
+  absl::Notification failed_once;
+  api_.on_call = [&] {
+    if (!failed_once.HasBeenNotified()) failed_once.Notify();
+  };
+  absl::Notification stop;
+  std::thread notifier([&] {
+    failed_once.WaitForNotification();
+    stop.Notify();
+  });
+  RunUntilItReturns(r, &stop);
+  notifier.join();
+  EXPECT_EQ(api_.calls, 1);  // The inventory report, refused; no retry.
 }
 
 TEST(NextBackoffTest, DoublesUpToTheCap) {

@@ -1,5 +1,7 @@
-// Shared fixtures for the driver tests: the NVMe device class and a fake
-// kernel with dev/proc views. Thread-safety: test-only, single thread.
+// Shared fixtures for the driver tests: a fake kernel with dev/proc views,
+// and the NVMe device class and address parser of
+// tests/testing/inventory_builders.h under driver::testing.
+// Thread-safety: test-only, single thread.
 #ifndef PDC_TESTS_DRIVER_TEST_UTIL_H_
 #define PDC_TESTS_DRIVER_TEST_UTIL_H_
 
@@ -11,17 +13,13 @@
 #include "model/pci_address.h"
 #include "driver/sysfs.h"
 #include "tests/driver/fake_sysfs.h"
+#include "tests/testing/inventory_builders.h"
 #include "tests/testing/temp_dir.h"
 
 namespace pdc::driver::testing {
 
-inline DeviceClass NvmeClass() {
-  return DeviceClass{"devices.kubevirt.io/nvme",
-                     {PciSelector{0x1b36, 0x0010, std::nullopt},
-                      PciSelector{0x8086, 0x5845, std::nullopt}}};
-}
-
-inline PciAddress Addr(const std::string& s) { return *PciAddress::Parse(s); }
+using ::pdc::testing::Addr;
+using ::pdc::testing::NvmeClass;
 
 // A temp dir holding a fake kernel plus RealSysfs views of its dev/ and
 // proc/ trees.

@@ -4,47 +4,18 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "common/metrics.h"
-#include "common/strings.h"
 #include "extender/extender_metrics.h"
 #include "extender/scheduler_handlers.h"
 #include "tests/extender/extender_fixture.h"
+#include "tests/testing/fake_kube.h"
 
 namespace pdc::extender::testing {
 namespace {
 
+using ::pdc::testing::FakeKube;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-class FakeKube final : public KubeClient {
- public:
-  absl::StatusOr<std::string> GetPod(std::string_view ns,
-                                     std::string_view name) override {
-    absl::MutexLock lock(&mu_);
-    calls.push_back(absl::StrCat("GET ", Sv(ns), "/", Sv(name)));
-    if (pod.empty()) return absl::NotFoundError("pods \"x\" not found");
-    return pod;
-  }
-  absl::Status AnnotatePod(std::string_view ns, std::string_view name,
-                           std::string_view key, std::string_view value) override {
-    absl::MutexLock lock(&mu_);
-    calls.push_back(absl::StrCat("PATCH ", Sv(ns), "/", Sv(name), " ", Sv(key), "=", Sv(value)));
-    return annotate_error;
-  }
-  absl::Status BindPod(std::string_view ns, std::string_view name,
-                       std::string_view uid, std::string_view node) override {
-    absl::MutexLock lock(&mu_);
-    calls.push_back(absl::StrCat("BIND ", Sv(ns), "/", Sv(name), " ", Sv(uid), " ", Sv(node)));
-    return bind_error;
-  }
-
-  absl::Mutex mu_;
-  std::vector<std::string> calls;
-  std::string pod;
-  absl::Status annotate_error;
-  absl::Status bind_error;
-};
 
 class BindKubeTest : public ExtenderFixture {
  protected:
@@ -76,7 +47,7 @@ TEST_F(BindKubeTest, AnnotatesThenBinds) {
   EXPECT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body,
             R"({"Error":""})");
   EXPECT_THAT(
-      kube_.calls,
+      kube_.calls(),
       ElementsAre(
           R"(PATCH default/virt-launcher-vm1-x7k2p pdc.kubevirt.io/devices={"devices.kubevirt.io/nvme":["0000:3b:00.0","0000:5e:00.0"]})",
           "BIND default/virt-launcher-vm1-x7k2p uid-1 node-a"));
@@ -84,9 +55,9 @@ TEST_F(BindKubeTest, AnnotatesThenBinds) {
 
 TEST_F(BindKubeTest, ApiFailureUndoesTheAllocation) {
   FilterVm1("uid-1");
-  kube_.bind_error = absl::AbortedError(
+  kube_.SetBindStatus(absl::AbortedError(
       "Operation cannot be fulfilled on pods/binding \"virt-launcher-vm1-x7k2p\": pod "
-      "virt-launcher-vm1-x7k2p is already assigned to node \"node-b\"");
+      "virt-launcher-vm1-x7k2p is already assigned to node \"node-b\""));
   HttpResponse r = Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a"));
   EXPECT_EQ(r.status, 200);
   EXPECT_THAT(r.body, HasSubstr(R"({"Error":"Kubernetes API: Operation cannot be fulfilled)"));
@@ -98,7 +69,7 @@ TEST_F(BindKubeTest, ApiFailureUndoesTheAllocation) {
   EXPECT_THAT(text, HasSubstr("pdc_bind_rollbacks_total 1"));
   EXPECT_THAT(text, HasSubstr(R"(pdc_binds_total{result="error"} 1)"));
   // kube-scheduler retries; this time the API agrees.
-  kube_.bind_error = absl::OkStatus();
+  kube_.SetBindStatus(absl::OkStatus());
   EXPECT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body,
             R"({"Error":""})");
   EXPECT_EQ(allocator_->Stats().devices_allocated, 2u);
@@ -106,25 +77,25 @@ TEST_F(BindKubeTest, ApiFailureUndoesTheAllocation) {
 
 TEST_F(BindKubeTest, AnnotationFailureSkipsTheBindingAndUndoes) {
   FilterVm1("uid-1");
-  kube_.annotate_error = absl::UnavailableError("connection refused");
+  kube_.SetAnnotateStatus(absl::UnavailableError("connection refused"));
   HttpResponse r = Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a"));
   EXPECT_THAT(r.body, HasSubstr("Kubernetes API: connection refused"));
-  ASSERT_EQ(kube_.calls.size(), 1u);
+  ASSERT_EQ(kube_.calls().size(), 1u);
   EXPECT_EQ(allocator_->Stats().devices_allocated, 0u);
 }
 
 TEST_F(BindKubeTest, CacheMissReadsThePodFromTheApi) {
-  kube_.pod = VirtLauncherPod("vm1", "uid-7");
+  kube_.SetPod(VirtLauncherPod("vm1", "uid-7"));
   EXPECT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-7", "node-b")).body,
             R"({"Error":""})");
-  ASSERT_EQ(kube_.calls.size(), 3u);
-  EXPECT_EQ(kube_.calls[0], "GET default/virt-launcher-vm1-x7k2p");
+  ASSERT_EQ(kube_.calls().size(), 3u);
+  EXPECT_EQ(kube_.calls()[0], "GET default/virt-launcher-vm1-x7k2p");
   ASSERT_OK_AND_ASSIGN(Claim c, allocator_->GetClaim({"default", "vm1-nvme"}));
   EXPECT_EQ(c.status.node, "node-b");
 }
 
 TEST_F(BindKubeTest, RecreatedPodWithAnotherUidIsRefused) {
-  kube_.pod = VirtLauncherPod("vm1", "uid-new");
+  kube_.SetPod(VirtLauncherPod("vm1", "uid-new"));
   HttpResponse r = Post("/scheduler/bind", BindArgs("vm1", "uid-old", "node-b"));
   EXPECT_THAT(r.body, HasSubstr("now has uid uid-new, not uid-old"));
   EXPECT_EQ(allocator_->Stats().devices_allocated, 0u);
@@ -136,7 +107,7 @@ TEST_F(BindKubeTest, PodWithoutDevicesIsOnlyBound) {
             200);
   EXPECT_EQ(Post("/scheduler/bind", BindArgs("web", "uid-w", "node-a")).body,
             R"({"Error":""})");
-  EXPECT_THAT(kube_.calls, ElementsAre("BIND default/virt-launcher-web-x7k2p uid-w node-a"));
+  EXPECT_THAT(kube_.calls(), ElementsAre("BIND default/virt-launcher-web-x7k2p uid-w node-a"));
 }
 
 TEST(PodCacheTest, BoundedAndExpiring) {

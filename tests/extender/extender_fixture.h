@@ -18,29 +18,20 @@
 #include "extender/router.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/inventory_builders.h"
 #include "tests/testing/status_matchers.h"
 
 namespace pdc::extender::testing {
 
-inline constexpr char kNvme[] = "devices.kubevirt.io/nvme";
+using ::pdc::testing::Inventory;
+using ::pdc::testing::kNvme;
+using ::pdc::testing::NvmeDevice;
 
 inline AllocatorOptions TestOptions() {
   AllocatorOptions o;
-  o.device_classes = {DeviceClass{kNvme, {PciSelector{0x1b36, 0x0010, {}}}}};
+  o.device_classes = {
+      DeviceClass{kNvme, {::pdc::testing::QemuNvmeSelector()}}};
   return o;
-}
-
-inline Device Nvme(std::string_view addr, int group, std::string serial) {
-  Device d;
-  d.address = *PciAddress::Parse(addr);
-  d.vendor_id = 0x1b36;
-  d.device_id = 0x0010;
-  d.class_code = 0x010802;
-  d.iommu_group = group;
-  d.numa_node = 0;
-  d.serial = std::move(serial);
-  d.driver = "nvme";
-  return d;
 }
 
 // A virt-launcher pod as KubeVirt creates it for VM `vm`, as kube-scheduler
@@ -125,16 +116,16 @@ class ExtenderFixture : public ::testing::Test {
   }
 
   void Report(std::string_view node, std::vector<Device> devices) {
-    NodeInventory inv;
-    inv.node = std::string(node);
-    inv.devices = std::move(devices);
-    ASSERT_OK(allocator_->ReplaceInventory(inv));
+    ASSERT_OK(allocator_->ReplaceInventory(
+        Inventory(std::string(node), std::move(devices))));
   }
 
-  // Two nodes with two NVMe drives each (separate IOMMU groups).
+  // Two nodes with two NVMe drives each (separate IOMMU groups, NUMA node 0).
   void TwoNodes() {
-    Report("node-a", {Nvme("0000:3b:00.0", 12, "SNA0"), Nvme("0000:5e:00.0", 13, "SNA1")});
-    Report("node-b", {Nvme("0000:3b:00.0", 12, "SNB0"), Nvme("0000:5e:00.0", 13, "SNB1")});
+    Report("node-a", {NvmeDevice("0000:3b:00.0", 12, 0, "SNA0"),
+                      NvmeDevice("0000:5e:00.0", 13, 0, "SNA1")});
+    Report("node-b", {NvmeDevice("0000:3b:00.0", 12, 0, "SNB0"),
+                      NvmeDevice("0000:5e:00.0", 13, 0, "SNB1")});
   }
 
   HttpResponse Call(std::string method, std::string target, std::string body = "",

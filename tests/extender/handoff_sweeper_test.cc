@@ -11,31 +11,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/extender/extender_fixture.h"
+#include "tests/testing/fake_kube.h"
 
 namespace pdc::extender::testing {
 namespace {
 
-class FakeKube final : public KubeClient {
- public:
-  absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name) override {
-    absl::MutexLock lock(&mu_);
-    gets.push_back(absl::StrCat(Sv(ns), "/", Sv(name)));
-    if (!answer.ok()) return answer.status();
-    return *answer;
-  }
-  absl::Status AnnotatePod(std::string_view, std::string_view, std::string_view,
-                           std::string_view) override {
-    return absl::OkStatus();
-  }
-  absl::Status BindPod(std::string_view, std::string_view, std::string_view,
-                       std::string_view) override {
-    return absl::OkStatus();
-  }
-
-  absl::Mutex mu_;
-  std::vector<std::string> gets;
-  absl::StatusOr<std::string> answer;
-};
+using ::pdc::testing::FakeKube;
 
 std::string PodJson(std::string_view uid, std::string_view phase) {
   return absl::StrCat(R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":"virt-launcher-vm1-x7k2p","namespace":"default","uid":")",
@@ -54,7 +35,8 @@ class HandoffSweeperTest : public ExtenderFixture, public ::testing::WithParamIn
   void SetUp() override {
     allocator_options_.serialize_handoffs = true;
     Open();
-    Report("node-a", {Nvme("0000:3b:00.0", 12, "SNA0"), Nvme("0000:5e:00.0", 13, "SNA1")});
+    Report("node-a", {NvmeDevice("0000:3b:00.0", 12, 0, "SNA0"),
+                      NvmeDevice("0000:5e:00.0", 13, 0, "SNA1")});
     ASSERT_EQ(Post("/scheduler/filter", NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"})).status,
               200);
     ASSERT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body,
@@ -72,17 +54,18 @@ class HandoffSweeperTest : public ExtenderFixture, public ::testing::WithParamIn
 };
 
 TEST_P(HandoffSweeperTest, DecidesByWhatTheApiserverSays) {
-  kube_.answer = GetParam().answer;
+  kube_.SetPod(GetParam().answer);
   HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_, &notifier_);
   EXPECT_EQ(sweeper.SweepOnce(), 0u);  // First seen now: not asked yet.
-  EXPECT_TRUE(kube_.gets.empty());
+  EXPECT_THAT(kube_.calls(), ::testing::IsEmpty());
   clock_.Advance(absl::Seconds(29));
   EXPECT_EQ(sweeper.SweepOnce(), 0u);
-  EXPECT_TRUE(kube_.gets.empty());
+  EXPECT_THAT(kube_.calls(), ::testing::IsEmpty());
   clock_.Advance(absl::Seconds(1));
   const uint64_t before = notifier_.version();
   EXPECT_EQ(sweeper.SweepOnce(), GetParam().cancelled ? 1u : 0u);
-  EXPECT_THAT(kube_.gets, ::testing::ElementsAre("default/virt-launcher-vm1-x7k2p"));
+  EXPECT_THAT(kube_.calls(),
+              ::testing::ElementsAre("GET default/virt-launcher-vm1-x7k2p"));
   EXPECT_EQ(allocator_->PendingHandoffs("").empty(), GetParam().cancelled);
   EXPECT_EQ(notifier_.version() > before, GetParam().cancelled);
   ASSERT_OK_AND_ASSIGN(Claim c, allocator_->GetClaim({"default", "vm1-nvme"}));
@@ -103,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 TEST_F(HandoffSweeperTest, ForgetsPodsThatAreNoLongerPending) {
-  kube_.answer = PodJson("uid-1", "Running");
+  kube_.SetPod(PodJson("uid-1", "Running"));
   HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_, &notifier_);
   EXPECT_EQ(sweeper.SweepOnce(), 0u);
   ASSERT_OK(allocator_
@@ -112,7 +95,7 @@ TEST_F(HandoffSweeperTest, ForgetsPodsThatAreNoLongerPending) {
                 .status());
   clock_.Advance(absl::Minutes(5));
   EXPECT_EQ(sweeper.SweepOnce(), 0u);
-  EXPECT_TRUE(kube_.gets.empty());  // Confirmed: nothing to ask about.
+  EXPECT_THAT(kube_.calls(), ::testing::IsEmpty());  // Confirmed: nothing to ask about.
 }
 
 }  // namespace

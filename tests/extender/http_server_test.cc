@@ -248,7 +248,7 @@ TEST_F(HttpServerTest, LongPollAnswersWithCurrentStateWhenTimeIsUp) {
   ASSERT_TRUE(s.Send(absl::StrCat("GET /v1/nodes/node-a/allocations?since=", now.version,
                                   "&wait=0.5 HTTP/1.1\r\nHost: x\r\n\r\n")));
   ASSERT_TRUE(AwaitParked(1));
-  Report("node-b", {Nvme("0000:3b:00.0", 12, "SNB0")});
+  Report("node-b", {NvmeDevice("0000:3b:00.0", 12, 0, "SNB0")});
   notifier_.Bump();
   EXPECT_THAT(s.ReadUntil("returnToHost"), StartsWith("HTTP/1.1 200"));
 }

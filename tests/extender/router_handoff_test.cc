@@ -17,7 +17,8 @@ class RouterHandoffTest : public ExtenderFixture {
   void SetUp() override {
     allocator_options_.serialize_handoffs = true;
     Open();
-    Report("node-a", {Nvme("0000:3b:00.0", 12, "SNA0"), Nvme("0000:5e:00.0", 13, "SNA1")});
+    Report("node-a", {NvmeDevice("0000:3b:00.0", 12, 0, "SNA0"),
+                      NvmeDevice("0000:5e:00.0", 13, 0, "SNA1")});
   }
 
   HttpResponse Filter(const std::string& vm, const std::string& uid) {

@@ -209,7 +209,7 @@ TEST_F(RouterSchedulerTest, BindWithoutFilterOrKubernetesApiSaysWhy) {
 }
 
 TEST_F(RouterSchedulerTest, LosingBindRaceIsAnError) {
-  Report("node-a", {Nvme("0000:3b:00.0", 12, "SNA0")});
+  Report("node-a", {NvmeDevice("0000:3b:00.0", 12, 0, "SNA0")});
   const std::string p1 = VirtLauncherPod("vm1", "uid-1");
   const std::string p2 = VirtLauncherPod("vm2", "uid-2");
   // Both pass filter while the node has one free drive.
@@ -231,7 +231,7 @@ TEST_F(RouterSchedulerTest, LosingBindRaceIsAnError) {
 // order sent, one entry per node, nodes in name order.
 TEST_F(RouterSchedulerTest, PreemptKeepsVictimsAsSentInNodeNameOrder) {
   TwoNodes();
-  Report("node-c", {Nvme("0000:3b:00.0", 12, "SNC0")});
+  Report("node-c", {NvmeDevice("0000:3b:00.0", 12, 0, "SNC0")});
   const std::string pod = VirtLauncherPod("vm1", "uid-1");
   HttpResponse r = Post(
       "/scheduler/preempt",

@@ -15,6 +15,7 @@
 #include "sim/scenario.h"
 #include "sim/simulation.h"
 #include "sim/sweep.h"
+#include "tests/testing/inventory_builders.h"
 #include "tests/testing/status_matchers.h"
 
 namespace pdc::sim {
@@ -104,10 +105,10 @@ TEST(HttpModeTest, ComparisonSpotsADifference) {
 }
 
 TEST(SweepTest, SmallStepPlacesEveryPodTwice) {
-  DeviceClass nvme;
-  nvme.resource_name = "devices.kubevirt.io/nvme";
-  nvme.selectors.push_back(PciSelector{0x1b36, 0x0010, std::nullopt});
-  std::unique_ptr<ExtenderProcess> ext = Spawn({nvme}, false);
+  std::unique_ptr<ExtenderProcess> ext =
+      Spawn({DeviceClass{::pdc::testing::kNvme,
+                         {::pdc::testing::QemuNvmeSelector()}}},
+            false);
   ASSERT_NE(ext, nullptr);
   SweepOptions o;
   o.pods = 40;

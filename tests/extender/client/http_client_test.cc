@@ -2,22 +2,23 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <fstream>
 #include <memory>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/extender/client/test_certs.h"
 #include "tests/extender/client/test_http_server.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/test_certs.h"
 
 namespace pdc {
 namespace {
 
+using ::pdc::testing::MakeTestPki;
 using ::pdc::testing::StatusIs;
 using ::pdc::testing::TestHttpServer;
+using ::pdc::testing::TestPki;
 using ::pdc::testing::TestReply;
 using ::pdc::testing::TestRequest;
 using ::testing::HasSubstr;
@@ -173,18 +174,14 @@ TEST(HttpClientTest, UnknownMethodIsInvalidArgument) {
 }
 
 TEST(HttpClientTest, HttpsVerifiesTheServerAgainstTheCaFile) {
-  TestHttpServer server(
-      Echo, pdc::testing::TestTlsConfig{pdc::testing::kTestServerCert,
-                                        pdc::testing::kTestServerKey});
   pdc::testing::TempDir dir;
-  const std::string ca = dir.Join("ca.pem");
-  const std::string other = dir.Join("other.pem");
-  std::ofstream(ca) << pdc::testing::kTestServerCert;
-  std::ofstream(other) << pdc::testing::kTestOtherCert;
+  const TestPki pki = MakeTestPki(dir.path());
+  TestHttpServer server(Echo, pdc::testing::TestTlsConfig{
+                                  pki.server_cert_pem, pki.server_key_pem});
 
   HttpClientOptions o;
   o.base_url = server.url();
-  o.ca_file = ca;
+  o.ca_file = pki.ca_cert;
   o.bearer_token = "t";
   ASSERT_OK_AND_ASSIGN(auto client, HttpClient::Create(o));
   for (int i = 0; i < 3; ++i) {
@@ -194,7 +191,8 @@ TEST(HttpClientTest, HttpsVerifiesTheServerAgainstTheCaFile) {
   EXPECT_EQ(server.connections(), 1);  // Kept alive over TLS too.
   EXPECT_EQ(server.requests().at(0).authorization, "Bearer t");
 
-  o.ca_file = other;  // Not the server's issuer: the handshake must fail.
+  // A CA that did not sign the server's certificate: the handshake fails.
+  o.ca_file = pki.rogue_ca_cert;
   ASSERT_OK_AND_ASSIGN(auto untrusting, HttpClient::Create(o));
   EXPECT_THAT(untrusting->Get("/tls"),
               StatusIs(absl::StatusCode::kUnavailable,
@@ -203,20 +201,18 @@ TEST(HttpClientTest, HttpsVerifiesTheServerAgainstTheCaFile) {
 }
 
 TEST(HttpClientTest, HttpsReconnectsAfterTheServerClosedTheConnection) {
+  pdc::testing::TempDir dir;
+  const TestPki pki = MakeTestPki(dir.path());
   TestHttpServer server(
       [](const TestRequest& r) {
         TestReply reply = Echo(r);
         reply.close_after = true;
         return reply;
       },
-      pdc::testing::TestTlsConfig{pdc::testing::kTestServerCert,
-                                  pdc::testing::kTestServerKey});
-  pdc::testing::TempDir dir;
-  const std::string ca = dir.Join("ca.pem");
-  std::ofstream(ca) << pdc::testing::kTestServerCert;
+      pdc::testing::TestTlsConfig{pki.server_cert_pem, pki.server_key_pem});
   HttpClientOptions o;
   o.base_url = server.url();
-  o.ca_file = ca;
+  o.ca_file = pki.ca_cert;
   ASSERT_OK_AND_ASSIGN(auto client, HttpClient::Create(o));
   for (int i = 0; i < 2; ++i) {
     ASSERT_OK_AND_ASSIGN(HttpResponse r, client->Get("/x"));
