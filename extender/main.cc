@@ -42,7 +42,7 @@
 #define PDC_VERSION "dev"
 #endif
 
-namespace pdc {
+namespace pdc::extender {
 namespace {
 
 constexpr char kUsage[] =
@@ -280,6 +280,6 @@ int Run(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace pdc
+}  // namespace pdc::extender
 
 int main(int argc, char** argv) { return pdc::extender::Run(argc, argv); }
