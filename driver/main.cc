@@ -31,7 +31,7 @@
 #include "driver/node_status_server.h"
 #include "driver/sysfs.h"
 #include "driver/vfio_binder.h"
-#include "extender/client/http_client.h"
+#include "net/http_client.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::driver {

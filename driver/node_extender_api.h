@@ -20,7 +20,7 @@
 #include "absl/types/span.h"
 #include "model/types.h"
 #include "model/pci_address.h"
-#include "extender/client/http_client.h"
+#include "net/http_client.h"
 
 namespace pdc::driver {
 

@@ -19,7 +19,7 @@
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
 #include "boost/beast/ssl.hpp"
-#include "extender/client/read_buffer.h"
+#include "net/read_buffer.h"
 #include "extender/json_util.h"
 #include "spdlog/spdlog.h"
 

@@ -15,7 +15,7 @@
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/client/http_client.h"
+#include "net/http_client.h"
 #include "extender/json_util.h"
 #include "model/names.h"
 #include "yaml-cpp/yaml.h"

@@ -18,7 +18,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "extender/api_json.h"
-#include "extender/client/http_client.h"
+#include "net/http_client.h"
 #include "extender/handoff_json.h"
 #include "extender/json_util.h"
 #include "sim/extender_process.h"

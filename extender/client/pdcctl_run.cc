@@ -8,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
-#include "extender/client/http_client.h"
+#include "net/http_client.h"
 #include "extender/client/pdcctl_args.h"
 #include "extender/client/pdcctl_format.h"
 #include "rapidjson/stringbuffer.h"

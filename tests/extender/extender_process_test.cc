@@ -14,7 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
-#include "extender/client/http_client.h"
+#include "net/http_client.h"
 #include "tests/extender/extender_fixture.h"
 #include "tests/testing/temp_dir.h"
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "extender/client/http_client.h"
+#include "net/http_client.h"
 #include "tests/extender/extender_fixture.h"
 #include "tests/extender/raw_socket.h"
 

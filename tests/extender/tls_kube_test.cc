@@ -9,7 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
-#include "extender/client/http_client.h"
+#include "net/http_client.h"
 #include "extender/http_server.h"
 #include "extender/kube_http_client.h"
 #include "tests/extender/extender_fixture.h"

@@ -10,7 +10,7 @@
 #include "extender/client/pdcctl_run.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/extender/client/test_http_server.h"
+#include "tests/testing/test_http_server.h"
 #include "tests/testing/temp_dir.h"
 
 namespace pdc::pdcctl {

@@ -21,8 +21,8 @@
 // Thread-safety: a client serialises its requests under a mutex, so sharing
 // one is safe but sequential; for parallel requests use one client per
 // thread (each has its own connection).
-#ifndef PDC_EXTENDER_CLIENT_HTTP_CLIENT_H_
-#define PDC_EXTENDER_CLIENT_HTTP_CLIENT_H_
+#ifndef PDC_NET_HTTP_CLIENT_H_
+#define PDC_NET_HTTP_CLIENT_H_
 
 #include <memory>
 #include <string>
@@ -125,4 +125,4 @@ class HttpClient {
 
 }  // namespace pdc
 
-#endif  // PDC_EXTENDER_CLIENT_HTTP_CLIENT_H_
+#endif  // PDC_NET_HTTP_CLIENT_H_

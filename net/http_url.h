@@ -2,8 +2,8 @@
 // `https://…`. Parsed once when a client is made; request targets are
 // appended to the prefix.
 // Thread-safety: pure functions over value types.
-#ifndef PDC_EXTENDER_CLIENT_HTTP_URL_H_
-#define PDC_EXTENDER_CLIENT_HTTP_URL_H_
+#ifndef PDC_NET_HTTP_URL_H_
+#define PDC_NET_HTTP_URL_H_
 
 #include <cstdint>
 #include <string>
@@ -31,4 +31,4 @@ absl::StatusOr<BaseUrl> ParseBaseUrl(std::string_view url);
 
 }  // namespace pdc
 
-#endif  // PDC_EXTENDER_CLIENT_HTTP_URL_H_
+#endif  // PDC_NET_HTTP_URL_H_

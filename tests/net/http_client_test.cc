@@ -1,4 +1,4 @@
-#include "extender/client/http_client.h"
+#include "net/http_client.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/extender/client/test_http_server.h"
+#include "tests/testing/test_http_server.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_certs.h"

@@ -1,7 +1,7 @@
 // Boost.Beast behind a synchronous interface: each step is an asynchronous
 // operation run to completion on the client's own io_context, because only
 // Beast's asynchronous operations honour tcp_stream's expiry (our timeout).
-#include "extender/client/http_client.h"
+#include "net/http_client.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/client/http_url.h"
-#include "extender/client/read_buffer.h"
+#include "net/http_url.h"
+#include "net/read_buffer.h"
 
 namespace pdc {
 

@@ -5,8 +5,8 @@
 // hundreds of reads, each a syscall that also re-arms the stream's timer.
 // Sized for the body, the same message takes a few.
 // Thread-safety: functions on caller-owned objects.
-#ifndef PDC_EXTENDER_CLIENT_READ_BUFFER_H_
-#define PDC_EXTENDER_CLIENT_READ_BUFFER_H_
+#ifndef PDC_NET_READ_BUFFER_H_
+#define PDC_NET_READ_BUFFER_H_
 
 #include <algorithm>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -32,4 +32,4 @@ void ReserveForBody(boost::beast::flat_buffer& buffer,
 
 }  // namespace pdc
 
-#endif  // PDC_EXTENDER_CLIENT_READ_BUFFER_H_
+#endif  // PDC_NET_READ_BUFFER_H_

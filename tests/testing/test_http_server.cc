@@ -1,4 +1,4 @@
-#include "tests/extender/client/test_http_server.h"
+#include "tests/testing/test_http_server.h"
 
 #include <sys/socket.h>
 

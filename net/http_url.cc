@@ -1,4 +1,4 @@
-#include "extender/client/http_url.h"
+#include "net/http_url.h"
 
 #include <algorithm>
 

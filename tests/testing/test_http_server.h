@@ -2,8 +2,8 @@
 // one thread per connection, keep-alive, and knobs to misbehave (close a
 // kept-alive connection after answering, never answer).
 // Thread-safety: all public methods are thread-safe.
-#ifndef PDC_TESTS_EXTENDER_CLIENT_TEST_HTTP_SERVER_H_
-#define PDC_TESTS_EXTENDER_CLIENT_TEST_HTTP_SERVER_H_
+#ifndef PDC_TESTS_TESTING_TEST_HTTP_SERVER_H_
+#define PDC_TESTS_TESTING_TEST_HTTP_SERVER_H_
 
 #include <cstdint>
 #include <functional>
@@ -77,4 +77,4 @@ class TestHttpServer {
 
 }  // namespace pdc::testing
 
-#endif  // PDC_TESTS_EXTENDER_CLIENT_TEST_HTTP_SERVER_H_
+#endif  // PDC_TESTS_TESTING_TEST_HTTP_SERVER_H_
