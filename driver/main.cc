@@ -25,6 +25,7 @@
 #include "config/config.h"
 #include "driver/deviceplugin/device_plugin_manager.h"
 #include "driver/bind_journal.h"
+#include "driver/host_usage.h"
 #include "driver/node_extender_api.h"
 #include "driver/node_metrics.h"
 #include "driver/node_reconciler.h"
@@ -84,12 +85,13 @@ int Main(int argc, char** argv) {
 
   RealSysfs sys(nc.sysfs_root);
   RealSysfs dev(nc.dev_root);
-  RealSysfs proc("/proc");
+  RealSysfs proc(nc.proc_root);
+  // The safety checks need the host's processes and mounts: refuse to run
+  // on a container's own view of them (no hostPID).
+  if (absl::Status s = CheckHostView(proc); !s.ok()) return Fail(s);
   BinderOptions binder_options;
   binder_options.classes = config->device_classes;
-  // PID 1's mount namespace is the host's (DaemonSet with hostPID, or bare
-  // metal); a container's own view would hide the host's mounts.
-  binder_options.mountinfo_path = proc.Exists("1/mountinfo") ? "1/mountinfo" : "self/mountinfo";
+  binder_options.mountinfo_path = "1/mountinfo";  // PID 1's: the host's mounts.
   VfioBinder binder(&sys, &dev, &proc, journal->get(), binder_options);
 
   HttpClientOptions client_options;
