@@ -127,11 +127,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     id_ = core_->Register([weak] {
       if (auto self = weak.lock()) {
         asio::post(self->stream_.get_executor(),
-                  [self] { self->OnShutdown(); });
+                   [self] { self->OnShutdown(); });
       }
     });
     asio::dispatch(stream_.get_executor(),
-                  [self = this->shared_from_this()] { self->Begin(); });
+                   [self = this->shared_from_this()] { self->Begin(); });
   }
 
  private:
