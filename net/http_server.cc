@@ -207,6 +207,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void ReadHeader() {
+    // Shutdown's poke may have found this connection idle with the wait
+    // for its first byte already completed (too late to cancel): it must
+    // not start reading a request that nothing would cut short.
+    if (core_->stopping.load()) return Close();
     state_ = State::kReading;
     parser_.emplace();
     parser_->body_limit(core_->options.max_body_bytes);
