@@ -9,9 +9,9 @@
 #include "allocator/allocator.h"
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/notifier.h"
 #include "extender/extender_metrics.h"
 #include "extender/kube_client.h"
-#include "extender/notifier.h"
 #include "extender/pod_cache.h"
 #include "extender/scheduler_wire.h"
 

@@ -14,12 +14,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "extender/http_types.h"
+#include "net/http_types.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 
 namespace pdc::extender::json {
+
+using net::HttpResponse;  // The server's (http_client.h has its own).
 
 using Value = rapidjson::Value;
 
