@@ -1,6 +1,8 @@
-// Notifier: a version counter that every state-changing handler bumps, so
-// that long-polls (GET /v1/nodes/{node}/allocations?wait=) learn about a
-// change without polling.
+// Notifier: a version counter bumped on every change, so that long-polls
+// (GET /v1/nodes/{node}/allocations?wait=) learn about a change without
+// polling. In pdc-extender it follows the allocator's commits (the
+// allocator's change listener bumps it, see FollowCommits in
+// extender_context.h); nothing bumps it by hand.
 //
 // Two ways to wait, both without a busy loop:
 //  - Subscribe(seen, callback): the callback runs once, on the bumping
