@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
     }
     const std::vector<pdc::sim::VerbSummary> verbs = http_stats.Summaries();
     std::cout << "\npdc-http: " << http_options.url << ", "
-              << (node_list ? "NodeList" : "nodeCacheCapable (NodeNames)") << ", "
+              << (flags->node_list ? "NodeList" : "nodeCacheCapable (NodeNames)") << ", "
               << http_stats.requests_total() << " requests, " << placements
               << " placements in " << absl::StrFormat("%.2f", wall) << " s wall ("
               << absl::StrFormat("%.0f", wall > 0 ? placements / wall : 0.0)
