@@ -15,6 +15,7 @@
 #define PDC_ALLOCATOR_ALLOCATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -263,7 +264,28 @@ class Allocator {
   virtual absl::StatusOr<NodeAllocations> GetNodeAllocations(
       std::string_view node) const = 0;
   virtual AllocatorStats Stats() const = 0;
+  // Advances with every committed mutation (one record each); never goes
+  // back, also across restarts.
   virtual uint64_t revision() const = 0;
+
+  // --- Change notification -------------------------------------------------
+  // The contract for learning about changes without polling (pdc-extender's
+  // long-polls follow it):
+  //  - every mutating call that commits a record (the revision advances)
+  //    calls the listener once, after the record is durable and before the
+  //    call returns OK; a call that fails, or that changes nothing durable
+  //    (a heartbeat with the same inventory, a retried bind, an Undo or
+  //    Release with nothing left to undo), commits nothing and calls nothing;
+  //  - `revision` is the allocator's revision at that moment: this
+  //    mutation's or a later one's (concurrent mutations may report out of
+  //    order, or the same revision twice);
+  //  - it runs on the mutating thread with no allocator lock held, so it may
+  //    read the allocator; it must not block for long (it delays the
+  //    mutation's caller) and must not mutate the allocator.
+  using ChangeListener = std::function<void(uint64_t revision)>;
+  // REQUIRES: called before the allocator is shared with other threads.
+  // Replaces the previous listener; an empty one turns notification off.
+  virtual void SetChangeListener(ChangeListener listener) = 0;
 
   // --- Maintenance ---------------------------------------------------------
   // Writes a snapshot and drops the log it covers. Safe to call at any time.

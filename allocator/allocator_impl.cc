@@ -143,7 +143,12 @@ absl::Status AllocatorImpl::SyncOrFail(Store::Ticket ticket) {
     }
     return failed_;
   }
+  if (listener_) listener_(revision());
   return absl::OkStatus();
+}
+
+void AllocatorImpl::SetChangeListener(ChangeListener listener) {
+  listener_ = std::move(listener);
 }
 
 absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {

@@ -61,6 +61,7 @@ class AllocatorImpl final : public Allocator {
   absl::StatusOr<NodeAllocations> GetNodeAllocations(std::string_view node) const override;
   AllocatorStats Stats() const override;
   uint64_t revision() const override;
+  void SetChangeListener(ChangeListener listener) override;
 
   absl::Status Checkpoint() override;
   bool CheckpointDue() const override;
@@ -119,7 +120,8 @@ class AllocatorImpl final : public Allocator {
   // to Sync outside the lock.
   absl::StatusOr<Store::Ticket> CommitLocked(std::vector<Mutation> mutations)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Waits for durability; a failure fails the allocator for good.
+  // Waits for durability, then tells the change listener; a failure fails
+  // the allocator for good.
   absl::Status SyncOrFail(Store::Ticket ticket) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FailedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
@@ -132,6 +134,9 @@ class AllocatorImpl final : public Allocator {
   ClusterState state_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set before the allocator is shared (see SetChangeListener), read only
+  // afterwards: no lock.
+  ChangeListener listener_;
 };
 
 }  // namespace pdc

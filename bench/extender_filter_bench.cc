@@ -92,6 +92,7 @@ struct Cluster {
     ctx.clock = RealClock();
     ctx.pod_cache = pods.get();
     ctx.notifier = &notifier;
+    FollowCommits(allocator.get(), &notifier);
     ctx.managed = {kNvme};
     // Production runs with metrics; so does the benchmark.
     metrics = std::make_unique<ExtenderMetrics>(&registry, allocator.get(),

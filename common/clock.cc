@@ -8,6 +8,13 @@ namespace {
 class WallClock final : public Clock {
  public:
   absl::Time Now() const override { return absl::Now(); }
+
+  bool WaitUntil(absl::Time deadline,
+                 const absl::Notification* wake) const override {
+    if (wake != nullptr) return !wake->WaitForNotificationWithDeadline(deadline);
+    absl::SleepFor(deadline - absl::Now());
+    return true;
+  }
 };
 
 }  // namespace

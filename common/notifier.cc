@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
+
 namespace pdc {
 
 uint64_t Notifier::version() const {
@@ -41,7 +43,8 @@ void Notifier::Cancel(SubscriptionId id) {
 }
 
 uint64_t Notifier::WaitFor(uint64_t seen, absl::Duration timeout) const {
-  const absl::Time deadline = absl::Now() + timeout;
+  // A CondVar deadline is a wall-clock instant.
+  const absl::Time deadline = RealClock()->Deadline(timeout);
   absl::MutexLock lock(&mu_);
   while (version_ <= seen) {
     if (changed_.WaitWithDeadline(&mu_, deadline)) break;

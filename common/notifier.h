@@ -1,8 +1,10 @@
-// Notifier: a version counter that every state change bumps, so that
-// waiters (pdc-extender's long-polls, GET /v1/nodes/{node}/allocations?wait=)
-// learn about a change without polling. It knows nothing of HTTP: it lives in
-// common/ so that the server (net/) can park on it and the programs can bump
-// it without either depending on the other.
+// Notifier: a version counter bumped on every change, so that waiters
+// (pdc-extender's long-polls, GET /v1/nodes/{node}/allocations?wait=) learn
+// about a change without polling. In pdc-extender it follows the allocator's
+// commits (the allocator's change listener bumps it, see FollowCommits in
+// extender_context.h); nothing bumps it by hand. It knows nothing of HTTP: it
+// lives in common/ so that the server (net/) can park on it and the programs
+// can bump it without either depending on the other.
 //
 // Two ways to wait, both without a busy loop:
 //  - Subscribe(seen, callback): the callback runs once, on the bumping

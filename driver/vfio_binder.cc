@@ -59,11 +59,7 @@ VfioBinder::VfioBinder(Sysfs* sys, Sysfs* dev, Sysfs* proc, BindJournal* journal
 bool VfioBinder::WaitFor(const std::function<bool()>& done) {
   for (int i = 0; i < std::max(1, options_.verify_attempts); ++i) {
     if (done()) return true;
-    if (options_.sleep) {
-      options_.sleep(options_.verify_interval);
-    } else {
-      absl::SleepFor(options_.verify_interval);
-    }
+    options_.clock->SleepFor(options_.verify_interval);
   }
   return done();
 }

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "model/types.h"
 #include "driver/bind_journal.h"
 #include "driver/host_usage.h"
@@ -64,8 +65,9 @@ struct BinderOptions {
   // /dev/vfio node) before calling a step failed.
   int verify_attempts = 200;
   absl::Duration verify_interval = absl::Milliseconds(10);
-  // Sleeps between verification attempts; tests pass a no-op.
-  std::function<void(absl::Duration)> sleep;
+  // Sleeps between verification attempts; tests pass a fake. Must outlive
+  // the binder.
+  const Clock* clock = RealClock();
 };
 
 enum class BindOutcome { kAlreadyBound, kBound };

@@ -21,12 +21,23 @@ struct ExtenderContext {
   Allocator* allocator = nullptr;  // Required.
   const Clock* clock = nullptr;    // Required.
   PodCache* pod_cache = nullptr;   // Required.
-  Notifier* notifier = nullptr;    // Required.
+  // Required. Follows the allocator's commits (FollowCommits); handlers never
+  // bump it themselves.
+  Notifier* notifier = nullptr;
   ManagedResources managed;        // Resource names of the device classes.
   KubeClient* kube = nullptr;      // Null: standalone (no Kubernetes API).
   ExtenderMetrics* metrics = nullptr;  // Null: no metrics.
   const MetricsRegistry* registry = nullptr;  // Null: /metrics is 404.
 };
+
+// Makes `notifier` follow the allocator: every committed mutation, whoever
+// makes it (a handler, the hand-off sweeper, a tool in the same process),
+// bumps it once it is durable, so no long-poll sleeps through a change.
+// REQUIRES: called before the allocator is shared with other threads;
+// `notifier` outlives the allocator's use of it.
+inline void FollowCommits(Allocator* allocator, Notifier* notifier) {
+  allocator->SetChangeListener([notifier](uint64_t) { notifier->Bump(); });
+}
 
 }  // namespace pdc::extender
 

@@ -12,12 +12,11 @@
 namespace pdc::extender {
 
 HandoffSweeper::HandoffSweeper(Options options, Allocator* allocator, KubeClient* kube,
-                               const Clock* clock, Notifier* notifier)
+                               const Clock* clock)
     : options_(options),
       allocator_(allocator),
       kube_(kube),
-      clock_(clock),
-      notifier_(notifier) {}
+      clock_(clock) {}
 
 HandoffSweeper::~HandoffSweeper() { Stop(); }
 
@@ -98,7 +97,6 @@ size_t HandoffSweeper::SweepOnce() {
       continue;
     }
     ++cancelled;
-    notifier_->Bump();
     spdlog::info("hand-off cancelled: pod {}/{} (uid {}) on node {} never received its devices "
                  "and {}; {} claim(s) released, the devices stay claimed",
                  p.ns, p.pod.pod_name, p.pod.pod_uid, p.node, why, released->size());
@@ -108,7 +106,7 @@ size_t HandoffSweeper::SweepOnce() {
 
 void HandoffSweeper::Start() {
   thread_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(options_.interval)) SweepOnce();
+    while (clock_->WaitFor(options_.interval, &stop_)) SweepOnce();
   });
 }
 

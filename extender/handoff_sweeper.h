@@ -10,7 +10,8 @@
 // (different UID), or the pod is Failed or Succeeded (kubelet refused it at
 // admission, e.g. pdc-node's Allocate said no). A pod that is Pending or
 // Running keeps its slot; an apiserver error keeps it too (never cancel on a
-// guess).
+// guess). Long-polls learn of a cancellation from the allocator's change
+// listener, like of every other change. Passes are scheduled on the Clock.
 //
 // Thread-safety: SweepOnce() and Stop() are thread-safe; Start() once.
 #ifndef PDC_EXTENDER_HANDOFF_SWEEPER_H_
@@ -39,8 +40,7 @@ class HandoffSweeper {
     absl::Duration interval = absl::Seconds(10);  // Between passes (Start()).
   };
   // All pointers must outlive the sweeper.
-  HandoffSweeper(Options options, Allocator* allocator, KubeClient* kube, const Clock* clock,
-                 Notifier* notifier);
+  HandoffSweeper(Options options, Allocator* allocator, KubeClient* kube, const Clock* clock);
   ~HandoffSweeper();  // Stops the thread.
 
   // One pass; returns how many pending hand-offs were cancelled.
@@ -58,7 +58,6 @@ class HandoffSweeper {
   Allocator* const allocator_;
   KubeClient* const kube_;
   const Clock* const clock_;
-  Notifier* const notifier_;
 
   absl::Mutex mu_;
   // Pod UID -> when this sweeper first saw it pending.

@@ -72,7 +72,6 @@ HttpResponse RestHandlers::PutInventory(std::string_view node,
       !s.ok()) {
     return json::ErrorResponse(s);
   }
-  ctx_->notifier->Bump();
   size_t accepted = 0;
   if (absl::StatusOr<NodeView> v = ctx_->allocator->GetNode(node); v.ok()) {
     accepted = v->inventory.devices.size();
@@ -108,8 +107,9 @@ HttpResponse RestHandlers::GetAllocations(std::string_view node,
     }
     wait = std::min(absl::Seconds(seconds), max_wait_);
   }
-  // Read the notifier before the state: a change after this point bumps
-  // past `seen` and wakes the poll, so none is missed.
+  // Read the notifier before the state: a change committed after this point
+  // reaches the notifier through the allocator's change listener, past
+  // `seen`, and wakes the poll, so none is missed.
   const uint64_t seen = ctx_->notifier->version();
   absl::StatusOr<NodeAllocations> a = ctx_->allocator->GetNodeAllocations(node);
   if (!a.ok()) return json::ErrorResponse(a.status());
@@ -127,7 +127,6 @@ HttpResponse RestHandlers::CreateClaim(std::string_view ns,
   if (!c.ok()) return json::ErrorResponse(c.status());
   absl::StatusOr<Claim> claim = ctx_->allocator->CreateClaim(c->key, c->spec);
   if (!claim.ok()) return json::ErrorResponse(claim.status());
-  ctx_->notifier->Bump();
   return json::JsonResponse(201, WriteClaim(*claim));
 }
 
@@ -171,7 +170,6 @@ HttpResponse RestHandlers::DeleteClaim(std::string_view ns,
     }
     return json::ErrorResponse(s);
   }
-  ctx_->notifier->Bump();
   return Ok(WriteClaim(*before));
 }
 
@@ -187,7 +185,6 @@ HttpResponse RestHandlers::ReleaseClaim(std::string_view ns,
   if (absl::Status s = ctx_->allocator->Release(key, pod_uid); !s.ok()) {
     return json::ErrorResponse(s);
   }
-  ctx_->notifier->Bump();
   absl::StatusOr<Claim> c = ctx_->allocator->GetClaim(key);
   if (!c.ok()) return json::ErrorResponse(c.status());
   return Ok(WriteClaim(*c));
@@ -203,7 +200,6 @@ HttpResponse RestHandlers::ConfirmHandoff(std::string_view node,
   absl::StatusOr<std::vector<ClaimKey>> claims = ctx_->allocator->ConfirmHandoff(
       node, c->pod_uid, c->resource_name, c->devices);
   if (!claims.ok()) return json::ErrorResponse(claims.status());
-  ctx_->notifier->Bump();
   return Ok(WriteHandoffConfirmed(node, *c, *claims));
 }
 
@@ -224,7 +220,6 @@ HttpResponse RestHandlers::CancelHandoff(std::string_view node,
   absl::StatusOr<std::vector<ClaimKey>> released =
       ctx_->allocator->CancelHandoff(node, pod_uid);
   if (!released.ok()) return json::ErrorResponse(released.status());
-  ctx_->notifier->Bump();
   return Ok(WriteReleased(*released));
 }
 

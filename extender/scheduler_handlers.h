@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "extender/binder.h"
 #include "extender/extender_context.h"
 #include "net/http_types.h"
 
@@ -22,7 +23,8 @@ using net::HttpResponse;
 
 class SchedulerHandlers {
  public:
-  explicit SchedulerHandlers(const ExtenderContext* ctx) : ctx_(ctx) {}
+  explicit SchedulerHandlers(const ExtenderContext* ctx)
+      : ctx_(ctx), binder_(ctx) {}
 
   HttpResponse Filter(std::string& body) const;
   HttpResponse Prioritize(std::string& body) const;
@@ -30,16 +32,9 @@ class SchedulerHandlers {
   HttpResponse Preempt(std::string& body) const;
 
  private:
-  // The pod's request for a bind: from the filter-time cache, else from the
-  // Kubernetes API. Error text says why neither worked.
-  absl::StatusOr<PodRequest> PodForBind(const BindingArgs& args) const;
-
   const ExtenderContext* const ctx_;
+  const Binder binder_;  // The bind saga; Bind only decodes and encodes.
 };
-
-// The value of the pdc.kubevirt.io/devices annotation for a bind:
-// {"<resource name>": ["<PCI address>", ...], ...}, sorted.
-std::string DevicesAnnotation(const BindOutcome& outcome);
 
 }  // namespace pdc::extender
 

@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "net/http_url.h"
@@ -40,9 +41,10 @@ bool IsClosedByPeer(const ErrorCode& ec) {
          ec == ssl::error::stream_truncated;
 }
 
+// Request deadlines arm Asio timers, which run on real time: RealClock().
 std::chrono::nanoseconds Remaining(absl::Time deadline) {
   return absl::ToChronoNanoseconds(
-      std::max(deadline - absl::Now(), absl::ZeroDuration()));
+      std::max(deadline - RealClock()->Now(), absl::ZeroDuration()));
 }
 
 }  // namespace
@@ -106,7 +108,7 @@ class HttpClient::Impl {
     }
     const absl::Duration timeout =
         ro.timeout > absl::ZeroDuration() ? ro.timeout : options_.timeout;
-    const absl::Time deadline = absl::Now() + timeout;
+    const absl::Time deadline = RealClock()->Deadline(timeout);
 
     http::request<http::string_body> req{
         verb, absl::StrCat(url_.path_prefix, Sv(target)), 11};

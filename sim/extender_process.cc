@@ -7,12 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/clock.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 
@@ -83,15 +83,14 @@ absl::StatusOr<std::unique_ptr<ExtenderProcess>> ExtenderProcess::Start(
   p->pid_ = pid;
   // Read stdout until the "listening on" line (10 s at most).
   std::string buf;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const absl::Time deadline = RealClock()->Deadline(absl::Seconds(10));
   auto complete = [&] {
     const size_t at = buf.find(kListening);
     return at != std::string::npos && buf.find('\n', at) != std::string::npos;
   };
   p->stdout_fd_ = out[0];
   while (!complete()) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now()).count();
+    const int64_t left = absl::ToInt64Milliseconds(deadline - RealClock()->Now());
     pollfd pfd{out[0], POLLIN, 0};
     if (left <= 0 || poll(&pfd, 1, static_cast<int>(left)) <= 0) {
       (void)p->Stop();

@@ -2,23 +2,21 @@
 // Kubernetes DRA, pdc) on a simulated cluster. See `pdc-sim --help`.
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
+#include "common/clock.h"
 #include "sim/cluster.h"
 #include "sim/extender_process.h"
+#include "sim/flags.h"
 #include "sim/http_report.h"
 #include "sim/http_stats.h"
 #include "sim/policy.h"
@@ -94,101 +92,35 @@ int Usage(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) return Usage("missing command");
-  for (const std::string& a : args) {
-    if (a == "--help" || a == "-h" || a == "help") {
-      std::cout << kHelp;
-      return kExitOk;
-    }
+  absl::StatusOr<pdc::sim::SimFlags> flags =
+      pdc::sim::ParseSimFlags(std::vector<std::string>(argv + 1, argv + argc));
+  if (!flags.ok()) return Usage(std::string(flags.status().message()));
+  if (flags->command == pdc::sim::SimCommand::kHelp) {
+    std::cout << kHelp;
+    return kExitOk;
   }
-  const std::string command = args[0];
-  if (command == "sweep") return pdc::sim::SweepMain(std::vector<std::string>(args.begin() + 1, args.end()));
-  if (command != "run" && command != "validate") {
-    return Usage("unknown command \"" + command + "\"");
-  }
-  std::string scenario_path, out_dir;
-  std::optional<uint64_t> seed, max_events;
-  std::vector<std::string> policies;
-  std::string extender_url, spawn_path;
-  bool node_list = false;
-  int jobs = 0;
-  int progress = isatty(STDERR_FILENO) ? 1 : 0;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) return false;
-      *out = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--out") {
-      if (!value(&out_dir)) return Usage("--out needs a directory");
-    } else if (a == "--seed") {
-      uint64_t n = 0;
-      if (!value(&v) || !absl::SimpleAtoi(v, &n)) return Usage("--seed needs a number");
-      seed = n;
-    } else if (a == "--max-events") {
-      uint64_t n = 0;
-      if (!value(&v) || !absl::SimpleAtoi(v, &n)) return Usage("--max-events needs a number");
-      max_events = n;
-    } else if (a == "--policies") {
-      if (!value(&v)) return Usage("--policies needs a list");
-      for (absl::string_view p : absl::StrSplit(v, ',', absl::SkipEmpty())) {
-        const std::string name(p);
-        const auto& known = pdc::sim::AllPolicyNames();
-        if (std::find(known.begin(), known.end(), name) == known.end()) {
-          return Usage("unknown policy \"" + name + "\" (known: device-plugin, dra, pdc)");
-        }
-        if (std::find(policies.begin(), policies.end(), name) == policies.end()) {
-          policies.push_back(name);
-        }
-      }
-      if (policies.empty()) return Usage("--policies needs at least one policy");
-    } else if (a == "--jobs") {
-      if (!value(&v) || !absl::SimpleAtoi(v, &jobs) || jobs < 1) {
-        return Usage("--jobs needs a number >= 1");
-      }
-    } else if (a == "--extender") {
-      if (!value(&extender_url)) return Usage("--extender needs a URL");
-    } else if (a == "--spawn-extender") {
-      if (!value(&spawn_path)) return Usage("--spawn-extender needs the pdc-extender binary");
-    } else if (a == "--node-list") {
-      node_list = true;
-    } else if (a == "--progress") {
-      progress = 1;
-    } else if (a == "--no-progress") {
-      progress = 0;
-    } else if (!a.empty() && a[0] == '-') {
-      return Usage("unknown option " + a);
-    } else if (scenario_path.empty()) {
-      scenario_path = a;
-    } else {
-      return Usage("unexpected argument \"" + a + "\"");
-    }
-  }
-  if (scenario_path.empty()) return Usage("missing scenario file");
-  if (!extender_url.empty() && !spawn_path.empty()) {
-    return Usage("--extender and --spawn-extender exclude each other");
-  }
-  const bool http = !extender_url.empty() || !spawn_path.empty();
+  if (flags->command == pdc::sim::SimCommand::kSweep) return pdc::sim::SweepMain(flags->sweep_args);
+  const std::string& scenario_path = flags->scenario_path;
+  std::string out_dir = flags->out_dir;
+  const bool http = flags->http();
+  const int progress = flags->progress.value_or(isatty(STDERR_FILENO) != 0) ? 1 : 0;
 
   absl::StatusOr<pdc::sim::Scenario> scenario = pdc::sim::LoadScenarioFile(scenario_path);
   if (!scenario.ok()) {
     std::cerr << "pdc-sim: " << scenario.status().message() << "\n";
     return kExitScenario;
   }
-  if (command == "validate") {
+  if (flags->command == pdc::sim::SimCommand::kValidate) {
     std::cout << scenario_path << ": ok (" << scenario->name << ")\n";
     return kExitOk;
   }
-  if (seed) scenario->seed = *seed;
-  if (max_events) scenario->max_events = *max_events;
+  if (flags->seed) scenario->seed = *flags->seed;
+  if (flags->max_events) scenario->max_events = *flags->max_events;
   if (out_dir.empty()) out_dir = "out/" + scenario->name;
 
   pdc::sim::RunOptions options;
-  options.policies = policies;
-  options.jobs = jobs;
+  options.policies = flags->policies;
+  options.jobs = flags->jobs;
   pdc::sim::HttpModeOptions http_options;
   pdc::sim::HttpStats http_stats;
   std::unique_ptr<pdc::sim::ExtenderProcess> spawned;
@@ -201,11 +133,11 @@ int main(int argc, char** argv) {
     }
     options.policies.push_back("pdc-http");
     options.trace = true;
-    http_options.node_list = node_list;
-    http_options.url = extender_url;
-    if (!spawn_path.empty()) {
+    http_options.node_list = flags->node_list;
+    http_options.url = flags->extender_url;
+    if (!flags->spawn_path.empty()) {
       pdc::sim::ExtenderProcessOptions eo;
-      eo.binary = spawn_path;
+      eo.binary = flags->spawn_path;
       eo.device_classes = pdc::sim::Cluster::Build(*scenario).DeviceClasses(*scenario);
       eo.spread = scenario->scheduler.pdc_spread;
       absl::StatusOr<std::unique_ptr<pdc::sim::ExtenderProcess>> p =
@@ -230,7 +162,7 @@ int main(int argc, char** argv) {
       std::fflush(stderr);
     };
   }
-  const auto started = std::chrono::steady_clock::now();
+  const absl::Time started = pdc::RealClock()->Now();
   absl::StatusOr<pdc::sim::RunSummary> run = pdc::sim::RunScenario(*scenario, options);
   if (progress) std::fprintf(stderr, "\r%40s\r", "");
   int exit_code = kExitOk;
@@ -267,7 +199,7 @@ int main(int argc, char** argv) {
     }
     const std::vector<pdc::sim::VerbSummary> verbs = http_stats.Summaries();
     std::cout << "\npdc-http: " << http_options.url << ", "
-              << (node_list ? "NodeList" : "nodeCacheCapable (NodeNames)") << ", "
+              << (flags->node_list ? "NodeList" : "nodeCacheCapable (NodeNames)") << ", "
               << http_stats.requests_total() << " requests, " << placements
               << " placements in " << absl::StrFormat("%.2f", wall) << " s wall ("
               << absl::StrFormat("%.0f", wall > 0 ? placements / wall : 0.0)
@@ -290,7 +222,7 @@ int main(int argc, char** argv) {
   }
   std::cout << "\nwrote " << out_dir << "/{" << absl::StrJoin(written, ",") << "}\n"
             << stop_note;
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double secs = absl::ToDoubleSeconds(pdc::RealClock()->Now() - started);
   if (progress) std::fprintf(stderr, "[pdc-sim] done in %.2f s wall\n", secs);
   return exit_code;
 }

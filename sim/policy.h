@@ -51,8 +51,11 @@ struct HttpModeOptions {
   std::string url;                          // http://127.0.0.1:8888
   std::string scheduler_prefix = "/scheduler";
   bool node_list = false;  // Full NodeList instead of NodeNames (nodeCacheCapable: false).
-  // Inventories are reported again this often (pdc-node's heartbeat).
-  std::chrono::steady_clock::duration heartbeat = std::chrono::seconds(20);
+  // Inventories are reported again this often (pdc-node's heartbeat), in
+  // wall time.
+  absl::Duration heartbeat = absl::Seconds(20);
+  // Wall time, for the heartbeat and request latencies.
+  const Clock* wall_clock = RealClock();
 };
 class HttpStats;
 

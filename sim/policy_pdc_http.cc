@@ -20,7 +20,6 @@
 // with the in-process run decision by decision. (`pdc-sim sweep` runs binds
 // concurrently.)
 #include <algorithm>
-#include <chrono>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -392,12 +391,12 @@ class PdcHttpPolicy final : public Policy {
     for (size_t n = 0; n < ctx_.cluster->nodes.size(); ++n) {
       RETURN_IF_ERROR(Report(static_cast<int>(n)));
     }
-    last_report_ = std::chrono::steady_clock::now();
+    last_report_ = opt_.wall_clock->Now();
     return absl::OkStatus();
   }
 
   absl::Status MaybeHeartbeat() {
-    if (std::chrono::steady_clock::now() - last_report_ < opt_.heartbeat) {
+    if (opt_.wall_clock->Now() - last_report_ < opt_.heartbeat) {
       return absl::OkStatus();
     }
     return ReportAll();
@@ -425,11 +424,11 @@ class PdcHttpPolicy final : public Policy {
 
   absl::StatusOr<HttpResponse> Call(std::string_view verb, std::string_view method,
                                     std::string_view target, std::string_view body) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const absl::Time t0 = opt_.wall_clock->Now();
     absl::StatusOr<HttpResponse> r = client_->Do(method, target, body);
-    const auto t1 = std::chrono::steady_clock::now();
+    const absl::Time t1 = opt_.wall_clock->Now();
     if (!r.ok()) return r.status();
-    stats_->Record(verb, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    stats_->Record(verb, absl::ToInt64Nanoseconds(t1 - t0));
     return r;
   }
 
@@ -448,7 +447,7 @@ class PdcHttpPolicy final : public Policy {
   bool handoffs_ = false;
   int lost_ = 0;
   int claims_seen_ = 0;  // In the last GET /v1/claims.
-  std::chrono::steady_clock::time_point last_report_;
+  absl::Time last_report_ = absl::InfinitePast();
   std::vector<bool> node_down_reported_;
   std::vector<std::string> node_json_;
   std::vector<int> held_by_;

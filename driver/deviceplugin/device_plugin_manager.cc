@@ -22,7 +22,6 @@ DevicePluginManager::DevicePluginManager(Sysfs* sys, ExtenderApi* api, const Clo
     po.resource_name = c.resource_name;
     po.vfio_wait = options_.vfio_wait;
     po.vfio_poll = options_.vfio_poll;
-    po.sleep = options_.sleep;
     po.metrics = options_.metrics;
     auto plugin = std::make_unique<ResourcePlugin>(sys_, api, &book_, &confirmer_, clock, po);
     endpoints_.emplace(c.resource_name,

@@ -42,7 +42,6 @@ struct DevicePluginManagerOptions {
   absl::Duration register_timeout = absl::Seconds(5);
   absl::Duration vfio_wait = absl::Seconds(10);
   absl::Duration vfio_poll = absl::Milliseconds(200);
-  std::function<void(absl::Duration)> sleep;  // Empty: real sleep.
   ConfirmerOptions confirmer;
   NodeMetrics* metrics = nullptr;  // Optional; must outlive the manager.
 };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
+#include "common/clock.h"
 #include "driver/node_reconciler.h"
 #include "spdlog/spdlog.h"
 
@@ -70,7 +71,8 @@ void HandoffConfirmer::Loop() {
     // The earliest due job, if it is due.
     auto next = std::min_element(jobs_.begin(), jobs_.end(),
                                  [](const Job& a, const Job& b) { return a.due < b.due; });
-    const absl::Time now = absl::Now();
+    // Real time: the waits below are absl::Mutex timeouts.
+    const absl::Time now = RealClock()->Now();
     if (next == jobs_.end() || next->due > now) {
       const uint64_t seen = wakeups_;
       const absl::Duration wait = next == jobs_.end() ? absl::InfiniteDuration() : next->due - now;
@@ -111,7 +113,7 @@ void HandoffConfirmer::Loop() {
     }
     count("failed");
     job.backoff = NextBackoff(job.backoff, options_.backoff_initial, options_.backoff_max);
-    job.due = absl::Now() + job.backoff;
+    job.due = RealClock()->Deadline(job.backoff);
     // The first failure and then every power of two: an outage is visible
     // without a line per retry.
     if ((job.attempts & (job.attempts - 1)) == 0) spdlog::warn("confirming the hand-off of {} {} to pod uid {} failed (attempt {}), retrying in "

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/strings.h"
 #include "driver/deviceplugin/v1beta1/api.grpc.pb.h"
 #include "grpcpp/create_channel.h"
@@ -77,7 +78,7 @@ absl::Status PluginEndpoint::StartServer() {
 void PluginEndpoint::StopServer() {
   if (server_ == nullptr) return;
   service_->Stop();  // ListAndWatch streams return now.
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server_->Shutdown(absl::ToChronoTime(RealClock()->Deadline(absl::Seconds(2))));
   server_->Wait();
   server_.reset();
   service_.reset();
@@ -106,7 +107,8 @@ absl::Status PluginEndpoint::Register() {
   request.set_resource_name(plugin_->resource_name());
   *request.mutable_options() = PluginOptions();
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.register_timeout));
+  // gRPC deadlines are wall-clock instants.
+  context.set_deadline(absl::ToChronoTime(RealClock()->Deadline(options_.register_timeout)));
   context.set_wait_for_ready(true);  // kubelet may be just starting.
   v1beta1::Empty response;
   grpc::Status s = stub->Register(&context, request, &response);

@@ -158,11 +158,7 @@ absl::Status ResourcePlugin::WaitReady(const PendingPod& pod, std::vector<int32_
               ? absl::StrCat(" (waited ", absl::FormatDuration(options_.vfio_wait), ")")
               : ""));
     }
-    if (options_.sleep) {
-      options_.sleep(options_.vfio_poll);
-    } else {
-      absl::SleepFor(options_.vfio_poll);
-    }
+    clock_->SleepFor(options_.vfio_poll);
   }
 }
 

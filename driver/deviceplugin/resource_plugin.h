@@ -47,8 +47,7 @@ struct ResourcePluginOptions {
   // reconcile loop binds it) before refusing, and how often it looks.
   absl::Duration vfio_wait = absl::Seconds(10);
   absl::Duration vfio_poll = absl::Milliseconds(200);
-  // Sleeps between looks; tests advance a fake clock instead.
-  std::function<void(absl::Duration)> sleep;
+  // Looks and sleeps between looks run on the plugin's Clock.
   NodeMetrics* metrics = nullptr;  // Optional.
 };
 

@@ -5,14 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "absl/time/clock.h"
+#include "common/clock.h"
 #include "extender/client/pdcctl_run.h"
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
   pdc::pdcctl::Environment env;
   if (const char* server = std::getenv("PDC_SERVER")) env.pdc_server = server;
-  env.now = absl::Now();
+  env.now = pdc::RealClock()->Now();
   env.out = &std::cout;
   env.err = &std::cerr;
   return pdc::pdcctl::Run(args, env);

@@ -619,7 +619,7 @@ def flatten_keys(obj, prefix=""):
 def metric_names_in_code(repo):
     """Metric names registered by pdc-extender and pdc-node, from the source."""
     names = set()
-    for rel in ("extender/extender_metrics.cc", "extender/main.cc", "driver/node_metrics.cc"):
+    for rel in ("extender/extender_metrics.cc", "extender/extender_app.cc", "driver/node_metrics.cc"):
         path = os.path.join(repo, rel)
         if check(os.path.exists(path), f"{rel} is missing: cannot check metric names"):
             with open(path) as f:
@@ -1004,7 +1004,7 @@ def main():
         for name in metric_names_in_promql(e):
             base = base_metric(name, code_metrics)
             if check(base, f"{where}: metric {name} is not registered by pdc-extender or "
-                     "pdc-node (extender_metrics.cc, extender/main.cc, node_metrics.cc)"):
+                     "pdc-node (extender_metrics.cc, extender/extender_app.cc, node_metrics.cc)"):
                 used.add(base)
     for want in ("pdc_http_requests_total", "pdc_http_request_duration_seconds",
                  "pdc_filter_nodes_total", "pdc_binds_total", "pdc_bind_rollbacks_total",

@@ -71,10 +71,9 @@ class DevicePluginTest : public ::testing::Test {
     o.vfio_wait = absl::Seconds(10);
     o.vfio_poll = absl::Milliseconds(500);
     // Allocate's wait for vfio-pci runs on the fake clock.
-    o.sleep = [this](absl::Duration d) {
-      clock_.Advance(d);
+    clock_.SetSleepHook([this] {
       if (sleep_hook_) sleep_hook_();
-    };
+    });
     o.confirmer.backoff_initial = absl::Milliseconds(1);
     o.confirmer.backoff_max = absl::Milliseconds(5);
     o.metrics = &metrics_;

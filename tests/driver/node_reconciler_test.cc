@@ -89,7 +89,7 @@ class ReconcilerTest : public ::testing::Test {
     BinderOptions bo;
     bo.classes = {NvmeClass()};
     bo.verify_attempts = 2;
-    bo.sleep = [](absl::Duration) {};
+    bo.clock = &binder_clock_;
     binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc, journal_.get(), bo);
     metrics_ = std::make_unique<NodeMetrics>(&registry_);
     ReconcilerOptions ro;
@@ -121,6 +121,7 @@ class ReconcilerTest : public ::testing::Test {
 
   FakeHost host_;
   pdc::testing::FakeClock clock_;
+  pdc::testing::FakeClock binder_clock_;  // The binder's waits; apart from clock_.
   FakeExtender api_;
   MetricsRegistry registry_;
   std::unique_ptr<NodeMetrics> metrics_;

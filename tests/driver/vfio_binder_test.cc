@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/driver/test_util.h"
+#include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
 
 namespace pdc::driver {
@@ -55,7 +56,7 @@ class VfioBinderTest : public ::testing::Test {
     BinderOptions options;
     options.classes = {NvmeClass(), AhciClass(), NicClass(), GpuClass()};
     options.verify_attempts = 3;
-    options.sleep = [this](absl::Duration) { ++sleeps_; };
+    options.clock = &clock_;
     binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc,
                                            journal_.get(), options);
   }
@@ -73,7 +74,7 @@ class VfioBinderTest : public ::testing::Test {
   FakeHost host_;
   std::unique_ptr<BindJournal> journal_;
   std::unique_ptr<VfioBinder> binder_;
-  int sleeps_ = 0;
+  pdc::testing::FakeClock clock_;
 };
 
 TEST_F(VfioBinderTest, BindsAndRestoresWithTheKernelsSequenceOfWrites) {
@@ -411,7 +412,7 @@ TEST_F(VfioBinderTest, FailedProbeIsDetectedAndTheDeviceGivenBack) {
   EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
   EXPECT_EQ(Override("0000:00:03.0"), "(null)");
   EXPECT_THAT(journal_->Entries(), IsEmpty());
-  EXPECT_GT(sleeps_, 0);  // It waited for the kernel before giving up.
+  EXPECT_GT(clock_.sleeps(), 0);  // It waited for the kernel before giving up.
 }
 
 TEST_F(VfioBinderTest, GroupIsAllOrNothing) {

@@ -105,6 +105,7 @@ class ExtenderFixture : public ::testing::Test {
     auto a = Allocator::Open(allocator_options_, &store_, &clock_);
     ASSERT_TRUE(a.ok()) << a.status();
     allocator_ = *std::move(a);
+    FollowCommits(allocator_.get(), &notifier_);
     pods_ = std::make_unique<PodCache>(&clock_, 1000, absl::Minutes(10));
     ctx_.allocator = allocator_.get();
     ctx_.clock = &clock_;

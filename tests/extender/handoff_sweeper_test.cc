@@ -55,7 +55,7 @@ class HandoffSweeperTest : public ExtenderFixture, public ::testing::WithParamIn
 
 TEST_P(HandoffSweeperTest, DecidesByWhatTheApiserverSays) {
   kube_.SetPod(GetParam().answer);
-  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_, &notifier_);
+  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
   EXPECT_EQ(sweeper.SweepOnce(), 0u);  // First seen now: not asked yet.
   EXPECT_THAT(kube_.calls(), ::testing::IsEmpty());
   clock_.Advance(absl::Seconds(29));
@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST_F(HandoffSweeperTest, ForgetsPodsThatAreNoLongerPending) {
   kube_.SetPod(PodJson("uid-1", "Running"));
-  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_, &notifier_);
+  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
   EXPECT_EQ(sweeper.SweepOnce(), 0u);
   ASSERT_OK(allocator_
                 ->ConfirmHandoff("node-a", "uid-1", kNvme,

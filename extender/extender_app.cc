@@ -1,0 +1,194 @@
+#include "extender/extender_app.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "allocator/file_store.h"
+#include "allocator/memory_store.h"
+#include "common/file_util.h"
+#include "extender/kube_http_client.h"
+#include "spdlog/spdlog.h"
+
+namespace pdc::extender {
+namespace {
+
+absl::StatusOr<std::string> ReadToken(const std::string& path) {
+  if (path.empty()) return std::string();
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("extender.tokenFile: ", text.status().message()));
+  }
+  std::string token(absl::StripAsciiWhitespace(*text));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("extender.tokenFile: ", path, " is empty"));
+  }
+  return token;
+}
+
+}  // namespace
+
+ExtenderApp::ExtenderApp(const PdcConfig& config, Options options)
+    : config_(config), options_(std::move(options)) {}
+
+ExtenderApp::~ExtenderApp() { Stop(); }
+
+uint16_t ExtenderApp::port() const { return server_ == nullptr ? 0 : server_->port(); }
+
+absl::StatusOr<std::unique_ptr<ExtenderApp>> ExtenderApp::Start(const PdcConfig& config,
+                                                                Options options) {
+  std::unique_ptr<ExtenderApp> app(new ExtenderApp(config, std::move(options)));
+  if (absl::Status s = app->Init(); !s.ok()) {
+    app->Stop();
+    return s;
+  }
+  return app;
+}
+
+absl::Status ExtenderApp::Init() {
+  const ExtenderConfig& ec = config_.extender;
+  const Clock* clock = options_.clock;
+  absl::StatusOr<std::string> token = ReadToken(ec.token_file);
+  if (!token.ok()) return token.status();
+
+  if (ec.store == StoreKind::kMemory) {
+    spdlog::warn("store: memory - claims are lost when pdc-extender exits");
+    base_store_ = std::make_unique<MemoryStore>();
+  } else {
+    absl::StatusOr<std::unique_ptr<FileStore>> fs = FileStore::Open(ec.data_dir);
+    if (!fs.ok()) return fs.status();
+    base_store_ = *std::move(fs);
+  }
+  // Histogram registered before the allocator exists; the metrics object
+  // that reads the allocator is built right after Open.
+  Histogram* sync_seconds = registry_.AddHistogram(
+      "pdc_store_sync_duration_seconds",
+      "Time to make a store record durable (fsync, group commit).",
+      ExponentialBuckets(0.0001, 2, 16));
+  store_ = std::make_unique<TimedStore>(base_store_.get(), clock, sync_seconds);
+
+  RecoveryReport report;
+  absl::StatusOr<std::unique_ptr<Allocator>> allocator =
+      Allocator::Open(ToAllocatorOptions(config_), store_.get(), clock, &report);
+  if (!allocator.ok()) return allocator.status();
+  allocator_ = *std::move(allocator);
+  spdlog::info("store recovered: snapshot revision {}, {} records replayed, "
+               "revision {}{}",
+               report.snapshot_revision, report.records_replayed,
+               report.last_revision,
+               report.torn_tail.empty()
+                   ? std::string()
+                   : absl::StrCat("; dropped a torn last record: ", report.torn_tail));
+  // Long-polls wake on every commit, whoever makes it.
+  FollowCommits(allocator_.get(), &notifier_);
+
+  metrics_ = std::make_unique<ExtenderMetrics>(&registry_, allocator_.get(), clock,
+                                               options_.version);
+  pods_ = std::make_unique<PodCache>(clock, 10000, absl::Minutes(10));
+
+  if (ec.kubernetes.mode != KubernetesMode::kNone) {
+    absl::StatusOr<KubeClientConfig> kc =
+        ec.kubernetes.mode == KubernetesMode::kInCluster
+            ? InClusterConfig()
+            : KubeconfigFile(ec.kubernetes.kubeconfig);
+    if (!kc.ok()) return kc.status();
+    absl::StatusOr<std::unique_ptr<KubeClient>> c = NewHttpKubeClient(*kc);
+    if (!c.ok()) return c.status();
+    kube_ = *std::move(c);
+    spdlog::info("Kubernetes API: {}", kc->server);
+  } else {
+    spdlog::info("no Kubernetes API (kubernetes.mode: none): binds are "
+                 "recorded only");
+  }
+
+  ctx_.allocator = allocator_.get();
+  ctx_.clock = clock;
+  ctx_.pod_cache = pods_.get();
+  ctx_.notifier = &notifier_;
+  for (const DeviceClass& dc : config_.device_classes) {
+    ctx_.managed.insert(dc.resource_name);
+  }
+  ctx_.kube = kube_.get();
+  ctx_.metrics = metrics_.get();
+  ctx_.registry = &registry_;
+
+  RouterOptions ro;
+  ro.scheduler_prefix = ec.scheduler_path_prefix;
+  while (!ro.scheduler_prefix.empty() && ro.scheduler_prefix.back() == '/') {
+    ro.scheduler_prefix.pop_back();
+  }
+  ro.bearer_token = *token;
+  ro.scheduler_requires_client_cert = !ec.tls.client_ca_file.empty();
+  router_ = std::make_unique<Router>(ro, &ctx_);
+  router_->SetReady(true);
+
+  HttpServerOptions so;
+  if (absl::Status s = net::SplitListenAddress(ec.listen, "extender.listen", &so); !s.ok()) {
+    return s;
+  }
+  so.threads = ec.worker_threads;
+  so.max_body_bytes = ec.max_body_bytes;
+  so.read_timeout = ec.read_timeout;
+  so.idle_timeout = ec.idle_timeout;
+  so.cert_file = ec.tls.cert_file;
+  so.key_file = ec.tls.key_file;
+  so.client_ca_file = ec.tls.client_ca_file;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      StartRouterServer(so, router_.get(), &notifier_, metrics_.get());
+  if (!server.ok()) return server.status();
+  server_ = *std::move(server);
+  address_ = so.address;
+  spdlog::info("pdc-extender {} serving on {}:{} ({} threads, {}, store {})",
+               options_.version, so.address, server_->port(), so.threads,
+               so.cert_file.empty() ? "plain HTTP" : "TLS", ToString(ec.store));
+
+  registry_.AddCallbackFamily(
+      "pdc_handoffs_pending",
+      "VM pods bound to a node that have not yet received their devices from the node's "
+      "device plugin, by resource name.",
+      MetricType::kGauge, {"resource"}, [a = allocator_.get(), this] {
+        std::vector<LabeledValue> out;
+        for (const DeviceClass& dc : config_.device_classes) {
+          out.push_back({{dc.resource_name}, 0});
+        }
+        for (const PendingHandoff& p : a->PendingHandoffs("")) {
+          for (LabeledValue& v : out) {
+            if (v.label_values[0] == p.resource_name) v.value += 1;
+          }
+        }
+        return out;
+      });
+  // With a Kubernetes API, pending hand-offs of pods that are gone are
+  // cancelled; without one, DELETE /v1/nodes/{node}/handoffs/{podUid} does it.
+  if (kube_ != nullptr) {
+    sweeper_ = std::make_unique<HandoffSweeper>(HandoffSweeper::Options{}, allocator_.get(),
+                                                kube_.get(), clock);
+    sweeper_->Start();
+  }
+  checkpointer_ = std::make_unique<Checkpointer>(Checkpointer::Options{}, allocator_.get(), clock);
+  checkpointer_->Start();
+  started_ = true;
+  return absl::OkStatus();
+}
+
+void ExtenderApp::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (sweeper_ != nullptr) sweeper_->Stop();
+  if (server_ != nullptr) server_->Shutdown();
+  if (checkpointer_ != nullptr) checkpointer_->Stop();
+  // Only an app that served writes a last checkpoint; one that failed to
+  // start leaves the store as recovery found it.
+  if (started_) {
+    if (absl::Status s = allocator_->Checkpoint(); !s.ok()) {
+      spdlog::error("final checkpoint failed: {}", s.ToString());
+    }
+  }
+  server_.reset();
+}
+
+}  // namespace pdc::extender

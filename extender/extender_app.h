@@ -1,0 +1,87 @@
+// ExtenderApp: pdc-extender without its main: everything built from the
+// loaded configuration and started, and stopped again, with no signals and
+// no process state, so a test can run the whole program in-process.
+//
+// Start: token file -> store (FileStore on dataDir, or MemoryStore for
+// `store: memory`) -> Allocator::Open (recovery) -> notifier following the
+// allocator's commits -> Kubernetes client (unless kubernetes.mode: none)
+// -> Router -> HTTP server -> hand-off sweeper (with a Kubernetes API) and
+// checkpointer.
+// Stop (what SIGTERM does): stop the sweeper, stop accepting and finish the
+// requests in flight, stop the checkpointer, write a last checkpoint.
+//
+// Thread-safety: Start and Stop from one thread; the accessors are
+// thread-safe.
+#ifndef PDC_EXTENDER_EXTENDER_APP_H_
+#define PDC_EXTENDER_EXTENDER_APP_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "allocator/allocator.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "config/config.h"
+#include "extender/checkpointer.h"
+#include "extender/extender_context.h"
+#include "extender/extender_metrics.h"
+#include "extender/handoff_sweeper.h"
+#include "extender/router_server.h"
+#include "extender/kube_client.h"
+#include "common/notifier.h"
+#include "extender/pod_cache.h"
+#include "extender/router.h"
+#include "extender/timed_store.h"
+
+namespace pdc::extender {
+
+class ExtenderApp {
+ public:
+  struct Options {
+    const Clock* clock = RealClock();  // Must outlive the app.
+    std::string version = "dev";       // Reported in metrics and logs.
+  };
+
+  // Builds and starts everything; an error names the configuration field
+  // (or the store) that stopped it. `config` is copied.
+  static absl::StatusOr<std::unique_ptr<ExtenderApp>> Start(const PdcConfig& config,
+                                                            Options options);
+  ~ExtenderApp();  // Stop().
+
+  // The listening address and port (port 0 in the config: the one chosen).
+  const std::string& address() const { return address_; }
+  uint16_t port() const;
+  Allocator* allocator() const { return allocator_.get(); }
+
+  // Graceful stop, as on SIGTERM. Idempotent.
+  void Stop();
+
+ private:
+  ExtenderApp(const PdcConfig& config, Options options);
+  absl::Status Init();
+
+  const PdcConfig config_;
+  const Options options_;
+  MetricsRegistry registry_;
+  std::unique_ptr<Store> base_store_;
+  std::unique_ptr<TimedStore> store_;
+  std::unique_ptr<Allocator> allocator_;
+  std::unique_ptr<ExtenderMetrics> metrics_;
+  Notifier notifier_;
+  std::unique_ptr<PodCache> pods_;
+  std::unique_ptr<KubeClient> kube_;
+  ExtenderContext ctx_;
+  std::unique_ptr<Router> router_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<HandoffSweeper> sweeper_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::string address_;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_EXTENDER_APP_H_
