@@ -29,8 +29,8 @@ BUILD_PACKAGES=(
 # What the tests, the benchmarks, the demo and CI take on top.
 TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
-  # the thread-safety analysis build
-  clang-14
+  # the thread-safety analysis build; the libFuzzer harnesses (scripts/fuzz.sh)
+  clang-14 libclang-rt-14-dev
   # tests: deploy checks (promtool, a real Prometheus), QEMU real-kernel vfio test
   prometheus python3 python3-yaml
   qemu-system-x86 busybox-static e2fsprogs bc
