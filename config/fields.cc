@@ -321,6 +321,9 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Bytes(
       "extender.maxBodyBytes",
       [](auto& c) -> auto& { return c.extender.max_body_bytes; }));
+  f.push_back(Int<int>(
+      "extender.maxConnections",
+      [](auto& c) -> auto& { return c.extender.max_connections; }));
   f.push_back(Dur(
       "extender.readTimeout",
       [](auto& c) -> auto& { return c.extender.read_timeout; }));

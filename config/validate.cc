@@ -137,10 +137,14 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
         "extender.workerThreads",
         absl::StrCat("must be between 1 and 1024, got ", e.worker_threads));
   }
-  if (e.max_body_bytes < 4096 || e.max_body_bytes > (uint64_t{4} << 30)) {
+  if (e.max_body_bytes < 4096 || e.max_body_bytes > (uint64_t{256} << 20)) {
     return Bad(
         "extender.maxBodyBytes",
-        absl::StrCat("must be between 4096 and 4Gi, got ", e.max_body_bytes));
+        absl::StrCat("must be between 4096 and 256Mi, got ", e.max_body_bytes));
+  }
+  if (e.max_connections < 16 || e.max_connections > 1000000) {
+    return Bad("extender.maxConnections",
+               absl::StrCat("must be between 16 and 1000000, got ", e.max_connections));
   }
   RETURN_IF_ERROR(CheckPositive("extender.readTimeout", e.read_timeout));
   RETURN_IF_ERROR(CheckPositive("extender.idleTimeout", e.idle_timeout));

@@ -181,6 +181,7 @@ int Main(int argc, char** argv) {
     }
     so.threads = 2;
     so.max_body_bytes = 1 << 20;
+    so.max_connections = 64;  // Probes and scrapers; more only wait.
     so.read_timeout = absl::Seconds(5);
     so.idle_timeout = absl::Seconds(30);
     so.shutdown_grace = absl::Seconds(5);

@@ -132,6 +132,7 @@ absl::Status ExtenderApp::Init() {
   }
   so.threads = ec.worker_threads;
   so.max_body_bytes = ec.max_body_bytes;
+  so.max_connections = static_cast<size_t>(ec.max_connections);
   so.read_timeout = ec.read_timeout;
   so.idle_timeout = ec.idle_timeout;
   so.cert_file = ec.tls.cert_file;

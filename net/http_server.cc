@@ -2,7 +2,9 @@
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -86,8 +88,33 @@ class ServerCore {
     return id;
   }
   void Unregister(uint64_t id) {
+    std::function<void()> resume;
+    {
+      absl::MutexLock lock(&mu_);
+      sessions_.erase(id);
+      if (accept_paused_ && sessions_.size() < max_connections_) {
+        accept_paused_ = false;
+        resume = resume_accept_;
+      }
+    }
+    if (resume) resume();
+  }
+  size_t open() {
     absl::MutexLock lock(&mu_);
-    sessions_.erase(id);
+    return sessions_.size();
+  }
+  // The accept loop asks whether to go on: false (and `resume` is called
+  // once a connection closes) when max_connections are open.
+  bool MayAccept(std::function<void()> resume) {
+    absl::MutexLock lock(&mu_);
+    if (sessions_.size() < max_connections_) return true;
+    accept_paused_ = true;
+    resume_accept_ = std::move(resume);
+    return false;
+  }
+  void SetMaxConnections(size_t n) {
+    absl::MutexLock lock(&mu_);
+    max_connections_ = std::max<size_t>(1, n);
   }
   void PokeAll() {
     std::vector<std::function<void()>> pokes;
@@ -110,7 +137,26 @@ class ServerCore {
   absl::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<uint64_t, std::function<void()>> sessions_ ABSL_GUARDED_BY(mu_);
+  size_t max_connections_ ABSL_GUARDED_BY(mu_) = options.max_connections;
+  bool accept_paused_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> resume_accept_ ABSL_GUARDED_BY(mu_);
 };
+
+// Raises the soft limit on open descriptors towards the hard limit so that
+// `connections` fit beside `reserve` others; returns how many connections
+// the limit allows.
+size_t MakeDescriptorRoom(size_t connections, size_t reserve) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return connections;
+  const rlim_t want = static_cast<rlim_t>(connections + reserve);
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < want) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= want) return connections;
+  return lim.rlim_cur > reserve ? static_cast<size_t>(lim.rlim_cur - reserve) : 1;
+}
 
 template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
@@ -505,6 +551,13 @@ class BeastServer final : public HttpServer {
           "cannot listen on ", o.address, ":", o.port, ": ", ec.message()));
     }
     port_ = acceptor_.local_endpoint().port();
+    const size_t room = MakeDescriptorRoom(o.max_connections, kReservedDescriptors);
+    if (room < o.max_connections) {
+      spdlog::warn("the descriptor limit allows {} connections, not the {} configured; "
+                   "raise the hard limit (ulimit -Hn, LimitNOFILE) to serve more",
+                   room, o.max_connections);
+    }
+    core_->SetMaxConnections(std::min(room, o.max_connections));
     Accept();
     const int n = std::max(1, o.threads);
     for (int i = 0; i < n; ++i) {
@@ -523,6 +576,7 @@ class BeastServer final : public HttpServer {
     asio::post(acceptor_.get_executor(), [this] {
       beast::error_code ec;
       acceptor_.close(ec);
+      retry_.cancel();
     });
     core_->PokeAll();
     if (!core_->WaitDrained(absl::Now() + core_->options.shutdown_grace)) {
@@ -540,13 +594,38 @@ class BeastServer final : public HttpServer {
     }
   }
 
+  // Descriptors kept free for the rest of the program (files, the store,
+  // outgoing connections) when the limit caps the connections.
+  static constexpr size_t kReservedDescriptors = 128;
+
   void Accept() {
     acceptor_.async_accept(
         asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket s) {
           if (ec == asio::error::operation_aborted || !acceptor_.is_open()) {
             return;
           }
-          if (!ec && !core_->stopping.load()) {
+          if (ec) {
+            // Out of descriptors (EMFILE, ENFILE), buffers or memory: the
+            // pending connection stays in the backlog, so accepting again at
+            // once would fail at once. Wait, doubling up to a second.
+            backoff_ = std::min(absl::Seconds(1), backoff_ == absl::ZeroDuration()
+                                                      ? absl::Milliseconds(10)
+                                                      : backoff_ * 2);
+            if (core_->options.observer.accept_failed) {
+              core_->options.observer.accept_failed(ec.message(), backoff_);
+            }
+            if (backoff_ == absl::Seconds(1) || backoff_ == absl::Milliseconds(10)) {
+              spdlog::warn("accept failed: {}; retrying in {}", ec.message(),
+                           absl::FormatDuration(backoff_));
+            }
+            retry_.expires_after(absl::ToChronoNanoseconds(backoff_));
+            retry_.async_wait([this](beast::error_code wait_ec) {
+              if (!wait_ec && acceptor_.is_open()) Accept();
+            });
+            return;
+          }
+          backoff_ = absl::ZeroDuration();
+          if (!core_->stopping.load()) {
             beast::error_code nd;
             s.set_option(tcp::no_delay(true), nd);
             if (tls_) {
@@ -559,8 +638,24 @@ class BeastServer final : public HttpServer {
                   ->Run();
             }
           }
-          Accept();
+          AcceptIfRoom();
         });
+  }
+
+  // Accepts again, or pauses at max_connections until a connection closes.
+  void AcceptIfRoom() {
+    const bool room = core_->MayAccept([this] {
+      if (core_->stopping.load()) return;  // The io_context may be going away.
+      asio::post(acceptor_.get_executor(), [this] {
+        if (core_->options.observer.accept_paused) core_->options.observer.accept_paused(false);
+        if (acceptor_.is_open()) Accept();
+      });
+    });
+    if (room) {
+      Accept();
+    } else if (core_->options.observer.accept_paused) {
+      core_->options.observer.accept_paused(true);
+    }
   }
 
   // Order matters for destruction: connections still queued in ioc_ refer
@@ -569,6 +664,8 @@ class BeastServer final : public HttpServer {
   std::optional<ssl::context> tls_;
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
+  asio::steady_timer retry_{acceptor_.get_executor()};
+  absl::Duration backoff_ = absl::ZeroDuration();  // On the acceptor's strand.
   uint16_t port_ = 0;
   std::vector<std::thread> threads_;
 };

@@ -47,6 +47,11 @@ namespace pdc::net {
 struct HttpServerObserver {
   // A long-poll parked (+1) or left its parking, answered or closed (-1).
   std::function<void(int delta)> long_polls_waiting;
+  // accept() failed (out of descriptors, memory...): the server waits
+  // `backoff` before it accepts again, so it never spins.
+  std::function<void(const std::string& error, absl::Duration backoff)> accept_failed;
+  // Accepting paused (true) at max_connections, or resumed (false).
+  std::function<void(bool paused)> accept_paused;
 };
 
 struct HttpServerOptions {
@@ -54,6 +59,13 @@ struct HttpServerOptions {
   uint16_t port = 0;                  // 0 picks a free port.
   int threads = 4;
   uint64_t max_body_bytes = uint64_t{64} << 20;
+  // Open connections at most. At the cap the server stops accepting until
+  // one closes: new clients wait in the kernel's listen backlog (and time
+  // out there) instead of taking descriptors and memory. Start raises the
+  // process's soft descriptor limit towards its hard limit to make room, and
+  // lowers the cap to what the limit allows (128 descriptors kept for the
+  // rest of the program), saying so in the log.
+  size_t max_connections = 1024;
   absl::Duration read_timeout = absl::Seconds(30);
   absl::Duration idle_timeout = absl::Seconds(120);
   absl::Duration shutdown_grace = absl::Seconds(25);

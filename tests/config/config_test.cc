@@ -37,7 +37,8 @@ TEST(ConfigTest, Defaults) {
   ASSERT_OK_AND_ASSIGN(PdcConfig c, Load({}));
   EXPECT_EQ(c.extender.listen, "0.0.0.0:8888");
   EXPECT_EQ(c.extender.scheduler_path_prefix, "/scheduler");
-  EXPECT_EQ(c.extender.max_body_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(c.extender.max_body_bytes, uint64_t{16} << 20);
+  EXPECT_EQ(c.extender.max_connections, 32768);
   EXPECT_EQ(c.extender.data_dir, "/var/lib/pdc");
   EXPECT_EQ(c.extender.store, StoreKind::kFile);
   EXPECT_EQ(c.extender.node_stale_after, absl::Seconds(60));
@@ -318,7 +319,7 @@ TEST(ConfigTest, HelpListsEveryFieldWithItsDefault) {
   EXPECT_TRUE(flags.help);
   const std::string help = ConfigHelp();
   EXPECT_THAT(help, HasSubstr("--extender.listen  (default \"0.0.0.0:8888\")"));
-  EXPECT_THAT(help, HasSubstr("--extender.maxBodyBytes  (default 64Mi)"));
+  EXPECT_THAT(help, HasSubstr("--extender.maxBodyBytes  (default 16Mi)"));
   EXPECT_THAT(help, HasSubstr("--node.heartbeatInterval  (default \"10s\")"));
 }
 

@@ -4,8 +4,13 @@
 // pdc-extender's Router behind the same server: tests/extender.
 #include "net/http_server.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "common/notifier.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -116,6 +122,85 @@ class HttpServerTest : public ::testing::Test {
   HttpServerOptions server_options_;
   std::unique_ptr<HttpServer> server_;
 };
+
+constexpr char kHealthz[] = "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+
+// At max_connections the server stops accepting: a new client waits in the
+// listen backlog, unanswered, until an open connection closes.
+TEST_F(HttpServerTest, AtTheConnectionCapANewClientWaitsUntilOneCloses) {
+  server_options_.max_connections = 2;
+  std::vector<bool> paused;
+  absl::Mutex mu;
+  server_options_.observer.accept_paused = [&](bool p) {
+    absl::MutexLock lock(&mu);
+    paused.push_back(p);
+  };
+  StartServer();
+  auto a = std::make_unique<RawSocket>(server_->port());
+  RawSocket b(server_->port());
+  ASSERT_TRUE(a->Send(kHealthz) && b.Send(kHealthz));
+  EXPECT_THAT(a->ReadUntil("ok"), HasSubstr("200 OK"));
+  EXPECT_THAT(b.ReadUntil("ok"), HasSubstr("200 OK"));
+
+  RawSocket c(server_->port());
+  ASSERT_TRUE(c.connected()) << "the kernel's backlog takes the connection";
+  ASSERT_TRUE(c.Send(kHealthz));
+  EXPECT_FALSE(c.WaitReadable(500)) << "answered beyond the cap";
+
+  a.reset();  // One closes: the third is accepted and answered.
+  EXPECT_THAT(c.ReadUntil("ok"), HasSubstr("200 OK"));
+  absl::MutexLock lock(&mu);
+  // Paused at two, resumed when one closed, paused again with the third.
+  EXPECT_THAT(paused, ::testing::ElementsAre(true, false, true));
+}
+
+// Out of descriptors, accept() fails at once for as long as the pending
+// connection waits: the server backs off instead of spinning, and serves
+// the connection once descriptors are free again.
+TEST_F(HttpServerTest, AcceptFailuresBackOffInsteadOfSpinning) {
+  std::atomic<int> failures{0};
+  server_options_.observer.accept_failed = [&](const std::string&, absl::Duration) {
+    ++failures;
+  };
+  StartServer();
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  // A limit a little above what is open, then every free number taken.
+  int highest = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    int n = 0;
+    if (absl::SimpleAtoi(e.path().filename().string(), &n)) highest = std::max(highest, n);
+  }
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(highest + 64);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  std::vector<int> fillers;
+  for (int d; (d = ::dup(fd)) >= 0;) fillers.push_back(d);
+  ASSERT_EQ(errno, EMFILE);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server_->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const int during = failures.load();
+  for (int d : fillers) ::close(d);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_GE(during, 1) << "accept() never failed: the test did not exhaust descriptors";
+  // 10 ms doubling to 1 s: about 7 attempts in a second; a loop without a
+  // pause makes hundreds of thousands.
+  EXPECT_LE(during, 20);
+  ASSERT_EQ(::send(fd, kHealthz, sizeof(kHealthz) - 1, MSG_NOSIGNAL),
+            static_cast<ssize_t>(sizeof(kHealthz) - 1));
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 5000), 1) << "not served once descriptors were free";
+  char buf[256] = {};
+  EXPECT_GT(::recv(fd, buf, sizeof(buf) - 1, 0), 0);
+  EXPECT_THAT(std::string(buf), HasSubstr("200 OK"));
+  ::close(fd);
+}
 
 TEST_F(HttpServerTest, KeepAliveOverOneConnection) {
   StartServer();

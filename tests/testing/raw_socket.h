@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -53,6 +54,11 @@ class RawSocket {
       if (timed_out) *timed_out = n < 0;
       return out;
     }
+  }
+  // True when something (data or a close) arrives within `ms` milliseconds.
+  bool WaitReadable(int ms) {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, ms) == 1;
   }
   // Reads until `needle` shows up (or close / timeout).
   std::string ReadUntil(std::string_view needle) {
