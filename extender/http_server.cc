@@ -19,8 +19,8 @@
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
 #include "boost/beast/ssl.hpp"
+#include "extender/json_response.h"
 #include "net/read_buffer.h"
-#include "extender/json_util.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
@@ -257,7 +257,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   static HttpResponse Error(int status, std::string_view message) {
-    return json::JsonResponse(status, json::ErrorBody(message, ""));
+    return JsonResponse(status, json::ErrorBody(message, ""));
   }
 
   void OnRequest() {

@@ -12,11 +12,28 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/json_util.h"
+#include "extender/json_response.h"
 #include "rapidjson/document.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
+
+using api::BindingArgs;
+using api::ExtenderArgs;
+using api::FilterOutput;
+using api::NodeVictims;
+using api::ParseExtenderArgs;
+using api::PodRequest;
+using api::PodToRequest;
+using api::PreemptionArgs;
+using api::ReadBindingArgs;
+using api::ReadPreemptionArgs;
+using api::WriteBindingResult;
+using api::WriteFilterError;
+using api::WriteFilterResult;
+using api::WriteHostPriorityList;
+using api::WritePreemptionResult;
+using api::kDevicesAnnotation;
 namespace {
 
 // Filter outcome counters by FilterReason value (a power of two above the
@@ -67,14 +84,14 @@ std::string DevicesAnnotation(const BindOutcome& outcome) {
 HttpResponse SchedulerHandlers::Filter(std::string& body) const {
   rapidjson::Document doc;
   absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(body, &doc);
-  if (!args.ok()) return json::ErrorResponse(args.status());
+  if (!args.ok()) return ErrorResponse(args.status());
   absl::StatusOr<PodRequest> pod = PodToRequest(*args->pod, ctx_->managed);
   if (!pod.ok()) {
     if (IsPodProblem(pod.status())) {
-      return json::JsonResponse(
+      return JsonResponse(
           200, WriteFilterError(StdSv(pod.status().message())));
     }
-    return json::ErrorResponse(pod.status());
+    return ErrorResponse(pod.status());
   }
   ctx_->pod_cache->Put(*pod);
   const size_t n = args->node_names.size();
@@ -84,7 +101,7 @@ HttpResponse SchedulerHandlers::Filter(std::string& body) const {
     out.passed.resize(n);
     for (size_t i = 0; i < n; ++i) out.passed[i] = i;
     if (ctx_->metrics) ctx_->metrics->CountFilter(FilterReason::kPassThrough, n);
-    return json::JsonResponse(200, WriteFilterResult(*args, out));
+    return JsonResponse(200, WriteFilterResult(*args, out));
   }
   const FilterResult result = ctx_->allocator->Filter(pod->request, args->node_names);
   out.quoted_messages.reserve(result.messages.size() + 1);
@@ -131,24 +148,24 @@ HttpResponse SchedulerHandlers::Filter(std::string& body) const {
                       ? absl::StrCat(", e.g. ", result.messages[1])
                       : std::string());
   }
-  return json::JsonResponse(200, WriteFilterResult(*args, out));
+  return JsonResponse(200, WriteFilterResult(*args, out));
 }
 
 HttpResponse SchedulerHandlers::Prioritize(std::string& body) const {
   rapidjson::Document doc;
   absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(body, &doc);
-  if (!args.ok()) return json::ErrorResponse(args.status());
+  if (!args.ok()) return ErrorResponse(args.status());
   absl::StatusOr<PodRequest> pod = PodToRequest(*args->pod, ctx_->managed);
   // HostPriorityList has no Error field: a pod problem scores 0 everywhere
   // (filter already reported it).
   std::vector<int> scores;
   if (!pod.ok() && !IsPodProblem(pod.status())) {
-    return json::ErrorResponse(pod.status());
+    return ErrorResponse(pod.status());
   }
   if (pod.ok() && !pod->pass_through) {
     scores = ctx_->allocator->Score(pod->request, args->node_names);
   }
-  return json::JsonResponse(200,
+  return JsonResponse(200,
                             WriteHostPriorityList(args->node_names, scores));
 }
 
@@ -187,15 +204,15 @@ absl::StatusOr<PodRequest> SchedulerHandlers::PodForBind(
 HttpResponse SchedulerHandlers::Bind(std::string& body) const {
   rapidjson::Document doc;
   if (absl::Status s = json::ParseInsitu(body, &doc); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<BindingArgs> args = ReadBindingArgs(doc);
-  if (!args.ok()) return json::ErrorResponse(args.status());
+  if (!args.ok()) return ErrorResponse(args.status());
   auto fail = [&](std::string_view why) {
     if (ctx_->metrics) ctx_->metrics->CountBind(false);
     spdlog::warn("bind {}/{} to {} failed: {}", args->pod_namespace,
                  args->pod_name, args->node, why);
-    return json::JsonResponse(200, WriteBindingResult(why));
+    return JsonResponse(200, WriteBindingResult(why));
   };
   absl::StatusOr<PodRequest> pod = PodForBind(*args);
   if (!pod.ok()) return fail(StdSv(pod.status().message()));
@@ -212,7 +229,7 @@ HttpResponse SchedulerHandlers::Bind(std::string& body) const {
     }
     if (ctx_->metrics) ctx_->metrics->CountBind(true);
     ctx_->pod_cache->Erase(args->pod_uid);
-    return json::JsonResponse(200, WriteBindingResult(""));
+    return JsonResponse(200, WriteBindingResult(""));
   }
 
   absl::StatusOr<BindOutcome> outcome =
@@ -247,7 +264,7 @@ HttpResponse SchedulerHandlers::Bind(std::string& body) const {
                pod->request.ns, pod->request.vm, args->pod_name, args->pod_uid,
                args->node, ClaimList(*outcome), DeviceList(*outcome),
                outcome->revision);
-  return json::JsonResponse(200, WriteBindingResult(""));
+  return JsonResponse(200, WriteBindingResult(""));
 }
 
 // kube-scheduler's contract for the answer (pkg/scheduler/extender.go
@@ -265,15 +282,15 @@ HttpResponse SchedulerHandlers::Bind(std::string& body) const {
 HttpResponse SchedulerHandlers::Preempt(std::string& body) const {
   rapidjson::Document doc;
   if (absl::Status s = json::ParseInsitu(body, &doc); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<PreemptionArgs> args = ReadPreemptionArgs(doc);
-  if (!args.ok()) return json::ErrorResponse(args.status());
+  if (!args.ok()) return ErrorResponse(args.status());
   absl::StatusOr<PodRequest> pod = PodToRequest(*args->pod, ctx_->managed);
   if (!pod.ok()) {
-    if (!IsPodProblem(pod.status())) return json::ErrorResponse(pod.status());
+    if (!IsPodProblem(pod.status())) return ErrorResponse(pod.status());
     // A pod that cannot be placed: no preemption helps.
-    return json::JsonResponse(200, WritePreemptionResult(*args, {}));
+    return JsonResponse(200, WritePreemptionResult(*args, {}));
   }
   // Candidates: one per node name (the last occurrence), with victims, in
   // name order.
@@ -298,7 +315,7 @@ HttpResponse SchedulerHandlers::Preempt(std::string& body) const {
     });
   }
   if (pod->pass_through || candidates.empty()) {
-    return json::JsonResponse(200, WritePreemptionResult(*args, candidates));
+    return JsonResponse(200, WritePreemptionResult(*args, candidates));
   }
   std::vector<std::string_view> names;
   names.reserve(candidates.size());
@@ -334,7 +351,7 @@ HttpResponse SchedulerHandlers::Preempt(std::string& body) const {
                     });
     if (holders_evicted) keep.push_back(i);
   }
-  return json::JsonResponse(200, WritePreemptionResult(*args, keep));
+  return JsonResponse(200, WritePreemptionResult(*args, keep));
 }
 
 }  // namespace pdc::extender

@@ -29,7 +29,7 @@ class SchedulerHandlers {
  private:
   // The pod's request for a bind: from the filter-time cache, else from the
   // Kubernetes API. Error text says why neither worked.
-  absl::StatusOr<PodRequest> PodForBind(const BindingArgs& args) const;
+  absl::StatusOr<api::PodRequest> PodForBind(const api::BindingArgs& args) const;
 
   const ExtenderContext* const ctx_;
 };

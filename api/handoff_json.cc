@@ -1,14 +1,14 @@
-#include "extender/handoff_json.h"
+#include "api/handoff_json.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/json_util.h"
+#include "api/rest_json.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/api_json.h"
-#include "extender/json_util.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 namespace {
 
 using json::Find;
@@ -181,4 +181,4 @@ std::string WriteReleased(const std::vector<ClaimKey>& claims) {
   return std::string(json::Output(buf));
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::api

@@ -3,10 +3,11 @@
 // Writers produce the exact documented shapes with keys in a fixed order;
 // readers validate every field and name it in errors (TypeError -> 400 for a
 // wrong JSON type, FieldError -> 422 for a bad value).
-// Shared through pdc_extender_lib so clients decode what the server encodes.
+// One codec per wire type: the server, its clients (pdc-node, pdcctl) and
+// pdc-sim all decode with these, so they read what the server writes.
 // Thread-safety: pure functions.
-#ifndef PDC_EXTENDER_API_JSON_H_
-#define PDC_EXTENDER_API_JSON_H_
+#ifndef PDC_API_REST_JSON_H_
+#define PDC_API_REST_JSON_H_
 
 #include <optional>
 #include <string>
@@ -15,11 +16,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "allocator/allocator.h"
+#include "api/json_util.h"
+#include "model/allocations.h"
 #include "model/types.h"
-#include "extender/json_util.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 
 // A PCI address field; FieldError (422) naming `field` when malformed.
 absl::StatusOr<PciAddress> ParseAddress(std::string_view s, std::string_view field);
@@ -67,6 +68,6 @@ std::string WriteNodeDetail(const NodeView& node,
 std::string WriteDeviceList(const std::vector<NodeView>& nodes,
                             const std::vector<Claim>& claims);
 
-}  // namespace pdc::extender
+}  // namespace pdc::api
 
-#endif  // PDC_EXTENDER_API_JSON_H_
+#endif  // PDC_API_REST_JSON_H_

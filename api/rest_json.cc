@@ -1,4 +1,4 @@
-#include "extender/api_json.h"
+#include "api/rest_json.h"
 
 #include <algorithm>
 #include <map>
@@ -7,11 +7,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/validation.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 namespace {
 
 using json::Find;
@@ -344,8 +344,8 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
   if (res.empty()) return json::FieldError("resourceName", "is required");
   c.spec.resource_name = std::string(res);
   ASSIGN_OR_RETURN(int64_t count, json::OptInt(doc, "count", "count", 1));
-  if (count < 1 || count > 1024) {
-    return json::FieldError("count", "must be between 1 and 1024");
+  if (count < 1 || count > kMaxClaimCount) {
+    return json::FieldError("count", absl::StrCat("must be between 1 and ", kMaxClaimCount));
   }
   c.spec.count = static_cast<int32_t>(count);
   ASSIGN_OR_RETURN(std::string_view node, json::OptString(doc, "node", "node"));
@@ -607,4 +607,4 @@ std::string WriteDeviceList(const std::vector<NodeView>& nodes,
   return std::string(json::Output(buf));
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::api
