@@ -39,6 +39,11 @@ absl::StatusOr<std::vector<PendingHandoff>> ParseHandoffList(std::string_view bo
 // {"released": ["ns/name", ...]}
 std::string WriteReleased(const std::vector<ClaimKey>& claims);
 
+// The claim keys listed under `member` of a JSON object: "claims" of a
+// hand-off confirmation, "released" of a cancellation. Absent or null: none.
+absl::StatusOr<std::vector<ClaimKey>> ParseClaimKeys(std::string_view body,
+                                                     std::string_view member);
+
 }  // namespace pdc::api
 
 #endif  // PDC_API_HANDOFF_JSON_H_

@@ -41,6 +41,10 @@ struct NodeAllocationsReply {
   std::string node;
   NodeAllocations allocations;
 };
+// Reads keys as every codec here does (exact, then ASCII case-insensitive);
+// an entry without `handedOff` is handed off (an extender from before
+// hand-offs), as is one with `handedOff` null. `claimed` and `returnToHost`
+// come back sorted by address whatever the order on the wire.
 absl::StatusOr<NodeAllocationsReply> ParseNodeAllocations(std::string_view body);
 
 // --- Claims ----------------------------------------------------------------
@@ -57,6 +61,10 @@ void WriteClaimObject(json::Writer& w, const Claim& c);
 std::string WriteClaim(const Claim& c);
 std::string WriteClaimList(const std::vector<Claim>& claims);
 absl::StatusOr<Claim> ParseClaim(const json::Value& v);
+// One claim object (a create, get or release answer).
+absl::StatusOr<Claim> ParseClaim(std::string_view body);
+// {"items": [claim, ...]}; a wrong item is named by its index.
+absl::StatusOr<std::vector<Claim>> ParseClaimList(std::string_view body);
 
 // --- Nodes and devices -----------------------------------------------------
 // RFC 3339 in UTC, or JSON null for InfinitePast.
