@@ -36,8 +36,8 @@
 #include "common/metrics.h"
 #include "extender/extender_context.h"
 #include "extender/extender_metrics.h"
-#include "extender/http_server.h"
 #include "extender/router.h"
+#include "extender/router_server.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -318,7 +318,7 @@ void BM_LoopbackFilter(benchmark::State& state) {
   Cluster c(static_cast<int>(state.range(0)), state.range(1) != 0);
   HttpServerOptions so;
   so.threads = 1;
-  auto server = HttpServer::Start(so, c.router.get(), &c.notifier, c.metrics.get());
+  auto server = StartRouterServer(so, c.router.get(), &c.notifier, c.metrics.get());
   if (!server.ok()) {
     state.SkipWithError(std::string(server.status().message()).c_str());
     return;

@@ -15,20 +15,6 @@
 namespace pdc {
 namespace {
 
-// Closes an fd on scope exit.
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-
- private:
-  int fd_;
-};
-
 std::string DirName(const std::string& path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -37,6 +23,25 @@ std::string DirName(const std::string& path) {
 }
 
 }  // namespace
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) {
+    reset();
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+int UniqueFd::release() {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void UniqueFd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
 
 absl::Status ErrnoStatus(std::string_view op, std::string_view path, int err) {
   std::string msg = absl::StrCat(Sv(op), " ", Sv(path), ": ", std::strerror(err));
@@ -59,7 +64,7 @@ absl::Status ErrnoStatus(std::string_view op, std::string_view path, int err) {
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open", path, errno);
-  FdCloser closer(fd);
+  UniqueFd closer(fd);
   std::string out;
   char buf[1 << 16];
   for (;;) {
@@ -89,7 +94,7 @@ absl::Status WriteAll(int fd, std::string_view data, std::string_view path) {
 absl::Status FsyncDirectory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open", dir, errno);
-  FdCloser closer(fd);
+  UniqueFd closer(fd);
   if (::fsync(fd) != 0) return ErrnoStatus("fsync", dir, errno);
   return absl::OkStatus();
 }
@@ -100,7 +105,7 @@ absl::Status WriteFileAtomically(const std::string& path,
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
   if (fd < 0) return ErrnoStatus("open", tmp, errno);
   {
-    FdCloser closer(fd);
+    UniqueFd closer(fd);
     if (absl::Status s = WriteAll(fd, data, tmp); !s.ok()) return s;
     if (::fsync(fd) != 0) return ErrnoStatus("fsync", tmp, errno);
   }

@@ -17,6 +17,29 @@
 
 namespace pdc {
 
+// Owns a file descriptor and closes it when destroyed; move-only. -1 is
+// "none".
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  // Gives up ownership without closing.
+  int release();
+  // Closes the descriptor held, if any.
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
 // An error status for the failed system call `op` on `path`, from errno.
 absl::Status ErrnoStatus(std::string_view op, std::string_view path, int err);
 

@@ -83,6 +83,77 @@ void EscapeInto(std::string_view s, Out& out) {
   }
 }
 
+// The code point of the well-formed multi-byte sequence of `n` bytes at s[i].
+char32_t DecodeUtf8(std::string_view s, size_t i, size_t n) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  switch (n) {
+    case 2: return (char32_t{b(0)} & 0x1F) << 6 | (b(1) & 0x3F);
+    case 3: return (char32_t{b(0)} & 0x0F) << 12 | (b(1) & 0x3F) << 6 | (b(2) & 0x3F);
+    default:
+      return (char32_t{b(0)} & 0x07) << 18 | (b(1) & 0x3F) << 12 | (b(2) & 0x3F) << 6 |
+             (b(3) & 0x3F);
+  }
+}
+
+// Code points a terminal or log viewer may take for a line break, or that
+// reorder what is shown (bidirectional controls): a text log line shows them
+// escaped, so no message can fake a second line or hide what it says.
+bool IsDeceptiveInText(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) ||      // C1 controls, NEL among them.
+         cp == 0x2028 || cp == 0x2029 ||    // Line and paragraph separators.
+         cp == 0x200E || cp == 0x200F ||    // Left-to-right / right-to-left marks.
+         (cp >= 0x202A && cp <= 0x202E) ||  // Bidirectional embeddings, overrides.
+         (cp >= 0x2066 && cp <= 0x2069);    // Bidirectional isolates.
+}
+
+template <typename Out>
+void TextEscapeInto(std::string_view s, Out& out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    while (j < s.size()) {
+      const unsigned char c = static_cast<unsigned char>(s[j]);
+      if (c < 0x20 || c == '\\' || c >= 0x7F) break;
+      ++j;
+    }
+    out.append(s.data() + i, s.data() + j);
+    i = j;
+    if (i == s.size()) break;
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      if (const size_t n = Utf8SequenceLength(s, i); n != 0) {
+        const char32_t cp = DecodeUtf8(s, i, n);
+        if (IsDeceptiveInText(cp)) {
+          const char u[6] = {'\\', 'u', kHex[(cp >> 12) & 15], kHex[(cp >> 8) & 15],
+                             kHex[(cp >> 4) & 15], kHex[cp & 15]};
+          out.append(u, u + 6);
+        } else {
+          out.append(s.data() + i, s.data() + i + n);
+        }
+        i += n;
+        continue;
+      }
+      // Not UTF-8: the byte itself, as \xNN, so nothing of it is lost.
+    }
+    const char* esc = nullptr;
+    switch (c) {
+      case '\\': esc = "\\\\"; break;
+      case '\n': esc = "\\n"; break;
+      case '\r': esc = "\\r"; break;
+      case '\t': esc = "\\t"; break;
+      default: break;
+    }
+    if (esc != nullptr) {
+      out.append(esc, esc + 2);
+    } else {
+      const char x[4] = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+      out.append(x, x + 4);
+    }
+    ++i;
+  }
+}
+
 // std::string has no append(first, last) for pointers in all the forms
 // fmt's buffer has; this adapter gives both the same shape.
 struct StringSink {
@@ -102,7 +173,28 @@ class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
   }
 };
 
+// %* in a text pattern: the message with line breaks, control characters
+// and bidirectional controls escaped (TextEscape).
+class TextEscapedMessageFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    TextEscapeInto(std::string_view(msg.payload.data(), msg.payload.size()), dest);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<TextEscapedMessageFlag>();
+  }
+};
+
 }  // namespace
+
+std::string TextEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  StringSink sink{&out};
+  TextEscapeInto(s, sink);
+  return out;
+}
 
 void AppendJsonEscaped(std::string_view s, std::string* out) {
   StringSink sink{out};
@@ -119,8 +211,10 @@ std::string JsonEscape(std::string_view s) {
 std::unique_ptr<spdlog::formatter> MakeLogFormatter(bool json,
                                                     std::string_view logger) {
   if (!json) {
-    return std::make_unique<spdlog::pattern_formatter>(
-        "%Y-%m-%dT%H:%M:%S.%eZ %L %v", spdlog::pattern_time_type::utc);
+    auto f = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+    f->add_flag<TextEscapedMessageFlag>('*');
+    f->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %L %*");
+    return f;
   }
   // The logger name goes into the pattern, so its '%' must be doubled too.
   std::string name;

@@ -4,7 +4,9 @@
 // backslash, a newline or an invalid UTF-8 byte (a pod name, an error text
 // from the Kubernetes API, a path) would break the JSON line. The JSON
 // format therefore writes the message through a custom pattern flag that
-// escapes it (JsonEscape below).
+// escapes it (JsonEscape below). The text format escapes too (TextEscape):
+// a message is one line however it was made, so a name chosen by whoever
+// created a pod cannot forge a log line.
 // Thread-safety: MakeLogFormatter is pure; the returned formatter is used by
 // spdlog under its sink lock, like any spdlog formatter.
 #ifndef PDC_COMMON_LOG_FORMAT_H_
@@ -24,6 +26,13 @@ namespace pdc {
 // the result is valid JSON whatever the input.
 void AppendJsonEscaped(std::string_view s, std::string* out);
 std::string JsonEscape(std::string_view s);
+
+// `s` for one line of a text log. A backslash becomes two; newline, carriage
+// return and tab become \n, \r and \t; every other C0 control, DEL and every
+// byte that is not part of well-formed UTF-8 becomes \xNN; C1 controls (NEL
+// among them), the Unicode line and paragraph separators and the
+// bidirectional controls become \uXXXX. Other UTF-8 passes unchanged.
+std::string TextEscape(std::string_view s);
 
 // The formatter for `json` lines:
 //   {"time":"2026-11-30T08:00:00.123456Z","level":"info","logger":"<logger>","msg":"<escaped>"}

@@ -128,7 +128,9 @@ struct NodeConfig {
   // tokenFile: bearer token sent with inventory reports. "" = none.
   std::string token_file;
   std::string sysfs_root = "/sys";  // sysfsRoot: a fake tree in tests.
-  std::string dev_root = "/dev";    // devRoot: for /dev/vfio/<group>.
+  std::string dev_root = "/dev";    // devRoot: /dev/vfio/<group>, block devices.
+  // procRoot: the host's processes and mounts (pdc-node needs hostPID).
+  std::string proc_root = "/proc";
   // stateDir: remembers each device's original driver across restarts.
   std::string state_dir = "/var/lib/pdc-node";
   // heartbeatInterval: inventory is re-sent at least this often; must be

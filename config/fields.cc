@@ -166,6 +166,13 @@ FieldSpec Enum(std::string path, std::vector<std::pair<std::string, E>> values,
           }};
 }
 
+// A kernel driver name as sysfs shows it under bus/pci/drivers.
+bool IsKernelDriverName(std::string_view s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '_' || c == '-';
+  });
+}
+
 absl::Status SetDeviceClasses(const DecodeContext& ctx, const YAML::Node& n,
                               PdcConfig* c) {
   const std::string path = "deviceClasses";
@@ -182,7 +189,7 @@ absl::Status SetDeviceClasses(const DecodeContext& ctx, const YAML::Node& n,
       if (!item.IsMap()) {
         return FieldError(
             ctx, item, item_path,
-            "want a mapping with resourceName, selectors, classCode");
+            "want a mapping with resourceName, selectors, classCode, hostDrivers");
       }
       DeviceClass dc;
       std::optional<uint32_t> class_code;
@@ -221,10 +228,31 @@ absl::Status SetDeviceClasses(const DecodeContext& ctx, const YAML::Node& n,
             }
             dc.selectors.push_back(*sel);
           }
+        } else if (key == "hostDrivers") {
+          if (!v.IsSequence()) {
+            return FieldError(ctx, v, field_path,
+                              absl::StrCat("want a list of kernel driver names, got ",
+                                           Sv(KindOf(v))));
+          }
+          for (size_t j = 0; j < v.size(); ++j) {
+            const std::string drv_path = absl::StrCat(field_path, "[", j, "]");
+            ASSIGN_OR_RETURN(std::string name, ScalarText(ctx, v[j], drv_path));
+            if (!IsKernelDriverName(name)) {
+              return FieldError(ctx, v[j], drv_path,
+                                absl::StrCat(QuoteYaml(name),
+                                             " is not a kernel driver name (letters, digits, "
+                                             "'_' and '-', at most 64)"));
+            }
+            if (name == "vfio-pci") {
+              return FieldError(ctx, v[j], drv_path,
+                                "vfio-pci is where pdc-node moves devices to, not a host driver");
+            }
+            dc.host_drivers.push_back(std::move(name));
+          }
         } else {
           return FieldError(
               ctx, it->first, field_path,
-              "unknown field (want resourceName, selectors, classCode)");
+              "unknown field (want resourceName, selectors, classCode, hostDrivers)");
         }
       }
       for (PciSelector& s : dc.selectors) s.class_code = class_code;
@@ -249,6 +277,11 @@ std::string FormatDeviceClasses(const PdcConfig& c) {
       absl::StrAppend(
           &item, ", classCode: ",
           QuoteYaml(absl::StrFormat("%06x", *dc.selectors[0].class_code)));
+    }
+    if (!dc.host_drivers.empty()) {
+      std::vector<std::string> drivers;
+      for (const std::string& d : dc.host_drivers) drivers.push_back(QuoteYaml(d));
+      absl::StrAppend(&item, ", hostDrivers: [", absl::StrJoin(drivers, ", "), "]");
     }
     item += "}";
     items.push_back(std::move(item));
@@ -355,6 +388,8 @@ std::vector<FieldSpec> MakeFields() {
       "node.sysfsRoot", [](auto& c) -> auto& { return c.node.sysfs_root; }));
   f.push_back(Str(
       "node.devRoot", [](auto& c) -> auto& { return c.node.dev_root; }));
+  f.push_back(Str(
+      "node.procRoot", [](auto& c) -> auto& { return c.node.proc_root; }));
   f.push_back(Str(
       "node.stateDir", [](auto& c) -> auto& { return c.node.state_dir; }));
   f.push_back(Dur(

@@ -2,18 +2,23 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pdc::driver {
 namespace {
+
+constexpr uint32_t kIffUp = 0x1;  // IFF_UP of <linux/if.h>.
 
 // "nvme<digits>n<digits>": a namespace block device (or multipath head).
 bool IsNamespaceName(std::string_view s) {
@@ -35,6 +40,10 @@ bool IsPathName(std::string_view s) {
   return IsNamespaceName(absl::StrCat("nvme", Sv(s.substr(c + 1))));
 }
 
+bool IsAllDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
+}
+
 // Unescapes mountinfo's octal escapes (\040 for a space).
 std::string UnescapeMount(absl::string_view s) {
   std::string out;
@@ -51,83 +60,113 @@ std::string UnescapeMount(absl::string_view s) {
   return out;
 }
 
-}  // namespace
+absl::Status CannotCheck(std::string_view what, const absl::Status& why) {
+  return absl::FailedPreconditionError(absl::StrCat("cannot check ", Sv(what), ": ", why.ToString()));
+}
 
-absl::StatusOr<std::vector<std::string>> NvmeBlockDevices(Sysfs& sys,
-                                                          const PciFunctionInfo& info) {
-  std::vector<std::string> namespaces;
-  if (info.nvme_controller.empty()) return namespaces;
+// The namespace heads of the NVMe subsystem the controller belongs to (native
+// multipath: the controller's own directory then holds only hidden paths).
+absl::StatusOr<std::vector<std::string>> NvmeHeads(Sysfs& sys, const PciFunctionInfo& info) {
+  std::vector<std::string> heads;
   const std::string cdir = absl::StrCat(DevicePath(info.address), "/nvme/", info.nvme_controller);
   ASSIGN_OR_RETURN(std::vector<std::string> children, sys.List(cdir));
-  bool multipath = false;
-  for (const std::string& c : children) {
-    if (IsNamespaceName(c)) namespaces.push_back(c);
-    if (IsPathName(c)) multipath = true;
+  if (std::none_of(children.begin(), children.end(), [](const std::string& c) { return IsPathName(c); })) {
+    return heads;
   }
-  if (multipath) {
-    // Heads live under the subsystem, which links to its controllers.
-    auto subsystems = sys.List("class/nvme-subsystem");
-    if (subsystems.ok()) {
-      for (const std::string& s : *subsystems) {
-        const std::string sdir = absl::StrCat("class/nvme-subsystem/", s);
-        if (!sys.Exists(absl::StrCat(sdir, "/", info.nvme_controller))) continue;
-        ASSIGN_OR_RETURN(std::vector<std::string> heads, sys.List(sdir));
-        for (const std::string& h : heads) {
-          if (IsNamespaceName(h)) namespaces.push_back(h);
-        }
-      }
+  ASSIGN_OR_RETURN(std::vector<std::string> subsystems, sys.List("class/nvme-subsystem"));
+  for (const std::string& s : subsystems) {
+    const std::string sdir = absl::StrCat("class/nvme-subsystem/", s);
+    if (!sys.Exists(absl::StrCat(sdir, "/", info.nvme_controller))) continue;
+    ASSIGN_OR_RETURN(std::vector<std::string> entries, sys.List(sdir));
+    for (const std::string& h : entries) {
+      if (IsNamespaceName(h)) heads.push_back(h);
     }
   }
-  std::sort(namespaces.begin(), namespaces.end());
-  namespaces.erase(std::unique(namespaces.begin(), namespaces.end()), namespaces.end());
-  std::vector<std::string> out = namespaces;
-  for (const std::string& ns : namespaces) {
-    auto parts = sys.List(absl::StrCat("class/block/", ns));
-    if (!parts.ok()) continue;
-    for (const std::string& p : *parts) {
-      if (absl::StartsWith(Sv(p), Sv(ns)) && p != ns &&
-          sys.Exists(absl::StrCat("class/block/", ns, "/", p, "/partition"))) {
-        out.push_back(p);
-      }
+  return heads;
+}
+
+// One pass over every process's descriptors: for each device number in
+// `wanted` ("b259:1"), the processes holding it, as "process 42 (comm)".
+// pdc-node itself is skipped.
+absl::StatusOr<std::map<std::string, std::vector<std::string>>> ProcessesHolding(
+    Sysfs& proc, const std::set<std::string>& wanted) {
+  std::map<std::string, std::vector<std::string>> out;
+  if (wanted.empty()) return out;
+  const auto self = proc.Resolve("self");
+  ASSIGN_OR_RETURN(std::vector<std::string> entries, proc.List("."));
+  for (const std::string& pid : entries) {
+    if (!IsAllDigits(pid) || (self.ok() && *self == pid)) continue;
+    auto fds = proc.DeviceNumbersIn(absl::StrCat(pid, "/fd"));
+    if (absl::IsNotFound(fds.status())) continue;  // Exited meanwhile.
+    if (!fds.ok()) return CannotCheck(absl::StrCat("the open files of process ", pid), fds.status());
+    for (const auto& [fd, number] : *fds) {
+      if (!wanted.contains(number)) continue;
+      auto comm = ReadTrimmed(proc, absl::StrCat(pid, "/comm"));
+      out[number].push_back(absl::StrCat("process ", pid, " (", comm.ok() ? *comm : "?", ")"));
+      break;  // Once per process is enough to say it.
     }
   }
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> HostUsesOf(Sysfs& sys, Sysfs& proc,
-                                                    std::string_view mountinfo_path,
-                                                    const PciFunctionInfo& info) {
-  ASSIGN_OR_RETURN(std::vector<std::string> blocks, NvmeBlockDevices(sys, info));
-  std::vector<std::string> uses;
-  if (blocks.empty()) return uses;
+struct BlockDevice {
+  std::string name;
+  std::string number;  // major:minor
+};
 
-  // name -> major:minor; partitions live below their disk in sysfs.
-  std::map<std::string, std::string> dev_of;
-  std::map<std::string, std::string> dir_of;
-  for (const std::string& b : blocks) {
-    std::string dir = absl::StrCat("class/block/", b);
-    if (!sys.Exists(dir)) {
-      for (const std::string& ns : blocks) {
-        if (absl::StartsWith(Sv(b), Sv(ns)) && b != ns) dir = absl::StrCat("class/block/", ns, "/", b);
-      }
+// What the host does with the block devices of a storage function. The
+// exclusive descriptors opened along the way go into `opened`.
+absl::Status StorageUses(const HostView& host, const PciFunctionInfo& info,
+                         BlockDeviceHold* opened, std::vector<std::string>* uses) {
+  Sysfs& sys = *host.sys;
+  ASSIGN_OR_RETURN(std::vector<std::string> names, BlockDevicesOf(sys, info));
+  if (names.empty()) return absl::OkStatus();
+
+  std::vector<BlockDevice> blocks;
+  for (const std::string& b : names) {
+    const std::string dir = absl::StrCat("class/block/", b);
+    auto number = ReadTrimmed(sys, dir + "/dev");
+    if (!number.ok()) return CannotCheck(absl::StrCat("block device ", b), number.status());
+    auto holders = sys.List(dir + "/holders");
+    if (!holders.ok()) return CannotCheck(absl::StrCat("the holders of ", b), holders.status());
+    if (!holders->empty()) {
+      uses->push_back(absl::StrCat(b, " is held by ", absl::StrJoin(*holders, ", "),
+                                   " (md, dm or LVM)"));
     }
-    dir_of[b] = dir;
-    if (auto dev = ReadTrimmed(sys, dir + "/dev"); dev.ok()) dev_of[b] = *dev;
+    blocks.push_back({b, *number});
   }
 
-  for (const std::string& b : blocks) {
-    if (auto holders = sys.List(dir_of[b] + "/holders"); holders.ok() && !holders->empty()) {
-      uses.push_back(absl::StrCat(b, " is held by ", absl::StrJoin(*holders, ", "),
-                                  " (md, dm or LVM)"));
+  // Processes first: the exclusive descriptors below are pdc-node's own.
+  std::set<std::string> wanted;
+  for (const BlockDevice& b : blocks) wanted.insert("b" + b.number);
+  ASSIGN_OR_RETURN(auto holding, ProcessesHolding(*host.proc, wanted));
+  for (const BlockDevice& b : blocks) {
+    for (const std::string& p : holding["b" + b.number]) {
+      uses->push_back(absl::StrCat(b.name, " is open in ", p));
     }
   }
 
-  ASSIGN_OR_RETURN(std::string mountinfo, proc.Read(mountinfo_path));
-  for (absl::string_view line : absl::StrSplit(mountinfo, '\n', absl::SkipEmpty())) {
+  for (const BlockDevice& b : blocks) {
+    auto fd = host.dev->OpenExclusive(b.name);
+    if (fd.ok()) {
+      opened->Add(std::move(*fd));
+    } else if (absl::IsFailedPrecondition(fd.status())) {
+      uses->push_back(absl::StrCat(b.name, " (", b.number,
+                                   ") is busy: the kernel refuses to open it exclusively (a file "
+                                   "system, md/dm/LVM, swap, ZFS or another program holds it)"));
+    } else {
+      return CannotCheck(absl::StrCat(b.name, " (open /dev/", b.name,
+                                      " exclusively; is the host's /dev mounted?)"),
+                         fd.status());
+    }
+  }
+
+  auto mountinfo = host.proc->Read(host.mountinfo_path);
+  if (!mountinfo.ok()) return CannotCheck("the host's mounts", mountinfo.status());
+  for (absl::string_view line : absl::StrSplit(*mountinfo, '\n', absl::SkipEmpty())) {
     // 36 35 98:0 /root /mnt rw,noatime master:1 - ext3 /dev/root rw
     std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
     if (f.size() < 5) continue;
-    const std::string majmin(f[2]);
     const std::string mount_point = UnescapeMount(f[4]);
     std::string source;
     for (size_t i = 5; i + 2 < f.size(); ++i) {
@@ -136,30 +175,180 @@ absl::StatusOr<std::vector<std::string>> HostUsesOf(Sysfs& sys, Sysfs& proc,
         break;
       }
     }
-    for (const std::string& b : blocks) {
-      auto it = dev_of.find(b);
-      const bool by_dev = it != dev_of.end() && it->second == majmin;
-      const bool by_name = source == absl::StrCat("/dev/", b);
-      if (by_dev || by_name) {
-        uses.push_back(absl::StrCat(b, " (", it != dev_of.end() ? it->second : "?",
-                                    ") is mounted at ", mount_point));
+    for (const BlockDevice& b : blocks) {
+      if (b.number == f[2] || source == absl::StrCat("/dev/", b.name)) {
+        uses->push_back(absl::StrCat(b.name, " (", b.number, ") is mounted at ", mount_point));
       }
     }
   }
 
-  ASSIGN_OR_RETURN(std::string swaps, proc.Read("swaps"));
-  for (absl::string_view line : absl::StrSplit(swaps, '\n', absl::SkipEmpty())) {
+  auto swaps = host.proc->Read("swaps");
+  if (!swaps.ok()) return CannotCheck("the host's swap devices", swaps.status());
+  for (absl::string_view line : absl::StrSplit(*swaps, '\n', absl::SkipEmpty())) {
     std::vector<absl::string_view> f =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (f.empty() || f[0] == "Filename") continue;
     const std::string file = UnescapeMount(f[0]);
-    for (const std::string& b : blocks) {
-      if (file == absl::StrCat("/dev/", b)) uses.push_back(absl::StrCat(b, " is used as swap"));
+    for (const BlockDevice& b : blocks) {
+      if (file == absl::StrCat("/dev/", b.name)) uses->push_back(absl::StrCat(b.name, " is used as swap"));
     }
+  }
+
+  // A loop device over the raw disk holds it without a mount, a holder or
+  // a process (the kernel keeps the file open); a loop device over a file
+  // on one of its file systems is covered by the mount and the busy checks.
+  ASSIGN_OR_RETURN(std::vector<std::string> all, sys.List("class/block"));
+  for (const std::string& l : all) {
+    if (!l.starts_with("loop")) continue;
+    auto backing = ReadTrimmed(sys, absl::StrCat("class/block/", l, "/loop/backing_file"));
+    if (absl::IsNotFound(backing.status())) continue;  // Not attached.
+    if (!backing.ok()) return CannotCheck(absl::StrCat("loop device ", l), backing.status());
+    const std::string file(absl::StripSuffix(*backing, " (deleted)"));
+    for (const BlockDevice& b : blocks) {
+      if (file == absl::StrCat("/dev/", b.name)) {
+        uses->push_back(absl::StrCat(b.name, " backs loop device ", l));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NetworkUses(Sysfs& sys, const PciFunctionInfo& info, std::vector<std::string>* uses) {
+  auto self = sys.Resolve(DevicePath(info.address));
+  if (!self.ok()) return CannotCheck(info.address.ToString(), self.status());
+  auto interfaces = sys.List("class/net");
+  if (!interfaces.ok()) return CannotCheck("the host's network interfaces", interfaces.status());
+  for (const std::string& i : *interfaces) {
+    const std::string dir = absl::StrCat("class/net/", i);
+    auto where = sys.Resolve(dir);
+    if (absl::IsNotFound(where.status())) continue;  // Removed meanwhile.
+    if (!where.ok()) return CannotCheck(absl::StrCat("interface ", i), where.status());
+    if (!where->starts_with(*self + "/")) continue;
+    auto flags_text = ReadTrimmed(sys, dir + "/flags");
+    uint32_t flags = 0;
+    if (!flags_text.ok()) return CannotCheck(absl::StrCat("interface ", i), flags_text.status());
+    if (!absl::SimpleHexAtoi(*flags_text, &flags)) {
+      return CannotCheck(absl::StrCat("interface ", i),
+                         absl::InvalidArgumentError(absl::StrCat("flags \"", *flags_text,
+                                                                 "\" is not hex")));
+    }
+    if (flags & kIffUp) uses->push_back(absl::StrCat("interface ", i, " is up"));
+    ASSIGN_OR_RETURN(std::vector<std::string> entries, sys.List(dir));
+    for (const std::string& e : entries) {
+      if (e == "master") {
+        auto m = LinkName(sys, dir + "/master");
+        uses->push_back(absl::StrCat("interface ", i, " is part of ", m.ok() ? *m : "another device"));
+      } else if (e.starts_with("upper_")) {
+        uses->push_back(absl::StrCat("interface ", i, " is part of ", e.substr(6)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFunctionInfo& info) {
+  std::vector<std::string> disks;
+  std::vector<std::string> partitions;
+  if (info.driver.empty() || info.driver == kVfioPci) return disks;
+  if (info.driver == "nvme" && info.nvme_controller.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        info.address.ToString(), " is on nvme but sysfs shows no controller below it"));
+  }
+  ASSIGN_OR_RETURN(std::string self, sys.Resolve(DevicePath(info.address)));
+  std::vector<std::string> under = {self + "/"};
+  if (!info.nvme_controller.empty()) {
+    ASSIGN_OR_RETURN(std::vector<std::string> heads, NvmeHeads(sys, info));
+    for (const std::string& h : heads) {
+      ASSIGN_OR_RETURN(std::string dir, sys.Resolve(absl::StrCat("class/block/", h)));
+      under.push_back(dir);  // The head itself,
+      under.push_back(dir + "/");  // and its partitions.
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> all, sys.List("class/block"));
+  for (const std::string& b : all) {
+    const std::string dir = absl::StrCat("class/block/", b);
+    auto where = sys.Resolve(dir);
+    if (absl::IsNotFound(where.status())) continue;  // Removed meanwhile.
+    if (!where.ok()) return where.status();
+    const bool ours = std::any_of(under.begin(), under.end(), [&](const std::string& u) {
+      return u.ends_with("/") ? where->starts_with(u) : *where == u;
+    });
+    if (!ours) continue;
+    // Hidden multipath paths have no device node; their head stands for them.
+    if (auto hidden = ReadTrimmed(sys, dir + "/hidden"); hidden.ok() && *hidden == "1") continue;
+    (sys.Exists(dir + "/partition") ? partitions : disks).push_back(b);
+  }
+  disks.insert(disks.end(), partitions.begin(), partitions.end());
+  return disks;
+}
+
+absl::StatusOr<std::vector<std::string>> HostUsesOf(const HostView& host,
+                                                    const PciFunctionInfo& info,
+                                                    const DeviceClass& device_class,
+                                                    BlockDeviceHold* hold) {
+  std::vector<std::string> uses;
+  if (info.driver.empty() || info.driver == kVfioPci) return uses;
+  BlockDeviceHold opened;
+  switch (info.class_code >> 16) {
+    case 0x01:
+      RETURN_IF_ERROR(StorageUses(host, info, &opened, &uses));
+      break;
+    case 0x02:
+      RETURN_IF_ERROR(NetworkUses(*host.sys, info, &uses));
+      break;
+    default:
+      if (std::find(device_class.host_drivers.begin(), device_class.host_drivers.end(),
+                    info.driver) == device_class.host_drivers.end()) {
+        uses.push_back(absl::StrCat("it is bound to the host driver ", info.driver,
+                                    ", which device class ", device_class.resource_name,
+                                    " does not list in hostDrivers"));
+      }
+      break;
   }
   std::sort(uses.begin(), uses.end());
   uses.erase(std::unique(uses.begin(), uses.end()), uses.end());
+  if (uses.empty() && hold != nullptr) hold->Take(std::move(opened));
   return uses;
+}
+
+absl::StatusOr<std::vector<std::string>> VfioGroupUsers(const HostView& host, int32_t group) {
+  const std::string name = absl::StrCat(group);
+  ASSIGN_OR_RETURN(auto nodes, host.dev->DeviceNumbersIn("vfio"));
+  auto it = nodes.find(name);
+  if (it == nodes.end()) {
+    return absl::NotFoundError(absl::StrCat("/dev/vfio/", name, " does not exist"));
+  }
+  ASSIGN_OR_RETURN(auto holding, ProcessesHolding(*host.proc, {it->second}));
+  return holding[it->second];
+}
+
+absl::Status CheckHostView(Sysfs& proc) {
+  auto status = proc.Read("self/status");
+  if (!status.ok()) return CannotCheck("pdc-node's PID namespace", status.status());
+  std::vector<absl::string_view> nspid;
+  bool found = false;
+  for (absl::string_view line : absl::StrSplit(*status, '\n')) {
+    if (!absl::ConsumePrefix(&line, "NSpid:")) continue;
+    found = true;
+    nspid = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+  }
+  if (!found) {
+    return absl::FailedPreconditionError(
+        "cannot tell whether pdc-node runs in the host's PID namespace: /proc/self/status has "
+        "no NSpid line (Linux 4.1 or later is needed)");
+  }
+  if (nspid.size() != 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pdc-node runs in a PID namespace of its own (NSpid: ", absl::StrJoin(nspid, " "),
+        "), so it cannot see the host's mounts and processes and could take a disk the host "
+        "uses; run it in the host's PID namespace (hostPID: true)"));
+  }
+  if (auto mounts = proc.Read("1/mountinfo"); !mounts.ok()) {
+    return CannotCheck("the host's mounts (/proc/1/mountinfo)", mounts.status());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pdc::driver

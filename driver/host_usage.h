@@ -1,38 +1,92 @@
-// HostUsage: finds out whether the host itself uses an NVMe controller, so
-// that pdc never takes the host's own disk away. A controller is in use when
-// any of its namespaces, or a partition of one, is mounted
-// (`<proc>/self/mountinfo`, compared by major:minor and by /dev/<name>),
-// used as swap (`<proc>/swaps`), or has holders (md, dm, LVM) in
-// `<sys>/class/block/<name>/holders/`. Namespaces are the controller's own
-// block devices and, with native NVMe multipath, the namespace heads of the
-// subsystem the controller belongs to.
-// Thread-safety: pure functions over Sysfs views.
+// HostUsage: finds out whether the host itself uses a PCI function, so that
+// pdc never takes a device the host depends on. It fails closed: whatever
+// cannot be read is an error, never "unused".
+//
+// The rule depends on the function's PCI base class:
+//  - mass storage (0x01: NVMe, AHCI, SAS, RAID, ...): the block devices
+//    behind the function (every disk whose sysfs device lies below it, with
+//    native NVMe multipath also the namespace heads of its subsystem) and
+//    their partitions. One is in use when the kernel refuses to open it
+//    exclusively (a mounted file system, md/dm/LVM, swap, a ZFS pool, a
+//    lazily unmounted file system still alive, any O_EXCL opener), when it
+//    is mounted (mountinfo, by major:minor and by /dev/<name>), used as swap,
+//    has holders, backs a loop device, or is open in any process
+//    (`<proc>/<pid>/fd`).
+//  - network (0x02): a host interface on the function that is up, or that
+//    is part of a bond, bridge or other upper device.
+//  - any other class: bound to a host driver that its device class does not
+//    list in `host_drivers`.
+// A function bound to no driver or to vfio-pci has no host use here (see
+// VfioGroupUsers for a vfio-pci device some process already holds).
+//
+// The exclusive descriptors can be kept (BlockDeviceHold) so that nothing
+// mounts or claims a disk between the check and the unbind.
+// Thread-safety: functions are stateless; BlockDeviceHold is a value.
 #ifndef PDC_DRIVER_HOST_USAGE_H_
 #define PDC_DRIVER_HOST_USAGE_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/file_util.h"
 #include "driver/pci_function.h"
 #include "driver/sysfs.h"
+#include "model/types.h"
 
 namespace pdc::driver {
 
-// Block device names (namespaces then their partitions) of an NVMe
-// controller, sorted. Empty for a device that is not bound to nvme.
-absl::StatusOr<std::vector<std::string>> NvmeBlockDevices(Sysfs& sys,
-                                                          const PciFunctionInfo& info);
+// Views of the host's kernel: /sys, /dev and /proc, and where in /proc the
+// host's mount table is ("1/mountinfo" for pdc-node in the host's PID
+// namespace; see CheckHostView).
+struct HostView {
+  Sysfs* sys = nullptr;
+  Sysfs* dev = nullptr;
+  Sysfs* proc = nullptr;
+  std::string mountinfo_path = "self/mountinfo";
+};
 
-// Sentences saying how the host uses the controller's block devices, e.g.
-// "nvme0n1p1 (259:1) is mounted at /boot"; empty when unused. Errors reading
-// the proc files are returned: an unknown answer is not "unused".
-// `mountinfo_path` is relative to `proc` ("self/mountinfo"; "1/mountinfo" for
-// a containerised driver that shares the host's PID namespace).
-absl::StatusOr<std::vector<std::string>> HostUsesOf(Sysfs& sys, Sysfs& proc,
-                                                    std::string_view mountinfo_path,
-                                                    const PciFunctionInfo& info);
+// Exclusive descriptors of block devices, held until destroyed.
+class BlockDeviceHold {
+ public:
+  void Add(UniqueFd fd) { fds_.push_back(std::move(fd)); }
+  // Takes over every descriptor `other` holds.
+  void Take(BlockDeviceHold&& other) {
+    for (UniqueFd& fd : other.fds_) fds_.push_back(std::move(fd));
+    other.fds_.clear();
+  }
+  size_t size() const { return fds_.size(); }
+
+ private:
+  std::vector<UniqueFd> fds_;
+};
+
+// Block device names behind a function (disks, then partitions), sorted
+// within each group. Empty for a function on no driver or on vfio-pci.
+absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFunctionInfo& info);
+
+// Sentences saying how the host uses the function, e.g. "nvme0n1p1 (259:1)
+// is mounted at /boot"; empty when unused. An error when something could not
+// be checked. `device_class` is the class the function matched (for its
+// `host_drivers`). When the answer is "unused" and `hold` is not null, the
+// exclusive descriptors of its block devices are added to `hold`.
+absl::StatusOr<std::vector<std::string>> HostUsesOf(const HostView& host,
+                                                    const PciFunctionInfo& info,
+                                                    const DeviceClass& device_class,
+                                                    BlockDeviceHold* hold);
+
+// The processes that hold /dev/vfio/<group> open, e.g. "process 4242
+// (qemu-kvm)"; empty when none. NotFound when /dev/vfio/<group> is missing.
+absl::StatusOr<std::vector<std::string>> VfioGroupUsers(const HostView& host, int32_t group);
+
+// OK when `proc` is the host's: pdc-node runs in the host's PID namespace
+// (`self/status` lists one NSpid) and the host's mount table
+// (`1/mountinfo`) is readable. Otherwise FailedPrecondition saying what to
+// change: a container's own view would hide the host's mounts and processes.
+absl::Status CheckHostView(Sysfs& proc);
 
 }  // namespace pdc::driver
 

@@ -3,7 +3,8 @@
 // vfio-pci (see node_reconciler.h). Configuration: the shared config/ module
 // (`node:` section, deviceClasses), plus `--once`: one pass without waiting,
 // exit status 0 when it succeeded with no device errors (for scripts).
-// Serves /metrics and /healthz on node.metricsListen.
+// Serves /metrics and /healthz on node.metricsListen (driver/node_routes.h)
+// through the shared HTTP server.
 // It is also the kubelet device plugin for every managed resource name
 // (driver/deviceplugin/): `--device-plugin-dir=DIR` (default
 // /var/lib/kubelet/device-plugins) is where kubelet.sock and pdc's sockets
@@ -25,13 +26,15 @@
 #include "config/config.h"
 #include "driver/deviceplugin/device_plugin_manager.h"
 #include "driver/bind_journal.h"
+#include "driver/host_usage.h"
 #include "driver/node_extender_api.h"
 #include "driver/node_metrics.h"
 #include "driver/node_reconciler.h"
-#include "driver/node_status_server.h"
+#include "driver/node_routes.h"
 #include "driver/sysfs.h"
 #include "driver/vfio_binder.h"
 #include "net/http_client.h"
+#include "net/http_server.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::driver {
@@ -84,12 +87,13 @@ int Main(int argc, char** argv) {
 
   RealSysfs sys(nc.sysfs_root);
   RealSysfs dev(nc.dev_root);
-  RealSysfs proc("/proc");
+  RealSysfs proc(nc.proc_root);
+  // The safety checks need the host's processes and mounts: refuse to run
+  // on a container's own view of them (no hostPID).
+  if (absl::Status s = CheckHostView(proc); !s.ok()) return Fail(s);
   BinderOptions binder_options;
   binder_options.classes = config->device_classes;
-  // PID 1's mount namespace is the host's (DaemonSet with hostPID, or bare
-  // metal); a container's own view would hide the host's mounts.
-  binder_options.mountinfo_path = proc.Exists("1/mountinfo") ? "1/mountinfo" : "self/mountinfo";
+  binder_options.mountinfo_path = "1/mountinfo";  // PID 1's: the host's mounts.
   VfioBinder binder(&sys, &dev, &proc, journal->get(), binder_options);
 
   HttpClientOptions client_options;
@@ -166,19 +170,23 @@ int Main(int argc, char** argv) {
     }
   });
 
-  std::unique_ptr<StatusServer> server;
+  std::unique_ptr<net::HttpServer> server;
   if (!nc.metrics_listen.empty()) {
-    auto started = StatusServer::Start(nc.metrics_listen, [&](const StatusRequest& r) {
-      const std::string path = r.target.substr(0, r.target.find('?'));
-      if (path == "/metrics") {
-        return StatusResponse{200, std::string(kMetricsContentType), registry.Render()};
-      }
-      if (path == "/healthz") {
-        return reconciler.Healthy() ? StatusResponse{200, "text/plain", "ok\n"}
-                                    : StatusResponse{503, "text/plain", "reconcile loop stalled\n"};
-      }
-      return StatusResponse{404, "text/plain", "not found\n"};
-    });
+    // Two workers, so that one slow scraper cannot hold the probes; short
+    // timeouts and a small body limit: nothing here takes a body.
+    net::HttpServerOptions so;
+    if (absl::Status s = net::SplitListenAddress(nc.metrics_listen, "node.metricsListen", &so);
+        !s.ok()) {
+      return Fail(s);
+    }
+    so.threads = 2;
+    so.max_body_bytes = 1 << 20;
+    so.read_timeout = absl::Seconds(5);
+    so.idle_timeout = absl::Seconds(30);
+    so.shutdown_grace = absl::Seconds(5);
+    so.server_name = "pdc-node";
+    auto started = net::HttpServer::Start(
+        std::move(so), NodeStatusRoutes(&registry, [&reconciler] { return reconciler.Healthy(); }));
     if (!started.ok()) return Fail(started.status());
     server = std::move(*started);
     spdlog::info("serving /metrics and /healthz on port {}", server->port());
@@ -187,7 +195,7 @@ int Main(int argc, char** argv) {
   reconciler.Run(&stop);  // Returns once the signal thread notified `stop`.
   // The plugin sockets go away with us; kubelet marks the devices unhealthy.
   if (plugins) plugins->Stop();
-  if (server) server->Stop();
+  if (server) server->Shutdown();
   signal_thread.join();
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@ absl::StatusOr<std::string> CanonicalPath(const std::string& path) {
 
 absl::Status ValidateRelativePath(std::string_view path) {
   if (path.empty()) return absl::InvalidArgumentError("empty sysfs path");
+  if (path == ".") return absl::OkStatus();  // The root itself.
   if (path.front() == '/') {
     return absl::InvalidArgumentError(
         absl::StrCat("absolute path \"", Sv(path), "\" where a path below the root is required"));
@@ -87,7 +89,10 @@ absl::StatusOr<int> RealSysfs::RootFd() {
   return root_fd_;
 }
 
-absl::StatusOr<int> RealSysfs::OpenBeneath(std::string_view path, int flags) {
+absl::StatusOr<int> RealSysfs::OpenBeneath(std::string_view path, int flags, int* err) {
+  int ignored = 0;
+  if (err == nullptr) err = &ignored;
+  *err = 0;
   if (absl::Status s = ValidateRelativePath(path); !s.ok()) return s;
   if (!no_openat2_.load(std::memory_order_relaxed)) {
     auto root = RootFd();
@@ -101,6 +106,7 @@ absl::StatusOr<int> RealSysfs::OpenBeneath(std::string_view path, int flags) {
       fd = ::syscall(SYS_openat2, *root, p.c_str(), &how, sizeof(how));
     } while (fd < 0 && (errno == EINTR || errno == EAGAIN));
     if (fd >= 0) return static_cast<int>(fd);
+    *err = errno;
     if (errno == EXDEV) {
       return absl::PermissionDeniedError(
           absl::StrCat("\"", Sv(path), "\" resolves outside ", root_));
@@ -111,7 +117,10 @@ absl::StatusOr<int> RealSysfs::OpenBeneath(std::string_view path, int flags) {
   auto real = RealPath(path);
   if (!real.ok()) return real.status();
   int fd = ::open(real->c_str(), flags | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open", *real, errno);
+  if (fd < 0) {
+    *err = errno;
+    return ErrnoStatus("open", *real, errno);
+  }
   return fd;
 }
 
@@ -229,6 +238,50 @@ bool RealSysfs::Exists(std::string_view path) {
   if (!fd.ok()) return false;
   ::close(*fd);
   return true;
+}
+
+absl::StatusOr<UniqueFd> RealSysfs::OpenExclusive(std::string_view path) {
+  int err = 0;
+  // O_NONBLOCK: a removable-media drive without a medium still opens.
+  auto fd = OpenBeneath(path, O_RDONLY | O_EXCL | O_NONBLOCK, &err);
+  if (fd.ok()) return UniqueFd(*fd);
+  if (err == EBUSY) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        root_, "/", Sv(path), " is busy: the kernel refuses an exclusive open"));
+  }
+  return fd.status();
+}
+
+absl::StatusOr<std::map<std::string, std::string>> RealSysfs::DeviceNumbersIn(
+    std::string_view dir) {
+  auto fd = OpenBeneath(dir, O_RDONLY | O_DIRECTORY);
+  if (!fd.ok()) return fd.status();
+  // fdopendir takes the descriptor; the listing closes it. A second one,
+  // O_PATH, anchors the fstatat calls.
+  auto anchor = OpenBeneath(dir, O_PATH | O_DIRECTORY);
+  if (!anchor.ok()) {
+    ::close(*fd);
+    return anchor.status();
+  }
+  UniqueFd at(*anchor);
+  DIR* d = ::fdopendir(*fd);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(*fd);
+    return ErrnoStatus("fdopendir", absl::StrCat(root_, "/", Sv(dir)), err);
+  }
+  std::map<std::string, std::string> out;
+  for (const std::string& name : TakeSortedDirectoryNames(d)) {
+    struct stat st {};
+    if (::fstatat(at.get(), name.c_str(), &st, 0) != 0) {
+      if (errno == ENOENT) continue;  // Closed or removed meanwhile.
+      return ErrnoStatus("stat", absl::StrCat(root_, "/", Sv(dir), "/", name), errno);
+    }
+    if (!S_ISBLK(st.st_mode) && !S_ISCHR(st.st_mode)) continue;
+    out[name] = absl::StrCat(S_ISBLK(st.st_mode) ? "b" : "c", major(st.st_rdev), ":",
+                             minor(st.st_rdev));
+  }
+  return out;
 }
 
 }  // namespace pdc::driver

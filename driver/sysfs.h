@@ -1,7 +1,8 @@
 // Sysfs: a rooted view of a kernel pseudo file system (/sys, and the same
 // shape serves /proc and /dev), the only way pdc-node touches the kernel.
-// Every path is relative to the root and is refused (InvalidArgument) when it
-// is absolute, empty, or has "", "." or ".." components; a path or link whose
+// Every path is relative to the root ("." is the root itself) and is refused
+// (InvalidArgument) when it is absolute, empty, or has "", "." or ".."
+// components; a path or link whose
 // target lies outside the root is refused (PermissionDenied). Production uses
 // RealSysfs("/sys"); tests point RealSysfs at a temporary tree, or use the
 // fake kernel in tests/driver/ that applies the kernel's effects of writes.
@@ -11,6 +12,7 @@
 #define PDC_DRIVER_SYSFS_H_
 
 #include <atomic>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/file_util.h"
 
 namespace pdc::driver {
 
@@ -42,10 +45,27 @@ class Sysfs {
 
   // True when `path` is a valid path that exists (links followed).
   virtual bool Exists(std::string_view path) = 0;
+
+  // Opens `path`, a block device node, with O_EXCL and keeps it open: the
+  // kernel refuses that while anything holds the device exclusively (a
+  // mounted file system, md/dm/LVM, swap, a ZFS pool, another exclusive
+  // opener) and, once it succeeded, refuses them until the descriptor is
+  // closed. FailedPrecondition ("busy") when refused; NotFound when absent.
+  virtual absl::StatusOr<UniqueFd> OpenExclusive(std::string_view path) = 0;
+
+  // The devices the entries of directory `dir` lead to, by entry name:
+  // "b<major>:<minor>" for a block device, "c<major>:<minor>" for a
+  // character device; other entries are left out, and so are entries that
+  // vanish while being read. Links are followed to the end, /proc's
+  // descriptor links (<pid>/fd/<n>) included: only `dir` must lie beneath
+  // the root, since this reads each inode's type and number and nothing of
+  // its content. NotFound when `dir` does not exist.
+  virtual absl::StatusOr<std::map<std::string, std::string>> DeviceNumbersIn(
+      std::string_view dir) = 0;
 };
 
-// Checks a relative path: non-empty, not absolute, no empty, "." or ".."
-// components. InvalidArgument naming the path otherwise.
+// Checks a relative path: "." (the root), or non-empty, not absolute, no
+// empty, "." or ".." components. InvalidArgument naming the path otherwise.
 absl::Status ValidateRelativePath(std::string_view path);
 
 // Last component of Resolve(path): the name a link such as `driver` or
@@ -71,6 +91,9 @@ class RealSysfs : public Sysfs {
   absl::StatusOr<std::vector<std::string>> List(std::string_view dir) override;
   absl::StatusOr<std::string> Resolve(std::string_view path) override;
   bool Exists(std::string_view path) override;
+  absl::StatusOr<UniqueFd> OpenExclusive(std::string_view path) override;
+  absl::StatusOr<std::map<std::string, std::string>> DeviceNumbersIn(
+      std::string_view dir) override;
 
   const std::string& root() const { return root_; }
 
@@ -82,8 +105,9 @@ class RealSysfs : public Sysfs {
   // refused when it leaves the root.
   absl::StatusOr<std::string> RealPath(std::string_view path);
   // An fd for `path` (validated) opened beneath the root with `flags`;
-  // PermissionDenied when it would leave the root.
-  absl::StatusOr<int> OpenBeneath(std::string_view path, int flags);
+  // PermissionDenied when it would leave the root. `err`, when given, gets
+  // the errno of a failed open (0 otherwise).
+  absl::StatusOr<int> OpenBeneath(std::string_view path, int flags, int* err = nullptr);
 
  private:
   absl::StatusOr<int> RootFd();

@@ -49,7 +49,12 @@ std::string FailureReason(const absl::Status& status) {
 
 VfioBinder::VfioBinder(Sysfs* sys, Sysfs* dev, Sysfs* proc, BindJournal* journal,
                        BinderOptions options)
-    : sys_(sys), dev_(dev), proc_(proc), journal_(journal), options_(std::move(options)) {}
+    : sys_(sys),
+      dev_(dev),
+      proc_(proc),
+      journal_(journal),
+      options_(std::move(options)),
+      host_{sys, dev, proc, options_.mountinfo_path} {}
 
 bool VfioBinder::WaitFor(const std::function<bool()>& done) {
   for (int i = 0; i < std::max(1, options_.verify_attempts); ++i) {
@@ -76,10 +81,11 @@ absl::Status VfioBinder::CheckBindable(const std::vector<PciAddress>& addresses)
     if (!info.ok()) return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
     infos.push_back(std::move(*info));
   }
-  return CheckBindableLocked(infos);
+  return CheckBindableLocked(infos, nullptr);
 }
 
-absl::Status VfioBinder::CheckBindableLocked(const std::vector<PciFunctionInfo>& infos) {
+absl::Status VfioBinder::CheckBindableLocked(const std::vector<PciFunctionInfo>& infos,
+                                             BlockDeviceHold* hold) {
   if (infos.empty()) return absl::InvalidArgumentError("no device to bind");
   std::set<PciAddress> wanted;
   for (const PciFunctionInfo& i : infos) wanted.insert(i.address);
@@ -123,14 +129,32 @@ absl::Status VfioBinder::CheckBindableLocked(const std::vector<PciFunctionInfo>&
                   "the vfio-pci driver is not loaded (modprobe vfio-pci)");
   }
   for (const PciFunctionInfo& i : infos) {
-    if (!i.IsNvme() || i.driver == kVfioPci) continue;
-    auto uses = HostUsesOf(*sys_, *proc_, options_.mountinfo_path, i);
+    if (i.driver == kVfioPci) {
+      // Ours (journaled) or taken over: only when nothing holds the group.
+      if (journal_->Get(i.address)) continue;
+      auto users = VfioGroupUsers(host_, i.iommu_group);
+      if (absl::IsNotFound(users.status())) continue;  // Reported by Bind's own check.
+      if (!users.ok()) {
+        return Refuse(kReasonHostInUse,
+                      absl::StrCat("refusing to take over ", Describe(i),
+                                   ": cannot tell whether something uses it: ",
+                                   users.status().ToString()));
+      }
+      if (!users->empty()) {
+        return Refuse(kReasonVfioGroupInUse,
+                      absl::StrCat("refusing to take over ", Describe(i), ": it is on vfio-pci and /dev/vfio/",
+                                   i.iommu_group, " is open in ", absl::StrJoin(*users, ", "),
+                                   " (another VM or tool uses it)"));
+      }
+      continue;
+    }
+    const DeviceClass* device_class = MatchingClass(options_.classes, ToDevice(i));
+    auto uses = HostUsesOf(host_, i, *device_class, hold);
     if (!uses.ok()) {
-      return WithReason(
-          absl::FailedPreconditionError(absl::StrCat(
-              "refusing to bind ", Describe(i),
-              ": cannot tell whether the host uses it: ", uses.status().ToString())),
-          kReasonHostInUse);
+      return Refuse(kReasonHostInUse,
+                    absl::StrCat("refusing to bind ", Describe(i),
+                                 ": cannot tell whether the host uses it: ",
+                                 uses.status().ToString()));
     }
     if (!uses->empty()) {
       return Refuse(kReasonHostInUse,
@@ -153,7 +177,9 @@ absl::StatusOr<BindOutcome> VfioBinder::Bind(const std::vector<PciAddress>& addr
   }
   std::sort(infos.begin(), infos.end(),
             [](const auto& x, const auto& y) { return x.address < y.address; });
-  RETURN_IF_ERROR(CheckBindableLocked(infos));
+  // Held until this call returns: after the unbind the block devices are gone.
+  BlockDeviceHold hold;
+  RETURN_IF_ERROR(CheckBindableLocked(infos, &hold));
 
   const bool all_bound = std::all_of(infos.begin(), infos.end(), [](const auto& i) {
     return i.driver == kVfioPci;

@@ -8,8 +8,13 @@
 // Both are idempotent. Refused, before any write, with FailedPrecondition and
 // a sentence an operator understands: a device no configured class matches,
 // no IOMMU group, a group holding a device that is neither allowed nor a PCI
-// bridge, binding only part of a group's allowed devices, an NVMe controller
-// the host uses (mounted, swap, holders: see host_usage.h).
+// bridge, binding only part of a group's allowed devices, a device the host
+// uses (by the rule of its class, see host_usage.h: for storage, also the
+// kernel's refusal of an exclusive open), a device already on vfio-pci that
+// pdc did not bind while some process holds its /dev/vfio/<group> open.
+// Bind keeps the exclusive descriptors of the block devices it checked until
+// the devices are off their host driver, so nothing can mount or claim them
+// between the check and the unbind.
 // Every failure carries a short reason (FailureReason) for metrics.
 // Thread-safety: thread-safe; operations are serialised internally.
 #ifndef PDC_DRIVER_VFIO_BINDER_H_
@@ -27,6 +32,7 @@
 #include "absl/time/time.h"
 #include "model/types.h"
 #include "driver/bind_journal.h"
+#include "driver/host_usage.h"
 #include "driver/pci_function.h"
 #include "driver/sysfs.h"
 
@@ -38,6 +44,7 @@ inline constexpr std::string_view kReasonNoIommuGroup = "no_iommu_group";
 inline constexpr std::string_view kReasonGroupShared = "iommu_group_shared";
 inline constexpr std::string_view kReasonGroupPartial = "iommu_group_partial";
 inline constexpr std::string_view kReasonHostInUse = "host_in_use";
+inline constexpr std::string_view kReasonVfioGroupInUse = "vfio_group_in_use";
 inline constexpr std::string_view kReasonVfioMissing = "vfio_pci_missing";
 inline constexpr std::string_view kReasonProbeFailed = "probe_failed";
 inline constexpr std::string_view kReasonRestoreFailed = "restore_failed";
@@ -89,8 +96,10 @@ class VfioBinder {
   absl::Status Recover();
 
  private:
-  absl::Status CheckBindableLocked(const std::vector<PciFunctionInfo>& infos)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `hold` (may be null) receives the exclusive descriptors of the block
+  // devices checked.
+  absl::Status CheckBindableLocked(const std::vector<PciFunctionInfo>& infos,
+                                   BlockDeviceHold* hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status BindOneLocked(const PciFunctionInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<RestoreOutcome> RestoreLocked(PciAddress address)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -107,6 +116,7 @@ class VfioBinder {
   Sysfs* const proc_;
   BindJournal* const journal_;
   const BinderOptions options_;
+  const HostView host_;
   absl::Mutex mu_;
 };
 

@@ -10,9 +10,9 @@
 #include "api/scheduler_wire.h"
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "common/notifier.h"
 #include "extender/extender_metrics.h"
 #include "extender/kube_client.h"
-#include "extender/notifier.h"
 #include "extender/pod_cache.h"
 
 namespace pdc::extender {

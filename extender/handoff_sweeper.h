@@ -27,8 +27,8 @@
 #include "absl/time/time.h"
 #include "allocator/allocator.h"
 #include "common/clock.h"
+#include "common/notifier.h"
 #include "extender/kube_client.h"
-#include "extender/notifier.h"
 
 namespace pdc::extender {
 

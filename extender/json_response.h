@@ -10,11 +10,12 @@
 
 #include "absl/status/status.h"
 #include "api/json_util.h"
-#include "extender/http_types.h"
+#include "net/http_types.h"
 
 namespace pdc::extender {
 
 namespace json = api::json;
+using net::HttpResponse;  // The server's (net/http_types.h); pdc::HttpResponse is the client's.
 
 // The REST error response for a non-OK status: {"error", "field"} with the
 // status json::HttpStatusFor maps it to.

@@ -29,7 +29,7 @@
 #include "config/config.h"
 #include "extender/extender_context.h"
 #include "extender/extender_metrics.h"
-#include "extender/http_server.h"
+#include "extender/router_server.h"
 #include "extender/handoff_sweeper.h"
 #include "common/log_format.h"
 #include "extender/kube_http_client.h"
@@ -220,7 +220,7 @@ int Run(int argc, char** argv) {
   so.key_file = ec.tls.key_file;
   so.client_ca_file = ec.tls.client_ca_file;
   absl::StatusOr<std::unique_ptr<HttpServer>> server =
-      HttpServer::Start(so, &router, &notifier, &metrics);
+      StartRouterServer(so, &router, &notifier, &metrics);
   if (!server.ok()) return Fail(server.status());
   spdlog::info("pdc-extender {} serving on {}:{} ({} threads, {}, store {})",
                PDC_VERSION, so.address, (*server)->port(), so.threads,

@@ -12,9 +12,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "extender/extender_context.h"
-#include "extender/http_types.h"
+#include "net/http_types.h"
 
 namespace pdc::extender {
+
+// The server's values (net/http_types.h); pdc::HttpResponse is the client's.
+using net::HttpResponse;
+using net::LongPoll;
 
 // Decoded query string (?a=1&b=x); later keys win.
 using Query = absl::flat_hash_map<std::string, std::string>;
@@ -27,7 +31,7 @@ class RestHandlers {
       : ctx_(ctx), max_wait_(max_wait) {}
 
   HttpResponse PutInventory(std::string_view node, std::string_view body) const;
-  // allow_wait: false when the long-poll's time is up (see http_types.h).
+  // allow_wait: false when the long-poll's time is up (see net/http_types.h).
   HttpResponse GetAllocations(std::string_view node, const Query& query,
                               bool allow_wait) const;
   HttpResponse CreateClaim(std::string_view ns, std::string_view body) const;

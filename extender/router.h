@@ -1,6 +1,6 @@
 // Router: the whole of pdc-extender's HTTP behaviour as a pure function
 // HttpRequest -> HttpResponse (plus the long-poll hand-off described in
-// http_types.h). Dispatches paths to the scheduler verbs and the REST API,
+// net/http_types.h). Dispatches paths to the scheduler verbs and the REST API,
 // enforces authentication, serves /healthz, /readyz and /metrics, and counts
 // every request. Knows nothing about sockets; tested without a network.
 //
@@ -22,11 +22,16 @@
 
 #include "absl/time/time.h"
 #include "extender/extender_context.h"
-#include "extender/http_types.h"
 #include "extender/rest_handlers.h"
 #include "extender/scheduler_handlers.h"
+#include "net/http_types.h"
 
 namespace pdc::extender {
+
+// The server's values (net/http_types.h); pdc::HttpResponse is the client's.
+using net::HttpRequest;
+using net::HttpResponse;
+using net::LongPoll;
 
 struct RouterOptions {
   std::string scheduler_prefix = "/scheduler";

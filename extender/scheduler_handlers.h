@@ -13,9 +13,12 @@
 #include <string>
 
 #include "extender/extender_context.h"
-#include "extender/http_types.h"
+#include "net/http_types.h"
 
 namespace pdc::extender {
+
+// The server's values (net/http_types.h); pdc::HttpResponse is the client's.
+using net::HttpResponse;
 
 class SchedulerHandlers {
  public:

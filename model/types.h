@@ -57,6 +57,10 @@ struct PciSelector {
 struct DeviceClass {
   std::string resource_name;
   std::vector<PciSelector> selectors;
+  // For devices that are neither storage nor network (whose host use
+  // pdc-node checks itself): the host drivers pdc-node may take a device of
+  // this class from. A device bound to any other host driver is refused.
+  std::vector<std::string> host_drivers = {};
 
   bool Matches(const Device& d) const;
 };

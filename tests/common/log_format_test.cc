@@ -114,6 +114,44 @@ TEST(JsonLogTest, LoggerNameIsEscapedToo) {
   EXPECT_STREQ(doc["msg"].GetString(), "hello");
 }
 
+struct TextCase {
+  std::string name;
+  std::string in;
+  std::string escaped;
+};
+
+class TextEscapeTest : public ::testing::TestWithParam<TextCase> {};
+
+TEST_P(TextEscapeTest, OneLineNothingHidden) {
+  const TextCase& t = GetParam();
+  EXPECT_EQ(TextEscape(t.in), t.escaped);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TextEscapeTest,
+    ::testing::Values(
+        TextCase{"Plain", "bind vm=default/vm1 \"quoted\"", "bind vm=default/vm1 \"quoted\""},
+        TextCase{"ForgedLine", "vm1\n2026-11-30T08:00:00.000Z I bind ok",
+                 "vm1\\n2026-11-30T08:00:00.000Z I bind ok"},
+        TextCase{"CarriageReturnTab", "a\rb\tc", "a\\rb\\tc"},
+        TextCase{"Backslash", "a\\nb", "a\\\\nb"},
+        TextCase{"Controls", std::string("a\0b\x1b[31mc\x7f", 10), "a\\x00b\\x1b[31mc\\x7f"},
+        TextCase{"InvalidUtf8", "a\xFF\xC0\xAF", "a\\xff\\xc0\\xaf"},
+        TextCase{"ValidUtf8", "gr\xC3\xBC\xC3\x9F \xF0\x9F\x98\x80", "gr\xC3\xBC\xC3\x9F \xF0\x9F\x98\x80"},
+        TextCase{"NextLine", "a\xC2\x85" "b", "a\\u0085b"},
+        TextCase{"LineSeparator", "a\xE2\x80\xA8" "b\xE2\x80\xA9", "a\\u2028b\\u2029"},
+        TextCase{"BidiOverride", "vm-\xE2\x80\xAE" "gnp.exe", "vm-\\u202egnp.exe"},
+        TextCase{"BidiIsolate", "\xE2\x81\xA6x\xE2\x81\xA9", "\\u2066x\\u2069"}),
+    [](const ::testing::TestParamInfo<TextCase>& i) { return i.param.name; });
+
+TEST(JsonLogTest, TextFormatEscapesWhatCouldForgeALine) {
+  const std::string line =
+      LogOneLine(false, "no such pod\n2026-11-30T08:00:00.000Z I bind default/vm2 ok");
+  ASSERT_FALSE(line.empty());
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << line;
+  EXPECT_THAT(line, ::testing::HasSubstr("no such pod\\n2026-11-30T08:00:00.000Z I bind"));
+}
+
 TEST(JsonLogTest, TextFormatIsOneReadableLine) {
   const std::string line = LogOneLine(false, "no such pod");
   EXPECT_THAT(line, MatchesRegex(R"([0-9T:.-]+Z W bind default/virt-launcher-vm1 failed: no such pod

@@ -68,7 +68,7 @@ TEST(ConfigTest, FormatRoundTrips) {
             "--extender.maxBodyBytes=1000000", "--node.heartbeatInterval=1h30m",
             "--extender.nodeStaleAfter=2h",
             "--deviceClasses=[{resourceName: x.io/fpga, selectors: "
-            "[\"10ee:9038\"], classCode: \"120000\"}]"}));
+            "[\"10ee:9038\"], classCode: \"120000\", hostDrivers: [xdma, xclmgmt]}]"}));
   PdcConfig back;
   ASSERT_OK(ApplyYaml(FormatConfigYaml(c), "formatted", &back));
   EXPECT_EQ(FormatConfigYaml(back), FormatConfigYaml(c));
@@ -76,6 +76,7 @@ TEST(ConfigTest, FormatRoundTrips) {
   EXPECT_EQ(back.node.heartbeat_interval, absl::Minutes(90));
   ASSERT_EQ(back.device_classes.size(), 1u);
   EXPECT_EQ(back.device_classes[0].selectors[0].class_code, 0x120000u);
+  EXPECT_THAT(back.device_classes[0].host_drivers, ::testing::ElementsAre("xdma", "xclmgmt"));
 }
 
 TEST(ConfigTest, FileThenFlagsOverride) {
@@ -165,6 +166,25 @@ TEST(ConfigTest, ErrorsNameTheField) {
        Component::kExtender,
        "pdc.yaml:4:16: deviceClasses[0].classCode: \"0108\" is not a PCI class "
        "code"},
+      {"deviceClasses:\n"
+       "  - resourceName: a.io/x\n"
+       "    selectors: [\"1b36:0010\"]\n"
+       "    hostDrivers: [\"nvidia\", \"../nouveau\"]\n",
+       Component::kExtender,
+       "pdc.yaml:4:29: deviceClasses[0].hostDrivers[1]: \"../nouveau\" is not a kernel driver "
+       "name"},
+      {"deviceClasses:\n"
+       "  - resourceName: a.io/x\n"
+       "    selectors: [\"1b36:0010\"]\n"
+       "    hostDrivers: [vfio-pci]\n",
+       Component::kExtender,
+       "deviceClasses[0].hostDrivers[0]: vfio-pci is where pdc-node moves devices to"},
+      {"deviceClasses:\n"
+       "  - resourceName: a.io/x\n"
+       "    selectors: [\"1b36:0010\"]\n"
+       "    hostDrivers: nvidia\n",
+       Component::kExtender,
+       "deviceClasses[0].hostDrivers: want a list of kernel driver names, got a value"},
       {"deviceClasses: []\n", Component::kExtender,
        "deviceClasses: at least one device class is required"},
       {"deviceClasses:\n  - resourceName: a.io/x\n    selector: []\n",

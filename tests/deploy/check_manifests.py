@@ -833,9 +833,10 @@ def main():
         mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
         check(hostpaths.get("sys") == "/sys" and mounts.get("sys") == node["sysfsRoot"],
               "hostPath /sys mounted at node.sysfsRoot")
-        check(hostpaths.get("dev-vfio") == "/dev/vfio" and
-              mounts.get("dev-vfio") == node["devRoot"] + "/vfio",
-              "hostPath /dev/vfio mounted at node.devRoot/vfio")
+        check(hostpaths.get("dev") == "/dev" and mounts.get("dev") == node["devRoot"],
+              "hostPath /dev (vfio groups, block devices) mounted at node.devRoot")
+        check(node.get("procRoot", "/proc") == "/proc",
+              "node.procRoot is the pod's /proc, which hostPID makes the host's")
         check(mounts.get("state") == node["stateDir"] and hostpaths.get("state"),
               "node.stateDir is a hostPath")
         check(spec.get("nodeSelector") and spec.get("tolerations"),

@@ -1,6 +1,7 @@
 // Writes the fake sysfs/dev tree that pdc-node runs against in
 // prometheus_integration_test.py (--node.sysfsRoot/--node.devRoot), using
-// the driver tests' FakeKernel (tests/driver/fake_sysfs.h):
+// the driver tests' FakeKernel (tests/driver/fake_sysfs.h), and the proc/
+// view of a pdc-node in the host's PID namespace (--node.procRoot):
 //   0000:01:00.0, 0000:02:00.0  NVMe already on vfio-pci (warm: binds are
 //                               "already_bound")
 //   0000:03:00.0                NVMe with no driver: a real pdc-node bind
@@ -14,6 +15,8 @@
 // (an existing empty directory; sys/ dev/ proc/ are created below it).
 // Thread-safety: a single-threaded program.
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tests/driver/fake_sysfs.h"
@@ -45,6 +48,17 @@ int main(int argc, char** argv) {
   // nvme<N> numbers NVMe-class devices in creation order: 0000:04:00.0 is
   // nvme3.
   kernel.AddHolder("nvme3n1", "dm-0");
+  // The host's view, as pdc-node with hostPID sees it: one PID namespace,
+  // PID 1's mount table.
+  std::error_code ec;
+  std::filesystem::create_directories(kernel.proc_root() + "/1", ec);
+  std::ofstream(kernel.proc_root() + "/self/status") << "Name:\tpdc-node\nNSpid:\t4242\n";
+  std::ofstream(kernel.proc_root() + "/1/mountinfo")
+      << "22 1 0:21 / / rw,relatime - tmpfs rootfs rw\n";
+  if (ec || !std::filesystem::exists(kernel.proc_root() + "/1/mountinfo")) {
+    std::fprintf(stderr, "fake_node_tree: cannot write %s\n", kernel.proc_root().c_str());
+    return 1;
+  }
   std::printf("%s\n", kernel.sys_root().c_str());
   return 0;
 }

@@ -326,6 +326,7 @@ def run(args, tmp, procs):
         args.node, f"--config={config}",  # the shipped logFormat: json
         "--node.nodeName=node-a", f"--node.extenderURL={ext}",
         f"--node.sysfsRoot={tree}/sys", f"--node.devRoot={tree}/dev",
+        f"--node.procRoot={tree}/proc",
         f"--node.stateDir={tmp}/node-state", f"--node.metricsListen=127.0.0.1:{node_port}",
         "--node.heartbeatInterval=1s", f"--node.tokenFile={token}",
         "--device-plugin=false"])  # No kubelet here: the test confirms hand-offs.

@@ -1,5 +1,6 @@
 #include "tests/driver/fake_sysfs.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
@@ -23,7 +25,8 @@ bool IsNvmeClass(uint32_t class_code) { return (class_code >> 8) == 0x0108; }
 
 FakeKernel::FakeKernel(const std::string& base) : RealSysfs(base + "/sys"), base_(base) {
   for (const char* d : {"/sys/bus/pci/devices", "/sys/bus/pci/drivers", "/sys/kernel/iommu_groups",
-                        "/sys/class/block", "/sys/devices/pci0000:00", "/dev", "/proc/self"}) {
+                        "/sys/class/block", "/sys/class/net", "/sys/devices/pci0000:00", "/dev",
+                        "/proc/self"}) {
     fs::create_directories(base_ + d);
   }
   Put(sys_root() + "/bus/pci/drivers_probe", "");
@@ -119,6 +122,7 @@ void FakeKernel::Attach(const std::string& address, const std::string& driver) {
       Put(nsdir + "/dev", block_dev_[name] + "\n");
       Link(absl::StrCat("../../", kPciRoot, "/", address, "/nvme/", ctrl, "/", name),
            absl::StrCat(sys_root(), "/class/block/", name));
+      Put(absl::StrCat(dev_root(), "/", name), "");
       for (int p = 1; p <= spec.partitions; ++p) {
         const std::string part = absl::StrCat(name, "p", p);
         fs::create_directories(absl::StrCat(nsdir, "/", part, "/holders"));
@@ -127,6 +131,7 @@ void FakeKernel::Attach(const std::string& address, const std::string& driver) {
         Put(absl::StrCat(nsdir, "/", part, "/partition"), absl::StrCat(p, "\n"));
         Link(absl::StrCat("../../", kPciRoot, "/", address, "/nvme/", ctrl, "/", name, "/", part),
              absl::StrCat(sys_root(), "/class/block/", part));
+        Put(absl::StrCat(dev_root(), "/", part), "");
       }
     }
   }
@@ -141,7 +146,10 @@ void FakeKernel::Detach(const std::string& address) {
   if (driver == "nvme") {
     fs::remove_all(dir + "/nvme");
     for (const auto& entry : fs::directory_iterator(sys_root() + "/class/block")) {
-      if (!fs::exists(entry.path())) fs::remove(entry.path());  // Dangling now.
+      if (!fs::exists(entry.path())) {  // Dangling now: the disk went with the driver.
+        fs::remove(dev_root() + "/" + entry.path().filename().string());
+        fs::remove(entry.path());
+      }
     }
   }
   if (driver == "vfio-pci") {
@@ -237,6 +245,7 @@ absl::Status FakeKernel::Write(std::string_view path, std::string_view data) {
   if (absl::StartsWith(r, "bus/pci/drivers/") && absl::EndsWith(r, "/unbind")) {
     const std::string driver = r.substr(16, r.size() - 16 - 7);
     if (!devices_.contains(value) || Driver(value) != driver) return ErrnoStatus("write", r, ENODEV);
+    open_at_unbind_.push_back(OpenDevNodes());
     Detach(value);
     return absl::OkStatus();
   }
@@ -247,6 +256,110 @@ absl::Status FakeKernel::Write(std::string_view path, std::string_view data) {
     return absl::OkStatus();
   }
   return RealSysfs::Write(path, data);
+}
+
+void FakeKernel::AddDisk(const std::string& address, const std::string& name, int partitions) {
+  const std::string rel = absl::StrCat(kPciRoot, "/", address, "/ata1/host0/target0:0:0/0:0:0:0/block/", name);
+  const std::string dir = absl::StrCat(sys_root(), "/", rel);
+  fs::create_directories(dir + "/holders");
+  if (!block_dev_.contains(name)) block_dev_[name] = absl::StrCat("8:", next_minor_++);
+  Put(dir + "/dev", block_dev_[name] + "\n");
+  Link(absl::StrCat("../../", rel), absl::StrCat(sys_root(), "/class/block/", name));
+  Put(absl::StrCat(dev_root(), "/", name), "");
+  for (int p = 1; p <= partitions; ++p) {
+    const std::string part = absl::StrCat(name, p);
+    fs::create_directories(absl::StrCat(dir, "/", part, "/holders"));
+    if (!block_dev_.contains(part)) block_dev_[part] = absl::StrCat("8:", next_minor_++);
+    Put(absl::StrCat(dir, "/", part, "/dev"), block_dev_[part] + "\n");
+    Put(absl::StrCat(dir, "/", part, "/partition"), absl::StrCat(p, "\n"));
+    Link(absl::StrCat("../../", rel, "/", part), absl::StrCat(sys_root(), "/class/block/", part));
+    Put(absl::StrCat(dev_root(), "/", part), "");
+  }
+}
+
+std::vector<std::string> FakeKernel::OpenDevNodes() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  const std::string prefix = fs::weakly_canonical(dev_root(), ec).string() + "/";
+  for (const auto& entry : fs::directory_iterator("/proc/self/fd", ec)) {
+    const fs::path target = fs::read_symlink(entry.path(), ec);
+    if (!ec && absl::StartsWith(target.string(), prefix)) {
+      out.push_back(target.string().substr(prefix.size()));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void FakeKernel::MarkBusy(const std::string& block) { busy_.insert(block); }
+
+void FakeKernel::AddProcess(int pid, const std::string& comm,
+                            const std::vector<std::string>& nodes) {
+  const std::string dir = absl::StrCat(proc_root(), "/", pid);
+  fs::create_directories(dir + "/fd");
+  Put(dir + "/comm", comm + "\n");
+  int fd = 3;
+  for (const std::string& n : nodes) {
+    Link(absl::StrCat(dev_root(), "/", n), absl::StrCat(dir, "/fd/", fd++));
+  }
+}
+
+void FakeKernel::AddLoop(const std::string& name, const std::string& backing_file) {
+  const std::string dir = absl::StrCat(sys_root(), "/devices/virtual/block/", name);
+  fs::create_directories(dir + "/loop");
+  Put(dir + "/dev", absl::StrCat("7:", next_minor_++, "\n"));
+  Put(dir + "/loop/backing_file", backing_file + "\n");
+  Link(absl::StrCat("../../devices/virtual/block/", name),
+       absl::StrCat(sys_root(), "/class/block/", name));
+}
+
+void FakeKernel::AddInterface(const std::string& address, const std::string& name,
+                              uint32_t flags, const std::string& master) {
+  const std::string rel = absl::StrCat(kPciRoot, "/", address, "/net/", name);
+  const std::string dir = absl::StrCat(sys_root(), "/", rel);
+  fs::create_directories(dir);
+  fs::create_directories(sys_root() + "/class/net");
+  Put(dir + "/flags", absl::StrFormat("0x%x\n", flags));
+  Link(absl::StrCat("../../", rel), absl::StrCat(sys_root(), "/class/net/", name));
+  if (!master.empty()) {
+    fs::create_directories(absl::StrCat(sys_root(), "/devices/virtual/net/", master));
+    Link(absl::StrCat("../../../../virtual/net/", master), dir + "/master");
+  }
+}
+
+std::string FakeKernel::NodeNumber(const std::string& node) const {
+  const std::string prefix = dev_root() + "/";
+  if (!absl::StartsWith(node, prefix)) return "";
+  const std::string name = node.substr(prefix.size());
+  if (auto it = block_dev_.find(name); it != block_dev_.end()) return "b" + it->second;
+  if (absl::StartsWith(name, "vfio/")) {
+    int group = 0;
+    if (absl::SimpleAtoi(name.substr(5), &group)) return absl::StrCat("c511:", group);
+  }
+  return "";
+}
+
+absl::StatusOr<UniqueFd> FakeKernelView::OpenExclusive(std::string_view path) {
+  if (kernel_->IsBusy(std::string(path))) {
+    return absl::FailedPreconditionError(absl::StrCat(root(), "/", Sv(path), " is busy"));
+  }
+  return RealSysfs::OpenExclusive(path);
+}
+
+absl::StatusOr<std::map<std::string, std::string>> FakeKernelView::DeviceNumbersIn(
+    std::string_view dir) {
+  auto names = List(dir);
+  if (!names.ok()) return names.status();
+  std::map<std::string, std::string> out;
+  for (const std::string& n : *names) {
+    const std::string p = absl::StrCat(root(), "/", Sv(dir), "/", n);
+    std::error_code ec;
+    const fs::path target = fs::is_symlink(p, ec) ? fs::read_symlink(p, ec) : fs::path(p);
+    if (ec) continue;
+    const std::string number = kernel_->NodeNumber(target.string());
+    if (!number.empty()) out[n] = number;
+  }
+  return out;
 }
 
 }  // namespace pdc::driver::testing

@@ -71,8 +71,33 @@ class FakeKernel : public RealSysfs {
                 const std::string& source);
   void AddSwap(const std::string& file);
 
+  // A disk behind a storage controller that is not NVMe (AHCI, SAS):
+  // class/block/<name> below the function, with `partitions` partitions
+  // (<name>1...), and their nodes in dev/.
+  void AddDisk(const std::string& address, const std::string& name, int partitions);
+  // The kernel refuses exclusive opens of `block` (a mount, a holder, ZFS...).
+  void MarkBusy(const std::string& block);
+  bool IsBusy(const std::string& block) const { return busy_.contains(block); }
+  // A process `pid` named `comm` holding open the dev/ nodes named in
+  // `nodes` ("nvme0n1", "vfio/7"): proc/<pid>/fd/<n> links to them.
+  void AddProcess(int pid, const std::string& comm, const std::vector<std::string>& nodes);
+  // Loop device `name` backed by `backing_file` (an absolute path).
+  void AddLoop(const std::string& name, const std::string& backing_file);
+  // A network interface of the function at `address`; `flags` as in
+  // class/net/<name>/flags; `master` ("" for none) as the master link.
+  void AddInterface(const std::string& address, const std::string& name, uint32_t flags,
+                    const std::string& master);
+  // "b<major>:<minor>" or "c<major>:<minor>" of the dev/ node at the real
+  // path `node`, "" when the fake kernel made no such node.
+  std::string NodeNumber(const std::string& node) const;
+
   // Every write the fake received, "<resolved path> <- <data>", in order.
   const std::vector<std::string>& writes() const { return writes_; }
+  // For each unbind written, the dev/ nodes this process held open at that
+  // moment ("nvme0n1", ...), in order.
+  const std::vector<std::vector<std::string>>& open_at_unbind() const { return open_at_unbind_; }
+  // The dev/ nodes this process holds open now.
+  std::vector<std::string> OpenDevNodes() const;
 
   absl::Status Write(std::string_view path, std::string_view data) override;
 
@@ -95,6 +120,26 @@ class FakeKernel : public RealSysfs {
   std::vector<std::string> failing_writes_;
   std::vector<std::string> writes_;
   int next_minor_ = 0;
+  std::set<std::string> busy_;
+  std::vector<std::vector<std::string>> open_at_unbind_;
+};
+
+// A RealSysfs over the fake kernel's dev/ or proc/ tree that answers like
+// the kernel where a temporary directory cannot: an exclusive open of a
+// block device the fake kernel marked busy fails, and device numbers come
+// from the fake kernel (its device nodes are plain files, and a process's
+// descriptor is a link to one).
+class FakeKernelView : public RealSysfs {
+ public:
+  FakeKernelView(const FakeKernel* kernel, std::string root)
+      : RealSysfs(std::move(root)), kernel_(kernel) {}
+
+  absl::StatusOr<UniqueFd> OpenExclusive(std::string_view path) override;
+  absl::StatusOr<std::map<std::string, std::string>> DeviceNumbersIn(
+      std::string_view dir) override;
+
+ private:
+  const FakeKernel* kernel_;
 };
 
 }  // namespace pdc::driver::testing

@@ -8,15 +8,17 @@
 
 #include "api/handoff_json.h"
 #include "api/rest_json.h"
-#include "driver/node_status_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/driver/test_util.h"
+#include "net/http_server.h"
 #include "tests/testing/status_matchers.h"
 
 namespace pdc::driver {
 namespace {
 
+using net::HttpRequest;
+using net::HttpResponse;
 using pdc::testing::StatusIs;
 using testing::Addr;
 using ::testing::HasSubstr;
@@ -26,20 +28,35 @@ NodeInventory OneDevice() {
       "node-a", {pdc::testing::NvmeDevice("0000:3b:00.0", 12, -1, "SN1")});
 }
 
+// A fake pdc-extender: the shared server on 127.0.0.1, port 0, one worker
+// (the handlers below record requests without a lock).
+absl::StatusOr<std::unique_ptr<net::HttpServer>> StartFakeExtender(
+    net::HttpServer::Handler handler) {
+  net::HttpServerOptions o;
+  o.threads = 1;
+  return net::HttpServer::Start(o, std::move(handler));
+}
+
+HttpResponse Json(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
 // The real HTTP client against a fake pdc-extender on a real socket.
 TEST(HttpExtenderApiTest, TalksToAnExtenderOverHttp) {
-  std::vector<StatusRequest> seen;
+  std::vector<HttpRequest> seen;
   ASSERT_OK_AND_ASSIGN(
-      auto server, StatusServer::Start("127.0.0.1:0", [&](const StatusRequest& r) {
+      auto server, StartFakeExtender([&](HttpRequest r) {
         seen.push_back(r);
         if (r.method == "PUT" && r.target == "/v1/nodes/node-a/inventory") {
-          return StatusResponse{200, "application/json", R"({"node":"node-a","devices":1,"version":4})"};
+          return Json(200, R"({"node":"node-a","devices":1,"version":4})");
         }
         if (r.method == "GET" && r.target.starts_with("/v1/nodes/node-a/allocations")) {
-          return StatusResponse{200, "application/json",
-                                R"({"node":"node-a","version":4,"claimed":[{"address":"0000:3b:00.0","claim":"default/a"}],"returnToHost":[]})"};
+          return Json(200, R"({"node":"node-a","version":4,"claimed":[{"address":"0000:3b:00.0","claim":"default/a"}],"returnToHost":[]})");
         }
-        return StatusResponse{404, "application/json", R"({"error":"no such node","field":""})"};
+        return Json(404, R"({"error":"no such node","field":""})");
       }));
   HttpClientOptions o;
   o.base_url = "http://127.0.0.1:" + std::to_string(server->port());
@@ -52,25 +69,24 @@ TEST(HttpExtenderApiTest, TalksToAnExtenderOverHttp) {
   ASSERT_EQ(a.claimed.size(), 1u);
   EXPECT_THAT(api.GetAllocations("node-b", 0, absl::ZeroDuration()),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("no such node")));
-  server->Stop();
+  server->Shutdown();
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[0].body, api::WriteInventory(OneDevice()));
   EXPECT_EQ(seen[1].target, "/v1/nodes/node-a/allocations?since=3&wait=5");
 }
 
 TEST(HttpExtenderApiTest, ConfirmsHandoffsOverHttp) {
-  std::vector<StatusRequest> seen;
+  std::vector<HttpRequest> seen;
   ASSERT_OK_AND_ASSIGN(
-      auto server, StatusServer::Start("127.0.0.1:0", [&](const StatusRequest& r) {
+      auto server, StartFakeExtender([&](HttpRequest r) {
         seen.push_back(r);
         if (r.body.find("\"u1\"") != std::string::npos) {
-          return StatusResponse{200, "application/json",
-                                R"({"node":"node-a","podUid":"u1","claims":["default/a"]})"};
+          return Json(200, R"({"node":"node-a","podUid":"u1","claims":["default/a"]})");
         }
         if (r.body.find("\"u2\"") != std::string::npos) {
-          return StatusResponse{409, "application/json", R"({"error":"devices differ"})"};
+          return Json(409, R"({"error":"devices differ"})");
         }
-        return StatusResponse{404, "application/json", R"({"error":"nothing pending"})"};
+        return Json(404, R"({"error":"nothing pending"})");
       }));
   HttpClientOptions o;
   o.base_url = "http://127.0.0.1:" + std::to_string(server->port());
@@ -82,7 +98,7 @@ TEST(HttpExtenderApiTest, ConfirmsHandoffsOverHttp) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("devices differ")));
   EXPECT_THAT(api.ConfirmHandoff("node-a", "u3", "r", devices),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("nothing pending")));
-  server->Stop();
+  server->Shutdown();
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[0].method, "POST");
   EXPECT_EQ(seen[0].target, "/v1/nodes/node-a/handoffs");
@@ -90,11 +106,10 @@ TEST(HttpExtenderApiTest, ConfirmsHandoffsOverHttp) {
 }
 
 TEST(HttpExtenderApiTest, ExtenderDownIsUnavailable) {
-  ASSERT_OK_AND_ASSIGN(auto server, StatusServer::Start("127.0.0.1:0", [](const StatusRequest&) {
-                         return StatusResponse{};
-                       }));
+  ASSERT_OK_AND_ASSIGN(auto server,
+                       StartFakeExtender([](HttpRequest) { return HttpResponse{}; }));
   const uint16_t port = server->port();
-  server->Stop();
+  server->Shutdown();
   server.reset();
   HttpClientOptions o;
   o.base_url = "http://127.0.0.1:" + std::to_string(port);

@@ -106,6 +106,36 @@ TEST_P(RealSysfsTest, WriteNeedsAnExistingFileAndMissingFilesAreNotFound) {
   EXPECT_EQ(v, "0x8086");
 }
 
+TEST_P(RealSysfsTest, DotIsTheRoot) {
+  auto owned = Make();
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, owned->List("."));
+  EXPECT_THAT(names, ::testing::ElementsAre("bus", "devices"));
+  EXPECT_TRUE(owned->Exists("."));
+  EXPECT_THAT(owned->List("./bus"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Device numbers through links, as through /proc/<pid>/fd: the link may lead
+// anywhere (only its directory lies beneath the root); files that are not
+// devices, and dangling links, are left out.
+TEST_P(RealSysfsTest, DeviceNumbersFollowLinksToTheEnd) {
+  fs::create_directories(root_ + "/4242/fd");
+  fs::create_symlink("/dev/null", root_ + "/4242/fd/0");
+  fs::create_symlink(outside_ + "/secret", root_ + "/4242/fd/1");
+  fs::create_symlink(outside_ + "/gone", root_ + "/4242/fd/2");
+  auto owned = Make();
+  ASSERT_OK_AND_ASSIGN(auto numbers, owned->DeviceNumbersIn("4242/fd"));
+  EXPECT_THAT(numbers, ::testing::ElementsAre(::testing::Pair("0", "c1:3")));
+  EXPECT_THAT(owned->DeviceNumbersIn("4243/fd"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(owned->DeviceNumbersIn("../outside"), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_P(RealSysfsTest, OpenExclusiveOfAFileThatIsNotThereIsNotFound) {
+  auto owned = Make();
+  EXPECT_THAT(owned->OpenExclusive("devices/nvme0n1"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(owned->OpenExclusive("bus/pci/devices/escape"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, RealSysfsTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? std::string("RealpathFallback") : std::string("Openat2");

@@ -21,14 +21,16 @@ namespace pdc::driver::testing {
 using ::pdc::testing::Addr;
 using ::pdc::testing::NvmeClass;
 
-// A temp dir holding a fake kernel plus RealSysfs views of its dev/ and
-// proc/ trees.
+// A temp dir holding a fake kernel plus views of its dev/ and proc/ trees.
 struct FakeHost {
-  FakeHost() : kernel(tmp.path()), dev(kernel.dev_root()), proc(kernel.proc_root()) {}
+  FakeHost()
+      : kernel(tmp.path()),
+        dev(&kernel, kernel.dev_root()),
+        proc(&kernel, kernel.proc_root()) {}
   pdc::testing::TempDir tmp;
   FakeKernel kernel;
-  RealSysfs dev;
-  RealSysfs proc;
+  FakeKernelView dev;
+  FakeKernelView proc;
 };
 
 }  // namespace pdc::driver::testing

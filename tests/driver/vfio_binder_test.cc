@@ -20,6 +20,28 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
+// Device classes beside NVMe, each checked by the rule of its PCI class.
+DeviceClass AhciClass() { return {"example.com/ahci", {{0x8086, 0x2922, std::nullopt}}, {}}; }
+DeviceClass NicClass() { return {"example.com/nic", {{0x8086, 0x1521, std::nullopt}}, {}}; }
+DeviceClass GpuClass() { return {"example.com/gpu", {{0x10de, 0x1eb8, std::nullopt}}, {"nvidia"}}; }
+
+void AddAhci(testing::FakeKernel& k) {
+  k.AddDriver({"ahci", {{0x8086, 0x2922}}, std::nullopt});
+  k.AddDevice({.address = "0000:00:1f.2", .vendor = 0x8086, .device = 0x2922,
+               .class_code = 0x010601, .group = 9, .driver = "ahci"});
+  k.AddDisk("0000:00:1f.2", "sda", 2);
+}
+void AddNic(testing::FakeKernel& k) {
+  k.AddDriver({"igb", {{0x8086, 0x1521}}, std::nullopt});
+  k.AddDevice({.address = "0000:02:00.0", .vendor = 0x8086, .device = 0x1521,
+               .class_code = 0x020000, .group = 10, .driver = "igb"});
+}
+void AddGpu(testing::FakeKernel& k, const std::string& driver) {
+  k.AddDriver({driver, {{0x10de, 0x1eb8}}, std::nullopt});
+  k.AddDevice({.address = "0000:03:00.0", .vendor = 0x10de, .device = 0x1eb8,
+               .class_code = 0x030200, .group = 11, .driver = driver});
+}
+
 class VfioBinderTest : public ::testing::Test {
  protected:
   void SetUp() override { Reopen(); }
@@ -31,7 +53,7 @@ class VfioBinderTest : public ::testing::Test {
     ASSERT_TRUE(j.ok()) << j.status();
     journal_ = std::move(*j);
     BinderOptions options;
-    options.classes = {NvmeClass()};
+    options.classes = {NvmeClass(), AhciClass(), NicClass(), GpuClass()};
     options.verify_attempts = 3;
     options.sleep = [this](absl::Duration) { ++sleeps_; };
     binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc,
@@ -199,6 +221,100 @@ INSTANTIATE_TEST_SUITE_P(
                       k.AddHolder("nvme0n1p3", "dm-0");
                     },
                     {"0000:00:03.0"}, "host_in_use", "nvme0n1p3 is held by dm-0"},
+        RefusalCase{"NamespaceOpenInAProcess",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      k.AddProcess(4242, "postgres", {"nvme0n1"});
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "nvme0n1 is open in process 4242 (postgres)"},
+        RefusalCase{"PartitionOpenInAProcess",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
+                                   .partitions = 2});
+                      k.AddProcess(17, "ceph-osd", {"vfio/3", "nvme0n1p2"});
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "nvme0n1p2 is open in process 17 (ceph-osd)"},
+        RefusalCase{"NamespaceBusy",  // ZFS, a lazily unmounted file system, O_EXCL openers.
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      k.MarkBusy("nvme0n1");
+                    },
+                    {"0000:00:03.0"}, "host_in_use",
+                    "nvme0n1 (259:0) is busy: the kernel refuses to open it exclusively"},
+        RefusalCase{"PartitionBusy",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
+                                   .partitions = 2});
+                      k.MarkBusy("nvme0n1p2");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "nvme0n1p2 (259:2) is busy"},
+        RefusalCase{"LoopDeviceOverTheNamespace",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      k.AddLoop("loop0", "/var/lib/images/disk.img");
+                      k.AddLoop("loop1", "/dev/nvme0n1");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "nvme0n1 backs loop device loop1"},
+        RefusalCase{"HoldersUnreadableFailsClosed",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      std::filesystem::remove_all(
+                          std::filesystem::canonical(k.sys_root() + "/class/block/nvme0n1") /
+                          "holders");
+                    },
+                    {"0000:00:03.0"}, "host_in_use",
+                    "cannot tell whether the host uses it: FAILED_PRECONDITION: cannot check the "
+                    "holders of nvme0n1"},
+        RefusalCase{"DeviceNodeMissingFailsClosed",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      std::filesystem::remove(k.dev_root() + "/nvme0n1");
+                    },
+                    {"0000:00:03.0"}, "host_in_use",
+                    "cannot check nvme0n1 (open /dev/nvme0n1 exclusively; is the host's /dev mounted?)"},
+        RefusalCase{"NvmeControllerMissingFailsClosed",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      std::filesystem::remove_all(k.sys_root() +
+                                                  "/devices/pci0000:00/0000:00:03.0/nvme");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "is on nvme but sysfs shows no controller"},
+        RefusalCase{"AhciDiskMounted",
+                    [](K& k) {
+                      AddAhci(k);
+                      k.AddMount(k.BlockDev("sda1"), "/", "/dev/sda1");
+                    },
+                    {"0000:00:1f.2"}, "host_in_use", "sda1 (8:1) is mounted at /"},
+        RefusalCase{"AhciDiskHeld",
+                    [](K& k) {
+                      AddAhci(k);
+                      k.AddHolder("sda2", "dm-3");
+                    },
+                    {"0000:00:1f.2"}, "host_in_use", "sda2 is held by dm-3"},
+        RefusalCase{"NicInterfaceUp",
+                    [](K& k) {
+                      AddNic(k);
+                      k.AddInterface("0000:02:00.0", "enp2s0", 0x1003, "");
+                    },
+                    {"0000:02:00.0"}, "host_in_use", "interface enp2s0 is up"},
+        RefusalCase{"NicInterfaceInABond",
+                    [](K& k) {
+                      AddNic(k);
+                      k.AddInterface("0000:02:00.0", "enp2s0", 0x1002, "bond0");
+                    },
+                    {"0000:02:00.0"}, "host_in_use", "interface enp2s0 is part of bond0"},
+        RefusalCase{"GpuOnAHostDriverTheClassDoesNotList",
+                    [](K& k) { AddGpu(k, "nouveau"); },
+                    {"0000:03:00.0"}, "host_in_use",
+                    "bound to the host driver nouveau, which device class example.com/gpu does "
+                    "not list in hostDrivers"},
+        RefusalCase{"TakeOverOfAGroupAProcessHolds",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "vfio-pci"});
+                      k.AddProcess(77, "qemu-kvm", {"vfio/3"});
+                    },
+                    {"0000:00:03.0"}, "vfio_group_in_use",
+                    "/dev/vfio/3 is open in process 77 (qemu-kvm) (another VM or tool uses it)"},
         RefusalCase{"VfioPciNotLoaded",
                     [](K& k) {
                       k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
@@ -206,6 +322,59 @@ INSTANTIATE_TEST_SUITE_P(
                     },
                     {"0000:00:03.0"}, "vfio_pci_missing", "modprobe vfio-pci"}),
     [](const ::testing::TestParamInfo<RefusalCase>& info) { return info.param.name; });
+
+TEST_F(VfioBinderTest, HoldsTheDisksExclusivelyUntilTheUnbindIsDone) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
+                          .namespaces = 2, .partitions = 1});
+  ASSERT_OK_AND_ASSIGN(BindOutcome out, binder_->Bind({Addr("0000:00:03.0")}));
+  EXPECT_EQ(out, BindOutcome::kBound);
+  ASSERT_EQ(host_.kernel.open_at_unbind().size(), 1u);
+  EXPECT_THAT(host_.kernel.open_at_unbind()[0],
+              ElementsAre("nvme0n1", "nvme0n1p1", "nvme0n2", "nvme0n2p1"));
+  EXPECT_THAT(host_.kernel.OpenDevNodes(), IsEmpty()) << "released once bound";
+}
+
+TEST_F(VfioBinderTest, CheckBindableHoldsNothing) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+  ASSERT_OK(binder_->CheckBindable({Addr("0000:00:03.0")}));
+  EXPECT_THAT(host_.kernel.OpenDevNodes(), IsEmpty());
+}
+
+TEST_F(VfioBinderTest, RefusalReleasesWhatItOpened) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
+                          .partitions = 2});
+  host_.kernel.MarkBusy("nvme0n1p2");
+  EXPECT_THAT(binder_->Bind({Addr("0000:00:03.0")}), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(host_.kernel.OpenDevNodes(), IsEmpty());
+}
+
+TEST_F(VfioBinderTest, OtherClassesBindWhenTheHostDoesNotUseThem) {
+  AddAhci(host_.kernel);
+  AddNic(host_.kernel);
+  host_.kernel.AddInterface("0000:02:00.0", "enp2s0", 0x1002, "");  // Down, no master.
+  AddGpu(host_.kernel, "nvidia");
+  host_.kernel.AddProcess(99, "bash", {"nvme9n9"});  // Opens nothing of ours.
+  EXPECT_THAT(binder_->Bind({Addr("0000:00:1f.2")}), IsOk());
+  EXPECT_THAT(binder_->Bind({Addr("0000:02:00.0")}), IsOk());
+  EXPECT_THAT(binder_->Bind({Addr("0000:03:00.0")}), IsOk());
+  EXPECT_EQ(Driver("0000:00:1f.2"), "vfio-pci");
+  EXPECT_EQ(Driver("0000:02:00.0"), "vfio-pci");
+  EXPECT_EQ(Driver("0000:03:00.0"), "vfio-pci");
+}
+
+TEST_F(VfioBinderTest, OwnDeviceStaysBoundWhileItsVmHoldsTheGroup) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+  ASSERT_OK(binder_->Bind({Addr("0000:00:03.0")}));
+  host_.kernel.AddProcess(77, "qemu-kvm", {"vfio/3"});
+  ASSERT_OK_AND_ASSIGN(BindOutcome again, binder_->Bind({Addr("0000:00:03.0")}));
+  EXPECT_EQ(again, BindOutcome::kAlreadyBound);
+}
+
+TEST_F(VfioBinderTest, TakesOverAFreeGroupOnVfioPci) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "vfio-pci"});
+  ASSERT_OK_AND_ASSIGN(BindOutcome out, binder_->Bind({Addr("0000:00:03.0")}));
+  EXPECT_EQ(out, BindOutcome::kAlreadyBound);
+}
 
 TEST_F(VfioBinderTest, MountOfAnotherDiskDoesNotBlock) {
   host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme", .serial = "a"});

@@ -9,9 +9,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
-#include "net/http_client.h"
-#include "extender/http_server.h"
 #include "extender/kube_http_client.h"
+#include "extender/router_server.h"
+#include "net/http_client.h"
 #include "tests/extender/extender_fixture.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/test_certs.h"
@@ -47,7 +47,7 @@ class TlsServerTest : public ExtenderFixture {
     so.cert_file = pki_.server_cert;
     so.key_file = pki_.server_key;
     so.client_ca_file = pki_.ca_cert;
-    auto s = HttpServer::Start(so, router_.get(), &notifier_, nullptr);
+    auto s = StartRouterServer(so, router_.get(), &notifier_, nullptr);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
   }
@@ -112,8 +112,7 @@ TEST(TlsServerStartTest, MissingCertificateIsAnErrorNamingTheField) {
   HttpServerOptions so;
   so.cert_file = "/nonexistent/server.crt";
   so.key_file = "/nonexistent/server.key";
-  auto s = HttpServer::Start(so, [](HttpRequest) { return HttpResponse{}; },
-                             nullptr, nullptr);
+  auto s = HttpServer::Start(so, [](HttpRequest) { return HttpResponse{}; });
   EXPECT_THAT(s, pdc::testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                         HasSubstr("tls.certFile")));
 }
@@ -139,7 +138,7 @@ class FakeApiserver {
     so.key_file = pki.server_key;
     so.threads = 2;
     auto s = HttpServer::Start(
-        so, [this](HttpRequest r) { return Handle(std::move(r)); }, nullptr, nullptr);
+        so, [this](HttpRequest r) { return Handle(std::move(r)); });
     EXPECT_TRUE(s.ok()) << s.status();
     if (s.ok()) server_ = *std::move(s);
   }

@@ -3,13 +3,20 @@
 // against the real kernel: discovery, binding to vfio-pci (driver link,
 // /dev/vfio/<group>, group viable per VFIO_GROUP_GET_STATUS), idempotence,
 // restore to nvme, and the safety refusals (part of a shared IOMMU group, a
-// group with a foreign device, a mounted namespace, an unmatched device).
+// group with a foreign device, a mounted namespace, a file system detached
+// with umount -l that a process keeps alive, a namespace a process has
+// open, a loop device over a namespace), and that pdc-node's host-view check
+// accepts the guest's own PID namespace.
 // Prints one "PASS:"/"FAIL:" line per check, the bind and restore latencies,
 // and finally "PDC-GUEST-RESULT: PASS" or "PDC-GUEST-RESULT: FAIL".
 // Not part of the product.
 #include <fcntl.h>
+#include <linux/loop.h>
 #include <linux/vfio.h>
+#include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +30,7 @@
 #include "model/types.h"
 #include "driver/bind_journal.h"
 #include "driver/discovery.h"
+#include "driver/host_usage.h"
 #include "driver/sysfs.h"
 #include "driver/vfio_binder.h"
 
@@ -65,6 +73,40 @@ bool GroupViable(int group) {
   ::close(fd);
   return ok;
 }
+
+// A child process that runs `setup` (chdir, open...), tells the parent it
+// is ready, and waits to be killed. Stop() kills and reaps it.
+class Holder {
+ public:
+  template <typename F>
+  explicit Holder(F setup) {
+    int p[2];
+    if (::pipe(p) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(p[0]);
+      const char ok = setup() ? 'y' : 'n';
+      (void)!::write(p[1], &ok, 1);
+      for (;;) ::pause();
+    }
+    ::close(p[1]);
+    char ok = 'n';
+    ready_ = pid_ > 0 && ::read(p[0], &ok, 1) == 1 && ok == 'y';
+    ::close(p[0]);
+  }
+  ~Holder() { Stop(); }
+  bool ready() const { return ready_; }
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
 
 class Guest {
  public:
@@ -121,6 +163,11 @@ class Guest {
     // Bind, bind again, restore.
     const Device solo_dev = by_serial_[solo];
     t0 = std::chrono::steady_clock::now();
+    const absl::Status checkable = binder.CheckBindable({solo_dev.address});
+    t1 = std::chrono::steady_clock::now();
+    Check(checkable.ok(), "the solo NVMe passes the safety checks");
+    std::printf("safety check latency: %.2f ms\n", Ms(t1 - t0));
+    t0 = std::chrono::steady_clock::now();
     auto bound = binder.Bind({solo_dev.address});
     t1 = std::chrono::steady_clock::now();
     Check(bound.ok() && *bound == BindOutcome::kBound,
@@ -176,6 +223,67 @@ class Guest {
             m.address);
     Check(host_disk.status().message().find("mounted at /mnt") != std::string::npos,
           "refusal says where it is mounted");
+
+    // Detached with umount -l while a process works in it: the file system
+    // lives on, in no mount table, holder list or descriptor; only the
+    // kernel's refusal of an exclusive open shows it.
+    {
+      Holder keeper([] { return ::chdir("/mnt") == 0; });
+      Check(keeper.ready(), "a process works in /mnt");
+      Check(::umount2("/mnt", MNT_DETACH) == 0, "umount -l /mnt");
+      auto mounts = proc_.Read("self/mountinfo");
+      Check(mounts.ok() && mounts->find(" /mnt ") == std::string::npos,
+            "/mnt is no longer in the mount table");
+      auto alive = binder.Bind({m.address});
+      Refused(alive.status(), kReasonHostInUse,
+              "bind of an NVMe whose detached file system a process keeps alive", m.address);
+      Check(alive.status().message().find("is busy") != std::string::npos,
+            "refusal says the kernel holds the namespace");
+      keeper.Stop();
+      Check(BindWhenFree(binder, m.address), "the same NVMe binds once the file system is gone");
+      Check(binder.Restore(m.address).ok() && Driver(m.address) == "nvme",
+            "and goes back to nvme");
+    }
+
+    // Open in a process (no O_EXCL), then the backing of a loop device: the
+    // descriptor scan and the loop check see them.
+    auto solo_info = ReadPciFunction(sys_, solo_dev.address);
+    auto blocks = solo_info.ok() ? BlockDevicesOf(sys_, *solo_info)
+                                 : absl::StatusOr<std::vector<std::string>>(solo_info.status());
+    Check(blocks.ok() && !blocks->empty(), "the solo NVMe has a namespace");
+    if (!blocks.ok() || blocks->empty()) return Finish();
+    const std::string ns = "/dev/" + blocks->front();
+    {
+      Holder reader([&] { return ::open(ns.c_str(), O_RDONLY) >= 0; });
+      Check(reader.ready(), absl::StrCat("a process opens ", ns));
+      auto open_in = binder.Bind({solo_dev.address});
+      Refused(open_in.status(), kReasonHostInUse, "bind of an NVMe a process has open",
+              solo_dev.address);
+      Check(open_in.status().message().find("is open in process") != std::string::npos,
+            "refusal names the process");
+    }
+    {
+      const int control = ::open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+      const int n = control >= 0 ? ::ioctl(control, LOOP_CTL_GET_FREE) : -1;
+      const std::string loop = absl::StrCat("/dev/loop", n);
+      const int loop_fd = n >= 0 ? ::open(loop.c_str(), O_RDWR | O_CLOEXEC) : -1;
+      const int backing = ::open(ns.c_str(), O_RDWR | O_CLOEXEC);
+      const bool attached = loop_fd >= 0 && backing >= 0 && ::ioctl(loop_fd, LOOP_SET_FD, backing) == 0;
+      if (backing >= 0) ::close(backing);
+      Check(attached, absl::StrCat(loop, " is backed by ", ns));
+      auto looped = binder.Bind({solo_dev.address});
+      Refused(looped.status(), kReasonHostInUse, "bind of an NVMe behind a loop device",
+              solo_dev.address);
+      Check(looped.status().message().find("backs loop device loop") != std::string::npos,
+            "refusal names the loop device");
+      if (attached) ::ioctl(loop_fd, LOOP_CLR_FD, 0);
+      if (loop_fd >= 0) ::close(loop_fd);
+      if (control >= 0) ::close(control);
+      Check(BindWhenFree(binder, solo_dev.address), "the solo NVMe binds once the loop is gone");
+      Check(binder.Restore(solo_dev.address).ok(), "and is restored");
+    }
+
+    Check(CheckHostView(proc_).ok(), "pdc-node's host-view check accepts the guest's PID namespace");
     return Finish();
   }
 
@@ -183,6 +291,17 @@ class Guest {
   std::string Driver(PciAddress a) {
     auto d = LinkName(sys_, DevicePath(a) + "/driver");
     return d.ok() ? *d : "";
+  }
+
+  // The kernel lets go of a released disk asynchronously: a few tries.
+  bool BindWhenFree(VfioBinder& binder, PciAddress a) {
+    for (int i = 0; i < 50; ++i) {
+      auto out = binder.Bind({a});
+      if (out.ok()) return true;
+      if (i == 49) std::printf("  -> %s\n", out.status().ToString().c_str());
+      ::usleep(20000);
+    }
+    return false;
   }
 
   void Refused(const absl::Status& s, std::string_view reason, const std::string& what,

@@ -78,7 +78,9 @@ fi
 [ -n "$KPKG" ] || die "cannot find the kernel package behind linux-image-amd64 (apt-get update?)"
 KV=${KPKG#linux-image-}
 KDIR=$WORK/kernel-$KV
-if [ ! -f "$KDIR/.complete" ]; then
+# The stamp names the module set: a cache unpacked for another set is redone.
+KSTAMP=$KDIR/.complete-nvme-vfio-ext4-loop
+if [ ! -f "$KSTAMP" ]; then
   log "downloading $KPKG"
   rm -rf "$KDIR" && mkdir -p "$KDIR"
   (cd "$WORK" && rm -f ./linux-image-*.deb && apt-get download -q "$KPKG" >/dev/null 2>&1) ||
@@ -90,9 +92,10 @@ if [ ! -f "$KDIR/.complete" ]; then
       "$M/kernel/drivers/nvme/host/*" "$M/kernel/drivers/vfio/*" "$M/kernel/virt/lib/*" \
       "$M/kernel/block/t10-pi.ko" "$M/kernel/lib/crc*" "$M/kernel/lib/libcrc32c.ko" \
       "$M/kernel/crypto/crc*" "$M/kernel/fs/ext4/*" "$M/kernel/fs/jbd2/*" \
-      "$M/kernel/fs/mbcache.ko" "$M/modules.builtin" "$M/modules.order"
+      "$M/kernel/fs/mbcache.ko" "$M/kernel/drivers/block/loop.ko" \
+      "$M/modules.builtin" "$M/modules.order"
   rm -f "$WORK"/linux-image-*.deb
-  touch "$KDIR/.complete"
+  touch "$KSTAMP"
 fi
 
 # --- 4. Initramfs --------------------------------------------------------------
@@ -115,7 +118,7 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 echo "guest: kernel $(uname -r) up"
-for m in crct10dif_generic crc64_rocksoft_generic nvme vfio vfio_iommu_type1 vfio-pci ext4; do
+for m in crct10dif_generic crc64_rocksoft_generic nvme vfio vfio_iommu_type1 vfio-pci ext4 loop; do
   modprobe "$m" || echo "guest: modprobe $m failed"
 done
 # nvme probes asynchronously: wait for the five controllers and their serials.
@@ -183,7 +186,7 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$WORK/initrd.gz" \
   -append "console=ttyS0 panic=-1 intel_iommu=on iommu=pt quiet loglevel=3" \
   -nodefaults -display none -serial stdio -no-reboot </dev/null 2>&1 |
-  tee "$CONSOLE" | grep --line-buffered -E '^(PASS|FAIL|guest|discovery|bind latency|restore latency|PDC-GUEST-RESULT|  )'
+  tee "$CONSOLE" | grep --line-buffered -E '^(PASS|FAIL|guest|discovery|safety check latency|bind latency|restore latency|PDC-GUEST-RESULT|  )'
 qemu_rc=${PIPESTATUS[0]}
 set -e
 

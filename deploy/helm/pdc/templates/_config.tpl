@@ -60,7 +60,8 @@ node:
 {{- end }}
   tokenFile: /var/run/secrets/pdc/token
   sysfsRoot: /sys                  # hostPath /sys
-  devRoot: /dev                    # hostPath /dev/vfio is mounted below it
+  devRoot: /dev                    # hostPath /dev: vfio groups, block devices
+  procRoot: /proc                  # hostPID: the host's processes and mounts
   stateDir: /var/lib/pdc-node      # hostPath: original drivers survive pod restarts
   heartbeatInterval: 10s
   metricsListen: "0.0.0.0:9102"

@@ -1,9 +1,9 @@
-#include "extender/notifier.h"
+#include "common/notifier.h"
 
 #include <utility>
 #include <vector>
 
-namespace pdc::extender {
+namespace pdc {
 
 uint64_t Notifier::version() const {
   absl::MutexLock lock(&mu_);
@@ -54,4 +54,4 @@ size_t Notifier::pending() const {
   return callbacks_.size();
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc

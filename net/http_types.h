@@ -1,10 +1,12 @@
 // Plain HTTP request/response values exchanged between the Beast server
-// (http_server.h), which only moves bytes, and the Router (router.h), which
-// decides what to answer. Keeping them socket-free lets every handler be
-// tested without a network.
+// (http_server.h), which only moves bytes, and a program's handler
+// (pdc-extender's Router, pdc-node's status routes), which decides what to
+// answer. Keeping them socket-free lets every handler be tested without a
+// network. (The HTTP client has its own response type, pdc::HttpResponse in
+// http_client.h.)
 // Thread-safety: value types.
-#ifndef PDC_EXTENDER_HTTP_TYPES_H_
-#define PDC_EXTENDER_HTTP_TYPES_H_
+#ifndef PDC_NET_HTTP_TYPES_H_
+#define PDC_NET_HTTP_TYPES_H_
 
 #include <cstdint>
 #include <optional>
@@ -13,7 +15,7 @@
 
 #include "absl/time/time.h"
 
-namespace pdc::extender {
+namespace pdc::net {
 
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
@@ -31,9 +33,9 @@ struct HttpRequest {
 
 // A handler that wants to wait for a change (long-poll) returns this instead
 // of a final answer; the server parks the connection without holding a
-// thread, and calls the router again with the same request once
-// Notifier::version() exceeds `seen_version` (allow_wait = true) or when
-// `max_wait` has passed (allow_wait = false).
+// thread, and calls the handler again with the same request once the
+// server's Notifier (common/notifier.h) is past `seen_version`
+// (allow_wait = true) or when `max_wait` has passed (allow_wait = false).
 struct LongPoll {
   uint64_t seen_version = 0;
   absl::Duration max_wait = absl::ZeroDuration();
@@ -46,6 +48,6 @@ struct HttpResponse {
   std::optional<LongPoll> long_poll;  // Set only by waiting handlers.
 };
 
-}  // namespace pdc::extender
+}  // namespace pdc::net
 
-#endif  // PDC_EXTENDER_HTTP_TYPES_H_
+#endif  // PDC_NET_HTTP_TYPES_H_

@@ -1,19 +1,21 @@
-// Notifier: a version counter that every state-changing handler bumps, so
-// that long-polls (GET /v1/nodes/{node}/allocations?wait=) learn about a
-// change without polling.
+// Notifier: a version counter that every state change bumps, so that
+// waiters (pdc-extender's long-polls, GET /v1/nodes/{node}/allocations?wait=)
+// learn about a change without polling. It knows nothing of HTTP: it lives in
+// common/ so that the server (net/) can park on it and the programs can bump
+// it without either depending on the other.
 //
 // Two ways to wait, both without a busy loop:
 //  - Subscribe(seen, callback): the callback runs once, on the bumping
 //    thread (or at once when the version already moved past `seen`). The
-//    HTTP server uses this with an Asio timer for the deadline, so a parked
-//    long-poll holds no worker thread; the callback only posts to the
-//    connection's executor.
+//    HTTP server (net/http_server.h) uses this with an Asio timer for the
+//    deadline, so a parked long-poll holds no worker thread; the callback
+//    only posts to the connection's executor.
 //  - WaitFor(seen, timeout): blocks on an absl::CondVar, for callers with a
 //    thread to spare (tests, tools).
 // Thread-safety: all methods are thread-safe. Callbacks must not call back
 // into the Notifier.
-#ifndef PDC_EXTENDER_NOTIFIER_H_
-#define PDC_EXTENDER_NOTIFIER_H_
+#ifndef PDC_COMMON_NOTIFIER_H_
+#define PDC_COMMON_NOTIFIER_H_
 
 #include <cstdint>
 #include <functional>
@@ -23,7 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace pdc::extender {
+namespace pdc {
 
 class Notifier {
  public:
@@ -50,6 +52,6 @@ class Notifier {
   std::map<SubscriptionId, Callback> callbacks_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace pdc::extender
+}  // namespace pdc
 
-#endif  // PDC_EXTENDER_NOTIFIER_H_
+#endif  // PDC_COMMON_NOTIFIER_H_

@@ -1,4 +1,4 @@
-#include "extender/http_server.h"
+#include "net/http_server.h"
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "boost/asio.hpp"
@@ -19,18 +20,18 @@
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
 #include "boost/beast/ssl.hpp"
-#include "extender/json_response.h"
+#include "common/strings.h"
 #include "net/read_buffer.h"
 #include "spdlog/spdlog.h"
 
-namespace pdc::extender {
+namespace pdc::net {
 namespace {
 
-namespace net = boost::asio;
+namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-namespace ssl = net::ssl;
-using tcp = net::ip::tcp;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
 using PlainStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
@@ -38,20 +39,43 @@ std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
   return absl::ToChronoNanoseconds(d);
 }
 
+// The body of the errors the server answers itself (413, 431, 400), in the
+// shape of pdc's REST errors: {"error":"...","field":""}.
+std::string ErrorBody(std::string_view message) {
+  std::string out = R"({"error":")";
+  for (const char c : message) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (const auto u = static_cast<unsigned char>(c); u < 0x20) {
+          constexpr std::string_view kHex = "0123456789ABCDEF";
+          out += "\\u00";
+          out += kHex[u >> 4];
+          out += kHex[u & 15];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += R"(","field":""})";
+  return out;
+}
+
 // State shared by the listener and every connection.
 class ServerCore {
  public:
-  ServerCore(HttpServerOptions options, HttpServer::Handler handler,
-             Notifier* notifier, ExtenderMetrics* metrics)
+  ServerCore(HttpServerOptions options, HttpServer::Handler handler)
       : options(std::move(options)),
         handler(std::move(handler)),
-        notifier(notifier),
-        metrics(metrics) {}
+        notifier(this->options.notifier) {}
 
   const HttpServerOptions options;
   const HttpServer::Handler handler;
   Notifier* const notifier;
-  ExtenderMetrics* const metrics;
   std::atomic<bool> stopping{false};
 
   // Connections register a callback that pokes them at shutdown.
@@ -102,12 +126,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     std::weak_ptr<Session> weak = this->shared_from_this();
     id_ = core_->Register([weak] {
       if (auto self = weak.lock()) {
-        net::post(self->stream_.get_executor(),
-                  [self] { self->OnShutdown(); });
+        asio::post(self->stream_.get_executor(),
+                   [self] { self->OnShutdown(); });
       }
     });
-    net::dispatch(stream_.get_executor(),
-                  [self = this->shared_from_this()] { self->Begin(); });
+    asio::dispatch(stream_.get_executor(),
+                   [self = this->shared_from_this()] { self->Begin(); });
   }
 
  private:
@@ -124,6 +148,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
 
   void Begin() {
+    // Shutdown may have poked this session before it began (it registers
+    // first); the poke found nothing to cancel then.
+    if (core_->stopping.load()) return Close();
     if constexpr (std::is_same_v<Stream, TlsStream>) {
       state_ = State::kReading;
       Tcp().expires_after(ToChrono(core_->options.read_timeout));
@@ -180,6 +207,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void ReadHeader() {
+    // Shutdown's poke may have found this connection idle with the wait
+    // for its first byte already completed (too late to cancel): it must
+    // not start reading a request that nothing would cut short.
+    if (core_->stopping.load()) return Close();
     state_ = State::kReading;
     parser_.emplace();
     parser_->body_limit(core_->options.max_body_bytes);
@@ -216,12 +247,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void ReadBody() {
     ReserveForBody(buffer_, *parser_);
-    // Room for the padding an in-situ JSON parse needs, so the handler does
-    // not reallocate the body (see json::PadForInsitu). A length over the
-    // limit is refused by the parser before any byte is reserved for it.
+    // Room for the spare bytes the handler asked for (pdc-extender pads
+    // bodies for in-situ JSON parses), so it does not reallocate the body.
+    // A length over the limit is refused by the parser before any byte is
+    // reserved for it.
     if (const auto length = parser_->content_length();
         length.has_value() && *length <= core_->options.max_body_bytes) {
-      parser_->get().body().reserve(*length + json::kInsituPadding);
+      parser_->get().body().reserve(*length +
+                                    core_->options.body_spare_bytes);
     }
     http::async_read(
         stream_, buffer_, *parser_,
@@ -243,8 +276,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       return Send(Error(431, "request headers too large"), false);
     }
     if (ec == beast::error::timeout || ec == http::error::end_of_stream ||
-        ec == net::error::eof || ec == net::error::connection_reset ||
-        ec == net::error::operation_aborted || ec == ssl::error::stream_truncated) {
+        ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == asio::error::operation_aborted || ec == ssl::error::stream_truncated) {
       return Close();
     }
     if (ec == http::error::partial_message) return Close();
@@ -257,7 +290,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   static HttpResponse Error(int status, std::string_view message) {
-    return JsonResponse(status, json::ErrorBody(message, ""));
+    HttpResponse r;
+    r.status = status;
+    r.body = ErrorBody(message);
+    return r;
   }
 
   void OnRequest() {
@@ -285,7 +321,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     req.body = std::move(body_);
     body_.clear();
     req.allow_wait = allow_wait && !core_->stopping.load();
+    const bool may_wait = req.allow_wait;
     HttpResponse r = core_->handler(std::move(req));
+    if (r.long_poll && !may_wait && core_->notifier != nullptr) {
+      // Parking now would outlive the deadline (or Shutdown's poke, which
+      // has already passed): a handler bug, never a reason to hang.
+      r = Error(500, "the handler asked to wait after its time was up");
+    }
     if (r.long_poll && core_->notifier == nullptr) {
       // Nothing to wait on: answer with the current state.
       HttpRequest now = request_;
@@ -301,7 +343,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void Park(const LongPoll& lp) {
     if (state_ != State::kParked) {
       state_ = State::kParked;
-      if (core_->metrics) core_->metrics->long_polls_waiting()->Increment();
+      ReportParked(+1);
       timer_.expires_after(ToChrono(lp.max_wait));
       timer_.async_wait(
           [self = this->shared_from_this()](beast::error_code ec) {
@@ -314,7 +356,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     CancelSubscription();
     subscription_ = core_->notifier->Subscribe(lp.seen_version, [weak] {
       if (auto self = weak.lock()) {
-        net::post(self->stream_.get_executor(), [self] {
+        asio::post(self->stream_.get_executor(), [self] {
           if (self->state_ != State::kParked) return;
           self->subscription_ = 0;
           self->Dispatch(/*allow_wait=*/true);
@@ -326,9 +368,15 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void Unpark() {
     if (state_ != State::kParked) return;
     state_ = State::kBusy;
-    if (core_->metrics) core_->metrics->long_polls_waiting()->Decrement();
+    ReportParked(-1);
     timer_.cancel();
     CancelSubscription();
+  }
+
+  void ReportParked(int delta) {
+    if (core_->options.observer.long_polls_waiting) {
+      core_->options.observer.long_polls_waiting(delta);
+    }
   }
 
   void CancelSubscription() {
@@ -341,7 +389,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     keep_alive = keep_alive && !core_->stopping.load();
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(r.status), 11);
-    res->set(http::field::server, "pdc-extender");
+    res->set(http::field::server, core_->options.server_name);
     res->set(http::field::content_type, r.content_type);
     res->body() = std::move(r.body);
     res->keep_alive(keep_alive);
@@ -366,8 +414,17 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         timer_.cancel();
         Dispatch(/*allow_wait=*/false);
         break;
-      default:
+      case State::kReading:
+        // The request has not reached the handler, so nothing was done for
+        // it; waiting for the rest would hold Shutdown for up to
+        // read_timeout (longer than the grace by default) on a stalled
+        // client. The client sees the connection close, as at the grace.
+        Close();
+        break;
+      case State::kBusy:
         break;  // In flight: answered with Connection: close.
+      case State::kClosed:
+        break;
     }
   }
 
@@ -382,7 +439,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   ServerCore* const core_;
   Stream stream_;
-  net::steady_timer timer_;
+  asio::steady_timer timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpRequest request_;  // Without its body, which is in body_.
@@ -399,7 +456,7 @@ class BeastServer final : public HttpServer {
   explicit BeastServer(std::unique_ptr<ServerCore> core)
       : core_(std::move(core)),
         ioc_(std::max(1, core_->options.threads)),
-        acceptor_(net::make_strand(ioc_)) {}
+        acceptor_(asio::make_strand(ioc_)) {}
 
   ~BeastServer() override { Shutdown(); }
 
@@ -433,16 +490,16 @@ class BeastServer final : public HttpServer {
       }
     }
     beast::error_code ec;
-    const net::ip::address addr = net::ip::make_address(o.address, ec);
+    const asio::ip::address addr = asio::ip::make_address(o.address, ec);
     if (ec) {
       return absl::InvalidArgumentError(
           absl::StrCat("listen address \"", o.address, "\": ", ec.message()));
     }
     const tcp::endpoint ep(addr, o.port);
     acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
       return absl::UnavailableError(absl::StrCat(
           "cannot listen on ", o.address, ":", o.port, ": ", ec.message()));
@@ -463,7 +520,7 @@ class BeastServer final : public HttpServer {
       JoinAll();
       return;
     }
-    net::post(acceptor_.get_executor(), [this] {
+    asio::post(acceptor_.get_executor(), [this] {
       beast::error_code ec;
       acceptor_.close(ec);
     });
@@ -485,8 +542,8 @@ class BeastServer final : public HttpServer {
 
   void Accept() {
     acceptor_.async_accept(
-        net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket s) {
-          if (ec == net::error::operation_aborted || !acceptor_.is_open()) {
+        asio::make_strand(ioc_), [this](beast::error_code ec, tcp::socket s) {
+          if (ec == asio::error::operation_aborted || !acceptor_.is_open()) {
             return;
           }
           if (!ec && !core_->stopping.load()) {
@@ -510,7 +567,7 @@ class BeastServer final : public HttpServer {
   // to core_ and tls_, so those outlive it.
   std::unique_ptr<ServerCore> core_;
   std::optional<ssl::context> tls_;
-  net::io_context ioc_;
+  asio::io_context ioc_;
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
   std::vector<std::thread> threads_;
@@ -518,22 +575,30 @@ class BeastServer final : public HttpServer {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    HttpServerOptions options, const Router* router, Notifier* notifier,
-    ExtenderMetrics* metrics) {
-  return Start(
-      std::move(options),
-      [router](HttpRequest r) { return router->Handle(std::move(r)); },
-      notifier, metrics);
+absl::Status SplitListenAddress(std::string_view listen, std::string_view field,
+                                HttpServerOptions* options) {
+  const size_t colon = listen.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string_view::npos ||
+      !absl::SimpleAtoi(Sv(listen.substr(colon + 1)), &port) || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Sv(field), ": \"", Sv(listen), "\" is not host:port"));
+  }
+  std::string_view host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  options->address = host.empty() ? "0.0.0.0" : std::string(host);
+  options->port = static_cast<uint16_t>(port);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    HttpServerOptions options, Handler handler, Notifier* notifier,
-    ExtenderMetrics* metrics) {
-  auto server = std::make_unique<BeastServer>(std::make_unique<ServerCore>(
-      std::move(options), std::move(handler), notifier, metrics));
+    HttpServerOptions options, Handler handler) {
+  auto server = std::make_unique<BeastServer>(
+      std::make_unique<ServerCore>(std::move(options), std::move(handler)));
   if (absl::Status s = server->Listen(); !s.ok()) return s;
   return server;
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::net

@@ -1,7 +1,9 @@
-// The Beast server over real loopback sockets (port 0): keep-alive, body
-// limit, read and idle timeouts, long-polls parked without threads, and
-// graceful shutdown.
-#include "extender/http_server.h"
+// pdc-extender's Router served by the shared server (extender/router_server.h)
+// over real loopback sockets (port 0): scheduler verbs over keep-alive, the
+// body limit, large bodies and answers, the Router's errors, and its
+// allocations long-poll parked without threads and woken by a bind. The
+// server's own behaviour (timeouts, Expect, shutdown): tests/net.
+#include "extender/router_server.h"
 
 #include <atomic>
 #include <chrono>
@@ -12,18 +14,19 @@
 
 #include "net/http_client.h"
 #include "tests/extender/extender_fixture.h"
-#include "tests/extender/raw_socket.h"
+#include "tests/testing/raw_socket.h"
 
 namespace pdc::extender::testing {
 namespace {
 
+using ::pdc::testing::RawSocket;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-class HttpServerTest : public ExtenderFixture {
+class RouterServerTest : public ExtenderFixture {
  protected:
   void StartServer() {
-    auto s = HttpServer::Start(server_options_, router_.get(), &notifier_, nullptr);
+    auto s = StartRouterServer(server_options_, router_.get(), &notifier_, &metrics_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
   }
@@ -48,11 +51,13 @@ class HttpServerTest : public ExtenderFixture {
     return true;
   }
 
+  MetricsRegistry registry_;
+  ExtenderMetrics metrics_{&registry_, nullptr, &clock_, "test"};
   HttpServerOptions server_options_;
   std::unique_ptr<HttpServer> server_;
 };
 
-TEST_F(HttpServerTest, KeepAliveFilterOverOneConnection) {
+TEST_F(RouterServerTest, KeepAliveFilterOverOneConnection) {
   TwoNodes();
   StartServer();
   auto c = Client();
@@ -71,7 +76,7 @@ TEST_F(HttpServerTest, KeepAliveFilterOverOneConnection) {
   EXPECT_EQ(h.body, "ok");
 }
 
-TEST_F(HttpServerTest, BodyOverTheLimitIs413) {
+TEST_F(RouterServerTest, BodyOverTheLimitIs413) {
   server_options_.max_body_bytes = 1024;
   StartServer();
   RawSocket s(server_->port());
@@ -90,7 +95,7 @@ TEST_F(HttpServerTest, BodyOverTheLimitIs413) {
 
 // A body larger than one read chunk (256 KiB), arriving in pieces, followed
 // on the same connection by a second request: both are read whole.
-TEST_F(HttpServerTest, LargeBodyInPiecesThenAnotherRequestOnTheSameConnection) {
+TEST_F(RouterServerTest, LargeBodyInPiecesThenAnotherRequestOnTheSameConnection) {
   TwoNodes();
   StartServer();
   std::vector<std::string> names;
@@ -121,7 +126,7 @@ TEST_F(HttpServerTest, LargeBodyInPiecesThenAnotherRequestOnTheSameConnection) {
 
 // pdc's client reads an answer larger than one read chunk whole, twice over
 // one kept-alive connection.
-TEST_F(HttpServerTest, ClientReadsLargeAnswersOverOneConnection) {
+TEST_F(RouterServerTest, ClientReadsLargeAnswersOverOneConnection) {
   TwoNodes();
   StartServer();
   std::vector<std::string> names;
@@ -141,47 +146,7 @@ TEST_F(HttpServerTest, ClientReadsLargeAnswersOverOneConnection) {
   EXPECT_EQ(c->connections_opened(), 1u);
 }
 
-TEST_F(HttpServerTest, ExpectContinueIsAnsweredOrRefused) {
-  server_options_.max_body_bytes = 1024;
-  StartServer();
-  RawSocket big(server_->port());
-  ASSERT_TRUE(big.Send("POST /v1/claims HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n"
-                       "Expect: 100-continue\r\n\r\n"));
-  EXPECT_THAT(big.ReadUntilClose(), StartsWith("HTTP/1.1 413"));
-  RawSocket small(server_->port());
-  ASSERT_TRUE(small.Send("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
-                         "Expect: 100-continue\r\n\r\n"));
-  EXPECT_THAT(small.ReadUntil("\r\n\r\n"), StartsWith("HTTP/1.1 100 Continue"));
-  ASSERT_TRUE(small.Send("{}"));
-  EXPECT_THAT(small.ReadUntil("ok"), HasSubstr("HTTP/1.1 200"));
-}
-
-TEST_F(HttpServerTest, SlowHeadersAreCutOffByTheReadTimeout) {
-  server_options_.read_timeout = absl::Milliseconds(200);
-  StartServer();
-  RawSocket s(server_->port());
-  ASSERT_TRUE(s.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n"));  // ...never ends.
-  const absl::Time start = absl::Now();
-  bool timed_out = true;
-  const std::string reply = s.ReadUntilClose(&timed_out);
-  EXPECT_FALSE(timed_out) << "the server did not close the connection";
-  EXPECT_EQ(reply, "");
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-}
-
-TEST_F(HttpServerTest, IdleKeptAliveConnectionIsClosed) {
-  server_options_.idle_timeout = absl::Milliseconds(200);
-  StartServer();
-  RawSocket s(server_->port());
-  ASSERT_TRUE(s.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
-  bool timed_out = true;
-  const std::string reply = s.ReadUntilClose(&timed_out);
-  EXPECT_FALSE(timed_out);
-  EXPECT_THAT(reply, StartsWith("HTTP/1.1 200"));
-  EXPECT_THAT(reply, HasSubstr("ok"));
-}
-
-TEST_F(HttpServerTest, MalformedRequestLineIs400AndUnknownPathIs404) {
+TEST_F(RouterServerTest, MalformedRequestLineIs400AndUnknownPathIs404) {
   StartServer();
   RawSocket bad(server_->port());
   ASSERT_TRUE(bad.Send("GARBAGE\r\n\r\n"));
@@ -192,7 +157,7 @@ TEST_F(HttpServerTest, MalformedRequestLineIs400AndUnknownPathIs404) {
   EXPECT_EQ(r.body, R"({"error":"no such endpoint: POST /scheduler/nope","field":""})");
 }
 
-TEST_F(HttpServerTest, LongPollWakesOnChangeWithoutHoldingAWorker) {
+TEST_F(RouterServerTest, LongPollWakesOnChangeWithoutHoldingAWorker) {
   server_options_.threads = 1;
   TwoNodes();
   StartServer();
@@ -211,6 +176,8 @@ TEST_F(HttpServerTest, LongPollWakesOnChangeWithoutHoldingAWorker) {
     });
   }
   ASSERT_TRUE(AwaitParked(kPolls));
+  // The server reports them in pdc-extender's gauge.
+  EXPECT_THAT(registry_.Render(), HasSubstr(absl::StrCat("\npdc_long_polls_waiting ", kPolls, "\n")));
   // ...and the worker is still free for other requests.
   auto c = Client();
   ASSERT_OK_AND_ASSIGN(pdc::HttpResponse h, c->Get("/healthz"));
@@ -230,9 +197,10 @@ TEST_F(HttpServerTest, LongPollWakesOnChangeWithoutHoldingAWorker) {
     EXPECT_THAT(a.body, HasSubstr(R"("claim":"default/vm1-nvme")"));
   }
   EXPECT_EQ(notifier_.pending(), 0u);
+  EXPECT_THAT(registry_.Render(), HasSubstr("\npdc_long_polls_waiting 0\n"));
 }
 
-TEST_F(HttpServerTest, LongPollAnswersWithCurrentStateWhenTimeIsUp) {
+TEST_F(RouterServerTest, LongPollAnswersWithCurrentStateWhenTimeIsUp) {
   TwoNodes();
   StartServer();
   ASSERT_OK_AND_ASSIGN(NodeAllocations now, allocator_->GetNodeAllocations("node-a"));
@@ -251,31 +219,6 @@ TEST_F(HttpServerTest, LongPollAnswersWithCurrentStateWhenTimeIsUp) {
   Report("node-b", {NvmeDevice("0000:3b:00.0", 12, 0, "SNB0")});
   notifier_.Bump();
   EXPECT_THAT(s.ReadUntil("returnToHost"), StartsWith("HTTP/1.1 200"));
-}
-
-TEST_F(HttpServerTest, ShutdownAnswersParkedPollsAndStopsAccepting) {
-  TwoNodes();
-  StartServer();
-  const uint16_t port = server_->port();
-  ASSERT_OK_AND_ASSIGN(NodeAllocations now, allocator_->GetNodeAllocations("node-a"));
-  RawSocket poll(port);
-  ASSERT_TRUE(poll.Send(absl::StrCat("GET /v1/nodes/node-a/allocations?since=", now.version,
-                                     "&wait=60 HTTP/1.1\r\nHost: x\r\n\r\n")));
-  RawSocket idle(port);
-  ASSERT_TRUE(idle.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
-  EXPECT_THAT(idle.ReadUntil("ok"), StartsWith("HTTP/1.1 200"));
-  ASSERT_TRUE(AwaitParked(1));
-  const absl::Time start = absl::Now();
-  server_->Shutdown();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  const std::string answer = poll.ReadUntilClose();
-  EXPECT_THAT(answer, StartsWith("HTTP/1.1 200"));
-  EXPECT_THAT(answer, HasSubstr("Connection: close"));
-  bool timed_out = true;
-  idle.ReadUntilClose(&timed_out);
-  EXPECT_FALSE(timed_out);
-  RawSocket late(port);
-  EXPECT_FALSE(late.connected());
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // A blocking loopback TCP socket for tests that must misbehave at the byte
 // level (trickle headers, send oversized bodies, watch the server close).
 // Reads wait on the server with a receive timeout; they never sleep.
-#ifndef PDC_TESTS_EXTENDER_RAW_SOCKET_H_
-#define PDC_TESTS_EXTENDER_RAW_SOCKET_H_
+#ifndef PDC_TESTS_TESTING_RAW_SOCKET_H_
+#define PDC_TESTS_TESTING_RAW_SOCKET_H_
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace pdc::extender::testing {
+namespace pdc::testing {
 
 class RawSocket {
  public:
@@ -71,6 +71,6 @@ class RawSocket {
   bool connected_ = false;
 };
 
-}  // namespace pdc::extender::testing
+}  // namespace pdc::testing
 
-#endif  // PDC_TESTS_EXTENDER_RAW_SOCKET_H_
+#endif  // PDC_TESTS_TESTING_RAW_SOCKET_H_
