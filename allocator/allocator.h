@@ -26,45 +26,12 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "allocator/store.h"
-#include "model/types.h"
 #include "common/clock.h"
+#include "model/allocations.h"
+#include "model/allocator_options.h"
+#include "model/types.h"
 
 namespace pdc {
-
-enum class ScoringPolicy : uint8_t {
-  kBinPack = 0,  // Fill the fullest node that fits first.
-  kSpread = 1,   // Prefer the emptiest node.
-};
-
-struct AllocatorOptions {
-  std::vector<DeviceClass> device_classes;
-  // A node whose driver has not reported for longer is "not reporting".
-  absl::Duration node_stale_after = absl::Seconds(60);
-  ScoringPolicy scoring = ScoringPolicy::kBinPack;
-  // Reclaim policy of claims generated from templates for a VM.
-  ReclaimPolicy template_reclaim_policy = ReclaimPolicy::kRetain;
-  // CheckpointDue() turns true after this many records since the last one.
-  uint64_t checkpoint_every_records = 100000;
-  // At most one pod per node and resource name waits for its devices
-  // (docs/design.md §6.2): kubelet's device plugin API does not say which pod
-  // asks, so pdc-node can only answer unambiguously while one pod is pending.
-  // Off for clusters where pdc-node is not the device plugin (nothing would
-  // confirm).
-  bool serialize_handoffs = false;
-};
-
-// What a pod asks for, extracted from the pod by the caller (docs/design.md
-// §4.4, §4.5).
-struct SchedulingRequest {
-  std::string ns;        // Pod namespace; claims live in it.
-  std::string vm;        // VM identity (see VmIdentity()).
-  std::string pod_name;
-  std::string pod_uid;
-  std::vector<std::string> claim_names;  // pdc.kubevirt.io/claims
-  // Resource requests of the pod (resource name -> count). Names that are not
-  // a configured device class are ignored.
-  std::vector<std::pair<std::string, int64_t>> resources;
-};
 
 // A claim the request needs, existing or to be generated from the template.
 struct ResolvedClaim {
@@ -129,41 +96,6 @@ struct BindOutcome {
   std::string pod_uid;
   uint64_t revision = 0;  // The durable record of this bind.
   std::vector<BoundClaim> claims;  // Sorted by key.
-};
-
-// What a node must prepare (for the node driver's long-poll).
-struct NodeAllocation {
-  PciAddress address;
-  ClaimKey claim;
-  std::string resource_name;
-  ReclaimPolicy reclaim_policy = ReclaimPolicy::kRetain;
-  std::optional<Reservation> reserved_for;
-  // The reserving pod has not been handed the device yet.
-  bool handoff_pending = false;
-};
-struct NodeAllocations {
-  uint64_t version = 0;  // Revision of the last change relevant to the node.
-  std::vector<NodeAllocation> claimed;      // Sorted by address.
-  std::vector<PciAddress> return_to_host;   // Sorted.
-};
-
-// A pod waiting for its devices of one resource on one node.
-struct PendingHandoff {
-  std::string node;
-  std::string resource_name;
-  std::string ns;
-  Reservation pod;                  // VM, pod name and UID.
-  std::vector<ClaimKey> claims;     // Sorted.
-  std::vector<PciAddress> devices;  // Sorted.
-
-  bool operator==(const PendingHandoff&) const = default;
-};
-
-struct NodeView {
-  std::string name;
-  NodeInventory inventory;
-  bool reporting = false;
-  absl::Time last_report = absl::InfinitePast();
 };
 
 // Counts for metrics (claims by phase, devices by state).

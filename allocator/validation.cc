@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "model/allocations.h"
 #include "model/names.h"
 
 namespace pdc {
@@ -43,9 +44,9 @@ absl::Status ValidateClaimSpec(const ClaimSpec& spec,
     return absl::InvalidArgumentError(
         absl::StrCat("count: ", spec.count, " must be at least 1"));
   }
-  if (spec.count > 256) {
+  if (spec.count > kMaxClaimCount) {
     return absl::InvalidArgumentError(
-        absl::StrCat("count: ", spec.count, " must be at most 256"));
+        absl::StrCat("count: ", spec.count, " must be at most ", kMaxClaimCount));
   }
   if (!spec.node.empty()) {
     if (absl::Status s = model::ValidateObjectName("node", spec.node); !s.ok()) return s;

@@ -31,11 +31,11 @@
 #include "absl/strings/str_cat.h"
 #include "allocator/allocator.h"
 #include "allocator/memory_store.h"
+#include "api/json_util.h"
 #include "benchmark/benchmark.h"
 #include "common/metrics.h"
 #include "extender/extender_context.h"
 #include "extender/extender_metrics.h"
-#include "extender/json_util.h"
 #include "extender/router.h"
 #include "extender/router_server.h"
 #include "rapidjson/document.h"
@@ -44,6 +44,8 @@
 
 namespace pdc::extender {
 namespace {
+
+namespace json = api::json;
 
 constexpr char kNvme[] = "devices.kubevirt.io/nvme";
 

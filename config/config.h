@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "allocator/allocator.h"
+#include "model/allocator_options.h"
 #include "model/types.h"
 
 namespace pdc {

@@ -99,7 +99,7 @@ void Reconciler::Apply(const NodeAllocations& allocations, PassResult* result) {
   std::set<PciAddress> claimed;
   std::map<int32_t, std::vector<PciAddress>> by_group;
   std::map<PciAddress, std::string> expected;
-  for (const ClaimedDevice& c : allocations.claimed) {
+  for (const NodeAllocation& c : allocations.claimed) {
     claimed.insert(c.address);
     expected[c.address] = std::string(kVfioPci);
     auto info = ReadPciFunction(*sys_, c.address);

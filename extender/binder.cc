@@ -9,11 +9,18 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/json_util.h"
+#include "api/json_util.h"
 #include "rapidjson/document.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
+
+namespace json = api::json;
+using api::BindingArgs;
+using api::kDevicesAnnotation;
+using api::PodRequest;
+using api::PodToRequest;
+
 namespace {
 
 std::string ClaimList(const BindOutcome& o) {

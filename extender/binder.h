@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "allocator/allocator.h"
 #include "extender/extender_context.h"
-#include "extender/scheduler_wire.h"
+#include "api/scheduler_wire.h"
 
 namespace pdc::extender {
 
@@ -66,13 +66,13 @@ class Binder {
   // `ctx` outlives the Binder.
   explicit Binder(const ExtenderContext* ctx) : ctx_(ctx) {}
 
-  BindResult Bind(const BindingArgs& args) const;
+  BindResult Bind(const api::BindingArgs& args) const;
 
  private:
   // The pod's request for a bind: from the filter-time cache, else from the
   // Kubernetes API. Error text says why neither worked.
-  absl::StatusOr<PodRequest> PodForBind(const BindingArgs& args) const;
-  BindResult Fail(const BindingArgs& args, BindResult result) const;
+  absl::StatusOr<api::PodRequest> PodForBind(const api::BindingArgs& args) const;
+  BindResult Fail(const api::BindingArgs& args, BindResult result) const;
 
   const ExtenderContext* const ctx_;
 };

@@ -7,13 +7,13 @@
 #include <atomic>
 
 #include "allocator/allocator.h"
+#include "api/scheduler_wire.h"
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/notifier.h"
 #include "extender/extender_metrics.h"
 #include "extender/kube_client.h"
 #include "extender/pod_cache.h"
-#include "extender/scheduler_wire.h"
 
 namespace pdc::extender {
 
@@ -24,7 +24,7 @@ struct ExtenderContext {
   // Required. Follows the allocator's commits (FollowCommits); handlers never
   // bump it themselves.
   Notifier* notifier = nullptr;
-  ManagedResources managed;        // Resource names of the device classes.
+  api::ManagedResources managed;   // Resource names of the device classes.
   KubeClient* kube = nullptr;      // Null: standalone (no Kubernetes API).
   ExtenderMetrics* metrics = nullptr;  // Null: no metrics.
   const MetricsRegistry* registry = nullptr;  // Null: /metrics is 404.

@@ -4,12 +4,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "api/json_util.h"
 #include "common/strings.h"
-#include "extender/json_util.h"
 #include "rapidjson/document.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
+
+namespace json = api::json;
 
 HandoffSweeper::HandoffSweeper(Options options, Allocator* allocator, KubeClient* kube,
                                const Clock* clock)

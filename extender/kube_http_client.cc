@@ -12,15 +12,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "api/json_util.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "net/http_client.h"
-#include "extender/json_util.h"
 #include "model/names.h"
+#include "net/http_client.h"
 #include "yaml-cpp/yaml.h"
 
 namespace pdc::extender {
+
+namespace json = api::json;
 namespace {
 
 absl::StatusOr<std::string> ReadTrimmed(const std::string& path,

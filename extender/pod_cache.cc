@@ -4,6 +4,8 @@
 
 namespace pdc::extender {
 
+using api::PodRequest;
+
 PodCache::PodCache(const Clock* clock, size_t capacity, absl::Duration ttl)
     : clock_(clock), capacity_(capacity < 1 ? 1 : capacity), ttl_(ttl) {}
 

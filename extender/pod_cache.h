@@ -17,8 +17,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "api/scheduler_wire.h"
 #include "common/clock.h"
-#include "extender/scheduler_wire.h"
 
 namespace pdc::extender {
 
@@ -29,16 +29,16 @@ class PodCache {
 
   // Remembers (or refreshes) the request of pod `uid`. Pods without a UID
   // are not cached.
-  void Put(const PodRequest& pod);
+  void Put(const api::PodRequest& pod);
   // The request of pod `uid`, unless unknown or expired.
-  std::optional<PodRequest> Get(std::string_view uid) const;
+  std::optional<api::PodRequest> Get(std::string_view uid) const;
   // Forgets pod `uid` (after a successful bind).
   void Erase(std::string_view uid);
   size_t size() const;
 
  private:
   struct Entry {
-    PodRequest pod;
+    api::PodRequest pod;
     absl::Time expires;
     uint64_t seq = 0;  // Matches the newest `order_` element for this uid.
   };

@@ -6,13 +6,31 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "api/handoff_json.h"
+#include "api/rest_json.h"
+#include "api/validation.h"
 #include "common/strings.h"
-#include "extender/api_json.h"
-#include "extender/handoff_json.h"
-#include "extender/json_util.h"
-#include "extender/validation.h"
+#include "extender/json_response.h"
 
 namespace pdc::extender {
+
+using api::ClaimCreate;
+using api::HandoffConfirm;
+using api::ParseClaimCreate;
+using api::ParseHandoffConfirm;
+using api::ParseInventory;
+using api::ValidateNamespace;
+using api::ValidateObjectName;
+using api::WriteClaim;
+using api::WriteClaimList;
+using api::WriteDeviceList;
+using api::WriteHandoffConfirmed;
+using api::WriteHandoffList;
+using api::WriteInventoryAccepted;
+using api::WriteNodeAllocations;
+using api::WriteNodeDetail;
+using api::WriteNodeList;
+using api::WriteReleased;
 namespace {
 
 std::string PercentDecode(std::string_view s) {
@@ -32,7 +50,7 @@ std::string PercentDecode(std::string_view s) {
   return out;
 }
 
-HttpResponse Ok(std::string body) { return json::JsonResponse(200, std::move(body)); }
+HttpResponse Ok(std::string body) { return JsonResponse(200, std::move(body)); }
 
 // Validates the path parameters before they reach the allocator, so that a
 // bad name is a 422 naming the parameter rather than a confusing 404.
@@ -64,13 +82,13 @@ Query ParseQuery(std::string_view query) {
 HttpResponse RestHandlers::PutInventory(std::string_view node,
                                         std::string_view body) const {
   if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<NodeInventory> inv = ParseInventory(body, node);
-  if (!inv.ok()) return json::ErrorResponse(inv.status());
+  if (!inv.ok()) return ErrorResponse(inv.status());
   if (absl::Status s = ctx_->allocator->ReplaceInventory(*std::move(inv));
       !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   size_t accepted = 0;
   if (absl::StatusOr<NodeView> v = ctx_->allocator->GetNode(node); v.ok()) {
@@ -89,12 +107,12 @@ HttpResponse RestHandlers::GetAllocations(std::string_view node,
                                           const Query& query,
                                           bool allow_wait) const {
   if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   uint64_t since = 0;
   if (auto it = query.find("since"); it != query.end() && !it->second.empty()) {
     if (!absl::SimpleAtoi(it->second, &since)) {
-      return json::ErrorResponse(
+      return ErrorResponse(
           json::TypeError("since", "must be a non-negative integer version"));
     }
   }
@@ -102,7 +120,7 @@ HttpResponse RestHandlers::GetAllocations(std::string_view node,
   if (auto it = query.find("wait"); it != query.end() && !it->second.empty()) {
     double seconds = 0;
     if (!absl::SimpleAtod(it->second, &seconds) || !(seconds >= 0)) {
-      return json::ErrorResponse(
+      return ErrorResponse(
           json::TypeError("wait", "must be a number of seconds"));
     }
     wait = std::min(absl::Seconds(seconds), max_wait_);
@@ -112,7 +130,7 @@ HttpResponse RestHandlers::GetAllocations(std::string_view node,
   // `seen`, and wakes the poll, so none is missed.
   const uint64_t seen = ctx_->notifier->version();
   absl::StatusOr<NodeAllocations> a = ctx_->allocator->GetNodeAllocations(node);
-  if (!a.ok()) return json::ErrorResponse(a.status());
+  if (!a.ok()) return ErrorResponse(a.status());
   if (a->version > since || !allow_wait || wait <= absl::ZeroDuration()) {
     return Ok(WriteNodeAllocations(node, *a));
   }
@@ -124,16 +142,16 @@ HttpResponse RestHandlers::GetAllocations(std::string_view node,
 HttpResponse RestHandlers::CreateClaim(std::string_view ns,
                                        std::string_view body) const {
   absl::StatusOr<ClaimCreate> c = ParseClaimCreate(body, ns);
-  if (!c.ok()) return json::ErrorResponse(c.status());
+  if (!c.ok()) return ErrorResponse(c.status());
   absl::StatusOr<Claim> claim = ctx_->allocator->CreateClaim(c->key, c->spec);
-  if (!claim.ok()) return json::ErrorResponse(claim.status());
-  return json::JsonResponse(201, WriteClaim(*claim));
+  if (!claim.ok()) return ErrorResponse(claim.status());
+  return JsonResponse(201, WriteClaim(*claim));
 }
 
 HttpResponse RestHandlers::ListClaims(std::string_view ns) const {
   if (!ns.empty()) {
     if (absl::Status s = CheckClaimPath(ns, ""); !s.ok()) {
-      return json::ErrorResponse(s);
+      return ErrorResponse(s);
     }
   }
   return Ok(WriteClaimList(ctx_->allocator->ListClaims(ns)));
@@ -142,11 +160,11 @@ HttpResponse RestHandlers::ListClaims(std::string_view ns) const {
 HttpResponse RestHandlers::GetClaim(std::string_view ns,
                                     std::string_view name) const {
   if (absl::Status s = CheckClaimPath(ns, name); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<Claim> c =
       ctx_->allocator->GetClaim(ClaimKey{std::string(ns), std::string(name)});
-  if (!c.ok()) return json::ErrorResponse(c.status());
+  if (!c.ok()) return ErrorResponse(c.status());
   return Ok(WriteClaim(*c));
 }
 
@@ -154,21 +172,21 @@ HttpResponse RestHandlers::DeleteClaim(std::string_view ns,
                                        std::string_view name,
                                        const Query& query) const {
   if (absl::Status s = CheckClaimPath(ns, name); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<bool> force = BoolParam(query, "force");
-  if (!force.ok()) return json::ErrorResponse(force.status());
+  if (!force.ok()) return ErrorResponse(force.status());
   const ClaimKey key{std::string(ns), std::string(name)};
   absl::StatusOr<Claim> before = ctx_->allocator->GetClaim(key);
-  if (!before.ok()) return json::ErrorResponse(before.status());
+  if (!before.ok()) return ErrorResponse(before.status());
   if (absl::Status s = ctx_->allocator->DeleteClaim(key, *force); !s.ok()) {
     if (s.code() == absl::StatusCode::kFailedPrecondition) {
-      return json::ErrorResponse(json::WithField(
+      return ErrorResponse(json::WithField(
           absl::FailedPreconditionError(absl::StrCat(
               s.message(), " (delete with ?force=true to take it anyway)")),
           "", 409));
     }
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   return Ok(WriteClaim(*before));
 }
@@ -177,36 +195,36 @@ HttpResponse RestHandlers::ReleaseClaim(std::string_view ns,
                                         std::string_view name,
                                         const Query& query) const {
   if (absl::Status s = CheckClaimPath(ns, name); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   const ClaimKey key{std::string(ns), std::string(name)};
   std::string pod_uid;
   if (auto it = query.find("podUid"); it != query.end()) pod_uid = it->second;
   if (absl::Status s = ctx_->allocator->Release(key, pod_uid); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<Claim> c = ctx_->allocator->GetClaim(key);
-  if (!c.ok()) return json::ErrorResponse(c.status());
+  if (!c.ok()) return ErrorResponse(c.status());
   return Ok(WriteClaim(*c));
 }
 
 HttpResponse RestHandlers::ConfirmHandoff(std::string_view node,
                                           std::string_view body) const {
   if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<HandoffConfirm> c = ParseHandoffConfirm(body);
-  if (!c.ok()) return json::ErrorResponse(c.status());
+  if (!c.ok()) return ErrorResponse(c.status());
   absl::StatusOr<std::vector<ClaimKey>> claims = ctx_->allocator->ConfirmHandoff(
       node, c->pod_uid, c->resource_name, c->devices);
-  if (!claims.ok()) return json::ErrorResponse(claims.status());
+  if (!claims.ok()) return ErrorResponse(claims.status());
   return Ok(WriteHandoffConfirmed(node, *c, *claims));
 }
 
 HttpResponse RestHandlers::ListHandoffs(std::string_view node) const {
   if (!node.empty()) {
     if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
-      return json::ErrorResponse(s);
+      return ErrorResponse(s);
     }
   }
   return Ok(WriteHandoffList(ctx_->allocator->PendingHandoffs(node)));
@@ -215,11 +233,11 @@ HttpResponse RestHandlers::ListHandoffs(std::string_view node) const {
 HttpResponse RestHandlers::CancelHandoff(std::string_view node,
                                          std::string_view pod_uid) const {
   if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<std::vector<ClaimKey>> released =
       ctx_->allocator->CancelHandoff(node, pod_uid);
-  if (!released.ok()) return json::ErrorResponse(released.status());
+  if (!released.ok()) return ErrorResponse(released.status());
   return Ok(WriteReleased(*released));
 }
 
@@ -229,10 +247,10 @@ HttpResponse RestHandlers::ListNodes() const {
 
 HttpResponse RestHandlers::GetNode(std::string_view node) const {
   if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<NodeView> v = ctx_->allocator->GetNode(node);
-  if (!v.ok()) return json::ErrorResponse(v.status());
+  if (!v.ok()) return ErrorResponse(v.status());
   return Ok(WriteNodeDetail(*v, ctx_->allocator->ListClaims("")));
 }
 

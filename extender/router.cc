@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
-#include "extender/json_util.h"
+#include "extender/json_response.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
@@ -13,7 +13,7 @@ namespace {
 
 HttpResponse Error(int status, std::string_view message,
                    std::string_view field = "") {
-  return json::JsonResponse(status, json::ErrorBody(message, field));
+  return JsonResponse(status, json::ErrorBody(message, field));
 }
 
 HttpResponse Text(int status, std::string body) {

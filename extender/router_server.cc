@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "extender/json_util.h"
+#include "api/json_util.h"
 
 namespace pdc::extender {
 
@@ -10,7 +10,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartRouterServer(
     HttpServerOptions options, const Router* router, Notifier* notifier,
     ExtenderMetrics* metrics) {
   options.server_name = "pdc-extender";
-  options.body_spare_bytes = json::kInsituPadding;
+  options.body_spare_bytes = api::json::kInsituPadding;
   options.notifier = notifier;
   options.observer = {};
   if (metrics != nullptr) {

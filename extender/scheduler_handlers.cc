@@ -9,11 +9,28 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
-#include "extender/json_util.h"
+#include "extender/json_response.h"
 #include "rapidjson/document.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
+
+using api::BindingArgs;
+using api::ExtenderArgs;
+using api::FilterOutput;
+using api::NodeVictims;
+using api::ParseExtenderArgs;
+using api::PodRequest;
+using api::PodToRequest;
+using api::PreemptionArgs;
+using api::ReadBindingArgs;
+using api::ReadPreemptionArgs;
+using api::WriteBindingResult;
+using api::WriteFilterError;
+using api::WriteFilterResult;
+using api::WriteHostPriorityList;
+using api::WritePreemptionResult;
+using api::kDevicesAnnotation;
 namespace {
 
 // Filter outcome counters by FilterReason value (a power of two above the
@@ -30,14 +47,14 @@ bool IsPodProblem(const absl::Status& s) {
 HttpResponse SchedulerHandlers::Filter(std::string& body) const {
   rapidjson::Document doc;
   absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(body, &doc);
-  if (!args.ok()) return json::ErrorResponse(args.status());
+  if (!args.ok()) return ErrorResponse(args.status());
   absl::StatusOr<PodRequest> pod = PodToRequest(*args->pod, ctx_->managed);
   if (!pod.ok()) {
     if (IsPodProblem(pod.status())) {
-      return json::JsonResponse(
+      return JsonResponse(
           200, WriteFilterError(StdSv(pod.status().message())));
     }
-    return json::ErrorResponse(pod.status());
+    return ErrorResponse(pod.status());
   }
   ctx_->pod_cache->Put(*pod);
   const size_t n = args->node_names.size();
@@ -47,7 +64,7 @@ HttpResponse SchedulerHandlers::Filter(std::string& body) const {
     out.passed.resize(n);
     for (size_t i = 0; i < n; ++i) out.passed[i] = i;
     if (ctx_->metrics) ctx_->metrics->CountFilter(FilterReason::kPassThrough, n);
-    return json::JsonResponse(200, WriteFilterResult(*args, out));
+    return JsonResponse(200, WriteFilterResult(*args, out));
   }
   const FilterResult result = ctx_->allocator->Filter(pod->request, args->node_names);
   out.quoted_messages.reserve(result.messages.size() + 1);
@@ -94,36 +111,36 @@ HttpResponse SchedulerHandlers::Filter(std::string& body) const {
                       ? absl::StrCat(", e.g. ", result.messages[1])
                       : std::string());
   }
-  return json::JsonResponse(200, WriteFilterResult(*args, out));
+  return JsonResponse(200, WriteFilterResult(*args, out));
 }
 
 HttpResponse SchedulerHandlers::Prioritize(std::string& body) const {
   rapidjson::Document doc;
   absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(body, &doc);
-  if (!args.ok()) return json::ErrorResponse(args.status());
+  if (!args.ok()) return ErrorResponse(args.status());
   absl::StatusOr<PodRequest> pod = PodToRequest(*args->pod, ctx_->managed);
   // HostPriorityList has no Error field: a pod problem scores 0 everywhere
   // (filter already reported it).
   std::vector<int> scores;
   if (!pod.ok() && !IsPodProblem(pod.status())) {
-    return json::ErrorResponse(pod.status());
+    return ErrorResponse(pod.status());
   }
   if (pod.ok() && !pod->pass_through) {
     scores = ctx_->allocator->Score(pod->request, args->node_names);
   }
-  return json::JsonResponse(200,
+  return JsonResponse(200,
                             WriteHostPriorityList(args->node_names, scores));
 }
 
 HttpResponse SchedulerHandlers::Bind(std::string& body) const {
   rapidjson::Document doc;
   if (absl::Status s = json::ParseInsitu(body, &doc); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<BindingArgs> args = ReadBindingArgs(doc);
-  if (!args.ok()) return json::ErrorResponse(args.status());
+  if (!args.ok()) return ErrorResponse(args.status());
   const BindResult result = binder_.Bind(*args);
-  return json::JsonResponse(200, WriteBindingResult(result.error));
+  return JsonResponse(200, WriteBindingResult(result.error));
 }
 
 // kube-scheduler's contract for the answer (pkg/scheduler/extender.go
@@ -141,15 +158,15 @@ HttpResponse SchedulerHandlers::Bind(std::string& body) const {
 HttpResponse SchedulerHandlers::Preempt(std::string& body) const {
   rapidjson::Document doc;
   if (absl::Status s = json::ParseInsitu(body, &doc); !s.ok()) {
-    return json::ErrorResponse(s);
+    return ErrorResponse(s);
   }
   absl::StatusOr<PreemptionArgs> args = ReadPreemptionArgs(doc);
-  if (!args.ok()) return json::ErrorResponse(args.status());
+  if (!args.ok()) return ErrorResponse(args.status());
   absl::StatusOr<PodRequest> pod = PodToRequest(*args->pod, ctx_->managed);
   if (!pod.ok()) {
-    if (!IsPodProblem(pod.status())) return json::ErrorResponse(pod.status());
+    if (!IsPodProblem(pod.status())) return ErrorResponse(pod.status());
     // A pod that cannot be placed: no preemption helps.
-    return json::JsonResponse(200, WritePreemptionResult(*args, {}));
+    return JsonResponse(200, WritePreemptionResult(*args, {}));
   }
   // Candidates: one per node name (the last occurrence), with victims, in
   // name order.
@@ -174,7 +191,7 @@ HttpResponse SchedulerHandlers::Preempt(std::string& body) const {
     });
   }
   if (pod->pass_through || candidates.empty()) {
-    return json::JsonResponse(200, WritePreemptionResult(*args, candidates));
+    return JsonResponse(200, WritePreemptionResult(*args, candidates));
   }
   std::vector<std::string_view> names;
   names.reserve(candidates.size());
@@ -210,7 +227,7 @@ HttpResponse SchedulerHandlers::Preempt(std::string& body) const {
                     });
     if (holders_evicted) keep.push_back(i);
   }
-  return json::JsonResponse(200, WritePreemptionResult(*args, keep));
+  return JsonResponse(200, WritePreemptionResult(*args, keep));
 }
 
 }  // namespace pdc::extender

@@ -5,15 +5,15 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/json_util.h"
+#include "api/scheduler_wire.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/json_util.h"
-#include "extender/scheduler_wire.h"
 
 namespace pdc::sim {
 namespace {
 
-namespace json = extender::json;
+namespace json = api::json;
 
 void Kv(json::Writer& w, std::string_view k, std::string_view v) {
   json::Key(w, k);
@@ -315,7 +315,7 @@ absl::StatusOr<FilterAnswer> ParseFilterAnswer(std::string_view body,
 absl::StatusOr<std::vector<int>> ParsePriorityAnswer(
     std::string_view body, absl::Span<const std::string_view> offered) {
   absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> list =
-      extender::ParseHostPriorityList(body);
+      api::ParseHostPriorityList(body);
   if (!list.ok()) return Bad(list.status().message());
   if (list->size() != offered.size()) {
     return Bad(absl::StrCat("HostPriorityList has ", list->size(), " hosts for ",

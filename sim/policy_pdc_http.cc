@@ -24,12 +24,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "allocator/allocator.h"
+#include "api/handoff_json.h"
+#include "api/json_util.h"
+#include "api/rest_json.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/api_json.h"
 #include "net/http_client.h"
-#include "extender/handoff_json.h"
-#include "extender/json_util.h"
 #include "sim/http_stats.h"
 #include "sim/kube_scheduler.h"
 #include "sim/kube_wire.h"
@@ -38,7 +38,7 @@
 namespace pdc::sim {
 namespace {
 
-namespace json = extender::json;
+namespace json = api::json;
 
 class PdcHttpPolicy final : public Policy {
  public:
@@ -85,14 +85,14 @@ class PdcHttpPolicy final : public Policy {
 
   absl::Status OnVmCreated(const VmInfo& vm) override {
     if (!vm.explicit_claims) return absl::OkStatus();
-    extender::ClaimCreate c;
+    api::ClaimCreate c;
     c.key = ClaimKey{ctx_.scenario->ns, ExplicitClaimName(vm)};
     c.spec.resource_name = ctx_.cluster->class_names[vm.shape.class_index];
     c.spec.count = vm.shape.device_count;
     ASSIGN_OR_RETURN(HttpResponse r,
                      Call("claim-create", "POST",
                           absl::StrCat("/v1/namespaces/", c.key.ns, "/claims"),
-                          extender::WriteClaimCreate(c)));
+                          api::WriteClaimCreate(c)));
     if (r.status != 201) return Unexpected("claim-create", r);
     return absl::OkStatus();
   }
@@ -291,8 +291,8 @@ class PdcHttpPolicy final : public Policy {
     ASSIGN_OR_RETURN(HttpResponse r, Call("allocations", "GET",
                                           absl::StrCat("/v1/nodes/", node_name, "/allocations"),
                                           ""));
-    absl::StatusOr<extender::NodeAllocationsReply> a =
-        r.status == 200 ? extender::ParseNodeAllocations(r.body)
+    absl::StatusOr<api::NodeAllocationsReply> a =
+        r.status == 200 ? api::ParseNodeAllocations(r.body)
                         : absl::InvalidArgumentError(absl::StrCat("HTTP ", r.status));
     if (!a.ok()) {
       stats_->Malformed("allocations", StdSv(a.status().message()));
@@ -318,10 +318,10 @@ class PdcHttpPolicy final : public Policy {
     });
     if (handoffs_) {
       for (const auto& [resource, devices] : by_resource) {
-        extender::HandoffConfirm confirm{pod_uid, resource, devices};
+        api::HandoffConfirm confirm{pod_uid, resource, devices};
         ASSIGN_OR_RETURN(HttpResponse h,
                          Call("handoff", "POST", absl::StrCat("/v1/nodes/", node_name, "/handoffs"),
-                              extender::WriteHandoffConfirm(confirm)));
+                              api::WriteHandoffConfirm(confirm)));
         if (h.status != 200) return Unexpected("handoff", h);
       }
     }
@@ -346,7 +346,7 @@ class PdcHttpPolicy final : public Policy {
       rapidjson::Document doc;
       absl::Status s = r.status == 200 ? json::Parse(r.body, &doc)
                                        : absl::InvalidArgumentError(absl::StrCat("HTTP ", r.status));
-      absl::StatusOr<Claim> c = s.ok() ? extender::ParseClaim(doc) : absl::StatusOr<Claim>(s);
+      absl::StatusOr<Claim> c = s.ok() ? api::ParseClaim(doc) : absl::StatusOr<Claim>(s);
       if (!c.ok()) {
         stats_->Malformed("claim-get", StdSv(c.status().message()));
         return -1;
@@ -366,7 +366,7 @@ class PdcHttpPolicy final : public Policy {
     ASSIGN_OR_RETURN(HttpResponse r,
                      Call("inventory", "PUT",
                           absl::StrCat("/v1/nodes/", inv.node, "/inventory"),
-                          extender::WriteInventory(inv)));
+                          api::WriteInventory(inv)));
     if (r.status != 200) return Unexpected("inventory", r);
     // The answer says how many devices the extender accepted: fewer means
     // its device classes do not match the scenario's.
@@ -411,7 +411,7 @@ class PdcHttpPolicy final : public Policy {
     int lost = 0;
     claims_seen_ = items && items->IsArray() ? static_cast<int>(items->Size()) : 0;
     for (rapidjson::SizeType i = 0; items && items->IsArray() && i < items->Size(); ++i) {
-      absl::StatusOr<Claim> c = extender::ParseClaim((*items)[i]);
+      absl::StatusOr<Claim> c = api::ParseClaim((*items)[i]);
       if (!c.ok()) {
         stats_->Malformed("claims-list", StdSv(c.status().message()));
         continue;

@@ -14,13 +14,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "allocator/allocator.h"
+#include "api/handoff_json.h"
+#include "api/json_util.h"
+#include "api/rest_json.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/api_json.h"
 #include "net/http_client.h"
-#include "extender/handoff_json.h"
-#include "extender/json_util.h"
 #include "sim/extender_process.h"
 #include "sim/http_report.h"
 #include "sim/kube_scheduler.h"
@@ -29,7 +29,7 @@
 namespace pdc::sim {
 namespace {
 
-namespace json = extender::json;
+namespace json = api::json;
 
 constexpr char kResource[] = "devices.kubevirt.io/nvme";
 constexpr int kDevicesPerNode = 8;
@@ -100,7 +100,7 @@ class Step {
       ASSIGN_OR_RETURN(HttpResponse r,
                        Call(worker, &stats, "inventory", "PUT",
                             absl::StrCat("/v1/nodes/", inv.node, "/inventory"),
-                            extender::WriteInventory(inv)));
+                            api::WriteInventory(inv)));
       if (r.status != 200) {
         return absl::FailedPreconditionError(
             absl::StrCat("inventory of ", inv.node, ": HTTP ", r.status, " ", r.body));
@@ -326,8 +326,8 @@ class Step {
     ASSIGN_OR_RETURN(HttpResponse ar,
                      Call(worker, stats, "allocations", "GET",
                           absl::StrCat("/v1/nodes/", node_name, "/allocations"), ""));
-    absl::StatusOr<extender::NodeAllocationsReply> a =
-        ar.status == 200 ? extender::ParseNodeAllocations(ar.body)
+    absl::StatusOr<api::NodeAllocationsReply> a =
+        ar.status == 200 ? api::ParseNodeAllocations(ar.body)
                          : absl::InvalidArgumentError(absl::StrCat("HTTP ", ar.status));
     if (!a.ok()) {
       stats->Malformed("allocations", StdSv(a.status().message()));
@@ -347,11 +347,11 @@ class Step {
       return false;
     }
     if (handoffs_) {
-      extender::HandoffConfirm confirm{p.uid, kResource, devices};
+      api::HandoffConfirm confirm{p.uid, kResource, devices};
       ASSIGN_OR_RETURN(HttpResponse hr,
                        Call(worker, stats, "handoff", "POST",
                             absl::StrCat("/v1/nodes/", node_name, "/handoffs"),
-                            extender::WriteHandoffConfirm(confirm)));
+                            api::WriteHandoffConfirm(confirm)));
       if (hr.status != 200) {
         stats->Malformed("handoff", absl::StrCat("HTTP ", hr.status, ": ", hr.body));
       }

@@ -31,8 +31,8 @@ void HandoffBook::Update(const NodeAllocations& allocations, bool fresh) {
 bool HandoffBook::PendingUpstreamLocked(std::string_view resource_name,
                                         std::string_view pod_uid) const {
   if (!allocations_.has_value()) return false;
-  for (const ClaimedDevice& c : allocations_->claimed) {
-    if (c.resource_name == resource_name && c.reserved_for.has_value() && !c.handed_off &&
+  for (const NodeAllocation& c : allocations_->claimed) {
+    if (c.resource_name == resource_name && c.reserved_for.has_value() && c.handoff_pending &&
         c.reserved_for->pod_uid == pod_uid) {
       return true;
     }
@@ -59,17 +59,17 @@ absl::StatusOr<PendingPod> HandoffBook::Pending(std::string_view resource_name) 
   absl::ReaderMutexLock lock(&mu_);
   std::map<std::string, PendingPod> by_uid;
   if (allocations_.has_value()) {
-    for (const ClaimedDevice& c : allocations_->claimed) {
-      if (c.resource_name != resource_name || !c.reserved_for.has_value() || c.handed_off) continue;
-      const PodReservation& r = *c.reserved_for;
+    for (const NodeAllocation& c : allocations_->claimed) {
+      if (c.resource_name != resource_name || !c.reserved_for.has_value() || !c.handoff_pending) continue;
+      const Reservation& r = *c.reserved_for;
       if (answered_.contains({std::string(resource_name), r.pod_uid})) continue;
       PendingPod& p = by_uid[r.pod_uid];
       p.resource_name = std::string(resource_name);
-      p.ns = c.claim.substr(0, c.claim.find('/'));
+      p.ns = c.claim.ns;
       p.vm = r.vm;
       p.pod_name = r.pod_name;
       p.pod_uid = r.pod_uid;
-      p.claims.push_back(c.claim);
+      p.claims.push_back(c.claim.ToString());
       p.devices.push_back(c.address);
     }
   }

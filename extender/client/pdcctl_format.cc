@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "api/json_util.h"
 #include "common/strings.h"
 #include "rapidjson/document.h"
 #include "rapidjson/error/en.h"
@@ -22,30 +23,25 @@ constexpr std::string_view kNone = "<none>";
 
 // Tolerant readers: a missing or mistyped field reads as empty, because a
 // display tool should show what it can rather than refuse.
+// Keys are matched as every api/ codec matches them: exactly first, then
+// ASCII case-insensitively (docs/rest-api.md §1).
+const Value* Member(const Value& obj, const char* key) { return api::json::Find(obj, key); }
+
 std::string Str(const Value& obj, const char* key) {
-  if (!obj.IsObject()) return "";
-  auto it = obj.FindMember(key);
-  if (it == obj.MemberEnd() || !it->value.IsString()) return "";
-  return std::string(it->value.GetString(), it->value.GetStringLength());
+  const Value* v = Member(obj, key);
+  if (v == nullptr || !v->IsString()) return "";
+  return std::string(api::json::StringOf(*v));
 }
 
 int64_t Int(const Value& obj, const char* key, int64_t fallback = 0) {
-  if (!obj.IsObject()) return fallback;
-  auto it = obj.FindMember(key);
-  if (it == obj.MemberEnd() || !it->value.IsInt64()) return fallback;
-  return it->value.GetInt64();
+  const Value* v = Member(obj, key);
+  if (v == nullptr || !v->IsInt64()) return fallback;
+  return v->GetInt64();
 }
 
 bool Bool(const Value& obj, const char* key) {
-  if (!obj.IsObject()) return false;
-  auto it = obj.FindMember(key);
-  return it != obj.MemberEnd() && it->value.IsBool() && it->value.GetBool();
-}
-
-const Value* Member(const Value& obj, const char* key) {
-  if (!obj.IsObject()) return nullptr;
-  auto it = obj.FindMember(key);
-  return it == obj.MemberEnd() ? nullptr : &it->value;
+  const Value* v = Member(obj, key);
+  return v != nullptr && v->IsBool() && v->GetBool();
 }
 
 std::string OrNone(std::string s) { return s.empty() ? std::string(kNone) : s; }

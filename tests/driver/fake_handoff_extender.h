@@ -52,7 +52,7 @@ class GatedExtender : public ExtenderApi {
     }
     for (Claim& c : claims_) {
       if (c.claim == claim) {
-        c.reserved_for = PodReservation{vm, "virt-launcher-" + vm + "-" + pod_uid, pod_uid};
+        c.reserved_for = Reservation{vm, "virt-launcher-" + vm + "-" + pod_uid, pod_uid};
         ++version_;
         return absl::OkStatus();
       }
@@ -151,7 +151,7 @@ class GatedExtender : public ExtenderApi {
   struct Claim {
     std::string claim;
     PciAddress address;
-    std::optional<PodReservation> reserved_for;
+    std::optional<Reservation> reserved_for;
     std::string handed_off_uid;
   };
 
@@ -159,13 +159,13 @@ class GatedExtender : public ExtenderApi {
     NodeAllocations a;
     a.version = version_;
     for (const Claim& c : claims_) {
-      ClaimedDevice d;
+      NodeAllocation d;
       d.address = c.address;
-      d.claim = c.claim;
+      const size_t slash = c.claim.find('/');
+      d.claim = ClaimKey{c.claim.substr(0, slash), c.claim.substr(slash + 1)};
       d.resource_name = resource_;
-      d.reserved = c.reserved_for.has_value();
       d.reserved_for = c.reserved_for;
-      d.handed_off = !c.reserved_for || c.reserved_for->pod_uid == c.handed_off_uid;
+      d.handoff_pending = c.reserved_for && c.reserved_for->pod_uid != c.handed_off_uid;
       a.claimed.push_back(d);
     }
     std::sort(a.claimed.begin(), a.claimed.end(),

@@ -21,18 +21,18 @@ using ::testing::HasSubstr;
 
 constexpr char kNvme[] = "devices.kubevirt.io/nvme";
 
-ClaimedDevice Entry(const std::string& address, const std::string& claim,
-                    std::optional<std::string> pod_uid, bool handed_off,
-                    const std::string& resource = kNvme) {
-  ClaimedDevice d;
+NodeAllocation Entry(const std::string& address, const std::string& claim,
+                     std::optional<std::string> pod_uid, bool handed_off,
+                     const std::string& resource = kNvme) {
+  NodeAllocation d;
   d.address = Addr(address);
-  d.claim = claim;
+  const size_t slash = claim.find('/');
+  d.claim = ClaimKey{claim.substr(0, slash), claim.substr(slash + 1)};
   d.resource_name = resource;
   if (pod_uid) {
-    d.reserved = true;
-    d.reserved_for = PodReservation{"vm-" + *pod_uid, "pod-" + *pod_uid, *pod_uid};
+    d.reserved_for = Reservation{"vm-" + *pod_uid, "pod-" + *pod_uid, *pod_uid};
   }
-  d.handed_off = handed_off;
+  d.handoff_pending = d.reserved_for.has_value() && !handed_off;
   return d;
 }
 

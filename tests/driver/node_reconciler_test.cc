@@ -105,8 +105,9 @@ class ReconcilerTest : public ::testing::Test {
     api_.allocations.version = version;
     api_.allocations.claimed.clear();
     for (const std::string& a : addresses) {
-      api_.allocations.claimed.push_back({Addr(a), "default/vm1-nvme", "devices.kubevirt.io/nvme",
-                                          ReclaimPolicy::kDelete, true});
+      api_.allocations.claimed.push_back({Addr(a), ClaimKey{"default", "vm1-nvme"},
+                                          "devices.kubevirt.io/nvme", ReclaimPolicy::kDelete,
+                                          Reservation{"vm1", "virt-launcher-vm1", "uid-1"}});
     }
   }
 

@@ -114,7 +114,7 @@ TEST(PodCacheTest, BoundedAndExpiring) {
   pdc::testing::FakeClock clock;
   PodCache cache(&clock, 2, absl::Minutes(1));
   auto pod = [](std::string uid) {
-    PodRequest p;
+    api::PodRequest p;
     p.request.pod_uid = std::move(uid);
     return p;
   };

@@ -28,6 +28,8 @@
 namespace pdc::extender {
 namespace {
 
+using ::pdc::api::BindingArgs;
+using ::pdc::api::PodRequest;
 using ::pdc::testing::FakeClock;
 using ::pdc::testing::FakeKube;
 using ::pdc::testing::FaultyStore;

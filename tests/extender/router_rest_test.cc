@@ -101,7 +101,7 @@ INSTANTIATE_TEST_SUITE_P(
                 400, "count", "must be an integer"},
         BadRest{"ClaimCountZero", "POST", "/v1/namespaces/default/claims",
                 R"({"name":"d","resourceName":"devices.kubevirt.io/nvme","count":0})",
-                422, "count", "between 1 and 1024"},
+                422, "count", "between 1 and 256"},
         BadRest{"ClaimBadAddress", "POST", "/v1/namespaces/default/claims",
                 R"({"name":"d","resourceName":"devices.kubevirt.io/nvme","address":"0000:zz:00.0"})",
                 422, "address", "0000:zz:00.0"},

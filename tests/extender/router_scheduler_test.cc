@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "extender/scheduler_wire.h"
 #include "tests/extender/extender_fixture.h"
 
 namespace pdc::extender::testing {
@@ -381,19 +380,6 @@ TEST_F(RouterSchedulerTest, BareVerbPathsWorkToo) {
   TwoNodes();
   HttpResponse r = Post("/filter", NamesArgs(VirtLauncherPod("vm1", "u"), {"node-a"}));
   EXPECT_THAT(r.body, HasSubstr(R"("NodeNames":["node-a"])"));
-}
-
-TEST(HostPriorityListTest, ParsesAndRejectsWrongTypes) {
-  auto ok = ParseHostPriorityList(R"([{"Host":"a","Score":5},{"host":"b","score":0}])");
-  ASSERT_TRUE(ok.ok()) << ok.status();
-  ASSERT_EQ(ok->size(), 2u);
-  EXPECT_EQ((*ok)[0], (std::pair<std::string, int64_t>{"a", 5}));
-  EXPECT_EQ((*ok)[1], (std::pair<std::string, int64_t>{"b", 0}));
-  auto str = ParseHostPriorityList(R"([{"Host":"a","Score":"5"}])");
-  EXPECT_THAT(str, pdc::testing::StatusIs(absl::StatusCode::kInvalidArgument,
-                                          HasSubstr("[0].Score: must be an integer")));
-  EXPECT_EQ(json::FieldOf(str.status()), "[0].Score");
-  EXPECT_FALSE(ParseHostPriorityList(R"([{"Host":"a","Score":11}])").ok());
 }
 
 }  // namespace

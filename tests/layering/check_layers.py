@@ -8,10 +8,9 @@ bench/ and tests/ may include anything. On top of the layers, the allocator core
 Boost, RapidJSON, spdlog, yaml-cpp, gRPC, no thread or clock API (it is driven by callers and
 takes time as an argument).
 
-KNOWN_EXCEPTIONS lists the includes that break a layer today and are still to be moved
-(AllocatorOptions still lives in allocator/, the wire codecs
-in extender/). A new break fails the check; so does an exception that no longer occurs (delete
-it from the list), so the list only shrinks.
+KNOWN_EXCEPTIONS lists the includes that break a layer today and are still to be moved. A new
+break fails the check; so does an exception that no longer occurs (delete it from the list), so
+the list only shrinks.
 
 Usage: check_layers.py --repo DIR
 """
@@ -41,19 +40,7 @@ ALLOCATOR_FORBIDDEN = [
 ALLOCATOR_FORBIDDEN_CALLS = [(re.compile(r"\babsl::Now\(\)|\bstd::chrono::\w+_clock::now\("), "reads the clock")]
 
 # (file, include): layer breaks that exist today, each to be removed by moving code down.
-KNOWN_EXCEPTIONS = {
-    # AllocatorOptions in the allocator's interface (to move to model/).
-    ("config/config.h", "allocator/allocator.h"),
-    # Wire codecs in extender/ (to move to api/).
-    ("sim/kube_wire.cc", "extender/json_util.h"),
-    ("sim/kube_wire.cc", "extender/scheduler_wire.h"),
-    ("sim/policy_pdc_http.cc", "extender/api_json.h"),
-    ("sim/policy_pdc_http.cc", "extender/handoff_json.h"),
-    ("sim/policy_pdc_http.cc", "extender/json_util.h"),
-    ("sim/sweep.cc", "extender/api_json.h"),
-    ("sim/sweep.cc", "extender/handoff_json.h"),
-    ("sim/sweep.cc", "extender/json_util.h"),
-}
+KNOWN_EXCEPTIONS = set()
 
 
 def sources(repo):

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "extender/json_util.h"
-#include "extender/scheduler_wire.h"
+#include "api/json_util.h"
+#include "api/scheduler_wire.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -15,7 +15,7 @@
 namespace pdc::sim {
 namespace {
 
-namespace json = extender::json;
+namespace json = api::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -40,8 +40,8 @@ TEST(KubeWireTest, PodReadsBackAsTheSchedulingRequest) {
   const std::string pod = VirtLauncherPodJson(SamplePod());
   rapidjson::Document doc;
   ASSERT_OK(json::Parse(pod, &doc));
-  ASSERT_OK_AND_ASSIGN(extender::PodRequest r,
-                       extender::PodToRequest(doc, {"devices.kubevirt.io/nvme"}));
+  ASSERT_OK_AND_ASSIGN(api::PodRequest r,
+                       api::PodToRequest(doc, {"devices.kubevirt.io/nvme"}));
   EXPECT_FALSE(r.pass_through);
   EXPECT_EQ(r.request.ns, "prod");
   EXPECT_EQ(r.request.vm, "db-01");
@@ -63,7 +63,7 @@ TEST(KubeWireTest, NodeNamesModeIsWhatKubeSchedulerSends) {
   EXPECT_EQ(args.rfind("{\"Pod\":{", 0), 0u);
   rapidjson::Document doc;
   ASSERT_OK(json::Parse(args, &doc));
-  ASSERT_OK_AND_ASSIGN(extender::ExtenderArgs a, extender::ReadExtenderArgs(doc));
+  ASSERT_OK_AND_ASSIGN(api::ExtenderArgs a, api::ReadExtenderArgs(doc));
   EXPECT_FALSE(a.node_list_mode);
   EXPECT_THAT(a.node_names, ElementsAre("node-a", "node-b"));
 }
@@ -75,7 +75,7 @@ TEST(KubeWireTest, NodeListModeCarriesFullNodes) {
   EXPECT_THAT(args, HasSubstr(R"("NodeNames":null})"));
   rapidjson::Document doc;
   ASSERT_OK(json::Parse(args, &doc));
-  ASSERT_OK_AND_ASSIGN(extender::ExtenderArgs parsed, extender::ReadExtenderArgs(doc));
+  ASSERT_OK_AND_ASSIGN(api::ExtenderArgs parsed, api::ReadExtenderArgs(doc));
   EXPECT_TRUE(parsed.node_list_mode);
   EXPECT_THAT(parsed.node_names, ElementsAre("node-a", "node-b"));
 }
@@ -85,7 +85,7 @@ TEST(KubeWireTest, BindingArgsHaveGoFieldNames) {
   EXPECT_EQ(b, R"({"PodName":"pod-1","PodNamespace":"prod","PodUID":"uid-1","Node":"node-a"})");
   rapidjson::Document doc;
   ASSERT_OK(json::Parse(b, &doc));
-  ASSERT_OK_AND_ASSIGN(extender::BindingArgs args, extender::ReadBindingArgs(doc));
+  ASSERT_OK_AND_ASSIGN(api::BindingArgs args, api::ReadBindingArgs(doc));
   EXPECT_EQ(args.node, "node-a");
 }
 

@@ -80,6 +80,22 @@ TEST(PdcctlFormatTest, NodesTable) {
             "node-b   False       <never>       0\n");
 }
 
+// Keys are read as every api/ codec reads them (docs/rest-api.md §1):
+// exactly first, then ignoring ASCII case.
+TEST(PdcctlFormatTest, KeysMatchExactlyThenIgnoringCase) {
+  const std::string want =
+      "NAME     REPORTING   LAST REPORT   DEVICES\n"
+      "node-a   True        12s ago       4\n";
+  for (const char* body : {
+           R"({"items": [{"name": "node-a", "reporting": true, "lastReport": "2023-11-14T22:13:08Z", "devices": 4}]})",
+           R"({"Items": [{"Name": "node-a", "REPORTING": true, "LastReport": "2023-11-14T22:13:08Z", "Devices": 4}]})",
+           R"({"items": [{"NAME": "node-x", "name": "node-a", "reporting": true, "lastReport": "2023-11-14T22:13:08Z", "devices": 4}]})",
+       }) {
+    ASSERT_OK_AND_ASSIGN(std::string t, NodesTable(body, kNow));
+    EXPECT_EQ(t, want) << body;
+  }
+}
+
 TEST(PdcctlFormatTest, DevicesTableFiltersByNode) {
   constexpr char kDevices[] = R"({"items": [
     {"node": "node-b", "address": "0000:01:00.0", "vendor": "8086",

@@ -1,4 +1,4 @@
-#include "extender/api_json.h"
+#include "api/rest_json.h"
 
 #include <algorithm>
 #include <map>
@@ -7,11 +7,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/validation.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 namespace {
 
 using json::Find;
@@ -92,9 +92,10 @@ absl::StatusOr<std::optional<Reservation>> ParseReservation(
   if (IsNullish(v)) return std::optional<Reservation>();
   if (!v->IsObject()) return json::TypeError(field, "must be an object or null");
   Reservation r;
-  ASSIGN_OR_RETURN(std::string_view vm, json::OptString(*v, "vm", field));
-  ASSIGN_OR_RETURN(std::string_view pn, json::OptString(*v, "podName", field));
-  ASSIGN_OR_RETURN(std::string_view pu, json::OptString(*v, "podUid", field));
+  auto at = [&](std::string_view k) { return absl::StrCat(Sv(field), ".", Sv(k)); };
+  ASSIGN_OR_RETURN(std::string_view vm, json::OptString(*v, "vm", at("vm")));
+  ASSIGN_OR_RETURN(std::string_view pn, json::OptString(*v, "podName", at("podName")));
+  ASSIGN_OR_RETURN(std::string_view pu, json::OptString(*v, "podUid", at("podUid")));
   r.vm = std::string(vm);
   r.pod_name = std::string(pn);
   r.pod_uid = std::string(pu);
@@ -268,11 +269,13 @@ std::string WriteNodeAllocations(std::string_view node,
 absl::StatusOr<NodeAllocationsReply> ParseNodeAllocations(std::string_view body) {
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::Parse(body, &doc));
-  if (!doc.IsObject()) return json::TypeError("", "must be an object");
+  if (!doc.IsObject()) return json::TypeError("", "is not a JSON object");
   NodeAllocationsReply r;
-  ASSIGN_OR_RETURN(std::string_view node, json::ReqString(doc, "node", "node"));
+  // The URL names the node already; the answer repeats it.
+  ASSIGN_OR_RETURN(std::string_view node, json::OptString(doc, "node", "node"));
   r.node = std::string(node);
   ASSIGN_OR_RETURN(int64_t version, json::ReqInt(doc, "version", "version"));
+  if (version < 0) return json::FieldError("version", "must not be negative");
   r.allocations.version = static_cast<uint64_t>(version);
   const Value* claimed = Find(doc, "claimed");
   if (!IsNullish(claimed)) {
@@ -317,6 +320,9 @@ absl::StatusOr<NodeAllocationsReply> ParseNodeAllocations(std::string_view body)
       r.allocations.return_to_host.push_back(a);
     }
   }
+  std::sort(r.allocations.claimed.begin(), r.allocations.claimed.end(),
+            [](const NodeAllocation& x, const NodeAllocation& y) { return x.address < y.address; });
+  std::sort(r.allocations.return_to_host.begin(), r.allocations.return_to_host.end());
   return r;
 }
 
@@ -344,8 +350,8 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
   if (res.empty()) return json::FieldError("resourceName", "is required");
   c.spec.resource_name = std::string(res);
   ASSIGN_OR_RETURN(int64_t count, json::OptInt(doc, "count", "count", 1));
-  if (count < 1 || count > 1024) {
-    return json::FieldError("count", "must be between 1 and 1024");
+  if (count < 1 || count > kMaxClaimCount) {
+    return json::FieldError("count", absl::StrCat("must be between 1 and ", kMaxClaimCount));
   }
   c.spec.count = static_cast<int32_t>(count);
   ASSIGN_OR_RETURN(std::string_view node, json::OptString(doc, "node", "node"));
@@ -526,6 +532,34 @@ absl::StatusOr<Claim> ParseClaim(const Value& v) {
   return c;
 }
 
+absl::StatusOr<Claim> ParseClaim(std::string_view body) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::Parse(body, &doc));
+  return ParseClaim(doc);
+}
+
+absl::StatusOr<std::vector<Claim>> ParseClaimList(std::string_view body) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::Parse(body, &doc));
+  if (!doc.IsObject()) return json::TypeError("", "must be an object");
+  std::vector<Claim> out;
+  const Value* items = Find(doc, "items");
+  if (IsNullish(items)) return out;
+  if (!items->IsArray()) return json::TypeError("items", "must be an array");
+  for (rapidjson::SizeType i = 0; i < items->Size(); ++i) {
+    absl::StatusOr<Claim> c = ParseClaim((*items)[i]);
+    if (!c.ok()) {
+      const std::string at = absl::StrCat("items[", i, "]");
+      const std::string field = json::FieldOf(c.status());
+      return json::WithField(
+          absl::Status(c.status().code(), absl::StrCat(at, ": ", c.status().message())),
+          field.empty() ? at : absl::StrCat(at, ".", field), json::HttpStatusFor(c.status()));
+    }
+    out.push_back(*std::move(c));
+  }
+  return out;
+}
+
 void WriteTime(Writer& w, absl::Time t) {
   if (t == absl::InfinitePast()) {
     w.Null();
@@ -607,4 +641,4 @@ std::string WriteDeviceList(const std::vector<NodeView>& nodes,
   return std::string(json::Output(buf));
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::api

@@ -1,16 +1,22 @@
 // Pod -> SchedulingRequest and the small parts of the wire format that the
 // router tests do not pin down.
-#include "extender/scheduler_wire.h"
+#include "api/scheduler_wire.h"
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "extender/json_util.h"
-#include "tests/extender/extender_fixture.h"
+#include "api/json_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/inventory_builders.h"
+#include "tests/testing/scheduler_requests.h"
+#include "tests/testing/status_matchers.h"
 
-namespace pdc::extender::testing {
+namespace pdc::api::testing {
 namespace {
 
+using ::pdc::testing::kNvme;
+using ::pdc::testing::VirtLauncherPod;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -101,15 +107,18 @@ TEST(JsonTest, FindPrefersExactMatch) {
   EXPECT_EQ(json::Find(doc, "missing"), nullptr);
 }
 
-TEST(JsonTest, ErrorResponseCarriesFieldAndStatus) {
-  HttpResponse r = json::ErrorResponse(json::FieldError("spec.count", "must be >= 1"));
-  EXPECT_EQ(r.status, 422);
-  EXPECT_EQ(r.body, R"({"error":"spec.count: must be >= 1","field":"spec.count"})");
-  EXPECT_EQ(json::ErrorResponse(absl::NotFoundError("x")).status, 404);
-  EXPECT_EQ(json::ErrorResponse(absl::AlreadyExistsError("x")).status, 409);
-  EXPECT_EQ(json::ErrorResponse(absl::UnavailableError("x")).status, 503);
+TEST(HostPriorityListTest, ParsesAndRejectsWrongTypes) {
+  auto ok = ParseHostPriorityList(R"([{"Host":"a","Score":5},{"host":"b","score":0}])");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[0], (std::pair<std::string, int64_t>{"a", 5}));
+  EXPECT_EQ((*ok)[1], (std::pair<std::string, int64_t>{"b", 0}));
+  auto str = ParseHostPriorityList(R"([{"Host":"a","Score":"5"}])");
+  EXPECT_THAT(str, pdc::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("[0].Score: must be an integer")));
+  EXPECT_EQ(json::FieldOf(str.status()), "[0].Score");
+  EXPECT_FALSE(ParseHostPriorityList(R"([{"Host":"a","Score":11}])").ok());
 }
-
 
 // ParseExtenderArgs keeps NodeNames out of the DOM; it must answer exactly
 // as ParseInsitu + ReadExtenderArgs does, whatever the shape of the input.
@@ -254,9 +263,9 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<WriteCase>& i) { return i.param.name; });
 
 }  // namespace
-}  // namespace pdc::extender::testing
+}  // namespace pdc::api::testing
 
-namespace pdc::extender::testing {
+namespace pdc::api::testing {
 namespace {
 
 // RapidJSON's SSE2 scans read up to 15 bytes past the NUL of an in-situ
@@ -281,4 +290,4 @@ TEST(JsonInsituTest, PaddingIsOwnedByTheText) {
 }
 
 }  // namespace
-}  // namespace pdc::extender::testing
+}  // namespace pdc::api::testing

@@ -1,14 +1,14 @@
-#include "extender/handoff_json.h"
+#include "api/handoff_json.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "api/json_util.h"
+#include "api/rest_json.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/api_json.h"
-#include "extender/json_util.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 namespace {
 
 using json::Find;
@@ -181,4 +181,22 @@ std::string WriteReleased(const std::vector<ClaimKey>& claims) {
   return std::string(json::Output(buf));
 }
 
-}  // namespace pdc::extender
+absl::StatusOr<std::vector<ClaimKey>> ParseClaimKeys(std::string_view body,
+                                                     std::string_view member) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::Parse(body, &doc));
+  if (!doc.IsObject()) return json::TypeError("", "must be an object");
+  std::vector<ClaimKey> out;
+  const Value* v = Find(doc, member);
+  if (IsNullish(v)) return out;
+  if (!v->IsArray()) return json::TypeError(member, "must be an array");
+  for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
+    const std::string at = absl::StrCat(Sv(member), "[", i, "]");
+    if (!(*v)[i].IsString()) return json::TypeError(at, "must be a string");
+    ASSIGN_OR_RETURN(ClaimKey k, ParseKey(StringOf((*v)[i]), at));
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+}  // namespace pdc::api

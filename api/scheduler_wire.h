@@ -11,8 +11,8 @@
 // init containers (effective request = max(sum of containers, max of init
 // containers), as the scheduler computes it).
 // Thread-safety: pure functions; parsed values borrow from their input.
-#ifndef PDC_EXTENDER_SCHEDULER_WIRE_H_
-#define PDC_EXTENDER_SCHEDULER_WIRE_H_
+#ifndef PDC_API_SCHEDULER_WIRE_H_
+#define PDC_API_SCHEDULER_WIRE_H_
 
 #include <cstdint>
 #include <string>
@@ -22,11 +22,11 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "allocator/allocator.h"
-#include "extender/json_util.h"
+#include "api/json_util.h"
+#include "model/allocations.h"
 #include "rapidjson/document.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 
 inline constexpr std::string_view kClaimsAnnotation = "pdc.kubevirt.io/claims";
 inline constexpr std::string_view kDevicesAnnotation = "pdc.kubevirt.io/devices";
@@ -133,6 +133,6 @@ absl::StatusOr<PreemptionArgs> ReadPreemptionArgs(const json::Value& doc);
 std::string WritePreemptionResult(const PreemptionArgs& args,
                                   absl::Span<const size_t> keep);
 
-}  // namespace pdc::extender
+}  // namespace pdc::api
 
-#endif  // PDC_EXTENDER_SCHEDULER_WIRE_H_
+#endif  // PDC_API_SCHEDULER_WIRE_H_

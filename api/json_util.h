@@ -4,8 +4,8 @@
 // typed getters that never assert on malformed input, and errors that carry
 // the offending JSON field and the HTTP status they map to.
 // Thread-safety: pure functions.
-#ifndef PDC_EXTENDER_JSON_UTIL_H_
-#define PDC_EXTENDER_JSON_UTIL_H_
+#ifndef PDC_API_JSON_UTIL_H_
+#define PDC_API_JSON_UTIL_H_
 
 #include <cstdint>
 #include <cstring>
@@ -14,21 +14,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "net/http_types.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 
-namespace pdc::extender::json {
-
-using net::HttpResponse;  // The server's (http_client.h has its own).
+namespace pdc::api::json {
 
 using Value = rapidjson::Value;
 
 // rapidjson's Writer plus Text() (a key or a string value from a
 // string_view) and Quoted() (a string already escaped once, see Quote(): the
 // filter answer repeats a few distinct messages for thousands of nodes).
-// pdc_extender_lib builds RapidJSON with RAPIDJSON_SSE2, so String() skips
+// pdc_api builds RapidJSON with RAPIDJSON_SSE2, so String() skips
 // characters that need no escaping 16 at a time.
 class Writer : public rapidjson::Writer<rapidjson::StringBuffer> {
  public:
@@ -119,10 +116,7 @@ inline std::string_view Output(const rapidjson::StringBuffer& b) {
 
 // {"error": message, "field": field}
 std::string ErrorBody(std::string_view message, std::string_view field);
-// The REST error response for a non-OK status.
-HttpResponse ErrorResponse(const absl::Status& s);
-HttpResponse JsonResponse(int status, std::string body);
 
-}  // namespace pdc::extender::json
+}  // namespace pdc::api::json
 
-#endif  // PDC_EXTENDER_JSON_UTIL_H_
+#endif  // PDC_API_JSON_UTIL_H_

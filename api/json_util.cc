@@ -1,4 +1,4 @@
-#include "extender/json_util.h"
+#include "api/json_util.h"
 
 #include <string>
 
@@ -8,7 +8,7 @@
 #include "common/strings.h"
 #include "rapidjson/error/en.h"
 
-namespace pdc::extender::json {
+namespace pdc::api::json {
 namespace {
 
 constexpr char kFieldPayload[] = "pdc.kubevirt.io/field";
@@ -187,18 +187,4 @@ std::string ErrorBody(std::string_view message, std::string_view field) {
   return std::string(Output(buf));
 }
 
-HttpResponse ErrorResponse(const absl::Status& s) {
-  HttpResponse r;
-  r.status = HttpStatusFor(s);
-  r.body = ErrorBody(StdSv(s.message()), FieldOf(s));
-  return r;
-}
-
-HttpResponse JsonResponse(int status, std::string body) {
-  HttpResponse r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
-
-}  // namespace pdc::extender::json
+}  // namespace pdc::api::json

@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "api/scheduler_wire.h"
+#include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/scheduler_wire.h"
-#include "extender/validation.h"
 #include "rapidjson/reader.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 namespace {
 
 using json::Find;
@@ -232,4 +232,4 @@ absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body,
   return ReadArgs(*doc, captured_value, &names, capture.unescaped());
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::api

@@ -1,11 +1,11 @@
-#include "extender/validation.h"
+#include "api/validation.h"
 
 #include <string>
 
-#include "extender/json_util.h"
+#include "api/json_util.h"
 #include "model/names.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 
 absl::Status ValidateObjectName(std::string_view field, std::string_view s) {
   const std::string problem = model::ObjectNameProblem(s);
@@ -17,4 +17,4 @@ absl::Status ValidateNamespace(std::string_view field, std::string_view s) {
   return problem.empty() ? absl::OkStatus() : json::FieldError(field, problem);
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::api

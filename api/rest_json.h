@@ -3,10 +3,11 @@
 // Writers produce the exact documented shapes with keys in a fixed order;
 // readers validate every field and name it in errors (TypeError -> 400 for a
 // wrong JSON type, FieldError -> 422 for a bad value).
-// Shared through pdc_extender_lib so clients decode what the server encodes.
+// One codec per wire type: the server, its clients (pdc-node, pdcctl) and
+// pdc-sim all decode with these, so they read what the server writes.
 // Thread-safety: pure functions.
-#ifndef PDC_EXTENDER_API_JSON_H_
-#define PDC_EXTENDER_API_JSON_H_
+#ifndef PDC_API_REST_JSON_H_
+#define PDC_API_REST_JSON_H_
 
 #include <optional>
 #include <string>
@@ -15,11 +16,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "allocator/allocator.h"
+#include "api/json_util.h"
+#include "model/allocations.h"
 #include "model/types.h"
-#include "extender/json_util.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 
 // A PCI address field; FieldError (422) naming `field` when malformed.
 absl::StatusOr<PciAddress> ParseAddress(std::string_view s, std::string_view field);
@@ -40,6 +41,10 @@ struct NodeAllocationsReply {
   std::string node;
   NodeAllocations allocations;
 };
+// Reads keys as every codec here does (exact, then ASCII case-insensitive);
+// an entry without `handedOff` is handed off (an extender from before
+// hand-offs), as is one with `handedOff` null. `claimed` and `returnToHost`
+// come back sorted by address whatever the order on the wire.
 absl::StatusOr<NodeAllocationsReply> ParseNodeAllocations(std::string_view body);
 
 // --- Claims ----------------------------------------------------------------
@@ -56,6 +61,10 @@ void WriteClaimObject(json::Writer& w, const Claim& c);
 std::string WriteClaim(const Claim& c);
 std::string WriteClaimList(const std::vector<Claim>& claims);
 absl::StatusOr<Claim> ParseClaim(const json::Value& v);
+// One claim object (a create, get or release answer).
+absl::StatusOr<Claim> ParseClaim(std::string_view body);
+// {"items": [claim, ...]}; a wrong item is named by its index.
+absl::StatusOr<std::vector<Claim>> ParseClaimList(std::string_view body);
 
 // --- Nodes and devices -----------------------------------------------------
 // RFC 3339 in UTC, or JSON null for InfinitePast.
@@ -67,6 +76,6 @@ std::string WriteNodeDetail(const NodeView& node,
 std::string WriteDeviceList(const std::vector<NodeView>& nodes,
                             const std::vector<Claim>& claims);
 
-}  // namespace pdc::extender
+}  // namespace pdc::api
 
-#endif  // PDC_EXTENDER_API_JSON_H_
+#endif  // PDC_API_REST_JSON_H_

@@ -1,4 +1,4 @@
-#include "extender/scheduler_wire.h"
+#include "api/scheduler_wire.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,11 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/validation.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 namespace {
 
 using json::Find;
@@ -517,4 +517,4 @@ std::string WritePreemptionResult(const PreemptionArgs& args,
   return std::string(json::Output(buf));
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::api

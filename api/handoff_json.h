@@ -4,17 +4,17 @@
 //   DELETE /v1/nodes/{node}/handoffs/{podUid} cancel (the pod is gone)
 // Parsers return errors naming the field (400 wrong shape, 422 bad value).
 // Thread-safety: pure functions.
-#ifndef PDC_EXTENDER_HANDOFF_JSON_H_
-#define PDC_EXTENDER_HANDOFF_JSON_H_
+#ifndef PDC_API_HANDOFF_JSON_H_
+#define PDC_API_HANDOFF_JSON_H_
 
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "allocator/allocator.h"
+#include "model/allocations.h"
 
-namespace pdc::extender {
+namespace pdc::api {
 
 // {"podUid": "...", "resourceName": "...", "devices": ["0000:3b:00.0"]}
 struct HandoffConfirm {
@@ -39,6 +39,11 @@ absl::StatusOr<std::vector<PendingHandoff>> ParseHandoffList(std::string_view bo
 // {"released": ["ns/name", ...]}
 std::string WriteReleased(const std::vector<ClaimKey>& claims);
 
-}  // namespace pdc::extender
+// The claim keys listed under `member` of a JSON object: "claims" of a
+// hand-off confirmation, "released" of a cancellation. Absent or null: none.
+absl::StatusOr<std::vector<ClaimKey>> ParseClaimKeys(std::string_view body,
+                                                     std::string_view member);
 
-#endif  // PDC_EXTENDER_HANDOFF_JSON_H_
+}  // namespace pdc::api
+
+#endif  // PDC_API_HANDOFF_JSON_H_

@@ -1,0 +1,39 @@
+// The allocator's options: what pdc.yaml configures (config/ builds them) and
+// the allocator reads. Here, below both, so that config/ need not include the
+// allocator.
+#ifndef PDC_MODEL_ALLOCATOR_OPTIONS_H_
+#define PDC_MODEL_ALLOCATOR_OPTIONS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "model/types.h"
+
+namespace pdc {
+
+enum class ScoringPolicy : uint8_t {
+  kBinPack = 0,  // Fill the fullest node that fits first.
+  kSpread = 1,   // Prefer the emptiest node.
+};
+
+struct AllocatorOptions {
+  std::vector<DeviceClass> device_classes;
+  // A node whose driver has not reported for longer is "not reporting".
+  absl::Duration node_stale_after = absl::Seconds(60);
+  ScoringPolicy scoring = ScoringPolicy::kBinPack;
+  // Reclaim policy of claims generated from templates for a VM.
+  ReclaimPolicy template_reclaim_policy = ReclaimPolicy::kRetain;
+  // CheckpointDue() turns true after this many records since the last one.
+  uint64_t checkpoint_every_records = 100000;
+  // At most one pod per node and resource name waits for its devices
+  // (docs/design.md §6.2): kubelet's device plugin API does not say which pod
+  // asks, so pdc-node can only answer unambiguously while one pod is pending.
+  // Off for clusters where pdc-node is not the device plugin (nothing would
+  // confirm).
+  bool serialize_handoffs = false;
+};
+
+}  // namespace pdc
+
+#endif  // PDC_MODEL_ALLOCATOR_OPTIONS_H_

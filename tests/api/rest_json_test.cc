@@ -1,0 +1,217 @@
+// The REST codecs as every client reads them (docs/rest-api.md): the node
+// driver's calls (inventory, allocations, hand-off confirmation) and the
+// points where pdc-node, pdcctl and pdc-extender used to read the wire
+// differently: a missing `handedOff`, the case of keys, the claim count limit.
+#include "api/rest_json.h"
+
+#include <string>
+#include <vector>
+
+#include "api/handoff_json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/allocations.h"
+#include "tests/testing/inventory_builders.h"
+#include "tests/testing/status_matchers.h"
+
+namespace pdc::api {
+namespace {
+
+using ::pdc::testing::Addr;
+using ::pdc::testing::StatusIs;
+using ::testing::HasSubstr;
+
+NodeInventory OneDevice() {
+  return pdc::testing::Inventory(
+      "node-a", {pdc::testing::NvmeDevice("0000:3b:00.0", 12, -1, "SN1")});
+}
+
+absl::StatusOr<NodeAllocations> DecodeAllocations(std::string_view body) {
+  absl::StatusOr<NodeAllocationsReply> r = ParseNodeAllocations(body);
+  if (!r.ok()) return r.status();
+  return r->allocations;
+}
+
+TEST(NodeDriverJsonTest, EncodesInventoryAsTheRestApiSays) {
+  EXPECT_EQ(WriteInventory(OneDevice()),
+            R"({"node":"node-a","devices":[{"address":"0000:3b:00.0","vendor":"1b36",)"
+            R"("device":"0010","class":"010802","iommuGroup":12,"numaNode":-1,"serial":"SN1",)"
+            R"("driver":"nvme","healthy":true}]})");
+}
+
+TEST(NodeDriverJsonTest, DecodesAllocations) {
+  ASSERT_OK_AND_ASSIGN(
+      NodeAllocations a,
+      DecodeAllocations(R"({"node":"node-a","version":17,"claimed":[
+        {"address":"0000:5e:00.0","claim":"default/b","resourceName":"r","reclaimPolicy":"Retain","reservedFor":null},
+        {"address":"0000:3b:00.0","claim":"default/a","resourceName":"r","reclaimPolicy":"Delete",
+         "reservedFor":{"vm":"vm1","podName":"p","podUid":"u"},"handedOff":false}],
+        "returnToHost":["0000:af:00.0"]})"));
+  EXPECT_EQ(a.version, 17u);
+  ASSERT_EQ(a.claimed.size(), 2u);  // Sorted by address.
+  EXPECT_EQ(a.claimed[0], (NodeAllocation{Addr("0000:3b:00.0"), ClaimKey{"default", "a"}, "r",
+                                          ReclaimPolicy::kDelete, Reservation{"vm1", "p", "u"},
+                                          true}));
+  EXPECT_EQ(a.claimed[1].reclaim_policy, ReclaimPolicy::kRetain);
+  EXPECT_FALSE(a.claimed[1].reserved_for.has_value());
+  EXPECT_FALSE(a.claimed[1].handoff_pending);
+  EXPECT_EQ(a.return_to_host, std::vector<PciAddress>{Addr("0000:af:00.0")});
+}
+
+// docs/rest-api.md §4.5: `handedOff` per claimed entry. Absent or null it
+// reads as handed off (§1: absent and null mean the same; an extender from
+// before hand-offs sends neither), for every client alike.
+TEST(NodeDriverJsonTest, HandedOffAbsentOrNullMeansHandedOff) {
+  struct Case {
+    std::string handed_off;  // The member as written, "" = absent.
+    bool reserved;
+    bool pending;
+  } cases[] = {
+      {R"(,"handedOff":true)", true, false},  {R"(,"handedOff":false)", true, true},
+      {"", true, false},                       {R"(,"handedOff":null)", true, false},
+      {R"(,"handedOff":true)", false, false}, {R"(,"handedOff":false)", false, false},
+      {"", false, false},
+  };
+  for (const Case& c : cases) {
+    const std::string reserved_for =
+        c.reserved ? R"({"vm":"vm1","podName":"p1","podUid":"u1"})" : "null";
+    const std::string body =
+        R"({"node":"node-a","version":3,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a",)"
+        R"("resourceName":"r","reservedFor":)" + reserved_for + c.handed_off + "}]}";
+    ASSERT_OK_AND_ASSIGN(NodeAllocations a, DecodeAllocations(body));
+    ASSERT_EQ(a.claimed.size(), 1u) << body;
+    EXPECT_EQ(a.claimed[0].handoff_pending, c.pending) << body;
+    EXPECT_EQ(a.claimed[0].reserved_for.has_value(), c.reserved) << body;
+    if (c.reserved) {
+      EXPECT_EQ(a.claimed[0].reserved_for, (Reservation{"vm1", "p1", "u1"}));
+    }
+  }
+}
+
+// docs/rest-api.md §1: keys match exactly first, then ASCII case-insensitively
+// (as Go's encoding/json), in every codec; the exact spelling wins.
+TEST(NodeDriverJsonTest, KeysMatchExactlyThenIgnoringCase) {
+  struct Case {
+    std::string body;
+    uint64_t version;
+    bool pending;
+  } cases[] = {
+      {R"({"version":4,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a","reservedFor":{"podUid":"u"},"handedOff":false}]})",
+       4, true},
+      {R"({"Version":5,"Claimed":[{"Address":"0000:3b:00.0","CLAIM":"ns/a","ReservedFor":{"PodUID":"u"},"HandedOff":false}]})",
+       5, true},
+      {R"({"VERSION":6,"version":7,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a","reservedFor":{"podUid":"u"},"HANDEDOFF":true,"handedOff":false}]})",
+       7, true},
+  };
+  for (const Case& c : cases) {
+    ASSERT_OK_AND_ASSIGN(NodeAllocations a, DecodeAllocations(c.body));
+    EXPECT_EQ(a.version, c.version) << c.body;
+    ASSERT_EQ(a.claimed.size(), 1u) << c.body;
+    EXPECT_EQ(a.claimed[0].claim, (ClaimKey{"ns", "a"})) << c.body;
+    EXPECT_EQ(a.claimed[0].handoff_pending, c.pending) << c.body;
+    ASSERT_TRUE(a.claimed[0].reserved_for.has_value()) << c.body;
+    EXPECT_EQ(a.claimed[0].reserved_for->pod_uid, "u") << c.body;
+  }
+}
+
+TEST(NodeDriverJsonTest, EncodesHandoffAsHandoffApiSays) {
+  const HandoffConfirm c{"u1", "devices.kubevirt.io/nvme",
+                         {Addr("0000:3b:00.0"), Addr("0000:5e:00.0")}};
+  EXPECT_EQ(WriteHandoffConfirm(c),
+            R"({"podUid":"u1","resourceName":"devices.kubevirt.io/nvme",)"
+            R"("devices":["0000:3b:00.0","0000:5e:00.0"]})");
+}
+
+TEST(NodeDriverJsonTest, MalformedAllocationsNameTheField) {
+  struct Case {
+    std::string json;
+    std::string field;
+  } cases[] = {
+      {"[]", "not a JSON object"},
+      {R"({"claimed":[]})", "version"},
+      {R"({"version":-1})", "version"},
+      {R"({"version":1,"claimed":{}})", "claimed"},
+      {R"({"version":1,"claimed":[{"address":7}]})", "claimed[0].address"},
+      {R"({"version":1,"claimed":[{"address":"../../x"}]})", "claimed[0].address"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0"}]})", "claimed[0].claim"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a","reclaimPolicy":"Keep"}]})",
+       "claimed[0].reclaimPolicy"},
+      {R"({"version":1,"returnToHost":["0000:3b:00.0",3]})", "returnToHost[1]"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a","reservedFor":"u"}]})",
+       "claimed[0].reservedFor"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a","reservedFor":{"podUid":1}}]})",
+       "claimed[0].reservedFor.podUid"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a","handedOff":"yes"}]})",
+       "claimed[0].handedOff"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(DecodeAllocations(c.json),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.field)))
+        << c.json;
+  }
+}
+
+// docs/rest-api.md §3.3: `count` is 1..256, the same limit in the codec and
+// in the allocator (kMaxClaimCount); the codec answers 422 naming `count`.
+TEST(ClaimCreateJsonTest, CountLimitAtTheBoundary) {
+  EXPECT_EQ(kMaxClaimCount, 256);
+  struct Case {
+    std::string count;
+    bool ok;
+  } cases[] = {
+      {"0", false}, {"1", true}, {"255", true}, {"256", true},
+      {"257", false}, {"1024", false}, {"1025", false}, {"-1", false},
+  };
+  for (const Case& c : cases) {
+    const std::string body =
+        R"({"name":"d","resourceName":"devices.kubevirt.io/nvme","count":)" + c.count + "}";
+    absl::StatusOr<ClaimCreate> parsed = ParseClaimCreate(body, "default");
+    if (c.ok) {
+      ASSERT_TRUE(parsed.ok()) << body << ": " << parsed.status();
+      EXPECT_EQ(parsed->spec.count, std::stoi(c.count));
+    } else {
+      EXPECT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("count: must be between 1 and 256")))
+          << body;
+      EXPECT_EQ(json::FieldOf(parsed.status()), "count") << body;
+      EXPECT_EQ(json::HttpStatusFor(parsed.status()), 422) << body;
+    }
+  }
+}
+
+TEST(ClaimJsonTest, ClaimListRoundTrips) {
+  Claim a;
+  a.key = {"default", "a"};
+  a.uid = "uid-a";
+  a.spec.resource_name = "devices.kubevirt.io/nvme";
+  a.status.phase = ClaimPhase::kBound;
+  a.status.node = "node-a";
+  a.status.devices = {BoundDevice{Addr("0000:3b:00.0"), "SN1"}};
+  a.status.reserved_for = Reservation{"vm1", "p1", "u1"};
+  Claim b;
+  b.key = {"other", "b"};
+  b.spec.resource_name = "devices.kubevirt.io/nvme";
+  b.spec.count = 2;
+  ASSERT_OK_AND_ASSIGN(std::vector<Claim> claims, ParseClaimList(WriteClaimList({a, b})));
+  EXPECT_EQ(claims, (std::vector<Claim>{a, b}));
+  ASSERT_OK_AND_ASSIGN(Claim one, ParseClaim(std::string_view(WriteClaim(a))));
+  EXPECT_EQ(one, a);
+  EXPECT_THAT(ParseClaimList(R"({"items":[{"status":{"phase":"Gone"}}]})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("items[0]")));
+}
+
+TEST(HandoffJsonTest, ClaimKeysOfConfirmationAndRelease) {
+  ASSERT_OK_AND_ASSIGN(std::vector<ClaimKey> confirmed,
+                       ParseClaimKeys(WriteHandoffConfirmed("node-a", {"u1", "r", {}},
+                                                            {{"default", "a"}, {"default", "b"}}),
+                                      "claims"));
+  EXPECT_EQ(confirmed, (std::vector<ClaimKey>{{"default", "a"}, {"default", "b"}}));
+  ASSERT_OK_AND_ASSIGN(std::vector<ClaimKey> released,
+                       ParseClaimKeys(WriteReleased({{"ns", "c"}}), "released"));
+  EXPECT_EQ(released, (std::vector<ClaimKey>{{"ns", "c"}}));
+  EXPECT_THAT(ParseClaimKeys(R"({"released":["no-slash"]})", "released"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("released[0]")));
+}
+
+}  // namespace
+}  // namespace pdc::api
