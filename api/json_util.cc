@@ -6,7 +6,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "rapidjson/encodedstream.h"
 #include "rapidjson/error/en.h"
+#include "rapidjson/memorystream.h"
 
 namespace pdc::api::json {
 namespace {
@@ -14,8 +16,22 @@ namespace {
 constexpr char kFieldPayload[] = "pdc.kubevirt.io/field";
 constexpr char kHttpPayload[] = "pdc.kubevirt.io/http-status";
 
-absl::Status ParseError(const rapidjson::Document& doc) {
-  return ParseErrorAt(doc.GetParseError(), doc.GetErrorOffset());
+// Parses `in` into `doc` through DepthLimited.
+template <unsigned kFlags, typename Stream>
+absl::Status ParseLimited(Stream& in, rapidjson::Document* doc) {
+  rapidjson::Reader reader;
+  rapidjson::ParseResult result;
+  bool too_deep = false;
+  auto generate = [&](rapidjson::Document& d) {
+    DepthLimited<rapidjson::Document> limited(d);
+    result = reader.Parse<kFlags>(in, limited);
+    too_deep = limited.too_deep();
+    return !result.IsError();
+  };
+  doc->Populate(generate);
+  if (too_deep) return TooDeepAt(result.Offset());
+  if (result.IsError()) return ParseErrorAt(result.Code(), result.Offset());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -29,6 +45,13 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
     if (x != y) return false;
   }
   return true;
+}
+
+absl::Status TooDeepAt(size_t offset) {
+  return WithField(absl::InvalidArgumentError(absl::StrCat(
+                       "malformed JSON at offset ", offset, ": objects and arrays nest deeper than ",
+                       kMaxDepth, " levels")),
+                   "", 400);
 }
 
 absl::Status ParseErrorAt(rapidjson::ParseErrorCode code, size_t offset) {
@@ -50,15 +73,14 @@ absl::Status ParseInsitu(std::string& text, rapidjson::Document* doc) {
   PadForInsitu(text);
   // kParseStopWhenDoneFlag is deliberately not used: trailing garbage after
   // the root value is an error (kParseErrorDocumentRootNotSingular).
-  doc->ParseInsitu(text.data());
-  if (doc->HasParseError()) return ParseError(*doc);
-  return absl::OkStatus();
+  rapidjson::InsituStringStream in(text.data());
+  return ParseLimited<rapidjson::kParseInsituFlag>(in, doc);
 }
 
 absl::Status Parse(std::string_view text, rapidjson::Document* doc) {
-  doc->Parse(text.data(), text.size());
-  if (doc->HasParseError()) return ParseError(*doc);
-  return absl::OkStatus();
+  rapidjson::MemoryStream memory(text.data(), text.size());
+  rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> in(memory);
+  return ParseLimited<rapidjson::kParseDefaultFlags>(in, doc);
 }
 
 const Value* Find(const Value& obj, std::string_view key) {

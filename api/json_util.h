@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "rapidjson/document.h"
+#include "rapidjson/reader.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 
@@ -58,6 +59,48 @@ void PadForInsitu(std::string& text);
 // Parses `text` in place (strings then point into `text`, which must outlive
 // `doc`), after PadForInsitu. Malformed JSON or trailing garbage:
 // InvalidArgument, HTTP 400.
+// Objects and arrays nest at most this deep in anything pdc parses
+// (Kubernetes objects nest a few dozen levels): RapidJSON's reader recurses
+// once per level, and a worker thread's stack must not be the limit.
+inline constexpr int kMaxDepth = 512;
+// The error for a document nested deeper than kMaxDepth.
+absl::Status TooDeepAt(size_t offset);
+
+// Forwards the SAX events of a reader to `Handler` (a Document, or another
+// handler) and stops the parse when objects and arrays nest deeper than
+// kMaxDepth; too_deep() then says why it stopped.
+template <typename Handler>
+class DepthLimited {
+ public:
+  explicit DepthLimited(Handler& h) : h_(h) {}
+  bool Null() { return h_.Null(); }
+  bool Bool(bool b) { return h_.Bool(b); }
+  bool Int(int i) { return h_.Int(i); }
+  bool Uint(unsigned u) { return h_.Uint(u); }
+  bool Int64(int64_t i) { return h_.Int64(i); }
+  bool Uint64(uint64_t u) { return h_.Uint64(u); }
+  bool Double(double d) { return h_.Double(d); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) { return h_.RawNumber(s, n, copy); }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) { return h_.String(s, n, copy); }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return h_.Key(s, n, copy); }
+  bool StartObject() { return Enter() && h_.StartObject(); }
+  bool EndObject(rapidjson::SizeType n) { --depth_; return h_.EndObject(n); }
+  bool StartArray() { return Enter() && h_.StartArray(); }
+  bool EndArray(rapidjson::SizeType n) { --depth_; return h_.EndArray(n); }
+  bool too_deep() const { return too_deep_; }
+
+ private:
+  bool Enter() {
+    if (++depth_ <= kMaxDepth) return true;
+    too_deep_ = true;
+    return false;
+  }
+  Handler& h_;
+  int depth_ = 0;
+  bool too_deep_ = false;
+};
+
+// Both parse at most kMaxDepth levels deep (TooDeepAt beyond).
 absl::Status ParseInsitu(std::string& text, rapidjson::Document* doc);
 // Same, copying strings into the document.
 absl::Status Parse(std::string_view text, rapidjson::Document* doc);

@@ -123,7 +123,7 @@ class NamesCapture {
   }
   bool StartObject() {
     Scalar();
-    ++depth_;
+    if (++depth_ > json::kMaxDepth) return TooDeep();
     return doc_.StartObject();
   }
   bool Key(const char* s, rapidjson::SizeType n, bool copy) {
@@ -143,7 +143,7 @@ class NamesCapture {
   bool StartArray() {
     const bool capture = key_pending_ && depth_ == 1;
     Scalar();
-    ++depth_;
+    if (++depth_ > json::kMaxDepth) return TooDeep();
     if (capture) {
       captured_ = capturing_ = true;
       capture_depth_ = depth_;
@@ -167,8 +167,15 @@ class NamesCapture {
   }
   // No kept name needs a JSON escape (checked while the bytes are hot).
   bool unescaped() const { return unescaped_; }
+  // The parse stopped at json::kMaxDepth.
+  bool too_deep() const { return too_deep_; }
 
  private:
+  bool TooDeep() {
+    too_deep_ = true;
+    return false;
+  }
+
   void CheckEscapes(std::string_view name) {
     for (char ch : name) {
       const unsigned char c = static_cast<unsigned char>(ch);
@@ -192,6 +199,7 @@ class NamesCapture {
   rapidjson::Document& doc_;
   std::vector<std::string_view>& names_;
   bool unescaped_ = true;
+  bool too_deep_ = false;
   int depth_ = 0;
   size_t members_ = 0;
   size_t member_ = 0;
@@ -222,6 +230,7 @@ absl::StatusOr<ExtenderArgs> ParseExtenderArgs(std::string& body,
     return !result.IsError();
   };
   doc->Populate(generate);
+  if (capture.too_deep()) return json::TooDeepAt(result.Offset());
   if (result.IsError()) return json::ParseErrorAt(result.Code(), result.Offset());
   const Value* captured_value = nullptr;
   if (const int m = capture.captured_member(); m >= 0 && doc->IsObject() &&

@@ -11,7 +11,6 @@
 #include "api/json_util.h"
 #include "common/strings.h"
 #include "rapidjson/document.h"
-#include "rapidjson/error/en.h"
 #include "rapidjson/prettywriter.h"
 #include "rapidjson/stringbuffer.h"
 
@@ -48,12 +47,8 @@ std::string OrNone(std::string s) { return s.empty() ? std::string(kNone) : s; }
 
 absl::StatusOr<rapidjson::Document> Parse(std::string_view json) {
   rapidjson::Document d;
-  d.Parse(json.data(), json.size());
-  if (d.HasParseError()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the server sent invalid JSON (",
-                     rapidjson::GetParseError_En(d.GetParseError()),
-                     " at offset ", d.GetErrorOffset(), ")"));
+  if (absl::Status s = api::json::Parse(json, &d); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the server sent invalid JSON (", s.message(), ")"));
   }
   if (!d.IsObject()) {
     return absl::InvalidArgumentError(
@@ -351,8 +346,7 @@ absl::StatusOr<std::string> DescribeClaim(std::string_view json,
 
 absl::StatusOr<std::string> PrettyJson(std::string_view json) {
   rapidjson::Document d;
-  d.Parse(json.data(), json.size());
-  if (d.HasParseError()) {
+  if (!api::json::Parse(json, &d).ok()) {
     return absl::InvalidArgumentError("the server sent invalid JSON");
   }
   rapidjson::StringBuffer buf;
@@ -364,8 +358,7 @@ absl::StatusOr<std::string> PrettyJson(std::string_view json) {
 
 std::string ServerErrorMessage(int status, std::string_view body) {
   rapidjson::Document d;
-  d.Parse(body.data(), body.size());
-  if (!d.HasParseError() && d.IsObject()) {
+  if (api::json::Parse(body, &d).ok() && d.IsObject()) {
     const std::string message = Str(d, "error");
     if (!message.empty()) {
       const std::string field = Str(d, "field");
