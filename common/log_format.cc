@@ -34,55 +34,6 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
   return 0;
 }
 
-template <typename Out>
-void EscapeInto(std::string_view s, Out& out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
-  size_t i = 0;
-  while (i < s.size()) {
-    // Copy the longest run that needs nothing.
-    size_t j = i;
-    while (j < s.size()) {
-      const unsigned char c = static_cast<unsigned char>(s[j]);
-      if (c < 0x20 || c == '"' || c == '\\' || c >= 0x80) break;
-      ++j;
-    }
-    out.append(s.data() + i, s.data() + j);
-    i = j;
-    if (i == s.size()) break;
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      const size_t n = Utf8SequenceLength(s, i);
-      if (n == 0) {
-        out.append(kReplacement.data(), kReplacement.data() + kReplacement.size());
-        ++i;
-      } else {
-        out.append(s.data() + i, s.data() + i + n);
-        i += n;
-      }
-      continue;
-    }
-    const char* esc = nullptr;
-    switch (c) {
-      case '"': esc = "\\\""; break;
-      case '\\': esc = "\\\\"; break;
-      case '\n': esc = "\\n"; break;
-      case '\r': esc = "\\r"; break;
-      case '\t': esc = "\\t"; break;
-      case '\b': esc = "\\b"; break;
-      case '\f': esc = "\\f"; break;
-      default: break;
-    }
-    if (esc != nullptr) {
-      out.append(esc, esc + 2);
-    } else {
-      const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-      out.append(u, u + 6);
-    }
-    ++i;
-  }
-}
-
 // The code point of the well-formed multi-byte sequence of `n` bytes at s[i].
 char32_t DecodeUtf8(std::string_view s, size_t i, size_t n) {
   const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
@@ -106,17 +57,25 @@ bool IsDeceptiveInText(char32_t cp) {
          (cp >= 0x2066 && cp <= 0x2069);    // Bidirectional isolates.
 }
 
+// What a message is escaped for: a JSON string (JsonEscape) or one line of
+// a text log (TextEscape).
+enum class EscapeFor { kJson, kText };
+
 template <typename Out>
-void TextEscapeInto(std::string_view s, Out& out) {
+void EscapeInto(std::string_view s, EscapeFor mode, Out& out) {
   static constexpr char kHex[] = "0123456789abcdef";
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  const bool json = mode == EscapeFor::kJson;
+  // JSON takes DEL as it is and needs '"' escaped; a text line shows quotes
+  // as they are and escapes DEL.
+  const auto plain = [json](unsigned char c) {
+    return c >= 0x20 && c != '\\' && (json ? c != '"' && c < 0x80 : c < 0x7F);
+  };
   size_t i = 0;
   while (i < s.size()) {
+    // Copy the longest run that needs nothing.
     size_t j = i;
-    while (j < s.size()) {
-      const unsigned char c = static_cast<unsigned char>(s[j]);
-      if (c < 0x20 || c == '\\' || c >= 0x7F) break;
-      ++j;
-    }
+    while (j < s.size() && plain(static_cast<unsigned char>(s[j]))) ++j;
     out.append(s.data() + i, s.data() + j);
     i = j;
     if (i == s.size()) break;
@@ -124,7 +83,7 @@ void TextEscapeInto(std::string_view s, Out& out) {
     if (c >= 0x80) {
       if (const size_t n = Utf8SequenceLength(s, i); n != 0) {
         const char32_t cp = DecodeUtf8(s, i, n);
-        if (IsDeceptiveInText(cp)) {
+        if (!json && IsDeceptiveInText(cp)) {
           const char u[6] = {'\\', 'u', kHex[(cp >> 12) & 15], kHex[(cp >> 8) & 15],
                              kHex[(cp >> 4) & 15], kHex[cp & 15]};
           out.append(u, u + 6);
@@ -134,18 +93,29 @@ void TextEscapeInto(std::string_view s, Out& out) {
         i += n;
         continue;
       }
-      // Not UTF-8: the byte itself, as \xNN, so nothing of it is lost.
+      if (json) {  // Not UTF-8: U+FFFD keeps the JSON valid.
+        out.append(kReplacement.data(), kReplacement.data() + kReplacement.size());
+        ++i;
+        continue;
+      }
+      // Not UTF-8, in text: the byte itself as \xNN, so nothing of it is lost.
     }
     const char* esc = nullptr;
     switch (c) {
+      case '"': esc = "\\\""; break;
       case '\\': esc = "\\\\"; break;
       case '\n': esc = "\\n"; break;
       case '\r': esc = "\\r"; break;
       case '\t': esc = "\\t"; break;
+      case '\b': esc = json ? "\\b" : nullptr; break;
+      case '\f': esc = json ? "\\f" : nullptr; break;
       default: break;
     }
     if (esc != nullptr) {
       out.append(esc, esc + 2);
+    } else if (json) {
+      const char u[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(u, u + 6);
     } else {
       const char x[4] = {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
       out.append(x, x + 4);
@@ -166,7 +136,7 @@ class EscapedMessageFlag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    EscapeInto(std::string_view(msg.payload.data(), msg.payload.size()), dest);
+    EscapeInto(std::string_view(msg.payload.data(), msg.payload.size()), EscapeFor::kJson, dest);
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<EscapedMessageFlag>();
@@ -179,7 +149,7 @@ class TextEscapedMessageFlag final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    TextEscapeInto(std::string_view(msg.payload.data(), msg.payload.size()), dest);
+    EscapeInto(std::string_view(msg.payload.data(), msg.payload.size()), EscapeFor::kText, dest);
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<TextEscapedMessageFlag>();
@@ -192,13 +162,13 @@ std::string TextEscape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);
   StringSink sink{&out};
-  TextEscapeInto(s, sink);
+  EscapeInto(s, EscapeFor::kText, sink);
   return out;
 }
 
 void AppendJsonEscaped(std::string_view s, std::string* out) {
   StringSink sink{out};
-  EscapeInto(s, sink);
+  EscapeInto(s, EscapeFor::kJson, sink);
 }
 
 std::string JsonEscape(std::string_view s) {
