@@ -4,6 +4,7 @@
 // accepted request's filter result must be JSON that names the same nodes.
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "api/json_util.h"
 #include "api/scheduler_wire.h"
 #include "fuzz/fuzz_util.h"
@@ -27,6 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < sax->node_names.size(); ++i) out.passed.push_back(i);
   const std::string result = api::WriteFilterResult(*sax, out);
   rapidjson::Document back;
-  if (!api::json::Parse(result, &back).ok()) pdc::fuzz::Broken("filter result is not JSON");
+  if (absl::Status s = api::json::Parse(result, &back); !s.ok()) {
+    pdc::fuzz::Broken("filter result is not JSON", absl::StrCat(s.ToString(), "\n", result));
+  }
   return 0;
 }

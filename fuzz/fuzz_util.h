@@ -4,6 +4,7 @@
 #ifndef PDC_FUZZ_FUZZ_UTIL_H_
 #define PDC_FUZZ_FUZZ_UTIL_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -33,8 +34,12 @@ inline std::vector<std::string> SplitAtNul(std::string_view text) {
 
 // A property the decoder promises does not hold: report and crash, so that
 // libFuzzer saves the input.
-[[noreturn]] inline void Broken(const char* what) {
+[[noreturn]] inline void Broken(const char* what, std::string_view detail = {}) {
   std::fprintf(stderr, "property broken: %s\n", what);
+  if (!detail.empty()) {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(std::min<size_t>(detail.size(), 4096)),
+                 detail.data());
+  }
   std::abort();
 }
 
