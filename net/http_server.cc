@@ -22,6 +22,7 @@
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
 #include "boost/beast/ssl.hpp"
+#include "common/clock.h"
 #include "common/strings.h"
 #include "net/read_buffer.h"
 #include "spdlog/spdlog.h"
@@ -579,7 +580,7 @@ class BeastServer final : public HttpServer {
       retry_.cancel();
     });
     core_->PokeAll();
-    if (!core_->WaitDrained(absl::Now() + core_->options.shutdown_grace)) {
+    if (!core_->WaitDrained(RealClock()->Deadline(core_->options.shutdown_grace))) {
       spdlog::warn("shutdown: connections still open after the grace period; "
                    "cutting them");
       ioc_.stop();

@@ -6,7 +6,8 @@ peer's or a higher one's:
     common  <-  model  <-  allocator, config, api  <-  net  <-  extender, driver, sim (programs)
 bench/ and tests/ may include anything. On top of the layers, the allocator core stays pure: no
 Boost, RapidJSON, spdlog, yaml-cpp, gRPC, no thread or clock API (it is driven by callers and
-takes time as an argument).
+takes time as an argument). Outside common/clock no product file reads or waits on the wall
+clock directly (absl::Now, std::chrono clocks, absl::SleepFor, sleep_for): it takes a Clock.
 
 KNOWN_EXCEPTIONS lists the includes that break a layer today and are still to be moved. A new
 break fails the check; so does an exception that no longer occurs (delete it from the list), so
@@ -37,6 +38,11 @@ ALLOCATOR_FORBIDDEN = [
     (re.compile(r"^pthread\.h$"), "a thread API"),
     (re.compile(r"^absl/time/clock\.h$"), "a clock API (absl::Now)"),
 ]
+# Reading or waiting on the wall clock happens in common/clock only; the rest
+# takes a Clock, so tests can run on fake time.
+CLOCK_HOME = {"common/clock.cc", "common/clock.h"}
+WALL_CLOCK_CALL = re.compile(
+    r"\babsl::Now\(\)|\bstd::chrono::\w+_clock::now\(|\babsl::SleepFor\(|\bstd::this_thread::sleep_(for|until)\(")
 ALLOCATOR_FORBIDDEN_CALLS = [(re.compile(r"\babsl::Now\(\)|\bstd::chrono::\w+_clock::now\("), "reads the clock")]
 
 # (file, include): layer breaks that exist today, each to be removed by moving code down.
@@ -75,6 +81,11 @@ def check(repo):
                 for pattern, what in ALLOCATOR_FORBIDDEN:
                     if pattern.search(inc):
                         problems.append(f"{rel}: includes <{inc}>: the allocator core may not use {what}")
+        if rel not in CLOCK_HOME:
+            for m in WALL_CLOCK_CALL.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                problems.append(f"{rel}:{line}: {m.group(0)}: only common/clock reads or waits on "
+                                "the wall clock; take a Clock (RealClock() in production)")
         if folder == "allocator":
             for pattern, what in ALLOCATOR_FORBIDDEN_CALLS:
                 for m in pattern.finditer(text):
@@ -97,12 +108,13 @@ def self_test():
         write("common/a.h", '#include "model/names.h"\n')
         write("allocator/b.cc", '#include <thread>\n#include "config/config.h"\nint x = absl::Now();\n')
         write("model/names.h", "")
-        write("driver/c.cc", '#include "sim/x.h"\n#include "model/types.h"\n')
+        write("driver/c.cc", '#include "sim/x.h"\n#include "model/types.h"\nauto t = absl::Now();\n')
         problems, _, _ = check(d)
         text = "\n".join(problems)
         expected = ["common/a.h: includes model/names.h", "allocator/b.cc: includes <thread>",
                     "allocator/b.cc: includes config/config.h: config/ is a peer",
-                    "allocator/b.cc:3: absl::Now()", "driver/c.cc: includes sim/x.h"]
+                    "allocator/b.cc:3: absl::Now()", "driver/c.cc: includes sim/x.h",
+                    "driver/c.cc:3: absl::Now(): only common/clock"]
         missing = [e for e in expected if e not in text]
         if missing or "driver/c.cc: includes model/types.h" in text:
             print("check_layers: self-test failed; missing:", missing, "\n", text)
