@@ -51,7 +51,6 @@ VfioBinder::VfioBinder(Sysfs* sys, Sysfs* dev, Sysfs* proc, BindJournal* journal
                        BinderOptions options)
     : sys_(sys),
       dev_(dev),
-      proc_(proc),
       journal_(journal),
       options_(std::move(options)),
       host_{sys, dev, proc, options_.mountinfo_path} {}

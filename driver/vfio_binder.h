@@ -115,7 +115,6 @@ class VfioBinder {
 
   Sysfs* const sys_;
   Sysfs* const dev_;
-  Sysfs* const proc_;
   BindJournal* const journal_;
   const BinderOptions options_;
   const HostView host_;
