@@ -42,14 +42,6 @@ absl::StatusOr<std::vector<PciAddress>> ParseAddressArray(const Value& obj,
   return out;
 }
 
-absl::StatusOr<ClaimKey> ParseKey(std::string_view s, std::string_view field) {
-  const size_t slash = s.find('/');
-  if (slash == std::string_view::npos || slash == 0 || slash + 1 == s.size()) {
-    return json::FieldError(field, "must be namespace/name");
-  }
-  return ClaimKey{std::string(s.substr(0, slash)), std::string(s.substr(slash + 1))};
-}
-
 }  // namespace
 
 absl::StatusOr<HandoffConfirm> ParseHandoffConfirm(std::string_view body) {
@@ -162,7 +154,7 @@ absl::StatusOr<std::vector<PendingHandoff>> ParseHandoffList(std::string_view bo
       for (rapidjson::SizeType j = 0; j < claims->Size(); ++j) {
         const std::string cat = absl::StrCat(at, ".claims[", j, "]");
         if (!(*claims)[j].IsString()) return json::TypeError(cat, "must be a string");
-        ASSIGN_OR_RETURN(ClaimKey k, ParseKey(StringOf((*claims)[j]), cat));
+        ASSIGN_OR_RETURN(ClaimKey k, ParseClaimKey(StringOf((*claims)[j]), cat));
         p.claims.push_back(std::move(k));
       }
     }
@@ -193,7 +185,7 @@ absl::StatusOr<std::vector<ClaimKey>> ParseClaimKeys(std::string_view body,
   for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
     const std::string at = absl::StrCat(Sv(member), "[", i, "]");
     if (!(*v)[i].IsString()) return json::TypeError(at, "must be a string");
-    ASSIGN_OR_RETURN(ClaimKey k, ParseKey(StringOf((*v)[i]), at));
+    ASSIGN_OR_RETURN(ClaimKey k, ParseClaimKey(StringOf((*v)[i]), at));
     out.push_back(std::move(k));
   }
   return out;

@@ -111,28 +111,6 @@ absl::StatusOr<ReclaimPolicy> ParsePolicy(std::string_view s,
 }
 
 // Device address -> "ns/name" of the claim holding it on `node`.
-std::map<PciAddress, std::string> ClaimsOnNode(std::string_view node,
-                                               const std::vector<Claim>& claims) {
-  std::map<PciAddress, std::string> out;
-  for (const Claim& c : claims) {
-    if (c.status.node != node) continue;
-    for (const BoundDevice& d : c.status.devices) {
-      out[d.address] = c.key.ToString();
-    }
-  }
-  return out;
-}
-
-void WriteClaimRef(Writer& w, const std::map<PciAddress, std::string>& m,
-                   PciAddress a) {
-  auto it = m.find(a);
-  if (it == m.end()) {
-    w.Null();
-  } else {
-    Str(w, it->second);
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<PciAddress> ParseAddress(std::string_view s, std::string_view field) {
@@ -215,19 +193,34 @@ std::string WriteInventory(const NodeInventory& inv) {
   return std::string(json::Output(buf));
 }
 
-std::string WriteInventoryAccepted(std::string_view node, size_t devices,
-                                   uint64_t version) {
+std::string WriteInventoryAccepted(const InventoryAccepted& a) {
   rapidjson::StringBuffer buf;
   Writer w(buf);
   w.StartObject();
   Key(w, "node");
-  Str(w, node);
+  Str(w, a.node);
   Key(w, "devices");
-  w.Uint64(devices);
+  w.Uint64(a.devices);
   Key(w, "version");
-  w.Uint64(version);
+  w.Uint64(a.version);
   w.EndObject();
   return std::string(json::Output(buf));
+}
+
+absl::StatusOr<InventoryAccepted> ParseInventoryAccepted(std::string_view body) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::Parse(body, &doc));
+  if (!doc.IsObject()) return json::TypeError("", "must be an object");
+  InventoryAccepted a;
+  ASSIGN_OR_RETURN(std::string_view node, json::ReqString(doc, "node", "node"));
+  a.node = std::string(node);
+  ASSIGN_OR_RETURN(int64_t devices, json::ReqInt(doc, "devices", "devices"));
+  ASSIGN_OR_RETURN(int64_t version, json::OptInt(doc, "version", "version", 0));
+  if (devices < 0) return json::FieldError("devices", "must not be negative");
+  if (version < 0) return json::FieldError("version", "must not be negative");
+  a.devices = static_cast<uint64_t>(devices);
+  a.version = static_cast<uint64_t>(version);
+  return a;
 }
 
 std::string WriteNodeAllocations(std::string_view node,
@@ -568,48 +561,141 @@ void WriteTime(Writer& w, absl::Time t) {
   Str(w, StdSv(absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone())));
 }
 
-std::string WriteNodeList(const std::vector<NodeView>& nodes) {
-  rapidjson::StringBuffer buf;
-  Writer w(buf);
-  w.StartObject();
-  Key(w, "items");
-  w.StartArray();
-  for (const NodeView& n : nodes) {
-    w.StartObject();
-    Key(w, "name");
-    Str(w, n.name);
-    Key(w, "reporting");
-    w.Bool(n.reporting);
-    Key(w, "lastReport");
-    WriteTime(w, n.last_report);
-    Key(w, "devices");
-    w.Uint64(n.inventory.devices.size());
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  return std::string(json::Output(buf));
+NodeSummary SummaryOf(const NodeView& n) {
+  return NodeSummary{n.name, n.reporting, n.last_report, n.inventory.devices.size()};
 }
 
-std::string WriteNodeDetail(const NodeView& n,
-                            const std::vector<Claim>& claims) {
-  const auto held = ClaimsOnNode(n.name, claims);
-  rapidjson::StringBuffer buf;
-  Writer w(buf);
-  w.StartObject();
+std::vector<DeviceListing> ListDevices(const std::vector<NodeView>& nodes,
+                                       const std::vector<Claim>& claims) {
+  std::map<std::pair<std::string_view, PciAddress>, const ClaimKey*> held;
+  for (const Claim& c : claims) {
+    for (const BoundDevice& d : c.status.devices) held[{c.status.node, d.address}] = &c.key;
+  }
+  std::vector<DeviceListing> out;
+  for (const NodeView& n : nodes) {
+    for (const Device& d : n.inventory.devices) {
+      DeviceListing l{n.name, d, std::nullopt};
+      if (auto it = held.find({n.name, d.address}); it != held.end()) l.claim = *it->second;
+      out.push_back(std::move(l));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+void WriteNodeFields(Writer& w, const NodeSummary& n) {
   Key(w, "name");
   Str(w, n.name);
   Key(w, "reporting");
   w.Bool(n.reporting);
   Key(w, "lastReport");
   WriteTime(w, n.last_report);
-  Key(w, "devices");
+}
+
+// The device fields and "claim" of one listing; "node" with `with_node`.
+void WriteListing(Writer& w, const DeviceListing& l, bool with_node) {
+  w.StartObject();
+  if (with_node) {
+    Key(w, "node");
+    Str(w, l.node);
+  }
+  WriteDeviceFields(w, l.device);
+  Key(w, "claim");
+  if (l.claim.has_value()) {
+    Str(w, l.claim->ToString());
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+}
+
+// RFC 3339 (as WriteTime writes it, or with an offset), or null.
+absl::StatusOr<absl::Time> ParseTime(const Value& obj, std::string_view key,
+                                     std::string_view field) {
+  ASSIGN_OR_RETURN(std::string_view s, json::OptString(obj, key, field));
+  if (s.empty()) return absl::InfinitePast();
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, std::string(s), &t, &err) ||
+      t == absl::InfiniteFuture() || t == absl::InfinitePast()) {
+    return json::FieldError(field, absl::StrCat("\"", Sv(s), "\" is not an RFC 3339 time"));
+  }
+  // Whole seconds, as WriteTime writes (and Kubernetes' metav1.Time).
+  return absl::FromUnixSeconds(absl::ToUnixSeconds(t));
+}
+
+absl::Status ParseNodeFields(const Value& v, std::string_view at, NodeSummary* n) {
+  auto f = [&](std::string_view k) { return at.empty() ? std::string(k) : absl::StrCat(Sv(at), ".", Sv(k)); };
+  ASSIGN_OR_RETURN(std::string_view name, json::ReqString(v, "name", f("name")));
+  n->name = std::string(name);
+  ASSIGN_OR_RETURN(n->reporting, json::OptBool(v, "reporting", f("reporting"), false));
+  ASSIGN_OR_RETURN(n->last_report, ParseTime(v, "lastReport", f("lastReport")));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceListing> ParseListing(const Value& v, std::string_view at,
+                                           std::string_view node) {
+  DeviceListing l;
+  ASSIGN_OR_RETURN(l.device, ParseDevice(v, at));
+  if (node.empty()) {
+    ASSIGN_OR_RETURN(std::string_view n, json::ReqString(v, "node", absl::StrCat(Sv(at), ".node")));
+    node = n;
+  }
+  l.node = std::string(node);
+  ASSIGN_OR_RETURN(std::string_view claim,
+                   json::OptString(v, "claim", absl::StrCat(Sv(at), ".claim")));
+  if (!claim.empty()) {
+    ASSIGN_OR_RETURN(l.claim, ParseClaimKey(claim, absl::StrCat(Sv(at), ".claim")));
+  }
+  return l;
+}
+
+// The array member `key` of `obj` (absent or null: empty), each element
+// decoded by `parse(element, "key[i]")`.
+template <typename T, typename Parse>
+absl::StatusOr<std::vector<T>> ParseArray(const Value& obj, std::string_view key, Parse parse) {
+  std::vector<T> out;
+  const Value* items = Find(obj, key);
+  if (IsNullish(items)) return out;
+  if (!items->IsArray()) return json::TypeError(key, "must be an array");
+  out.reserve(items->Size());
+  for (rapidjson::SizeType i = 0; i < items->Size(); ++i) {
+    const std::string at = absl::StrCat(Sv(key), "[", i, "]");
+    if (!(*items)[i].IsObject()) return json::TypeError(at, "must be an object");
+    ASSIGN_OR_RETURN(T item, parse((*items)[i], at));
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+absl::Status ParseObject(std::string_view body, rapidjson::Document* doc) {
+  RETURN_IF_ERROR(json::Parse(body, doc));
+  if (!doc->IsObject()) return json::TypeError("", "must be an object");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ClaimKey> ParseClaimKey(std::string_view s, std::string_view field) {
+  const size_t slash = s.find('/');
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 == s.size()) {
+    return json::FieldError(field, "must be namespace/name");
+  }
+  return ClaimKey{std::string(s.substr(0, slash)), std::string(s.substr(slash + 1))};
+}
+
+std::string WriteNodeList(const std::vector<NodeSummary>& nodes) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "items");
   w.StartArray();
-  for (const Device& d : n.inventory.devices) {
+  for (const NodeSummary& n : nodes) {
     w.StartObject();
-    WriteDeviceFields(w, d);
-    Key(w, "claim");
-    WriteClaimRef(w, held, d.address);
+    WriteNodeFields(w, n);
+    Key(w, "devices");
+    w.Uint64(n.devices);
     w.EndObject();
   }
   w.EndArray();
@@ -617,28 +703,64 @@ std::string WriteNodeDetail(const NodeView& n,
   return std::string(json::Output(buf));
 }
 
-std::string WriteDeviceList(const std::vector<NodeView>& nodes,
-                            const std::vector<Claim>& claims) {
+absl::StatusOr<std::vector<NodeSummary>> ParseNodeList(std::string_view body) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(ParseObject(body, &doc));
+  return ParseArray<NodeSummary>(
+      doc, "items", [](const Value& v, std::string_view at) -> absl::StatusOr<NodeSummary> {
+        NodeSummary n;
+        RETURN_IF_ERROR(ParseNodeFields(v, at, &n));
+        ASSIGN_OR_RETURN(int64_t count, json::OptInt(v, "devices", absl::StrCat(Sv(at), ".devices"), 0));
+        if (count < 0) return json::FieldError(absl::StrCat(Sv(at), ".devices"), "must not be negative");
+        n.devices = static_cast<uint64_t>(count);
+        return n;
+      });
+}
+
+std::string WriteNodeDetail(const NodeDetail& detail) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  WriteNodeFields(w, detail.node);
+  Key(w, "devices");
+  w.StartArray();
+  for (const DeviceListing& l : detail.devices) WriteListing(w, l, /*with_node=*/false);
+  w.EndArray();
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+absl::StatusOr<NodeDetail> ParseNodeDetail(std::string_view body) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(ParseObject(body, &doc));
+  NodeDetail d;
+  RETURN_IF_ERROR(ParseNodeFields(doc, "", &d.node));
+  ASSIGN_OR_RETURN(d.devices, ParseArray<DeviceListing>(
+                                  doc, "devices", [&](const Value& v, std::string_view at) {
+                                    return ParseListing(v, at, d.node.name);
+                                  }));
+  d.node.devices = d.devices.size();
+  return d;
+}
+
+std::string WriteDeviceList(const std::vector<DeviceListing>& devices) {
   rapidjson::StringBuffer buf;
   Writer w(buf);
   w.StartObject();
   Key(w, "items");
   w.StartArray();
-  for (const NodeView& n : nodes) {
-    const auto held = ClaimsOnNode(n.name, claims);
-    for (const Device& d : n.inventory.devices) {
-      w.StartObject();
-      Key(w, "node");
-      Str(w, n.name);
-      WriteDeviceFields(w, d);
-      Key(w, "claim");
-      WriteClaimRef(w, held, d.address);
-      w.EndObject();
-    }
-  }
+  for (const DeviceListing& l : devices) WriteListing(w, l, /*with_node=*/true);
   w.EndArray();
   w.EndObject();
   return std::string(json::Output(buf));
+}
+
+absl::StatusOr<std::vector<DeviceListing>> ParseDeviceList(std::string_view body) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(ParseObject(body, &doc));
+  return ParseArray<DeviceListing>(doc, "items", [](const Value& v, std::string_view at) {
+    return ParseListing(v, at, "");
+  });
 }
 
 }  // namespace pdc::api

@@ -31,8 +31,17 @@ absl::StatusOr<NodeInventory> ParseInventory(std::string_view body,
                                              std::string_view path_node);
 std::string WriteInventory(const NodeInventory& inv);
 void WriteDeviceFields(json::Writer& w, const Device& d);
-std::string WriteInventoryAccepted(std::string_view node, size_t devices,
-                                   uint64_t version);
+// The answer: {"node", "devices": <how many matched a device class>,
+// "version": <the node's allocations version>}.
+struct InventoryAccepted {
+  std::string node;
+  uint64_t devices = 0;
+  uint64_t version = 0;  // Absent (servers before versions): 0.
+
+  bool operator==(const InventoryAccepted&) const = default;
+};
+std::string WriteInventoryAccepted(const InventoryAccepted& accepted);
+absl::StatusOr<InventoryAccepted> ParseInventoryAccepted(std::string_view body);
 
 // --- Allocations (GET /v1/nodes/{node}/allocations) -----------------------
 std::string WriteNodeAllocations(std::string_view node,
@@ -66,15 +75,55 @@ absl::StatusOr<Claim> ParseClaim(std::string_view body);
 // {"items": [claim, ...]}; a wrong item is named by its index.
 absl::StatusOr<std::vector<Claim>> ParseClaimList(std::string_view body);
 
-// --- Nodes and devices -----------------------------------------------------
+// "namespace/name"; FieldError naming `field` when either part is missing.
+absl::StatusOr<ClaimKey> ParseClaimKey(std::string_view s, std::string_view field);
+
+// --- Nodes and devices (GET /v1/nodes, /v1/nodes/{node}, /v1/devices) ------
 // RFC 3339 in UTC, or JSON null for InfinitePast.
 void WriteTime(json::Writer& w, absl::Time t);
-// `claims` maps device address to claim "ns/name" for this node.
-std::string WriteNodeList(const std::vector<NodeView>& nodes);
-std::string WriteNodeDetail(const NodeView& node,
-                            const std::vector<Claim>& claims);
-std::string WriteDeviceList(const std::vector<NodeView>& nodes,
-                            const std::vector<Claim>& claims);
+
+// A node as GET /v1/nodes lists it.
+struct NodeSummary {
+  std::string name;
+  bool reporting = false;
+  absl::Time last_report = absl::InfinitePast();  // Never reported.
+  uint64_t devices = 0;                           // How many it reported.
+
+  bool operator==(const NodeSummary&) const = default;
+};
+// A reported device with the claim whose status holds it.
+struct DeviceListing {
+  std::string node;
+  Device device;
+  std::optional<ClaimKey> claim;  // Free: none.
+
+  bool operator==(const DeviceListing&) const = default;
+};
+// GET /v1/nodes/{node}: the node and each of its devices.
+struct NodeDetail {
+  NodeSummary node;
+  std::vector<DeviceListing> devices;
+
+  bool operator==(const NodeDetail&) const = default;
+};
+
+// What the server lists, from its view of the nodes and the claims.
+NodeSummary SummaryOf(const NodeView& node);
+// Every device of `nodes` in their order, each with the claim of `claims`
+// whose status names it on that node.
+std::vector<DeviceListing> ListDevices(const std::vector<NodeView>& nodes,
+                                       const std::vector<Claim>& claims);
+
+// {"items": [{"name", "reporting", "lastReport", "devices": <count>}]}
+std::string WriteNodeList(const std::vector<NodeSummary>& nodes);
+absl::StatusOr<std::vector<NodeSummary>> ParseNodeList(std::string_view body);
+// {"name", "reporting", "lastReport", "devices": [{<device>, "claim"}]}
+std::string WriteNodeDetail(const NodeDetail& detail);
+absl::StatusOr<NodeDetail> ParseNodeDetail(std::string_view body);
+// {"items": [{"node", <device>, "claim"}]}; "claim" is "namespace/name" or
+// null.
+std::string WriteDeviceList(const std::vector<DeviceListing>& devices);
+absl::StatusOr<std::vector<DeviceListing>> ParseDeviceList(std::string_view body);
 
 }  // namespace pdc::api
 

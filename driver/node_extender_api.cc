@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "common/status_macros.h"
+
 namespace pdc::driver {
 
 absl::Status ExtenderApi::ConfirmHandoff(std::string_view node, std::string_view pod_uid,
@@ -11,7 +13,8 @@ absl::Status ExtenderApi::ConfirmHandoff(std::string_view node, std::string_view
 }
 
 absl::StatusOr<uint64_t> HttpExtenderApi::PutInventory(const NodeInventory& inventory) {
-  return client_.PutInventory(inventory);
+  ASSIGN_OR_RETURN(api::InventoryAccepted accepted, client_.PutInventory(inventory));
+  return accepted.version;
 }
 
 absl::StatusOr<NodeAllocations> HttpExtenderApi::GetAllocations(std::string_view node,

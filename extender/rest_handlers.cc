@@ -100,7 +100,7 @@ HttpResponse RestHandlers::PutInventory(std::string_view node,
       a.ok()) {
     version = a->version;
   }
-  return Ok(WriteInventoryAccepted(node, accepted, version));
+  return Ok(WriteInventoryAccepted({std::string(node), accepted, version}));
 }
 
 HttpResponse RestHandlers::GetAllocations(std::string_view node,
@@ -242,7 +242,9 @@ HttpResponse RestHandlers::CancelHandoff(std::string_view node,
 }
 
 HttpResponse RestHandlers::ListNodes() const {
-  return Ok(WriteNodeList(ctx_->allocator->ListNodes()));
+  std::vector<api::NodeSummary> nodes;
+  for (const NodeView& n : ctx_->allocator->ListNodes()) nodes.push_back(api::SummaryOf(n));
+  return Ok(WriteNodeList(nodes));
 }
 
 HttpResponse RestHandlers::GetNode(std::string_view node) const {
@@ -251,12 +253,13 @@ HttpResponse RestHandlers::GetNode(std::string_view node) const {
   }
   absl::StatusOr<NodeView> v = ctx_->allocator->GetNode(node);
   if (!v.ok()) return ErrorResponse(v.status());
-  return Ok(WriteNodeDetail(*v, ctx_->allocator->ListClaims("")));
+  return Ok(WriteNodeDetail(api::NodeDetail{
+      api::SummaryOf(*v), api::ListDevices({*v}, ctx_->allocator->ListClaims(""))}));
 }
 
 HttpResponse RestHandlers::ListDevices() const {
-  return Ok(WriteDeviceList(ctx_->allocator->ListNodes(),
-                            ctx_->allocator->ListClaims("")));
+  return Ok(WriteDeviceList(
+      api::ListDevices(ctx_->allocator->ListNodes(), ctx_->allocator->ListClaims(""))));
 }
 
 }  // namespace pdc::extender

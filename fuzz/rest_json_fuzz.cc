@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using pdc::fuzz::Broken;
   if (size == 0) return 0;
   const std::string_view body = pdc::fuzz::AsText(data + 1, size - 1);
-  switch (data[0] % 8) {
+  switch (data[0] % 10) {
     case 0: {
       auto inv = api::ParseInventory(body, "node-a");
       if (inv.ok() && api::ParseInventory(api::WriteInventory(*inv), "node-a").value_or(
@@ -52,9 +52,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 6:
       (void)api::ParseHandoffList(body);
       break;
-    default:
+    case 7:
       (void)api::ParseClaimKeys(body, "claims");
       break;
+    case 8: {
+      auto nodes = api::ParseNodeList(body);
+      if (nodes.ok() && api::ParseNodeList(api::WriteNodeList(*nodes)).value_or(
+                            std::vector<api::NodeSummary>{}) != *nodes) {
+        Broken("node list does not round-trip");
+      }
+      auto detail = api::ParseNodeDetail(body);
+      if (detail.ok() &&
+          api::ParseNodeDetail(api::WriteNodeDetail(*detail)).value_or(api::NodeDetail{}) !=
+              *detail) {
+        Broken("node detail does not round-trip");
+      }
+      break;
+    }
+    default: {
+      auto devices = api::ParseDeviceList(body);
+      if (devices.ok() && api::ParseDeviceList(api::WriteDeviceList(*devices)).value_or(
+                              std::vector<api::DeviceListing>{}) != *devices) {
+        Broken("device list does not round-trip");
+      }
+      break;
+    }
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/strings.h"
 
 namespace pdc {
@@ -72,6 +73,19 @@ absl::StatusOr<BaseUrl> ParseBaseUrl(std::string_view url) {
     out.port = static_cast<uint16_t>(port);
   } else {
     out.port = out.tls ? 443 : 80;
+  }
+  return out;
+}
+
+std::string PercentEncode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, absl::StrFormat("%%%02X", c));  // Upper case, as RFC 3986 advises.
+    }
   }
   return out;
 }

@@ -29,6 +29,10 @@ struct BaseUrl {
 // `"ftp://x" is not an http:// or https:// URL`.
 absl::StatusOr<BaseUrl> ParseBaseUrl(std::string_view url);
 
+// `s` as one path segment or query value (RFC 3986): unreserved characters
+// as they are, every other byte as %XX.
+std::string PercentEncode(std::string_view s);
+
 }  // namespace pdc
 
 #endif  // PDC_NET_HTTP_URL_H_

@@ -1,13 +1,17 @@
 #include "net/pdc_client.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/json_util.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "net/http_url.h"
 #include "rapidjson/document.h"
 
 namespace pdc {
@@ -15,15 +19,25 @@ namespace {
 
 namespace json = api::json;
 
-// The server's {"error": "..."}, else the start of the body.
+// ServerError's payload: "<status> <message>".
+constexpr char kRefusalPayload[] = "pdc.kubevirt.io/refusal";
+
+// The server's {"error": "...", "field": "..."} as "<error> (field <field>)",
+// else the first line of the body (at most 200 bytes).
 std::string ErrorText(const HttpResponse& r) {
   rapidjson::Document doc;
-  if (json::Parse(r.body, &doc).ok()) {
-    if (const json::Value* e = json::Find(doc, "error"); e != nullptr && e->IsString()) {
+  if (json::Parse(r.body, &doc).ok() && doc.IsObject()) {
+    const json::Value* e = json::Find(doc, "error");
+    if (e != nullptr && e->IsString() && e->GetStringLength() > 0) {
+      const json::Value* f = json::Find(doc, "field");
+      if (f != nullptr && f->IsString() && f->GetStringLength() > 0) {
+        return absl::StrCat(Sv(json::StringOf(*e)), " (field ", Sv(json::StringOf(*f)), ")");
+      }
       return std::string(json::StringOf(*e));
     }
   }
-  return r.body.substr(0, 200);
+  std::string_view first = std::string_view(r.body).substr(0, r.body.find('\n'));
+  return std::string(first.substr(0, 200));
 }
 
 // A 2xx answer that does not decode.
@@ -31,19 +45,50 @@ absl::Status BadAnswer(std::string_view what, const absl::Status& s) {
   return absl::InvalidArgumentError(absl::StrCat(Sv(what), " answer: ", s.message()));
 }
 
+std::string ClaimsPath(std::string_view ns) {
+  return absl::StrCat("/v1/namespaces/", PercentEncode(ns), "/claims");
+}
+
 std::string ClaimPath(const ClaimKey& key) {
-  return absl::StrCat("/v1/namespaces/", key.ns, "/claims/", key.name);
+  return absl::StrCat(ClaimsPath(key.ns), "/", PercentEncode(key.name));
+}
+
+std::string NodePath(std::string_view node) {
+  return absl::StrCat("/v1/nodes/", PercentEncode(node));
 }
 
 }  // namespace
 
 absl::Status ServerError(std::string_view what, const HttpResponse& r) {
-  std::string msg = absl::StrCat(Sv(what), ": HTTP ", r.status, ": ", ErrorText(r));
-  if (r.status >= 500) return absl::UnavailableError(msg);
-  if (r.status == 401 || r.status == 403) return absl::PermissionDeniedError(msg);
-  if (r.status == 404) return absl::NotFoundError(msg);
-  if (r.status == 409) return absl::FailedPreconditionError(msg);
-  return absl::InvalidArgumentError(msg);
+  const std::string text = ErrorText(r);
+  std::string msg = absl::StrCat(Sv(what), ": HTTP ", r.status);
+  if (!text.empty()) absl::StrAppend(&msg, ": ", text);
+  absl::StatusCode code = absl::StatusCode::kInvalidArgument;
+  if (r.status >= 500) {
+    code = absl::StatusCode::kUnavailable;
+  } else if (r.status == 401 || r.status == 403) {
+    code = absl::StatusCode::kPermissionDenied;
+  } else if (r.status == 404) {
+    code = absl::StatusCode::kNotFound;
+  } else if (r.status == 409) {
+    code = absl::StatusCode::kFailedPrecondition;
+  }
+  absl::Status s(code, msg);
+  s.SetPayload(kRefusalPayload, absl::Cord(absl::StrCat(r.status, " ", text)));
+  return s;
+}
+
+std::optional<Refusal> RefusalOf(const absl::Status& s) {
+  const auto payload = s.GetPayload(kRefusalPayload);
+  if (!payload.has_value()) return std::nullopt;
+  const std::string p(*payload);
+  const size_t space = p.find(' ');
+  Refusal r;
+  if (space == std::string::npos || !absl::SimpleAtoi(p.substr(0, space), &r.http_status)) {
+    return std::nullopt;
+  }
+  r.message = p.substr(space + 1);
+  return r;
 }
 
 absl::StatusOr<HttpResponse> PdcClient::Call(std::string_view what, std::string_view method,
@@ -54,19 +99,14 @@ absl::StatusOr<HttpResponse> PdcClient::Call(std::string_view what, std::string_
   return r;
 }
 
-absl::StatusOr<uint64_t> PdcClient::PutInventory(const NodeInventory& inventory) {
+absl::StatusOr<api::InventoryAccepted> PdcClient::PutInventory(const NodeInventory& inventory) {
   ASSIGN_OR_RETURN(HttpResponse r,
                    Call("inventory report", "PUT",
-                        absl::StrCat("/v1/nodes/", inventory.node, "/inventory"),
+                        absl::StrCat(NodePath(inventory.node), "/inventory"),
                         api::WriteInventory(inventory)));
-  rapidjson::Document doc;
-  if (!json::Parse(r.body, &doc).ok() || !doc.IsObject()) {
-    return absl::InvalidArgumentError("inventory answer is not a JSON object");
-  }
-  // An answer without a version (none is promised to old servers) is 0.
-  absl::StatusOr<int64_t> version = json::OptInt(doc, "version", "version", 0);
-  if (!version.ok()) return BadAnswer("inventory", version.status());
-  return static_cast<uint64_t>(std::max<int64_t>(*version, 0));
+  absl::StatusOr<api::InventoryAccepted> accepted = api::ParseInventoryAccepted(r.body);
+  if (!accepted.ok()) return BadAnswer("inventory", accepted.status());
+  return accepted;
 }
 
 absl::StatusOr<NodeAllocations> PdcClient::GetNodeAllocations(std::string_view node,
@@ -79,7 +119,7 @@ absl::StatusOr<NodeAllocations> PdcClient::GetNodeAllocations(std::string_view n
   ASSIGN_OR_RETURN(
       HttpResponse r,
       Call("allocations", "GET",
-           absl::StrCat("/v1/nodes/", Sv(node), "/allocations?since=", since, "&wait=", wait_s),
+           absl::StrCat(NodePath(node), "/allocations?since=", since, "&wait=", wait_s),
            {}, options));
   absl::StatusOr<api::NodeAllocationsReply> reply = api::ParseNodeAllocations(r.body);
   if (!reply.ok()) return BadAnswer("allocations", reply.status());
@@ -90,7 +130,7 @@ absl::StatusOr<std::vector<ClaimKey>> PdcClient::ConfirmHandoff(
     std::string_view node, const api::HandoffConfirm& confirm) {
   ASSIGN_OR_RETURN(HttpResponse r,
                    Call("hand-off confirmation", "POST",
-                        absl::StrCat("/v1/nodes/", Sv(node), "/handoffs"),
+                        absl::StrCat(NodePath(node), "/handoffs"),
                         api::WriteHandoffConfirm(confirm)));
   absl::StatusOr<std::vector<ClaimKey>> claims = api::ParseClaimKeys(r.body, "claims");
   if (!claims.ok()) return BadAnswer("hand-off confirmation", claims.status());
@@ -99,7 +139,7 @@ absl::StatusOr<std::vector<ClaimKey>> PdcClient::ConfirmHandoff(
 
 absl::StatusOr<std::vector<PendingHandoff>> PdcClient::ListHandoffs(std::string_view node) {
   const std::string target =
-      node.empty() ? "/v1/handoffs" : absl::StrCat("/v1/nodes/", Sv(node), "/handoffs");
+      node.empty() ? "/v1/handoffs" : absl::StrCat(NodePath(node), "/handoffs");
   ASSIGN_OR_RETURN(HttpResponse r, Call("hand-offs", "GET", target));
   absl::StatusOr<std::vector<PendingHandoff>> items = api::ParseHandoffList(r.body);
   if (!items.ok()) return BadAnswer("hand-offs", items.status());
@@ -110,16 +150,37 @@ absl::StatusOr<std::vector<ClaimKey>> PdcClient::CancelHandoff(std::string_view 
                                                                std::string_view pod_uid) {
   ASSIGN_OR_RETURN(HttpResponse r,
                    Call("hand-off cancellation", "DELETE",
-                        absl::StrCat("/v1/nodes/", Sv(node), "/handoffs/", Sv(pod_uid))));
+                        absl::StrCat(NodePath(node), "/handoffs/", PercentEncode(pod_uid))));
   absl::StatusOr<std::vector<ClaimKey>> released = api::ParseClaimKeys(r.body, "released");
   if (!released.ok()) return BadAnswer("hand-off cancellation", released.status());
   return released;
 }
 
+absl::StatusOr<std::vector<api::NodeSummary>> PdcClient::ListNodes() {
+  ASSIGN_OR_RETURN(HttpResponse r, Call("list nodes", "GET", "/v1/nodes"));
+  absl::StatusOr<std::vector<api::NodeSummary>> nodes = api::ParseNodeList(r.body);
+  if (!nodes.ok()) return BadAnswer("list nodes", nodes.status());
+  return nodes;
+}
+
+absl::StatusOr<api::NodeDetail> PdcClient::GetNode(std::string_view node) {
+  ASSIGN_OR_RETURN(HttpResponse r, Call("get node", "GET", NodePath(node)));
+  absl::StatusOr<api::NodeDetail> detail = api::ParseNodeDetail(r.body);
+  if (!detail.ok()) return BadAnswer("get node", detail.status());
+  return detail;
+}
+
+absl::StatusOr<std::vector<api::DeviceListing>> PdcClient::ListDevices() {
+  ASSIGN_OR_RETURN(HttpResponse r, Call("list devices", "GET", "/v1/devices"));
+  absl::StatusOr<std::vector<api::DeviceListing>> devices = api::ParseDeviceList(r.body);
+  if (!devices.ok()) return BadAnswer("list devices", devices.status());
+  return devices;
+}
+
 absl::StatusOr<Claim> PdcClient::CreateClaim(const api::ClaimCreate& create) {
   ASSIGN_OR_RETURN(HttpResponse r,
                    Call("create claim", "POST",
-                        absl::StrCat("/v1/namespaces/", create.key.ns, "/claims"),
+                        ClaimsPath(create.key.ns),
                         api::WriteClaimCreate(create)));
   absl::StatusOr<Claim> c = api::ParseClaim(std::string_view(r.body));
   if (!c.ok()) return BadAnswer("create claim", c.status());
@@ -135,7 +196,7 @@ absl::StatusOr<Claim> PdcClient::GetClaim(const ClaimKey& key) {
 
 absl::StatusOr<std::vector<Claim>> PdcClient::ListClaims(std::string_view ns) {
   const std::string target =
-      ns.empty() ? "/v1/claims" : absl::StrCat("/v1/namespaces/", Sv(ns), "/claims");
+      ns.empty() ? "/v1/claims" : ClaimsPath(ns);
   ASSIGN_OR_RETURN(HttpResponse r, Call("list claims", "GET", target));
   absl::StatusOr<std::vector<Claim>> claims = api::ParseClaimList(r.body);
   if (!claims.ok()) return BadAnswer("list claims", claims.status());
@@ -152,7 +213,7 @@ absl::StatusOr<Claim> PdcClient::DeleteClaim(const ClaimKey& key, bool force) {
 
 absl::StatusOr<Claim> PdcClient::ReleaseClaim(const ClaimKey& key, std::string_view pod_uid) {
   std::string target = ClaimPath(key) + "/release";
-  if (!pod_uid.empty()) absl::StrAppend(&target, "?podUid=", Sv(pod_uid));
+  if (!pod_uid.empty()) absl::StrAppend(&target, "?podUid=", PercentEncode(pod_uid));
   ASSIGN_OR_RETURN(HttpResponse r, Call("release claim", "POST", target));
   absl::StatusOr<Claim> c = api::ParseClaim(std::string_view(r.body));
   if (!c.ok()) return BadAnswer("release claim", c.status());

@@ -3,11 +3,15 @@
 // answers decoded with the api/ codecs, so every client reads the wire as the
 // server writes it.
 //
+// Path segments and query values are percent-encoded.
+//
 // Errors: transport problems come from HttpClient as they are (Unavailable,
 // DeadlineExceeded, ...). A non-2xx answer is an error carrying the server's
-// {"error"} message (or the start of the body) and a code by status:
-// 401 and 403 PermissionDenied, 404 NotFound, 409 FailedPrecondition, 5xx
-// Unavailable, any other InvalidArgument.
+// {"error"} message with its "field" (or the start of the body), a code by
+// status — 401 and 403 PermissionDenied, 404 NotFound, 409
+// FailedPrecondition, 5xx Unavailable, any other InvalidArgument — and the
+// answer itself (RefusalOf), so a caller can tell "the server said no" from
+// "no server answered".
 // A 2xx answer that does not decode is InvalidArgument naming the field.
 // Thread-safety: as HttpClient (requests are serialised on its connection).
 #ifndef PDC_NET_PDC_CLIENT_H_
@@ -15,6 +19,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,6 +38,14 @@ namespace pdc {
 // The error for a non-2xx answer to `what` ("allocations"), as described
 // above: "<what>: HTTP <status>: <server's message>".
 absl::Status ServerError(std::string_view what, const HttpResponse& response);
+// A non-2xx answer behind an error of ServerError: its HTTP status and the
+// server's message ("<error> (field <field>)", or the body's first line).
+struct Refusal {
+  int http_status = 0;
+  std::string message;
+};
+// nullopt when no answer came (a transport error) or `s` is not ServerError's.
+std::optional<Refusal> RefusalOf(const absl::Status& s);
 
 class PdcClient {
  public:
@@ -41,8 +55,9 @@ class PdcClient {
   explicit PdcClient(std::unique_ptr<HttpClient> http) : http_(std::move(http)) {}
 
   // PUT /v1/nodes/{node}/inventory: the node's report, also its heartbeat.
-  // Returns the node's allocations version.
-  absl::StatusOr<uint64_t> PutInventory(const NodeInventory& inventory);
+  // Returns how many devices the server accepted and the node's allocations
+  // version.
+  absl::StatusOr<api::InventoryAccepted> PutInventory(const NodeInventory& inventory);
   // GET /v1/nodes/{node}/allocations?since=&wait=: at once when the version
   // is above `since`, else after at most `wait` (whole seconds, 0..60). The
   // request's timeout is wait + 10 s.
@@ -60,6 +75,13 @@ class PdcClient {
   // DELETE /v1/nodes/{node}/handoffs/{podUid}: returns the released claims.
   absl::StatusOr<std::vector<ClaimKey>> CancelHandoff(std::string_view node,
                                                       std::string_view pod_uid);
+
+  // GET /v1/nodes: every node that reported or is known.
+  absl::StatusOr<std::vector<api::NodeSummary>> ListNodes();
+  // GET /v1/nodes/{node}: the node and its devices with their claims.
+  absl::StatusOr<api::NodeDetail> GetNode(std::string_view node);
+  // GET /v1/devices: every reported device with its claim.
+  absl::StatusOr<std::vector<api::DeviceListing>> ListDevices();
 
   // POST /v1/namespaces/{ns}/claims.
   absl::StatusOr<Claim> CreateClaim(const api::ClaimCreate& create);

@@ -20,7 +20,10 @@
 // with the in-process run decision by decision. (`pdc-sim sweep` runs binds
 // concurrently.)
 #include <algorithm>
+#include <initializer_list>
 #include <map>
+#include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "allocator/allocator.h"
@@ -30,6 +33,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "net/http_client.h"
+#include "net/pdc_client.h"
 #include "sim/http_stats.h"
 #include "sim/kube_scheduler.h"
 #include "sim/kube_wire.h"
@@ -37,8 +41,6 @@
 
 namespace pdc::sim {
 namespace {
-
-namespace json = api::json;
 
 class PdcHttpPolicy final : public Policy {
  public:
@@ -55,7 +57,8 @@ class PdcHttpPolicy final : public Policy {
     o.base_url = opt_.url;
     o.user_agent = "pdc-sim";
     o.timeout = absl::Seconds(60);
-    ASSIGN_OR_RETURN(client_, HttpClient::Create(o));
+    ASSIGN_OR_RETURN(std::unique_ptr<HttpClient> http, HttpClient::Create(o));
+    pdc_ = std::make_unique<PdcClient>(std::move(http));
     for (size_t n = 0; n < ctx_.cluster->nodes.size(); ++n) {
       node_index_[ctx_.cluster->nodes[n].name] = static_cast<int>(n);
       if (opt_.node_list) {
@@ -76,8 +79,10 @@ class PdcHttpPolicy final : public Policy {
           "pdc-extender at ", opt_.url, " already holds ", claims_seen_,
           " claims (from an earlier run?): start a fresh one, or use --spawn-extender"));
     }
-    ASSIGN_OR_RETURN(HttpResponse probe, Call("handoff-list", "GET", "/v1/handoffs", ""));
-    handoffs_ = probe.status == 200;
+    absl::StatusOr<std::vector<PendingHandoff>> probe =
+        Rest("handoff-list", [&] { return pdc_->ListHandoffs(""); });
+    if (!probe.ok() && !Refused(probe.status(), {404})) return Failed("handoff-list", probe.status());
+    handoffs_ = probe.ok();
     return ReportAll();
   }
 
@@ -89,12 +94,8 @@ class PdcHttpPolicy final : public Policy {
     c.key = ClaimKey{ctx_.scenario->ns, ExplicitClaimName(vm)};
     c.spec.resource_name = ctx_.cluster->class_names[vm.shape.class_index];
     c.spec.count = vm.shape.device_count;
-    ASSIGN_OR_RETURN(HttpResponse r,
-                     Call("claim-create", "POST",
-                          absl::StrCat("/v1/namespaces/", c.key.ns, "/claims"),
-                          api::WriteClaimCreate(c)));
-    if (r.status != 201) return Unexpected("claim-create", r);
-    return absl::OkStatus();
+    absl::StatusOr<Claim> created = Rest("claim-create", [&] { return pdc_->CreateClaim(c); });
+    return created.ok() ? absl::OkStatus() : Failed("claim-create", created.status());
   }
 
   absl::StatusOr<Placement> Place(const VmInfo& vm, const std::string& pod_name,
@@ -193,15 +194,9 @@ class PdcHttpPolicy final : public Policy {
     auto it = claims_of_.find(vm.id);
     if (it == claims_of_.end()) return absl::OkStatus();
     for (const ClaimKey& key : it->second) {
-      ASSIGN_OR_RETURN(HttpResponse r,
-                       Call("release", "POST",
-                            absl::StrCat("/v1/namespaces/", key.ns, "/claims/", key.name,
-                                         "/release?podUid=", pod_uid),
-                            ""));
+      absl::StatusOr<Claim> r = Rest("release", [&] { return pdc_->ReleaseClaim(key, pod_uid); });
       // As in-process: a claim whose node went away may refuse (409).
-      if (r.status != 200 && r.status != 404 && r.status != 409) {
-        return Unexpected("release", r);
-      }
+      if (!r.ok() && !Refused(r.status(), {404, 409})) return Failed("release", r.status());
     }
     return absl::OkStatus();
   }
@@ -216,12 +211,9 @@ class PdcHttpPolicy final : public Policy {
       keys.push_back(ClaimKey{ctx_.scenario->ns, ExplicitClaimName(vm)});
     }
     for (const ClaimKey& key : keys) {
-      ASSIGN_OR_RETURN(HttpResponse r,
-                       Call("claim-delete", "DELETE",
-                            absl::StrCat("/v1/namespaces/", key.ns, "/claims/", key.name,
-                                         "?force=true"),
-                            ""));
-      if (r.status != 200 && r.status != 404) return Unexpected("claim-delete", r);
+      absl::StatusOr<Claim> r =
+          Rest("claim-delete", [&] { return pdc_->DeleteClaim(key, /*force=*/true); });
+      if (!r.ok() && !Refused(r.status(), {404})) return Failed("claim-delete", r.status());
     }
     if (auto it = devices_of_.find(vm.id); it != devices_of_.end()) {
       for (int d : it->second) held_by_[d] = -1;
@@ -288,20 +280,13 @@ class PdcHttpPolicy final : public Policy {
   // devices reserved for this pod, confirm the hand-off per resource.
   absl::Status NodeStep(const VmInfo& vm, int node, const std::string& pod_uid, Placement* p) {
     const std::string& node_name = ctx_.cluster->nodes[node].name;
-    ASSIGN_OR_RETURN(HttpResponse r, Call("allocations", "GET",
-                                          absl::StrCat("/v1/nodes/", node_name, "/allocations"),
-                                          ""));
-    absl::StatusOr<api::NodeAllocationsReply> a =
-        r.status == 200 ? api::ParseNodeAllocations(r.body)
-                        : absl::InvalidArgumentError(absl::StrCat("HTTP ", r.status));
-    if (!a.ok()) {
-      stats_->Malformed("allocations", StdSv(a.status().message()));
-      return absl::InternalError(absl::StrCat("pdc-http: allocations of ", node_name, ": ",
-                                              a.status().message()));
-    }
+    absl::StatusOr<NodeAllocations> a = Rest("allocations", [&] {
+      return pdc_->GetNodeAllocations(node_name, 0, absl::ZeroDuration());
+    });
+    if (!a.ok()) return Failed("allocations", a.status());
     std::map<std::string, std::vector<PciAddress>> by_resource;
     std::vector<ClaimKey> keys;
-    for (const NodeAllocation& e : a->allocations.claimed) {
+    for (const NodeAllocation& e : a->claimed) {
       if (!e.reserved_for || e.reserved_for->pod_uid != pod_uid) continue;
       by_resource[e.resource_name].push_back(e.address);
       if (std::find(keys.begin(), keys.end(), e.claim) == keys.end()) keys.push_back(e.claim);
@@ -319,10 +304,9 @@ class PdcHttpPolicy final : public Policy {
     if (handoffs_) {
       for (const auto& [resource, devices] : by_resource) {
         api::HandoffConfirm confirm{pod_uid, resource, devices};
-        ASSIGN_OR_RETURN(HttpResponse h,
-                         Call("handoff", "POST", absl::StrCat("/v1/nodes/", node_name, "/handoffs"),
-                              api::WriteHandoffConfirm(confirm)));
-        if (h.status != 200) return Unexpected("handoff", h);
+        absl::StatusOr<std::vector<ClaimKey>> h =
+            Rest("handoff", [&] { return pdc_->ConfirmHandoff(node_name, confirm); });
+        if (!h.ok()) return Failed("handoff", h.status());
       }
     }
     for (int d : devices_of_[vm.id]) held_by_[d] = -1;
@@ -339,15 +323,12 @@ class PdcHttpPolicy final : public Policy {
     if (it == claims_of_.end() || it->second.empty()) return -1;
     std::string node;
     for (const ClaimKey& key : it->second) {
-      ASSIGN_OR_RETURN(HttpResponse r,
-                       Call("claim-get", "GET",
-                            absl::StrCat("/v1/namespaces/", key.ns, "/claims/", key.name), ""));
-      if (r.status == 404) return -1;
-      rapidjson::Document doc;
-      absl::Status s = r.status == 200 ? json::Parse(r.body, &doc)
-                                       : absl::InvalidArgumentError(absl::StrCat("HTTP ", r.status));
-      absl::StatusOr<Claim> c = s.ok() ? api::ParseClaim(doc) : absl::StatusOr<Claim>(s);
+      absl::StatusOr<Claim> c = Rest("claim-get", [&] { return pdc_->GetClaim(key); });
       if (!c.ok()) {
+        if (Refused(c.status(), {404})) return -1;
+        if (!RefusalOf(c.status()).has_value() && !absl::IsInvalidArgument(c.status())) {
+          return c.status();  // No answer.
+        }
         stats_->Malformed("claim-get", StdSv(c.status().message()));
         return -1;
       }
@@ -363,19 +344,14 @@ class PdcHttpPolicy final : public Policy {
     NodeInventory inv = ctx_.cluster->Inventory(node, ctx_.state->device_healthy);
     const bool down = !ctx_.state->node_up[node];
     if (down) inv.devices.clear();
-    ASSIGN_OR_RETURN(HttpResponse r,
-                     Call("inventory", "PUT",
-                          absl::StrCat("/v1/nodes/", inv.node, "/inventory"),
-                          api::WriteInventory(inv)));
-    if (r.status != 200) return Unexpected("inventory", r);
+    absl::StatusOr<api::InventoryAccepted> accepted =
+        Rest("inventory", [&] { return pdc_->PutInventory(inv); });
+    if (!accepted.ok()) return Failed("inventory", accepted.status());
     // The answer says how many devices the extender accepted: fewer means
     // its device classes do not match the scenario's.
-    rapidjson::Document doc;
-    RETURN_IF_ERROR(json::Parse(r.body, &doc));
-    absl::StatusOr<int64_t> accepted = json::ReqInt(doc, "devices", "devices");
-    if (!accepted.ok() || *accepted != static_cast<int64_t>(inv.devices.size())) {
+    if (accepted->devices != inv.devices.size()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "pdc-extender accepted ", accepted.ok() ? *accepted : -1, " of ", inv.devices.size(),
+          "pdc-extender accepted ", accepted->devices, " of ", inv.devices.size(),
           " devices of ", inv.node, ": configure its deviceClasses like the scenario's"));
     }
     if (down != node_down_reported_[node]) {
@@ -403,39 +379,54 @@ class PdcHttpPolicy final : public Policy {
   }
 
   absl::Status CountLost() {
-    ASSIGN_OR_RETURN(HttpResponse r, Call("claims-list", "GET", "/v1/claims", ""));
-    if (r.status != 200) return Unexpected("claims-list", r);
-    rapidjson::Document doc;
-    RETURN_IF_ERROR(json::Parse(r.body, &doc));
-    const json::Value* items = json::Find(doc, "items");
-    int lost = 0;
-    claims_seen_ = items && items->IsArray() ? static_cast<int>(items->Size()) : 0;
-    for (rapidjson::SizeType i = 0; items && items->IsArray() && i < items->Size(); ++i) {
-      absl::StatusOr<Claim> c = api::ParseClaim((*items)[i]);
-      if (!c.ok()) {
-        stats_->Malformed("claims-list", StdSv(c.status().message()));
-        continue;
-      }
-      lost += c->status.phase == ClaimPhase::kLost;
-    }
-    lost_ = lost;
+    absl::StatusOr<std::vector<Claim>> claims =
+        Rest("claims-list", [&] { return pdc_->ListClaims(""); });
+    if (!claims.ok()) return Failed("claims-list", claims.status());
+    claims_seen_ = static_cast<int>(claims->size());
+    lost_ = static_cast<int>(std::count_if(claims->begin(), claims->end(), [](const Claim& c) {
+      return c.status.phase == ClaimPhase::kLost;
+    }));
     return absl::OkStatus();
   }
 
+  // One kube-scheduler wire call, timed for the latency report.
   absl::StatusOr<HttpResponse> Call(std::string_view verb, std::string_view method,
                                     std::string_view target, std::string_view body) {
     const absl::Time t0 = opt_.wall_clock->Now();
-    absl::StatusOr<HttpResponse> r = client_->Do(method, target, body);
+    absl::StatusOr<HttpResponse> r = pdc_->http().Do(method, target, body);
     const absl::Time t1 = opt_.wall_clock->Now();
     if (!r.ok()) return r.status();
     stats_->Record(verb, absl::ToInt64Nanoseconds(t1 - t0));
     return r;
   }
 
-  absl::Status Unexpected(std::string_view verb, const HttpResponse& r) {
-    stats_->Malformed(verb, absl::StrCat("HTTP ", r.status, ": ", r.body.substr(0, 200)));
-    return absl::InternalError(absl::StrCat("pdc-http: ", Sv(verb), " answered HTTP ", r.status,
-                                            ": ", r.body.substr(0, 300)));
+  // One REST call through PdcClient, timed as Call() times: every answered
+  // call counts, a transport error passes through.
+  template <typename Fn>
+  auto Rest(std::string_view verb, Fn call) -> decltype(call()) {
+    const absl::Time t0 = opt_.wall_clock->Now();
+    auto r = call();
+    const absl::Time t1 = opt_.wall_clock->Now();
+    if (r.ok() || RefusalOf(r.status()).has_value()) {
+      stats_->Record(verb, absl::ToInt64Nanoseconds(t1 - t0));
+    }
+    return r;
+  }
+
+  // The server answered with one of `statuses`.
+  static bool Refused(const absl::Status& s, std::initializer_list<int> statuses) {
+    std::optional<Refusal> r = RefusalOf(s);
+    return r.has_value() &&
+           std::find(statuses.begin(), statuses.end(), r->http_status) != statuses.end();
+  }
+
+  // A REST call that failed: an answer the simulation did not expect (a
+  // refusal, or one that does not decode) is counted as malformed and fails
+  // the run; a transport error is returned as it is.
+  absl::Status Failed(std::string_view verb, const absl::Status& s) {
+    if (!RefusalOf(s).has_value() && !absl::IsInvalidArgument(s)) return s;
+    stats_->Malformed(verb, StdSv(s.message()));
+    return absl::InternalError(absl::StrCat("pdc-http: ", s.message()));
   }
 
   PolicyContext ctx_;
@@ -443,7 +434,7 @@ class PdcHttpPolicy final : public Policy {
   HttpStats* stats_;
   Rng rng_;
   KubeSchedulerModel kube_;
-  std::unique_ptr<HttpClient> client_;
+  std::unique_ptr<PdcClient> pdc_;
   bool handoffs_ = false;
   int lost_ = 0;
   int claims_seen_ = 0;  // In the last GET /v1/claims.

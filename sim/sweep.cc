@@ -1,11 +1,11 @@
 #include "sim/sweep.h"
 
 #include <atomic>
-#include <chrono>
 #include <deque>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -21,6 +21,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "net/http_client.h"
+#include "net/pdc_client.h"
 #include "sim/extender_process.h"
 #include "sim/http_report.h"
 #include "sim/kube_scheduler.h"
@@ -35,15 +36,14 @@ constexpr char kResource[] = "devices.kubevirt.io/nvme";
 constexpr int kDevicesPerNode = 8;
 constexpr int kMaxAttempts = 10;
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+// Seconds from `t0` to now.
+double Since(const Clock& clock, absl::Time t0) {
+  return absl::ToDoubleSeconds(clock.Now() - t0);
 }
 
 struct SweepPod {
   std::string vm, name, uid;
-  std::string claim;  // ns/name, from the node step.
+  std::optional<ClaimKey> claim;  // From the node step.
   int node = -1;        // Placed in the current phase.
   int bound_node = -1;  // Where the claims are (restart phase).
   int attempts = 0;
@@ -61,7 +61,7 @@ class Step {
       co.user_agent = "pdc-sim-sweep";
       co.timeout = absl::Seconds(120);
       ASSIGN_OR_RETURN(std::unique_ptr<HttpClient> c, HttpClient::Create(co));
-      clients_.push_back(std::move(c));
+      clients_.push_back(std::make_unique<PdcClient>(std::move(c)));
     }
     for (int i = 0; i < n_; ++i) {
       names_.push_back(absl::StrFormat("%snode-%05d", prefix_, i));
@@ -74,13 +74,15 @@ class Step {
       p.vm = absl::StrFormat("%svm-%05d", prefix_, i);
       pods_.push_back(std::move(p));
     }
-    ASSIGN_OR_RETURN(HttpResponse probe, clients_[0]->Get("/v1/handoffs"));
-    handoffs_ = probe.status == 200;
+    absl::StatusOr<std::vector<PendingHandoff>> probe = clients_[0]->ListHandoffs("");
+    std::optional<Refusal> refusal = RefusalOf(probe.status());
+    if (!probe.ok() && !(refusal && refusal->http_status == 404)) return probe.status();
+    handoffs_ = probe.ok();
     return absl::OkStatus();
   }
 
   absl::Status Inventory(double* seconds) {
-    const auto t0 = Clock::now();
+    const absl::Time t0 = o_.clock->Now();
     HttpStats stats;
     RETURN_IF_ERROR(Parallel([&](int worker, int i) -> absl::Status {
       NodeInventory inv;
@@ -97,17 +99,15 @@ class Step {
         dev.driver = "vfio-pci";
         inv.devices.push_back(std::move(dev));
       }
-      ASSIGN_OR_RETURN(HttpResponse r,
-                       Call(worker, &stats, "inventory", "PUT",
-                            absl::StrCat("/v1/nodes/", inv.node, "/inventory"),
-                            api::WriteInventory(inv)));
-      if (r.status != 200) {
+      absl::StatusOr<api::InventoryAccepted> r =
+          Rest(&stats, "inventory", [&] { return clients_[worker]->PutInventory(inv); });
+      if (!r.ok()) {
         return absl::FailedPreconditionError(
-            absl::StrCat("inventory of ", inv.node, ": HTTP ", r.status, " ", r.body));
+            absl::StrCat("inventory of ", inv.node, ": ", r.status().message()));
       }
       return absl::OkStatus();
     }, n_));
-    *seconds = Since(t0);
+    *seconds = Since(*o_.clock, t0);
     return absl::OkStatus();
   }
 
@@ -119,16 +119,13 @@ class Step {
       // The VMs stop: their pods go, the claims are released (kept bound).
       RETURN_IF_ERROR(Parallel([&](int worker, int i) -> absl::Status {
         const SweepPod& p = pods_[i];
-        if (p.claim.empty()) return absl::OkStatus();
-        const size_t slash = p.claim.find('/');
-        ASSIGN_OR_RETURN(HttpResponse r,
-                         Call(worker, &stats_release_, "release", "POST",
-                              absl::StrCat("/v1/namespaces/", p.claim.substr(0, slash),
-                                           "/claims/", p.claim.substr(slash + 1),
-                                           "/release?podUid=", p.uid),
-                              ""));
-        if (r.status != 200) {
-          return absl::InternalError(absl::StrCat("release ", p.claim, ": HTTP ", r.status));
+        if (!p.claim.has_value()) return absl::OkStatus();
+        absl::StatusOr<Claim> r = Rest(&stats_release_, "release", [&] {
+          return clients_[worker]->ReleaseClaim(*p.claim, p.uid);
+        });
+        if (!r.ok()) {
+          return absl::InternalError(
+              absl::StrCat("release ", p.claim->ToString(), ": ", r.status().message()));
         }
         return absl::OkStatus();
       }, static_cast<int>(pods_.size())));
@@ -141,7 +138,7 @@ class Step {
       p.name = absl::StrCat("virt-launcher-", p.vm, restart ? "-b" : "-a");
       p.uid = absl::StrFormat("%s%05d-%s", prefix_, i, restart ? "2" : "1");
     }
-    const auto t0 = Clock::now();
+    const absl::Time t0 = o_.clock->Now();
     std::deque<int> queue;
     for (size_t i = 0; i < pods_.size(); ++i) queue.push_back(static_cast<int>(i));
     absl::Status failure;
@@ -198,7 +195,7 @@ class Step {
       stop_ = true;
     }
     for (std::thread& t : binders) t.join();
-    out->wall_seconds = Since(t0);
+    out->wall_seconds = Since(*o_.clock, t0);
     {
       absl::MutexLock lock(&mu_);
       stop_ = false;
@@ -323,23 +320,20 @@ class Step {
       return false;
     }
     if (!err->empty()) return false;
-    ASSIGN_OR_RETURN(HttpResponse ar,
-                     Call(worker, stats, "allocations", "GET",
-                          absl::StrCat("/v1/nodes/", node_name, "/allocations"), ""));
-    absl::StatusOr<api::NodeAllocationsReply> a =
-        ar.status == 200 ? api::ParseNodeAllocations(ar.body)
-                         : absl::InvalidArgumentError(absl::StrCat("HTTP ", ar.status));
+    absl::StatusOr<NodeAllocations> a = Rest(stats, "allocations", [&] {
+      return clients_[worker]->GetNodeAllocations(node_name, 0, absl::ZeroDuration());
+    });
     if (!a.ok()) {
       stats->Malformed("allocations", StdSv(a.status().message()));
       return absl::InternalError(absl::StrCat("allocations of ", node_name, ": ",
                                               a.status().message()));
     }
     std::vector<PciAddress> devices;
-    std::string claim;
-    for (const NodeAllocation& e : a->allocations.claimed) {
+    std::optional<ClaimKey> claim;
+    for (const NodeAllocation& e : a->claimed) {
       if (!e.reserved_for || e.reserved_for->pod_uid != p.uid) continue;
       devices.push_back(e.address);
-      claim = e.claim.ToString();
+      claim = e.claim;
     }
     if (devices.empty()) {
       stats->Malformed("allocations", absl::StrCat("no device reserved for pod ", p.uid,
@@ -348,12 +342,14 @@ class Step {
     }
     if (handoffs_) {
       api::HandoffConfirm confirm{p.uid, kResource, devices};
-      ASSIGN_OR_RETURN(HttpResponse hr,
-                       Call(worker, stats, "handoff", "POST",
-                            absl::StrCat("/v1/nodes/", node_name, "/handoffs"),
-                            api::WriteHandoffConfirm(confirm)));
-      if (hr.status != 200) {
-        stats->Malformed("handoff", absl::StrCat("HTTP ", hr.status, ": ", hr.body));
+      absl::StatusOr<std::vector<ClaimKey>> h = Rest(stats, "handoff", [&] {
+        return clients_[worker]->ConfirmHandoff(node_name, confirm);
+      });
+      if (!h.ok()) {
+        if (!RefusalOf(h.status()).has_value() && !absl::IsInvalidArgument(h.status())) {
+          return h.status();  // No answer.
+        }
+        stats->Malformed("handoff", StdSv(h.status().message()));
       }
     }
     p.node = node;
@@ -391,14 +387,26 @@ class Step {
     return absl::OkStatus();
   }
 
+  // One kube-scheduler wire call on connection `client`, timed.
   absl::StatusOr<HttpResponse> Call(int client, HttpStats* stats, std::string_view verb,
                                     std::string_view method, std::string_view target,
                                     std::string_view body) {
-    const auto t0 = Clock::now();
-    absl::StatusOr<HttpResponse> r = clients_[client]->Do(method, target, body);
+    const absl::Time t0 = o_.clock->Now();
+    absl::StatusOr<HttpResponse> r = clients_[client]->http().Do(method, target, body);
     if (!r.ok()) return r.status();
-    stats->Record(verb, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0)
-                            .count());
+    stats->Record(verb, absl::ToInt64Nanoseconds(o_.clock->Now() - t0));
+    return r;
+  }
+
+  // One REST call through a PdcClient, timed like Call(): every answered
+  // call counts, a transport error passes through.
+  template <typename Fn>
+  auto Rest(HttpStats* stats, std::string_view verb, Fn call) -> decltype(call()) {
+    const absl::Time t0 = o_.clock->Now();
+    auto r = call();
+    if (r.ok() || RefusalOf(r.status()).has_value()) {
+      stats->Record(verb, absl::ToInt64Nanoseconds(o_.clock->Now() - t0));
+    }
     return r;
   }
 
@@ -406,7 +414,7 @@ class Step {
   const std::string url_;
   const int n_;
   const std::string prefix_;
-  std::vector<std::unique_ptr<HttpClient>> clients_;  // [0] scheduling, [1..] binders.
+  std::vector<std::unique_ptr<PdcClient>> clients_;  // [0] scheduling, [1..] binders.
   std::vector<std::string> names_, node_json_;
   std::vector<SweepPod> pods_;
   int offered_ = 0;
@@ -449,10 +457,10 @@ absl::StatusOr<SweepStep> RunSweepStep(const SweepOptions& options, const std::s
   out.nodes = nodes;
   out.offered = step.offered();
   out.pods = step.pods();
-  const auto step_started = Clock::now();
+  const absl::Time step_started = options.clock->Now();
   RETURN_IF_ERROR(step.Inventory(&out.inventory_seconds));
   for (bool restart : {false, true}) {
-    if (restart && Since(step_started) - out.inventory_seconds > 20) {
+    if (restart && Since(*options.clock, step_started) - out.inventory_seconds > 20) {
       // pdc-node's heartbeat: an extender started with the default
       // nodeStaleAfter (60 s) must not see the nodes go stale mid-step.
       double again = 0;

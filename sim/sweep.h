@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "sim/http_stats.h"
 
 namespace pdc::sim {
@@ -35,6 +36,7 @@ struct SweepOptions {
   int binders = 4;            // Concurrent bind connections.
   int percentage = 100;       // percentageOfNodesToScore (pdc ships 100).
   bool node_list = false;     // NodeList instead of NodeNames.
+  Clock* clock = RealClock();  // For the wall times and latencies reported.
 };
 
 struct SweepPhase {

@@ -169,15 +169,22 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
       create_flags.push_back(name);
     } else if (name == "--address") {
       if (!(v = value()).ok()) return v.status();
-      cmd.address = *v;
+      absl::StatusOr<PciAddress> address = PciAddress::Parse(*v);
+      if (!address.ok()) {
+        return UsageError(absl::StrCat("--address: ", address.status().message()));
+      }
+      cmd.address = *address;
       create_flags.push_back(name);
     } else if (name == "--reclaim-policy") {
       if (!(v = value()).ok()) return v.status();
-      if (*v != "Retain" && *v != "Delete") {
+      if (*v == ToString(ReclaimPolicy::kRetain)) {
+        cmd.reclaim_policy = ReclaimPolicy::kRetain;
+      } else if (*v == ToString(ReclaimPolicy::kDelete)) {
+        cmd.reclaim_policy = ReclaimPolicy::kDelete;
+      } else {
         return UsageError(absl::StrCat(
             "--reclaim-policy must be Retain or Delete, not \"", *v, "\""));
       }
-      cmd.reclaim_policy = *v;
       create_flags.push_back(name);
     } else if (name == "--pod-uid") {
       if (!(v = value()).ok()) return v.status();

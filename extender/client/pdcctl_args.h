@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "model/types.h"
 
 namespace pdc::pdcctl {
 
@@ -45,8 +46,8 @@ struct Command {
   int count = 1;
   std::string node;  // create: pin; get devices/handoffs: filter; delete handoff.
   std::string serial;
-  std::string address;
-  std::string reclaim_policy = "Retain";
+  std::optional<PciAddress> address;
+  ReclaimPolicy reclaim_policy = ReclaimPolicy::kRetain;
   // delete / release
   bool force = false;
   std::string pod_uid;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <optional>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,107 +17,16 @@
 namespace pdc::pdcctl {
 namespace {
 
-using Value = rapidjson::Value;
 constexpr std::string_view kNone = "<none>";
-
-// Tolerant readers: a missing or mistyped field reads as empty, because a
-// display tool should show what it can rather than refuse.
-// Keys are matched as every api/ codec matches them: exactly first, then
-// ASCII case-insensitively (docs/rest-api.md §1).
-const Value* Member(const Value& obj, const char* key) { return api::json::Find(obj, key); }
-
-std::string Str(const Value& obj, const char* key) {
-  const Value* v = Member(obj, key);
-  if (v == nullptr || !v->IsString()) return "";
-  return std::string(api::json::StringOf(*v));
-}
-
-int64_t Int(const Value& obj, const char* key, int64_t fallback = 0) {
-  const Value* v = Member(obj, key);
-  if (v == nullptr || !v->IsInt64()) return fallback;
-  return v->GetInt64();
-}
-
-bool Bool(const Value& obj, const char* key) {
-  const Value* v = Member(obj, key);
-  return v != nullptr && v->IsBool() && v->GetBool();
-}
 
 std::string OrNone(std::string s) { return s.empty() ? std::string(kNone) : s; }
 
-absl::StatusOr<rapidjson::Document> Parse(std::string_view json) {
-  rapidjson::Document d;
-  if (absl::Status s = api::json::Parse(json, &d); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("the server sent invalid JSON (", s.message(), ")"));
-  }
-  if (!d.IsObject()) {
-    return absl::InvalidArgumentError(
-        "the server sent JSON that is not an object");
-  }
-  return d;
-}
+std::string OrNone(int64_t n) { return n < 0 ? std::string(kNone) : absl::StrCat(n); }
 
-// {"items": [...]} -> the items; a single object -> itself.
-std::vector<const Value*> Items(const rapidjson::Document& d) {
-  std::vector<const Value*> out;
-  const Value* items = Member(d, "items");
-  if (items != nullptr && items->IsArray()) {
-    for (const Value& v : items->GetArray()) {
-      if (v.IsObject()) out.push_back(&v);
-    }
-  } else {
-    out.push_back(&d);
-  }
-  return out;
-}
-
-std::optional<absl::Time> ParseRfc3339(const std::string& s) {
-  absl::Time t;
-  std::string err;
-  if (s.empty() || !absl::ParseTime(absl::RFC3339_full, s, &t, &err)) {
-    return std::nullopt;
-  }
-  return t;
-}
-
-std::string Age(const Value& obj, const char* key, absl::Time now) {
-  std::optional<absl::Time> t = ParseRfc3339(Str(obj, key));
-  if (!t.has_value()) return "<unknown>";
-  return HumanAge(now - *t);
-}
-
-std::vector<std::string> DeviceAddresses(const Value& status) {
-  std::vector<std::string> out;
-  const Value* devices = Member(status, "devices");
-  if (devices != nullptr && devices->IsArray()) {
-    for (const Value& d : devices->GetArray()) out.push_back(Str(d, "address"));
-  }
-  return out;
-}
-
-// The strings of array member `key` joined with ','.
-std::string JoinedStrings(const Value& obj, const char* key) {
-  std::string out;
-  const Value* v = Member(obj, key);
-  if (v == nullptr || !v->IsArray()) return out;
-  for (const Value& e : v->GetArray()) {
-    if (!e.IsString()) continue;
-    if (!out.empty()) out += ",";
-    out.append(e.GetString(), e.GetStringLength());
-  }
-  return out;
-}
-
-std::string ReservedVm(const Value& status) {
-  const Value* r = Member(status, "reservedFor");
-  return r != nullptr && r->IsObject() ? Str(*r, "vm") : "";
-}
-
-std::string PciId(const Value& d) {
-  const std::string vendor = Str(d, "vendor");
-  const std::string device = Str(d, "device");
-  if (vendor.empty() && device.empty()) return std::string(kNone);
-  return absl::StrCat(vendor, ":", device);
+std::string Addresses(const std::vector<BoundDevice>& devices) {
+  return absl::StrJoin(devices, ",", [](std::string* out, const BoundDevice& d) {
+    out->append(d.address.ToString());
+  });
 }
 
 }  // namespace
@@ -166,156 +75,106 @@ std::string HumanAge(absl::Duration d) {
   return absl::StrCat(days, "d");
 }
 
-absl::StatusOr<std::string> ClaimsTable(std::string_view json,
-                                        bool show_namespace, absl::Time now) {
-  absl::StatusOr<rapidjson::Document> d = Parse(json);
-  if (!d.ok()) return d.status();
-  std::vector<const Value*> items = Items(*d);
-  if (items.empty()) return std::string();
-  std::sort(items.begin(), items.end(), [](const Value* a, const Value* b) {
-    return std::make_pair(Str(*a, "namespace"), Str(*a, "name")) <
-           std::make_pair(Str(*b, "namespace"), Str(*b, "name"));
-  });
-  const bool show_age = std::any_of(
-      items.begin(), items.end(),
-      [](const Value* v) { return !Str(*v, "creationTimestamp").empty(); });
-  std::vector<std::string> header = {"NAME", "PHASE",   "RESOURCE",
-                                     "NODE", "DEVICES", "VM"};
+std::string ClaimsTable(std::vector<Claim> claims, bool show_namespace) {
+  if (claims.empty()) return std::string();
+  std::sort(claims.begin(), claims.end(),
+            [](const Claim& a, const Claim& b) { return a.key < b.key; });
+  std::vector<std::string> header = {"NAME", "PHASE", "RESOURCE", "NODE", "DEVICES", "VM"};
   if (show_namespace) header.insert(header.begin(), "NAMESPACE");
-  if (show_age) header.push_back("AGE");
   std::vector<std::vector<std::string>> rows;
-  for (const Value* c : items) {
-    static const Value kEmpty(rapidjson::kObjectType);
-    const Value* status_ptr = Member(*c, "status");
-    const Value& status = status_ptr != nullptr ? *status_ptr : kEmpty;
+  for (const Claim& c : claims) {
     std::vector<std::string> row = {
-        Str(*c, "name"),
-        OrNone(Str(status, "phase")),
-        Str(*c, "resourceName"),
-        OrNone(Str(status, "node")),
-        OrNone(absl::StrJoin(DeviceAddresses(status), ",")),
-        OrNone(ReservedVm(status)),
+        c.key.name,
+        std::string(ToString(c.status.phase)),
+        c.spec.resource_name,
+        OrNone(c.status.node),
+        OrNone(Addresses(c.status.devices)),
+        OrNone(c.status.reserved_for ? c.status.reserved_for->vm : ""),
     };
-    if (show_namespace) row.insert(row.begin(), Str(*c, "namespace"));
-    if (show_age) row.push_back(Age(*c, "creationTimestamp", now));
+    if (show_namespace) row.insert(row.begin(), c.key.ns);
     rows.push_back(std::move(row));
   }
   return FormatTable(header, rows);
 }
 
-absl::StatusOr<std::string> NodesTable(std::string_view json, absl::Time now) {
-  absl::StatusOr<rapidjson::Document> d = Parse(json);
-  if (!d.ok()) return d.status();
-  std::vector<const Value*> items = Items(*d);
-  if (items.empty()) return std::string();
-  std::sort(items.begin(), items.end(), [](const Value* a, const Value* b) {
-    return Str(*a, "name") < Str(*b, "name");
-  });
+std::string NodesTable(std::vector<api::NodeSummary> nodes, absl::Time now) {
+  if (nodes.empty()) return std::string();
+  std::sort(nodes.begin(), nodes.end(),
+            [](const api::NodeSummary& a, const api::NodeSummary& b) { return a.name < b.name; });
   std::vector<std::vector<std::string>> rows;
-  for (const Value* n : items) {
-    std::optional<absl::Time> last = ParseRfc3339(Str(*n, "lastReport"));
-    const Value* devices = Member(*n, "devices");
-    int64_t count = 0;
-    if (devices != nullptr && devices->IsArray()) {
-      count = devices->Size();  // Node detail: the devices themselves.
-    } else {
-      count = Int(*n, "devices");
-    }
-    rows.push_back({Str(*n, "name"), Bool(*n, "reporting") ? "True" : "False",
-                    last.has_value()
-                        ? absl::StrCat(HumanAge(now - *last), " ago")
-                        : "<never>",
-                    absl::StrCat(count)});
+  for (const api::NodeSummary& n : nodes) {
+    rows.push_back({n.name, n.reporting ? "True" : "False",
+                    n.last_report == absl::InfinitePast()
+                        ? "<never>"
+                        : absl::StrCat(HumanAge(now - n.last_report), " ago"),
+                    absl::StrCat(n.devices)});
   }
   return FormatTable({"NAME", "REPORTING", "LAST REPORT", "DEVICES"}, rows);
 }
 
-absl::StatusOr<std::string> DevicesTable(std::string_view json,
-                                         std::string_view node_filter) {
-  absl::StatusOr<rapidjson::Document> d = Parse(json);
-  if (!d.ok()) return d.status();
-  std::vector<const Value*> items = Items(*d);
-  std::erase_if(items, [&](const Value* v) {
-    return !node_filter.empty() && Str(*v, "node") != node_filter;
+std::string DevicesTable(std::vector<api::DeviceListing> devices, std::string_view node_filter) {
+  std::erase_if(devices, [&](const api::DeviceListing& l) {
+    return !node_filter.empty() && l.node != node_filter;
   });
-  if (items.empty()) return std::string();
-  std::sort(items.begin(), items.end(), [](const Value* a, const Value* b) {
-    return std::make_pair(Str(*a, "node"), Str(*a, "address")) <
-           std::make_pair(Str(*b, "node"), Str(*b, "address"));
-  });
+  if (devices.empty()) return std::string();
+  std::sort(devices.begin(), devices.end(),
+            [](const api::DeviceListing& a, const api::DeviceListing& b) {
+              return std::tie(a.node, a.device.address) < std::tie(b.node, b.device.address);
+            });
   std::vector<std::vector<std::string>> rows;
-  for (const Value* v : items) {
-    const int64_t group = Int(*v, "iommuGroup", -1);
-    const int64_t numa = Int(*v, "numaNode", -1);
-    rows.push_back({Str(*v, "node"), Str(*v, "address"), PciId(*v),
-                    OrNone(Str(*v, "class")),
-                    group < 0 ? std::string(kNone) : absl::StrCat(group),
-                    numa < 0 ? std::string(kNone) : absl::StrCat(numa),
-                    OrNone(Str(*v, "serial")), OrNone(Str(*v, "driver")),
-                    Bool(*v, "healthy") ? "Healthy" : "Unhealthy",
-                    OrNone(Str(*v, "claim"))});
+  for (const api::DeviceListing& l : devices) {
+    const Device& d = l.device;
+    rows.push_back({l.node, d.address.ToString(),
+                    absl::StrFormat("%04x:%04x", d.vendor_id, d.device_id),
+                    absl::StrFormat("%06x", d.class_code), OrNone(d.iommu_group),
+                    OrNone(d.numa_node), OrNone(d.serial), OrNone(d.driver),
+                    d.health == DeviceHealth::kHealthy ? "Healthy" : "Unhealthy",
+                    OrNone(l.claim ? l.claim->ToString() : "")});
   }
-  return FormatTable({"NODE", "ADDRESS", "ID", "CLASS", "IOMMU", "NUMA",
-                      "SERIAL", "DRIVER", "HEALTH", "CLAIM"},
+  return FormatTable({"NODE", "ADDRESS", "ID", "CLASS", "IOMMU", "NUMA", "SERIAL", "DRIVER",
+                      "HEALTH", "CLAIM"},
                      rows);
 }
 
-absl::StatusOr<std::string> HandoffsTable(std::string_view json) {
-  absl::StatusOr<rapidjson::Document> d = Parse(json);
-  if (!d.ok()) return d.status();
-  std::vector<const Value*> items = Items(*d);
-  if (items.empty()) return std::string();
-  std::sort(items.begin(), items.end(), [](const Value* a, const Value* b) {
-    return std::make_tuple(Str(*a, "node"), Str(*a, "resourceName"), Str(*a, "podUid")) <
-           std::make_tuple(Str(*b, "node"), Str(*b, "resourceName"), Str(*b, "podUid"));
-  });
+std::string HandoffsTable(std::vector<PendingHandoff> handoffs) {
+  if (handoffs.empty()) return std::string();
+  std::sort(handoffs.begin(), handoffs.end(),
+            [](const PendingHandoff& a, const PendingHandoff& b) {
+              return std::tie(a.node, a.resource_name, a.pod.pod_uid) <
+                     std::tie(b.node, b.resource_name, b.pod.pod_uid);
+            });
   std::vector<std::vector<std::string>> rows;
-  for (const Value* v : items) {
-    rows.push_back({Str(*v, "node"), Str(*v, "resourceName"),
-                    absl::StrCat(Str(*v, "namespace"), "/", Str(*v, "vm")), Str(*v, "podName"),
-                    Str(*v, "podUid"), OrNone(JoinedStrings(*v, "devices"))});
+  for (const PendingHandoff& h : handoffs) {
+    rows.push_back({h.node, h.resource_name, absl::StrCat(h.ns, "/", h.pod.vm), h.pod.pod_name,
+                    h.pod.pod_uid,
+                    OrNone(absl::StrJoin(h.devices, ",", [](std::string* out, PciAddress a) {
+                      out->append(a.ToString());
+                    }))});
   }
   return FormatTable({"NODE", "RESOURCE", "VM", "POD", "POD UID", "DEVICES"}, rows);
 }
 
-absl::StatusOr<std::string> DescribeClaim(std::string_view json,
-                                          absl::Time now) {
-  absl::StatusOr<rapidjson::Document> d = Parse(json);
-  if (!d.ok()) return d.status();
-  const Value& c = *d;
-  static const Value kEmpty(rapidjson::kObjectType);
-  const Value* status_ptr = Member(c, "status");
-  const Value& status = status_ptr != nullptr ? *status_ptr : kEmpty;
-
+std::string DescribeClaim(const Claim& c) {
   std::vector<std::string> pins;
-  for (const char* key : {"node", "serial", "address"}) {
-    const std::string v = Str(c, key);
-    if (!v.empty()) pins.push_back(absl::StrCat(key, "=", v));
-  }
+  if (!c.spec.node.empty()) pins.push_back(absl::StrCat("node=", c.spec.node));
+  if (!c.spec.serial.empty()) pins.push_back(absl::StrCat("serial=", c.spec.serial));
+  if (c.spec.address) pins.push_back(absl::StrCat("address=", c.spec.address->ToString()));
   std::vector<std::pair<std::string, std::string>> lines = {
-      {"Name", Str(c, "name")},
-      {"Namespace", Str(c, "namespace")},
-      {"UID", OrNone(Str(c, "uid"))},
-      {"Resource", Str(c, "resourceName")},
-      {"Count", absl::StrCat(Int(c, "count", 1))},
-      {"Reclaim Policy", OrNone(Str(c, "reclaimPolicy"))},
-      {"Owner VM", OrNone(Str(c, "ownerVM"))},
+      {"Name", c.key.name},
+      {"Namespace", c.key.ns},
+      {"UID", OrNone(c.uid)},
+      {"Resource", c.spec.resource_name},
+      {"Count", absl::StrCat(c.spec.count)},
+      {"Reclaim Policy", std::string(ToString(c.spec.reclaim_policy))},
+      {"Owner VM", OrNone(c.spec.owner_vm)},
       {"Pinned To", OrNone(absl::StrJoin(pins, ", "))},
+      {"Phase", std::string(ToString(c.status.phase))},
+      {"Node", OrNone(c.status.node)},
   };
-  if (!Str(c, "creationTimestamp").empty()) {
-    lines.push_back({"Age", Age(c, "creationTimestamp", now)});
-  }
-  lines.push_back({"Phase", OrNone(Str(status, "phase"))});
-  lines.push_back({"Node", OrNone(Str(status, "node"))});
-  if (!Str(status, "lostReason").empty()) {
-    lines.push_back({"Lost Reason", Str(status, "lostReason")});
-  }
-  const Value* r = Member(status, "reservedFor");
-  if (r != nullptr && r->IsObject()) {
-    lines.push_back(
-        {"Reserved For", absl::StrCat("vm ", Str(*r, "vm"), " (pod ",
-                                      OrNone(Str(*r, "podName")), ", uid ",
-                                      OrNone(Str(*r, "podUid")), ")")});
+  if (!c.status.lost_reason.empty()) lines.push_back({"Lost Reason", c.status.lost_reason});
+  if (const std::optional<Reservation>& r = c.status.reserved_for) {
+    lines.push_back({"Reserved For", absl::StrCat("vm ", r->vm, " (pod ", OrNone(r->pod_name),
+                                                  ", uid ", OrNone(r->pod_uid), ")")});
   } else {
     lines.push_back({"Reserved For", std::string(kNone)});
   }
@@ -323,23 +182,20 @@ absl::StatusOr<std::string> DescribeClaim(std::string_view json,
   for (const auto& [k, v] : lines) width = std::max(width, k.size());
   std::string out;
   for (const auto& [k, v] : lines) {
-    absl::StrAppend(&out, k, ":", std::string(width - k.size() + 2, ' '), v,
-                    "\n");
+    absl::StrAppend(&out, k, ":", std::string(width - k.size() + 2, ' '), v, "\n");
   }
-  const Value* devices = Member(status, "devices");
-  if (devices != nullptr && devices->IsArray() && devices->Size() > 0) {
-    out += "Devices:\n";
-    std::vector<std::vector<std::string>> rows;
-    for (const Value& dev : devices->GetArray()) {
-      rows.push_back({Str(dev, "address"), OrNone(Str(dev, "serial"))});
-    }
-    const std::string table = FormatTable({"ADDRESS", "SERIAL"}, rows);
-    for (absl::string_view l : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
-      absl::StrAppend(&out, "  ", l, "\n");
-    }
-  } else {
-    absl::StrAppend(&out, "Devices:", std::string(width - 7 + 2, ' '),
-                    Sv(kNone), "\n");
+  if (c.status.devices.empty()) {
+    absl::StrAppend(&out, "Devices:", std::string(width - 7 + 2, ' '), Sv(kNone), "\n");
+    return out;
+  }
+  out += "Devices:\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const BoundDevice& d : c.status.devices) {
+    rows.push_back({d.address.ToString(), OrNone(d.serial)});
+  }
+  const std::string table = FormatTable({"ADDRESS", "SERIAL"}, rows);
+  for (absl::string_view l : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
+    absl::StrAppend(&out, "  ", l, "\n");
   }
   return out;
 }
@@ -354,22 +210,6 @@ absl::StatusOr<std::string> PrettyJson(std::string_view json) {
   w.SetIndent(' ', 2);
   d.Accept(w);
   return absl::StrCat(buf.GetString(), "\n");
-}
-
-std::string ServerErrorMessage(int status, std::string_view body) {
-  rapidjson::Document d;
-  if (api::json::Parse(body, &d).ok() && d.IsObject()) {
-    const std::string message = Str(d, "error");
-    if (!message.empty()) {
-      const std::string field = Str(d, "field");
-      return field.empty() ? message
-                           : absl::StrCat(message, " (field ", field, ")");
-    }
-  }
-  std::string_view first = body.substr(0, body.find('\n'));
-  if (first.size() > 200) first = first.substr(0, 200);
-  return first.empty() ? absl::StrCat("HTTP ", status)
-                       : absl::StrCat("HTTP ", status, ": ", Sv(first));
 }
 
 }  // namespace pdc::pdcctl

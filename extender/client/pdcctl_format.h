@@ -1,7 +1,7 @@
-// pdcctl output: REST API JSON (docs/rest-api.md) turned into
-// kubectl-like aligned tables and describe text. Pure functions: JSON in,
-// text out, `now` injected for ages. Rows are sorted (namespace/name, node
-// name, node + PCI address) whatever order the server used.
+// pdcctl output: the REST API's values (decoded by api/, docs/rest-api.md)
+// as kubectl-like aligned tables and describe text. Pure functions: values
+// in, text out, `now` injected for ages. Rows are sorted (namespace/name,
+// node name, node + PCI address) whatever order the server used.
 // Thread-safety: pure functions.
 #ifndef PDC_EXTENDER_CLIENT_PDCCTL_FORMAT_H_
 #define PDC_EXTENDER_CLIENT_PDCCTL_FORMAT_H_
@@ -12,6 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "api/rest_json.h"
+#include "model/allocations.h"
+#include "model/types.h"
 
 namespace pdc::pdcctl {
 
@@ -23,32 +26,21 @@ std::string FormatTable(const std::vector<std::string>& header,
 // kubectl's short ages: 45s, 3m12s, 42m, 5h3m, 20h, 3d4h, 12d.
 std::string HumanAge(absl::Duration d);
 
-// The bodies below are {"items": [...]} lists or one object; "" when the
-// list is empty (the caller says "No resources found"). InvalidArgument if
-// the body is not the expected JSON.
-//   NAMESPACE NAME PHASE RESOURCE NODE DEVICES VM [AGE]
-// (NAMESPACE only with show_namespace; AGE only when the server sends
-// "creationTimestamp").
-absl::StatusOr<std::string> ClaimsTable(std::string_view json,
-                                        bool show_namespace, absl::Time now);
+// The tables below are "" for an empty list (the caller says "No resources
+// found").
+//   [NAMESPACE] NAME PHASE RESOURCE NODE DEVICES VM
+std::string ClaimsTable(std::vector<Claim> claims, bool show_namespace);
 //   NAME REPORTING LAST REPORT DEVICES
-absl::StatusOr<std::string> NodesTable(std::string_view json, absl::Time now);
+std::string NodesTable(std::vector<api::NodeSummary> nodes, absl::Time now);
 //   NODE ADDRESS ID CLASS IOMMU NUMA SERIAL DRIVER HEALTH CLAIM
 // `node_filter` "" = all nodes.
-absl::StatusOr<std::string> DevicesTable(std::string_view json,
-                                         std::string_view node_filter);
+std::string DevicesTable(std::vector<api::DeviceListing> devices, std::string_view node_filter);
 //   NODE RESOURCE VM POD POD-UID DEVICES (pods waiting for their devices)
-absl::StatusOr<std::string> HandoffsTable(std::string_view json);
+std::string HandoffsTable(std::vector<PendingHandoff> handoffs);
 // kubectl-describe style "Key:  value" lines for one claim.
-absl::StatusOr<std::string> DescribeClaim(std::string_view json,
-                                          absl::Time now);
+std::string DescribeClaim(const Claim& claim);
 // Re-indents JSON for -o json.
 absl::StatusOr<std::string> PrettyJson(std::string_view json);
-
-// What to print for a non-2xx answer: the server's
-// {"error": "...", "field": "..."} as "<message> (field <field>)", else
-// "HTTP <status>: <first line of the body>".
-std::string ServerErrorMessage(int status, std::string_view body);
 
 }  // namespace pdc::pdcctl
 

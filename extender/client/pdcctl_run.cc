@@ -7,93 +7,17 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "api/handoff_json.h"
+#include "api/rest_json.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
-#include "net/http_client.h"
 #include "extender/client/pdcctl_args.h"
 #include "extender/client/pdcctl_format.h"
-#include "rapidjson/stringbuffer.h"
-#include "rapidjson/writer.h"
+#include "net/http_client.h"
+#include "net/pdc_client.h"
 
 namespace pdc::pdcctl {
 namespace {
-
-struct Request {
-  Request() = default;
-  Request(std::string m, std::string t, std::string b = "")
-      : method(std::move(m)), target(std::move(t)), body(std::move(b)) {}
-  std::string method;
-  std::string target;
-  std::string body;
-};
-
-std::string PercentEncode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.' ||
-        c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
-    }
-  }
-  return out;
-}
-
-std::string ClaimCreateBody(const Command& cmd) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  auto str = [&](const char* key, const std::string& v) {
-    w.Key(key);
-    w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
-  };
-  w.StartObject();
-  str("name", cmd.name);
-  str("resourceName", cmd.resource);
-  w.Key("count");
-  w.Int(cmd.count);
-  str("node", cmd.node);
-  str("serial", cmd.serial);
-  str("address", cmd.address);
-  str("reclaimPolicy", cmd.reclaim_policy);
-  w.EndObject();
-  return buf.GetString();
-}
-
-Request BuildRequest(const Command& cmd) {
-  const std::string claims = absl::StrCat("/v1/namespaces/", cmd.ns, "/claims");
-  const std::string claim = absl::StrCat(claims, "/", cmd.name);
-  switch (cmd.verb) {
-    case Verb::kGet:
-      if (cmd.kind == Kind::kNodes) {
-        return {"GET", cmd.name.empty() ? "/v1/nodes"
-                                        : absl::StrCat("/v1/nodes/", cmd.name)};
-      }
-      if (cmd.kind == Kind::kDevices) return {"GET", "/v1/devices"};
-      if (cmd.kind == Kind::kHandoffs) {
-        return {"GET", cmd.node.empty() ? "/v1/handoffs"
-                                        : absl::StrCat("/v1/nodes/", cmd.node, "/handoffs")};
-      }
-      if (cmd.all_namespaces) return {"GET", "/v1/claims"};
-      return {"GET", cmd.name.empty() ? claims : claim};
-    case Verb::kDescribe:
-      return {"GET", claim};
-    case Verb::kCreate:
-      return {"POST", claims, ClaimCreateBody(cmd)};
-    case Verb::kDelete:
-      if (cmd.kind == Kind::kHandoffs) {
-        return {"DELETE", absl::StrCat("/v1/nodes/", cmd.node, "/handoffs/", cmd.name)};
-      }
-      return {"DELETE", cmd.force ? absl::StrCat(claim, "?force=true") : claim};
-    case Verb::kRelease:
-      return {"POST", cmd.pod_uid.empty()
-                          ? absl::StrCat(claim, "/release")
-                          : absl::StrCat(claim, "/release?podUid=",
-                                         PercentEncode(cmd.pod_uid))};
-    case Verb::kHelp:
-      break;
-  }
-  return {};
-}
 
 absl::StatusOr<std::string> ReadToken(const std::string& path) {
   std::ifstream in(path);
@@ -106,41 +30,88 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
   return std::string(absl::StripAsciiWhitespace(buf.str()));
 }
 
-// The table (or text) for a successful answer; "" means an empty list.
-absl::StatusOr<std::string> Render(const Command& cmd,
-                                   const HttpResponse& response,
-                                   absl::Time now) {
-  if (cmd.output == Output::kJson) {
-    if (response.body.empty()) return std::string();
-    return PrettyJson(response.body);
-  }
+// Runs the command through `client`; returns what to print ("" for an empty
+// list). -o json prints the value as api/'s writer encodes it, indented.
+absl::StatusOr<std::string> Execute(const Command& cmd, PdcClient& client, absl::Time now) {
+  const bool json = cmd.output == Output::kJson;
+  const ClaimKey key{cmd.ns, cmd.name};
   switch (cmd.verb) {
     case Verb::kGet:
       switch (cmd.kind) {
-        case Kind::kClaims:
-          return ClaimsTable(response.body, cmd.all_namespaces, now);
-        case Kind::kNodes:
-          return NodesTable(response.body, now);
-        case Kind::kDevices:
-          return DevicesTable(response.body, cmd.node);
-        case Kind::kHandoffs:
-          return HandoffsTable(response.body);
+        case Kind::kClaims: {
+          if (!cmd.name.empty() && !cmd.all_namespaces) {
+            ASSIGN_OR_RETURN(Claim c, client.GetClaim(key));
+            if (json) return PrettyJson(api::WriteClaim(c));
+            return ClaimsTable({std::move(c)}, false);
+          }
+          ASSIGN_OR_RETURN(std::vector<Claim> claims,
+                           client.ListClaims(cmd.all_namespaces ? "" : cmd.ns));
+          if (json) return PrettyJson(api::WriteClaimList(claims));
+          return ClaimsTable(std::move(claims), cmd.all_namespaces);
+        }
+        case Kind::kNodes: {
+          if (!cmd.name.empty()) {
+            ASSIGN_OR_RETURN(api::NodeDetail detail, client.GetNode(cmd.name));
+            if (json) return PrettyJson(api::WriteNodeDetail(detail));
+            return NodesTable({detail.node}, now);
+          }
+          ASSIGN_OR_RETURN(std::vector<api::NodeSummary> nodes, client.ListNodes());
+          if (json) return PrettyJson(api::WriteNodeList(nodes));
+          return NodesTable(std::move(nodes), now);
+        }
+        case Kind::kDevices: {
+          ASSIGN_OR_RETURN(std::vector<api::DeviceListing> devices, client.ListDevices());
+          if (json) {
+            std::erase_if(devices, [&](const api::DeviceListing& l) {
+              return !cmd.node.empty() && l.node != cmd.node;
+            });
+            return PrettyJson(api::WriteDeviceList(devices));
+          }
+          return DevicesTable(std::move(devices), cmd.node);
+        }
+        case Kind::kHandoffs: {
+          ASSIGN_OR_RETURN(std::vector<PendingHandoff> handoffs, client.ListHandoffs(cmd.node));
+          if (json) return PrettyJson(api::WriteHandoffList(handoffs));
+          return HandoffsTable(std::move(handoffs));
+        }
         case Kind::kNone:
           break;
       }
       break;
-    case Verb::kDescribe:
-      return DescribeClaim(response.body, now);
-    case Verb::kCreate:
+    case Verb::kDescribe: {
+      ASSIGN_OR_RETURN(Claim c, client.GetClaim(key));
+      if (json) return PrettyJson(api::WriteClaim(c));
+      return DescribeClaim(c);
+    }
+    case Verb::kCreate: {
+      api::ClaimCreate create;
+      create.key = key;
+      create.spec.resource_name = cmd.resource;
+      create.spec.count = cmd.count;
+      create.spec.node = cmd.node;
+      create.spec.serial = cmd.serial;
+      create.spec.address = cmd.address;
+      create.spec.reclaim_policy = cmd.reclaim_policy;
+      ASSIGN_OR_RETURN(Claim c, client.CreateClaim(create));
+      if (json) return PrettyJson(api::WriteClaim(c));
       return absl::StrCat("claim/", cmd.name, " created\n");
-    case Verb::kDelete:
+    }
+    case Verb::kDelete: {
       if (cmd.kind == Kind::kHandoffs) {
+        ASSIGN_OR_RETURN(std::vector<ClaimKey> released, client.CancelHandoff(cmd.node, cmd.name));
+        if (json) return PrettyJson(api::WriteReleased(released));
         return absl::StrCat("handoff/", cmd.name, " on node ", cmd.node,
                             " cancelled; the pod's claims are released and keep their devices\n");
       }
+      ASSIGN_OR_RETURN(Claim c, client.DeleteClaim(key, cmd.force));
+      if (json) return PrettyJson(api::WriteClaim(c));
       return absl::StrCat("claim/", cmd.name, " deleted\n");
-    case Verb::kRelease:
+    }
+    case Verb::kRelease: {
+      ASSIGN_OR_RETURN(Claim c, client.ReleaseClaim(key, cmd.pod_uid));
+      if (json) return PrettyJson(api::WriteClaim(c));
       return absl::StrCat("claim/", cmd.name, " released\n");
+    }
     case Verb::kHelp:
       break;
   }
@@ -182,27 +153,23 @@ int Run(absl::Span<const std::string> args, const Environment& env) {
     return kExitUsage;
   }
 
-  const Request req = BuildRequest(*cmd);
-  absl::StatusOr<HttpResponse> response =
-      (*client)->Do(req.method, req.target, req.body);
-  if (!response.ok()) {
-    err << "error: " << response.status().message() << "\n";
-    if (absl::IsUnavailable(response.status()) ||
-        absl::IsDeadlineExceeded(response.status())) {
+  PdcClient pdc(*std::move(client));
+  absl::StatusOr<std::string> text = Execute(*cmd, pdc, env.now);
+  if (!text.ok()) {
+    if (std::optional<Refusal> refusal = RefusalOf(text.status())) {
+      // The server said no: its own words.
+      err << "error: "
+          << (refusal->message.empty() ? absl::StrCat("HTTP ", refusal->http_status)
+                                       : refusal->message)
+          << "\n";
+      return kExitServerError;
+    }
+    err << "error: " << text.status().message() << "\n";
+    if (absl::IsUnavailable(text.status()) || absl::IsDeadlineExceeded(text.status())) {
       err << "Is pdc-extender running? Point pdcctl at it with --server URL "
              "or PDC_SERVER.\n";
       return kExitUnreachable;
     }
-    return kExitServerError;
-  }
-  if (response->status < 200 || response->status > 299) {
-    err << "error: " << ServerErrorMessage(response->status, response->body)
-        << "\n";
-    return kExitServerError;
-  }
-  absl::StatusOr<std::string> text = Render(*cmd, *response, env.now);
-  if (!text.ok()) {
-    err << "error: " << text.status().message() << "\n";
     return kExitServerError;
   }
   if (text->empty()) {

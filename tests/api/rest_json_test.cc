@@ -213,5 +213,76 @@ TEST(HandoffJsonTest, ClaimKeysOfConfirmationAndRelease) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("released[0]")));
 }
 
+// Node and device listings: what the server writes reads back the same,
+// keys match exactly and then ignoring ASCII case, and a wrong value names
+// its field.
+TEST(NodeListJsonTest, ListingsRoundTrip) {
+  NodeView a{"node-a", testing::Inventory("node-a", {testing::NvmeDevice("0000:3b:00.0", 12, 0),
+                                                     testing::NvmeDevice("0000:5e:00.0", -1)}),
+             true, absl::FromUnixSeconds(1'700'000'000)};
+  NodeView b{"node-b", testing::Inventory("node-b", {}), false, absl::InfinitePast()};
+  Claim c;
+  c.key = {"vms", "vm1-nvme"};
+  c.status.node = "node-a";
+  c.status.devices = {BoundDevice{Addr("0000:5e:00.0"), ""}};
+  const std::vector<DeviceListing> listed = ListDevices({a, b}, {c});
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].claim, std::nullopt);
+  EXPECT_EQ(listed[1].claim, c.key);
+
+  const std::vector<NodeSummary> nodes = {SummaryOf(a), SummaryOf(b)};
+  EXPECT_EQ(nodes[0].devices, 2u);
+  ASSERT_OK_AND_ASSIGN(std::vector<NodeSummary> nodes_back, ParseNodeList(WriteNodeList(nodes)));
+  EXPECT_EQ(nodes_back, nodes);
+  ASSERT_OK_AND_ASSIGN(std::vector<DeviceListing> listed_back,
+                       ParseDeviceList(WriteDeviceList(listed)));
+  EXPECT_EQ(listed_back, listed);
+  const NodeDetail detail{SummaryOf(a), listed};
+  ASSERT_OK_AND_ASSIGN(NodeDetail detail_back, ParseNodeDetail(WriteNodeDetail(detail)));
+  EXPECT_EQ(detail_back, detail);
+}
+
+TEST(NodeListJsonTest, KeysMatchExactlyThenIgnoringCase) {
+  const NodeSummary want{"node-a", true, absl::FromUnixSeconds(1'700'000'000 - 12), 4};
+  for (const char* body : {
+           R"({"items": [{"name": "node-a", "reporting": true, "lastReport": "2023-11-14T22:13:08Z", "devices": 4}]})",
+           R"({"Items": [{"Name": "node-a", "REPORTING": true, "LastReport": "2023-11-14T22:13:08Z", "Devices": 4}]})",
+           R"({"items": [{"NAME": "node-x", "name": "node-a", "reporting": true, "lastReport": "2023-11-14T22:13:08Z", "devices": 4}]})",
+       }) {
+    ASSERT_OK_AND_ASSIGN(std::vector<NodeSummary> nodes, ParseNodeList(body));
+    EXPECT_EQ(nodes, std::vector<NodeSummary>{want}) << body;
+  }
+}
+
+TEST(NodeListJsonTest, WrongValuesNameTheirField) {
+  struct Case {
+    std::string body;
+    std::string field;
+  } cases[] = {
+      {R"([1])", ""},
+      {R"({"items": {}})", "items"},
+      {R"({"items": [7]})", "items[0]"},
+      {R"({"items": [{"reporting": true}]})", "items[0].name"},
+      {R"({"items": [{"name": "n", "lastReport": "yesterday"}]})", "items[0].lastReport"},
+      {R"({"items": [{"name": "n", "devices": -1}]})", "items[0].devices"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::vector<NodeSummary>> r = ParseNodeList(c.body);
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(json::FieldOf(r.status()), c.field) << c.body << ": " << r.status();
+  }
+  EXPECT_EQ(json::FieldOf(ParseDeviceList(R"({"items": [{"node": "n", "address": "0000:01:00.0",
+      "vendor": "1b36", "device": "0010", "class": "010802", "claim": "no-slash"}]})")
+                              .status()),
+            "items[0].claim");
+  EXPECT_EQ(json::FieldOf(ParseDeviceList(R"({"items": [{"address": "0000:01:00.0",
+      "vendor": "1b36", "device": "0010", "class": "010802"}]})")
+                              .status()),
+            "items[0].node");
+  EXPECT_EQ(json::FieldOf(ParseNodeDetail(R"({"name": "n", "devices": [{"address": "bad"}]})")
+                              .status()),
+            "devices[0].address");
+}
+
 }  // namespace
 }  // namespace pdc::api

@@ -1,12 +1,12 @@
 // pdc-extender's Router served by the shared server (extender/router_server.h)
 // over real loopback sockets (port 0): scheduler verbs over keep-alive, the
-// body limit, large bodies and answers, the Router's errors, and its
-// allocations long-poll parked without threads and woken by a bind. The
-// server's own behaviour (timeouts, Expect, shutdown): tests/net.
+// Router's errors, and its allocations long-poll parked without threads and
+// woken by a bind. The server's own behaviour (body limit, large bodies and
+// answers in pieces, malformed requests, timeouts, Expect, shutdown) is
+// tested once, in tests/net/http_server_test.cc.
 #include "extender/router_server.h"
 
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -76,81 +76,9 @@ TEST_F(RouterServerTest, KeepAliveFilterOverOneConnection) {
   EXPECT_EQ(h.body, "ok");
 }
 
-TEST_F(RouterServerTest, BodyOverTheLimitIs413) {
-  server_options_.max_body_bytes = 1024;
+// The server leaves unknown paths to its handler: the Router's JSON 404.
+TEST_F(RouterServerTest, UnknownPathIsTheRoutersJson404) {
   StartServer();
-  RawSocket s(server_->port());
-  ASSERT_TRUE(s.connected());
-  ASSERT_TRUE(s.Send(absl::StrCat("POST /scheduler/filter HTTP/1.1\r\nHost: x\r\n"
-                                  "Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n",
-                                  std::string(5000, ' '))));
-  const std::string reply = s.ReadUntilClose();
-  EXPECT_THAT(reply, StartsWith("HTTP/1.1 413"));
-  EXPECT_THAT(reply, HasSubstr("larger than the limit of 1024 bytes"));
-  // A body within the limit still works on a new connection.
-  auto c = Client();
-  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse ok, c->Post("/scheduler/filter", "{}"));
-  EXPECT_EQ(ok.status, 400);
-}
-
-// A body larger than one read chunk (256 KiB), arriving in pieces, followed
-// on the same connection by a second request: both are read whole.
-TEST_F(RouterServerTest, LargeBodyInPiecesThenAnotherRequestOnTheSameConnection) {
-  TwoNodes();
-  StartServer();
-  std::vector<std::string> names;
-  for (int i = 0; i < 40000; ++i) names.push_back(absl::StrCat("n-", 100000 + i));
-  const std::string body = NamesArgs(VirtLauncherPod("vm1", "uid-1"), names);
-  ASSERT_GT(body.size(), 256u * 1024);
-  RawSocket s(server_->port());
-  ASSERT_TRUE(s.connected());
-  const std::string request =
-      absl::StrCat("POST /scheduler/filter HTTP/1.1\r\nHost: x\r\n"
-                   "Content-Type: application/json\r\nContent-Length: ", body.size(),
-                   "\r\n\r\n", body);
-  const size_t third = request.size() / 3;
-  ASSERT_TRUE(s.Send(std::string_view(request).substr(0, third)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(s.Send(std::string_view(request).substr(third, third)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(s.Send(absl::StrCat(
-      request.substr(2 * third),
-      "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")));
-  const std::string reply = s.ReadUntilClose();
-  EXPECT_THAT(reply, StartsWith("HTTP/1.1 200"));
-  // Every name came through: the first and the last are answered.
-  EXPECT_THAT(reply, HasSubstr("\"n-100000\""));
-  EXPECT_THAT(reply, HasSubstr("\"n-139999\""));
-  EXPECT_THAT(reply, HasSubstr("\r\n\r\nok"));
-}
-
-// pdc's client reads an answer larger than one read chunk whole, twice over
-// one kept-alive connection.
-TEST_F(RouterServerTest, ClientReadsLargeAnswersOverOneConnection) {
-  TwoNodes();
-  StartServer();
-  std::vector<std::string> names;
-  for (int i = 0; i < 20000; ++i) names.push_back(absl::StrCat("n-", 100000 + i));
-  auto c = Client();
-  ASSERT_NE(c, nullptr);
-  for (int round = 0; round < 2; ++round) {
-    ASSERT_OK_AND_ASSIGN(pdc::HttpResponse r,
-                         c->Post("/scheduler/filter",
-                                 NamesArgs(VirtLauncherPod("vm1", "uid-1"), names)));
-    EXPECT_EQ(r.status, 200);
-    EXPECT_GT(r.body.size(), 256u * 1024);
-    EXPECT_THAT(r.body, HasSubstr("\"n-100000\""));
-    EXPECT_THAT(r.body, HasSubstr("\"n-119999\""));
-    EXPECT_EQ(r.body.back(), '}');
-  }
-  EXPECT_EQ(c->connections_opened(), 1u);
-}
-
-TEST_F(RouterServerTest, MalformedRequestLineIs400AndUnknownPathIs404) {
-  StartServer();
-  RawSocket bad(server_->port());
-  ASSERT_TRUE(bad.Send("GARBAGE\r\n\r\n"));
-  EXPECT_THAT(bad.ReadUntilClose(), StartsWith("HTTP/1.1 400"));
   auto c = Client();
   ASSERT_OK_AND_ASSIGN(pdc::HttpResponse r, c->Post("/scheduler/nope", "{}"));
   EXPECT_EQ(r.status, 404);

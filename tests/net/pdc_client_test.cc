@@ -3,6 +3,7 @@
 #include "net/pdc_client.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,14 +97,77 @@ TEST(PdcClientTest, ServerErrorsCarryTheServerMessageAndAMatchingCode) {
       {404, R"({"error":"no such node"})", absl::StatusCode::kNotFound, "no such node"},
       {409, R"({"error":"claim default/data is reserved"})",
        absl::StatusCode::kFailedPrecondition, "is reserved"},
-      {503, "store failed\n", absl::StatusCode::kUnavailable, "HTTP 503: store failed"},
+      {503, "store failed\nsecond line", absl::StatusCode::kUnavailable,
+       "HTTP 503: store failed"},
   };
   for (const Case& c : cases) {
     TestHttpServer server([&](const TestRequest&) { return TestReply{c.status, c.body}; });
     PdcClient client = ClientFor(server);
-    EXPECT_THAT(client.ListHandoffs("node-a"), StatusIs(c.code, HasSubstr(c.message)))
-        << c.status;
+    absl::StatusOr<std::vector<PendingHandoff>> r = client.ListHandoffs("node-a");
+    EXPECT_THAT(r, StatusIs(c.code, HasSubstr(c.message))) << c.status;
+    EXPECT_THAT(r.status().message(), ::testing::Not(HasSubstr("second line")));
+    std::optional<Refusal> refusal = RefusalOf(r.status());
+    ASSERT_TRUE(refusal.has_value()) << c.status;
+    EXPECT_EQ(refusal->http_status, c.status);
   }
+}
+
+// The refusal is the server's own words: its message and the field it names.
+TEST(PdcClientTest, RefusalIsTheServersMessageWithItsField) {
+  struct Case {
+    int status;
+    std::string body;
+    std::string message;
+  } cases[] = {
+      {422, R"({"error": "count must be >= 1", "field": "count"})",
+       "count must be >= 1 (field count)"},
+      {404, R"({"error": "claim default/x not found", "field": ""})", "claim default/x not found"},
+      {502, "Bad Gateway\nmore", "Bad Gateway"},
+      {500, "", ""},
+  };
+  for (const Case& c : cases) {
+    TestHttpServer server([&](const TestRequest&) { return TestReply{c.status, c.body}; });
+    PdcClient client = ClientFor(server);
+    std::optional<Refusal> refusal = RefusalOf(client.ListNodes().status());
+    ASSERT_TRUE(refusal.has_value()) << c.status;
+    EXPECT_EQ(refusal->http_status, c.status);
+    EXPECT_EQ(refusal->message, c.message);
+  }
+}
+
+TEST(PdcClientTest, TransportErrorsAreNoRefusal) {
+  EXPECT_FALSE(RefusalOf(absl::UnavailableError("connection refused")).has_value());
+  EXPECT_FALSE(RefusalOf(absl::OkStatus()).has_value());
+}
+
+TEST(PdcClientTest, NodeAndDeviceListsDecodeWhatTheServerWrites) {
+  NodeView view;
+  view.name = "node-a";
+  view.reporting = true;
+  view.last_report = absl::FromUnixSeconds(1'700'000'000);
+  const Device d = testing::NvmeDevice("0000:3b:00.0", 12, 0, "SN1");
+  view.inventory = testing::Inventory("node-a", {d});
+  const std::vector<api::DeviceListing> listed = api::ListDevices({view}, {BoundClaim()});
+  TestHttpServer server([&](const TestRequest& r) -> TestReply {
+    if (r.target == "/v1/nodes") return {200, api::WriteNodeList({api::SummaryOf(view)})};
+    if (r.target == "/v1/nodes/node-a") {
+      return {200, api::WriteNodeDetail({api::SummaryOf(view), listed})};
+    }
+    if (r.target == "/v1/devices") return {200, api::WriteDeviceList(listed)};
+    return {404, R"({"error":"no such node"})"};
+  });
+  PdcClient client = ClientFor(server);
+  ASSERT_OK_AND_ASSIGN(std::vector<api::NodeSummary> nodes, client.ListNodes());
+  EXPECT_EQ(nodes, std::vector<api::NodeSummary>{api::SummaryOf(view)});
+  ASSERT_OK_AND_ASSIGN(api::NodeDetail detail, client.GetNode("node-a"));
+  EXPECT_EQ(detail.node, api::SummaryOf(view));
+  EXPECT_EQ(detail.devices, listed);
+  ASSERT_OK_AND_ASSIGN(std::vector<api::DeviceListing> devices, client.ListDevices());
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].claim, (ClaimKey{"default", "data"}));
+  EXPECT_EQ(devices[0].device, d);
+  EXPECT_THAT(client.GetNode("node b/../x"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(server.requests().back().target, "/v1/nodes/node%20b%2F..%2Fx");
 }
 
 TEST(PdcClientTest, HandoffCallsAndAMalformedAnswer) {

@@ -41,8 +41,8 @@ TEST(PdcctlArgsTest, ParsesCommands) {
   EXPECT_EQ(create.count, 2);
   EXPECT_EQ(create.node, "node-a");
   EXPECT_EQ(create.serial, "SN1");
-  EXPECT_EQ(create.address, "0000:3b:00.0");
-  EXPECT_EQ(create.reclaim_policy, "Delete");
+  EXPECT_EQ(create.address, PciAddress::Parse("0000:3b:00.0").value());
+  EXPECT_EQ(create.reclaim_policy, ReclaimPolicy::kDelete);
   EXPECT_EQ(create.token_file, "/t");
 
   ASSERT_OK_AND_ASSIGN(
@@ -87,6 +87,8 @@ TEST(PdcctlArgsTest, UsageErrors) {
       {{"create", "claim", "x", "--resource", "r", "--reclaim-policy",
         "retain"},
        "--reclaim-policy must be Retain or Delete"},
+      {{"create", "claim", "x", "--resource", "r", "--address", "0000:3b:00"},
+       "--address: "},
       {{"get", "claims", "-o", "yaml"}, "--output must be table or json"},
       {{"get", "claims", "--bogus"}, "unknown flag --bogus"},
       {{"get", "claims", "-n"}, "flag -n needs a value"},
