@@ -54,6 +54,12 @@ absl::Status TooDeepAt(size_t offset) {
                    "", 400);
 }
 
+absl::Status ParseObject(std::string_view text, rapidjson::Document* doc) {
+  if (absl::Status s = Parse(text, doc); !s.ok()) return s;
+  if (!doc->IsObject()) return TypeError("", "is not a JSON object");
+  return absl::OkStatus();
+}
+
 absl::Status ParseErrorAt(rapidjson::ParseErrorCode code, size_t offset) {
   return WithField(
       absl::InvalidArgumentError(absl::StrCat("malformed JSON at offset ", offset,
@@ -180,6 +186,30 @@ absl::StatusOr<int64_t> ReqInt(const Value& obj, std::string_view key,
   if (IsNullish(v)) return TypeError(field, "is required");
   if (!v->IsInt64()) return TypeError(field, "must be an integer");
   return v->GetInt64();
+}
+
+namespace {
+
+absl::StatusOr<uint64_t> Count(const Value& v, std::string_view field) {
+  if (!v.IsInt64()) return TypeError(field, "must be an integer");
+  if (v.GetInt64() < 0) return FieldError(field, "must not be negative");
+  return static_cast<uint64_t>(v.GetInt64());
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> OptCount(const Value& obj, std::string_view key,
+                                  std::string_view field, uint64_t def) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return def;
+  return Count(*v, field);
+}
+
+absl::StatusOr<uint64_t> ReqCount(const Value& obj, std::string_view key,
+                                  std::string_view field) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return TypeError(field, "is required");
+  return Count(*v, field);
 }
 
 absl::StatusOr<bool> OptBool(const Value& obj, std::string_view key,

@@ -104,6 +104,9 @@ class DepthLimited {
 absl::Status ParseInsitu(std::string& text, rapidjson::Document* doc);
 // Same, copying strings into the document.
 absl::Status Parse(std::string_view text, rapidjson::Document* doc);
+// Parse() of a body that must be one JSON object (TypeError "" otherwise:
+// ": is not a JSON object").
+absl::Status ParseObject(std::string_view text, rapidjson::Document* doc);
 // The error ParseInsitu/Parse return for a RapidJSON parse error (for
 // callers that drive rapidjson::Reader themselves).
 absl::Status ParseErrorAt(rapidjson::ParseErrorCode code, size_t offset);
@@ -150,6 +153,11 @@ absl::StatusOr<int64_t> ReqInt(const Value& obj, std::string_view key,
                                std::string_view field);
 absl::StatusOr<bool> OptBool(const Value& obj, std::string_view key,
                              std::string_view field, bool def);
+// Counts and versions: an integer from 0 to 2^63-1 (FieldError below 0).
+absl::StatusOr<uint64_t> OptCount(const Value& obj, std::string_view key,
+                                  std::string_view field, uint64_t def);
+absl::StatusOr<uint64_t> ReqCount(const Value& obj, std::string_view key,
+                                  std::string_view field);
 
 inline void Key(Writer& w, std::string_view k) { w.Text(k); }
 inline void Str(Writer& w, std::string_view s) { w.Text(s); }

@@ -209,17 +209,12 @@ std::string WriteInventoryAccepted(const InventoryAccepted& a) {
 
 absl::StatusOr<InventoryAccepted> ParseInventoryAccepted(std::string_view body) {
   rapidjson::Document doc;
-  RETURN_IF_ERROR(json::Parse(body, &doc));
-  if (!doc.IsObject()) return json::TypeError("", "must be an object");
+  RETURN_IF_ERROR(json::ParseObject(body, &doc));
   InventoryAccepted a;
   ASSIGN_OR_RETURN(std::string_view node, json::ReqString(doc, "node", "node"));
   a.node = std::string(node);
-  ASSIGN_OR_RETURN(int64_t devices, json::ReqInt(doc, "devices", "devices"));
-  ASSIGN_OR_RETURN(int64_t version, json::OptInt(doc, "version", "version", 0));
-  if (devices < 0) return json::FieldError("devices", "must not be negative");
-  if (version < 0) return json::FieldError("version", "must not be negative");
-  a.devices = static_cast<uint64_t>(devices);
-  a.version = static_cast<uint64_t>(version);
+  ASSIGN_OR_RETURN(a.devices, json::ReqCount(doc, "devices", "devices"));
+  ASSIGN_OR_RETURN(a.version, json::OptCount(doc, "version", "version", 0));
   return a;
 }
 
@@ -261,15 +256,12 @@ std::string WriteNodeAllocations(std::string_view node,
 
 absl::StatusOr<NodeAllocationsReply> ParseNodeAllocations(std::string_view body) {
   rapidjson::Document doc;
-  RETURN_IF_ERROR(json::Parse(body, &doc));
-  if (!doc.IsObject()) return json::TypeError("", "is not a JSON object");
+  RETURN_IF_ERROR(json::ParseObject(body, &doc));
   NodeAllocationsReply r;
   // The URL names the node already; the answer repeats it.
   ASSIGN_OR_RETURN(std::string_view node, json::OptString(doc, "node", "node"));
   r.node = std::string(node);
-  ASSIGN_OR_RETURN(int64_t version, json::ReqInt(doc, "version", "version"));
-  if (version < 0) return json::FieldError("version", "must not be negative");
-  r.allocations.version = static_cast<uint64_t>(version);
+  ASSIGN_OR_RETURN(r.allocations.version, json::ReqCount(doc, "version", "version"));
   const Value* claimed = Find(doc, "claimed");
   if (!IsNullish(claimed)) {
     if (!claimed->IsArray()) return json::TypeError("claimed", "must be an array");
@@ -669,12 +661,6 @@ absl::StatusOr<std::vector<T>> ParseArray(const Value& obj, std::string_view key
   return out;
 }
 
-absl::Status ParseObject(std::string_view body, rapidjson::Document* doc) {
-  RETURN_IF_ERROR(json::Parse(body, doc));
-  if (!doc->IsObject()) return json::TypeError("", "must be an object");
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<ClaimKey> ParseClaimKey(std::string_view s, std::string_view field) {
@@ -705,14 +691,12 @@ std::string WriteNodeList(const std::vector<NodeSummary>& nodes) {
 
 absl::StatusOr<std::vector<NodeSummary>> ParseNodeList(std::string_view body) {
   rapidjson::Document doc;
-  RETURN_IF_ERROR(ParseObject(body, &doc));
+  RETURN_IF_ERROR(json::ParseObject(body, &doc));
   return ParseArray<NodeSummary>(
       doc, "items", [](const Value& v, std::string_view at) -> absl::StatusOr<NodeSummary> {
         NodeSummary n;
         RETURN_IF_ERROR(ParseNodeFields(v, at, &n));
-        ASSIGN_OR_RETURN(int64_t count, json::OptInt(v, "devices", absl::StrCat(Sv(at), ".devices"), 0));
-        if (count < 0) return json::FieldError(absl::StrCat(Sv(at), ".devices"), "must not be negative");
-        n.devices = static_cast<uint64_t>(count);
+        ASSIGN_OR_RETURN(n.devices, json::OptCount(v, "devices", absl::StrCat(Sv(at), ".devices"), 0));
         return n;
       });
 }
@@ -732,7 +716,7 @@ std::string WriteNodeDetail(const NodeDetail& detail) {
 
 absl::StatusOr<NodeDetail> ParseNodeDetail(std::string_view body) {
   rapidjson::Document doc;
-  RETURN_IF_ERROR(ParseObject(body, &doc));
+  RETURN_IF_ERROR(json::ParseObject(body, &doc));
   NodeDetail d;
   RETURN_IF_ERROR(ParseNodeFields(doc, "", &d.node));
   ASSIGN_OR_RETURN(d.devices, ParseArray<DeviceListing>(
@@ -757,7 +741,7 @@ std::string WriteDeviceList(const std::vector<DeviceListing>& devices) {
 
 absl::StatusOr<std::vector<DeviceListing>> ParseDeviceList(std::string_view body) {
   rapidjson::Document doc;
-  RETURN_IF_ERROR(ParseObject(body, &doc));
+  RETURN_IF_ERROR(json::ParseObject(body, &doc));
   return ParseArray<DeviceListing>(doc, "items", [](const Value& v, std::string_view at) {
     return ParseListing(v, at, "");
   });

@@ -45,6 +45,13 @@ absl::Status BadAnswer(std::string_view what, const absl::Status& s) {
   return absl::InvalidArgumentError(absl::StrCat(Sv(what), " answer: ", s.message()));
 }
 
+// `decoded`, or BadAnswer(what) when the answer did not decode.
+template <typename T>
+absl::StatusOr<T> Decoded(std::string_view what, absl::StatusOr<T> decoded) {
+  if (!decoded.ok()) return BadAnswer(what, decoded.status());
+  return decoded;
+}
+
 std::string ClaimsPath(std::string_view ns) {
   return absl::StrCat("/v1/namespaces/", PercentEncode(ns), "/claims");
 }
@@ -104,9 +111,7 @@ absl::StatusOr<api::InventoryAccepted> PdcClient::PutInventory(const NodeInvento
                    Call("inventory report", "PUT",
                         absl::StrCat(NodePath(inventory.node), "/inventory"),
                         api::WriteInventory(inventory)));
-  absl::StatusOr<api::InventoryAccepted> accepted = api::ParseInventoryAccepted(r.body);
-  if (!accepted.ok()) return BadAnswer("inventory", accepted.status());
-  return accepted;
+  return Decoded("inventory", api::ParseInventoryAccepted(r.body));
 }
 
 absl::StatusOr<NodeAllocations> PdcClient::GetNodeAllocations(std::string_view node,
@@ -132,18 +137,14 @@ absl::StatusOr<std::vector<ClaimKey>> PdcClient::ConfirmHandoff(
                    Call("hand-off confirmation", "POST",
                         absl::StrCat(NodePath(node), "/handoffs"),
                         api::WriteHandoffConfirm(confirm)));
-  absl::StatusOr<std::vector<ClaimKey>> claims = api::ParseClaimKeys(r.body, "claims");
-  if (!claims.ok()) return BadAnswer("hand-off confirmation", claims.status());
-  return claims;
+  return Decoded("hand-off confirmation", api::ParseClaimKeys(r.body, "claims"));
 }
 
 absl::StatusOr<std::vector<PendingHandoff>> PdcClient::ListHandoffs(std::string_view node) {
   const std::string target =
       node.empty() ? "/v1/handoffs" : absl::StrCat(NodePath(node), "/handoffs");
   ASSIGN_OR_RETURN(HttpResponse r, Call("hand-offs", "GET", target));
-  absl::StatusOr<std::vector<PendingHandoff>> items = api::ParseHandoffList(r.body);
-  if (!items.ok()) return BadAnswer("hand-offs", items.status());
-  return items;
+  return Decoded("hand-offs", api::ParseHandoffList(r.body));
 }
 
 absl::StatusOr<std::vector<ClaimKey>> PdcClient::CancelHandoff(std::string_view node,
@@ -151,30 +152,22 @@ absl::StatusOr<std::vector<ClaimKey>> PdcClient::CancelHandoff(std::string_view 
   ASSIGN_OR_RETURN(HttpResponse r,
                    Call("hand-off cancellation", "DELETE",
                         absl::StrCat(NodePath(node), "/handoffs/", PercentEncode(pod_uid))));
-  absl::StatusOr<std::vector<ClaimKey>> released = api::ParseClaimKeys(r.body, "released");
-  if (!released.ok()) return BadAnswer("hand-off cancellation", released.status());
-  return released;
+  return Decoded("hand-off cancellation", api::ParseClaimKeys(r.body, "released"));
 }
 
 absl::StatusOr<std::vector<api::NodeSummary>> PdcClient::ListNodes() {
   ASSIGN_OR_RETURN(HttpResponse r, Call("list nodes", "GET", "/v1/nodes"));
-  absl::StatusOr<std::vector<api::NodeSummary>> nodes = api::ParseNodeList(r.body);
-  if (!nodes.ok()) return BadAnswer("list nodes", nodes.status());
-  return nodes;
+  return Decoded("list nodes", api::ParseNodeList(r.body));
 }
 
 absl::StatusOr<api::NodeDetail> PdcClient::GetNode(std::string_view node) {
   ASSIGN_OR_RETURN(HttpResponse r, Call("get node", "GET", NodePath(node)));
-  absl::StatusOr<api::NodeDetail> detail = api::ParseNodeDetail(r.body);
-  if (!detail.ok()) return BadAnswer("get node", detail.status());
-  return detail;
+  return Decoded("get node", api::ParseNodeDetail(r.body));
 }
 
 absl::StatusOr<std::vector<api::DeviceListing>> PdcClient::ListDevices() {
   ASSIGN_OR_RETURN(HttpResponse r, Call("list devices", "GET", "/v1/devices"));
-  absl::StatusOr<std::vector<api::DeviceListing>> devices = api::ParseDeviceList(r.body);
-  if (!devices.ok()) return BadAnswer("list devices", devices.status());
-  return devices;
+  return Decoded("list devices", api::ParseDeviceList(r.body));
 }
 
 absl::StatusOr<Claim> PdcClient::CreateClaim(const api::ClaimCreate& create) {
@@ -182,42 +175,32 @@ absl::StatusOr<Claim> PdcClient::CreateClaim(const api::ClaimCreate& create) {
                    Call("create claim", "POST",
                         ClaimsPath(create.key.ns),
                         api::WriteClaimCreate(create)));
-  absl::StatusOr<Claim> c = api::ParseClaim(std::string_view(r.body));
-  if (!c.ok()) return BadAnswer("create claim", c.status());
-  return c;
+  return Decoded("create claim", api::ParseClaim(std::string_view(r.body)));
 }
 
 absl::StatusOr<Claim> PdcClient::GetClaim(const ClaimKey& key) {
   ASSIGN_OR_RETURN(HttpResponse r, Call("get claim", "GET", ClaimPath(key)));
-  absl::StatusOr<Claim> c = api::ParseClaim(std::string_view(r.body));
-  if (!c.ok()) return BadAnswer("get claim", c.status());
-  return c;
+  return Decoded("get claim", api::ParseClaim(std::string_view(r.body)));
 }
 
 absl::StatusOr<std::vector<Claim>> PdcClient::ListClaims(std::string_view ns) {
   const std::string target =
       ns.empty() ? "/v1/claims" : ClaimsPath(ns);
   ASSIGN_OR_RETURN(HttpResponse r, Call("list claims", "GET", target));
-  absl::StatusOr<std::vector<Claim>> claims = api::ParseClaimList(r.body);
-  if (!claims.ok()) return BadAnswer("list claims", claims.status());
-  return claims;
+  return Decoded("list claims", api::ParseClaimList(r.body));
 }
 
 absl::StatusOr<Claim> PdcClient::DeleteClaim(const ClaimKey& key, bool force) {
   ASSIGN_OR_RETURN(HttpResponse r, Call("delete claim", "DELETE",
                                         force ? ClaimPath(key) + "?force=true" : ClaimPath(key)));
-  absl::StatusOr<Claim> c = api::ParseClaim(std::string_view(r.body));
-  if (!c.ok()) return BadAnswer("delete claim", c.status());
-  return c;
+  return Decoded("delete claim", api::ParseClaim(std::string_view(r.body)));
 }
 
 absl::StatusOr<Claim> PdcClient::ReleaseClaim(const ClaimKey& key, std::string_view pod_uid) {
   std::string target = ClaimPath(key) + "/release";
   if (!pod_uid.empty()) absl::StrAppend(&target, "?podUid=", PercentEncode(pod_uid));
   ASSIGN_OR_RETURN(HttpResponse r, Call("release claim", "POST", target));
-  absl::StatusOr<Claim> c = api::ParseClaim(std::string_view(r.body));
-  if (!c.ok()) return BadAnswer("release claim", c.status());
-  return c;
+  return Decoded("release claim", api::ParseClaim(std::string_view(r.body)));
 }
 
 }  // namespace pdc
