@@ -89,8 +89,16 @@ absl::StatusOr<std::unique_ptr<Allocator>> Allocator::Open(AllocatorOptions opti
   return std::unique_ptr<Allocator>(std::move(impl));
 }
 
+AllocatorImpl::SharedMessages::SharedMessages(const AllocatorOptions& options)
+    : never_reported("no pdc node driver has reported devices from this node"),
+      silent_since_start("the pdc node driver on this node has not reported since pdc-extender "
+                         "started"),
+      silent(absl::StrCat("the pdc node driver on this node has not reported for more than ",
+                          absl::FormatDuration(options.node_stale_after))) {}
+
 AllocatorImpl::AllocatorImpl(AllocatorOptions options, Store* store, const Clock* clock)
     : options_(std::move(options)),
+      messages_(options_),
       store_(store),
       clock_(clock),
       state_(options_.device_classes) {}

@@ -125,7 +125,17 @@ class AllocatorImpl final : public Allocator {
   absl::Status SyncOrFail(Store::Ticket ticket) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FailedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  // Filter messages that do not depend on the node or the request, built
+  // once so that thousands of nodes share them (no text per node).
+  struct SharedMessages {
+    explicit SharedMessages(const AllocatorOptions& options);
+    std::string never_reported;      // No inventory known for the node.
+    std::string silent_since_start;  // Known from the store, no report since.
+    std::string silent;              // Last report older than nodeStaleAfter.
+  };
+
   const AllocatorOptions options_;
+  const SharedMessages messages_;
   Store* const store_;
   const Clock* const clock_;
 
