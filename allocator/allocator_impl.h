@@ -116,13 +116,20 @@ class AllocatorImpl final : public Allocator {
   NodeView ViewLocked(const NodeState& node, absl::Time now) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // Appends `mutations` as the next record and applies it; returns the ticket
-  // to Sync outside the lock.
-  absl::StatusOr<Store::Ticket> CommitLocked(std::vector<Mutation> mutations)
+  // A record appended and applied in memory, not yet known to be durable.
+  struct Commit {
+    Store::Ticket ticket = 0;  // 0: nothing was committed.
+    // The nodes whose version the record raised (sorted, no repeats): what
+    // the change listener is told.
+    std::vector<std::string> nodes;
+  };
+  // Appends `mutations` as the next record and applies it; returns what
+  // SyncOrFail needs outside the lock.
+  absl::StatusOr<Commit> CommitLocked(std::vector<Mutation> mutations)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for durability, then tells the change listener; a failure fails
   // the allocator for good.
-  absl::Status SyncOrFail(Store::Ticket ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SyncOrFail(Commit commit) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FailedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Filter messages that do not depend on the node or the request, built

@@ -4,7 +4,10 @@
 //   BM_HeartbeatUnchanged  a heartbeat: the same inventory again;
 //   BM_HeartbeatChanged    a report that changes the node (one device's
 //                          health flips), as after a device failure.
-// Args: {nodes}; one parked poll per node.
+// Args: {nodes, topics}; one parked poll per node. topics = 1 parks each poll
+// on its node's topic, as the server does; 0 parks it without a topic, so
+// that every commit wakes every poll: what pdc-extender did before polls had
+// topics (the "before" figures of bench/README.md).
 //
 // The polls are parked the way the HTTP server parks them (net/http_server.cc
 // Park/Dispatch): the Router answers with a LongPoll, the poll subscribes to
@@ -105,7 +108,8 @@ struct Cluster {
 // them.
 class ParkedPolls {
  public:
-  explicit ParkedPolls(Cluster* c) : c_(c), polls_(static_cast<size_t>(c->nodes)) {
+  ParkedPolls(Cluster* c, bool topics)
+      : c_(c), topics_(topics), polls_(static_cast<size_t>(c->nodes)) {
     for (int i = 0; i < c_->nodes; ++i) Dispatch(i);
     Drain();
   }
@@ -148,7 +152,8 @@ class ParkedPolls {
       HttpResponse resp = c_->router->Handle(std::move(r));
       if (resp.long_poll) {
         p.subscription =
-            c_->notifier.Subscribe(resp.long_poll->seen_version, [this, i] { ready_.push_back(i); });
+            c_->notifier.Subscribe(topics_ ? resp.long_poll->topic : std::string(),
+                                   resp.long_poll->seen_version, [this, i] { ready_.push_back(i); });
         return;
       }
       ++answered_;
@@ -157,6 +162,7 @@ class ParkedPolls {
   }
 
   Cluster* const c_;
+  const bool topics_;
   std::vector<Poll> polls_;
   std::deque<int> ready_;  // Woken polls, in wake order.
   uint64_t wakes_ = 0;
@@ -165,7 +171,7 @@ class ParkedPolls {
 
 void Report(benchmark::State& state, bool change) {
   Cluster c(static_cast<int>(state.range(0)));
-  ParkedPolls polls(&c);
+  ParkedPolls polls(&c, state.range(1) != 0);
   if (polls.parked() != static_cast<size_t>(c.nodes)) {
     state.SkipWithError("not every poll parked");
     return;
@@ -194,8 +200,10 @@ void Report(benchmark::State& state, bool change) {
 void BM_HeartbeatUnchanged(benchmark::State& state) { Report(state, false); }
 void BM_HeartbeatChanged(benchmark::State& state) { Report(state, true); }
 
-BENCHMARK(BM_HeartbeatUnchanged)->Arg(2000)->Arg(5000)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_HeartbeatChanged)->Arg(2000)->Arg(5000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_HeartbeatUnchanged)
+    ->ArgsProduct({{2000, 5000}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_HeartbeatChanged)->ArgsProduct({{2000, 5000}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace pdc::extender
