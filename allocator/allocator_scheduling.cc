@@ -28,13 +28,15 @@ class MessageTable {
   // remembered by address.
   uint32_t Intern(std::string_view message, bool stable) {
     if (message.empty()) return 0;
-    if (stable) {
-      auto [it, inserted] = by_address_.try_emplace(
-          std::make_pair(static_cast<const void*>(message.data()), message.size()), 0);
-      if (inserted) it->second = InternText(message);
-      return it->second;
-    }
-    return InternText(message);
+    if (!stable) return InternText(message);
+    // Runs of nodes failing alike are the common case: the last one first.
+    if (message.data() == last_.data() && message.size() == last_.size()) return last_index_;
+    auto [it, inserted] = by_address_.try_emplace(
+        std::make_pair(static_cast<const void*>(message.data()), message.size()), 0);
+    if (inserted) it->second = InternText(message);
+    last_ = message;
+    last_index_ = it->second;
+    return it->second;
   }
 
  private:
@@ -47,6 +49,8 @@ class MessageTable {
   std::vector<std::string>* messages_;
   absl::flat_hash_map<std::string, uint32_t> index_;
   absl::flat_hash_map<std::pair<const void*, size_t>, uint32_t> by_address_;
+  std::string_view last_;
+  uint32_t last_index_ = 0;
 };
 
 // The request only needs fresh, unpinned devices: a node that reports, has
