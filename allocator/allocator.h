@@ -208,13 +208,21 @@ class Allocator {
   //    call returns OK; a call that fails, or that changes nothing durable
   //    (a heartbeat with the same inventory, a retried bind, an Undo or
   //    Release with nothing left to undo), commits nothing and calls nothing;
-  //  - `revision` is the allocator's revision at that moment: this
+  //  - Change::revision is the allocator's revision at that moment: this
   //    mutation's or a later one's (concurrent mutations may report out of
   //    order, or the same revision twice);
+  //  - Change::nodes are the nodes whose allocations version
+  //    (GetNodeAllocations().version) this mutation raised: exactly the
+  //    nodes whose answer may differ from before it. Empty when the change
+  //    concerns no node (a Pending claim created or deleted);
   //  - it runs on the mutating thread with no allocator lock held, so it may
   //    read the allocator; it must not block for long (it delays the
   //    mutation's caller) and must not mutate the allocator.
-  using ChangeListener = std::function<void(uint64_t revision)>;
+  struct Change {
+    uint64_t revision = 0;
+    std::vector<std::string> nodes;  // Sorted, no repeats.
+  };
+  using ChangeListener = std::function<void(const Change& change)>;
   // REQUIRES: called before the allocator is shared with other threads.
   // Replaces the previous listener; an empty one turns notification off.
   virtual void SetChangeListener(ChangeListener listener) = 0;

@@ -17,7 +17,7 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
   BindOutcome out;
   out.node = std::string(node_name);
   out.pod_uid = request.pod_uid;
-  Store::Ticket ticket = 0;
+  Commit commit;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(FailedLocked());
@@ -90,15 +90,15 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
       mutations.push_back(PutNode{std::move(rec)});
     }
     if (mutations.empty()) return out;  // A retried bind: already in place.
-    ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+    ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
     out.revision = revision;
   }
-  RETURN_IF_ERROR(SyncOrFail(ticket));
+  RETURN_IF_ERROR(SyncOrFail(std::move(commit)));
   return out;
 }
 
 absl::Status AllocatorImpl::Undo(const BindOutcome& outcome) {
-  Store::Ticket ticket = 0;
+  Commit commit;
   {
     absl::MutexLock lock(&mu_);
     std::vector<Mutation> mutations;
@@ -119,9 +119,9 @@ absl::Status AllocatorImpl::Undo(const BindOutcome& outcome) {
       if (u != *c) mutations.push_back(PutClaim{std::move(u)});
     }
     if (mutations.empty()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+    ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
   }
-  return SyncOrFail(ticket);
+  return SyncOrFail(std::move(commit));
 }
 
 }  // namespace pdc

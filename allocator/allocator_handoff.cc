@@ -37,7 +37,7 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ConfirmHandoff(
   std::vector<PciAddress> given(devices.begin(), devices.end());
   std::sort(given.begin(), given.end());
   std::vector<ClaimKey> keys;
-  Store::Ticket ticket = 0;
+  Commit commit;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(FailedLocked());
@@ -77,16 +77,16 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ConfirmHandoff(
       mutations.push_back(PutClaim{std::move(u)});
     }
     if (!any_pending) return keys;  // Confirmed before.
-    ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+    ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
   }
-  RETURN_IF_ERROR(SyncOrFail(ticket));
+  RETURN_IF_ERROR(SyncOrFail(std::move(commit)));
   return keys;
 }
 
 absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::CancelHandoff(std::string_view node_name,
                                                                    std::string_view pod_uid) {
   std::vector<ClaimKey> keys;
-  Store::Ticket ticket = 0;
+  Commit commit;
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(FailedLocked());
@@ -106,9 +106,9 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::CancelHandoff(std::string_v
                                               " is waiting for devices on node ",
                                               Sv(node_name)));
     }
-    ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+    ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
   }
-  RETURN_IF_ERROR(SyncOrFail(ticket));
+  RETURN_IF_ERROR(SyncOrFail(std::move(commit)));
   std::sort(keys.begin(), keys.end());
   return keys;
 }

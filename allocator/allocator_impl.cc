@@ -89,8 +89,16 @@ absl::StatusOr<std::unique_ptr<Allocator>> Allocator::Open(AllocatorOptions opti
   return std::unique_ptr<Allocator>(std::move(impl));
 }
 
+AllocatorImpl::SharedMessages::SharedMessages(const AllocatorOptions& options)
+    : never_reported("no pdc node driver has reported devices from this node"),
+      silent_since_start("the pdc node driver on this node has not reported since pdc-extender "
+                         "started"),
+      silent(absl::StrCat("the pdc node driver on this node has not reported for more than ",
+                          absl::FormatDuration(options.node_stale_after))) {}
+
 AllocatorImpl::AllocatorImpl(AllocatorOptions options, Store* store, const Clock* clock)
     : options_(std::move(options)),
+      messages_(options_),
       store_(store),
       clock_(clock),
       state_(options_.device_classes) {}
@@ -116,24 +124,26 @@ absl::Status AllocatorImpl::FailedLocked() const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Store::Ticket> AllocatorImpl::CommitLocked(std::vector<Mutation> mutations) {
+absl::StatusOr<AllocatorImpl::Commit> AllocatorImpl::CommitLocked(
+    std::vector<Mutation> mutations) {
   RETURN_IF_ERROR(FailedLocked());
   Record record;
   record.revision = state_.revision() + 1;
   record.mutations = std::move(mutations);
-  ASSIGN_OR_RETURN(Store::Ticket ticket, store_->Append(record));
+  Commit commit;
+  ASSIGN_OR_RETURN(commit.ticket, store_->Append(record));
   const uint64_t revision = record.revision;
-  if (absl::Status s = state_.Apply(std::move(record)); !s.ok()) {
+  if (absl::Status s = state_.Apply(std::move(record), &commit.nodes); !s.ok()) {
     // The record is in the log but not in memory: a bug. Stop mutating.
     failed_ = absl::InternalError(absl::StrCat("applying record ", revision, ": ",
                                                s.message()));
     return failed_;
   }
-  return ticket;
+  return commit;
 }
 
-absl::Status AllocatorImpl::SyncOrFail(Store::Ticket ticket) {
-  absl::Status s = store_->Sync(ticket);
+absl::Status AllocatorImpl::SyncOrFail(Commit commit) {
+  absl::Status s = store_->Sync(commit.ticket);
   if (!s.ok()) {
     absl::MutexLock lock(&mu_);
     if (failed_.ok()) {
@@ -143,7 +153,12 @@ absl::Status AllocatorImpl::SyncOrFail(Store::Ticket ticket) {
     }
     return failed_;
   }
-  if (listener_) listener_(revision());
+  if (listener_) {
+    Change change;
+    change.revision = revision();
+    change.nodes = std::move(commit.nodes);
+    listener_(change);
+  }
   return absl::OkStatus();
 }
 
@@ -155,7 +170,7 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
   RETURN_IF_ERROR(ValidateInventory(inventory));
   std::vector<Device> kept;
   kept.reserve(inventory.devices.size());
-  Store::Ticket ticket = 0;
+  Commit commit;
   {
     absl::MutexLock lock(&mu_);
     for (Device& d : inventory.devices) {
@@ -200,16 +215,16 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
       mutations.insert(mutations.begin(), PutNode{std::move(next)});
     }
     if (!mutations.empty()) {
-      ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+      ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
     }
     state_.SetLastReport(inventory.node, clock_->Now());
   }
-  if (ticket == 0) return absl::OkStatus();
-  return SyncOrFail(ticket);
+  if (commit.ticket == 0) return absl::OkStatus();
+  return SyncOrFail(std::move(commit));
 }
 
 absl::Status AllocatorImpl::RemoveNode(std::string_view name) {
-  Store::Ticket ticket = 0;
+  Commit commit;
   {
     absl::MutexLock lock(&mu_);
     const NodeState* node = state_.FindNode(name);
@@ -228,16 +243,16 @@ absl::Status AllocatorImpl::RemoveNode(std::string_view name) {
       updated.status.lost_reason = absl::StrCat("node ", Sv(name), " was removed");
       mutations.push_back(PutClaim{std::move(updated)});
     }
-    ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+    ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
   }
-  return SyncOrFail(ticket);
+  return SyncOrFail(std::move(commit));
 }
 
 absl::StatusOr<Claim> AllocatorImpl::CreateClaim(const ClaimKey& key, const ClaimSpec& spec) {
   RETURN_IF_ERROR(ValidateClaimKey(key));
   RETURN_IF_ERROR(ValidateClaimSpec(spec, options_.device_classes));
   Claim claim;
-  Store::Ticket ticket = 0;
+  Commit commit;
   {
     absl::MutexLock lock(&mu_);
     if (state_.FindClaim(key) != nullptr) {
@@ -247,9 +262,9 @@ absl::StatusOr<Claim> AllocatorImpl::CreateClaim(const ClaimKey& key, const Clai
     claim.spec = spec;
     claim.created_revision = state_.revision() + 1;
     claim.uid = MakeClaimUid(key, claim.created_revision);
-    ASSIGN_OR_RETURN(ticket, CommitLocked({PutClaim{claim}}));
+    ASSIGN_OR_RETURN(commit, CommitLocked({PutClaim{claim}}));
   }
-  RETURN_IF_ERROR(SyncOrFail(ticket));
+  RETURN_IF_ERROR(SyncOrFail(std::move(commit)));
   return claim;
 }
 
@@ -275,7 +290,7 @@ std::vector<Claim> AllocatorImpl::ListClaims(std::string_view ns) const {
 }
 
 absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
-  Store::Ticket ticket = 0;
+  Commit commit;
   {
     absl::MutexLock lock(&mu_);
     const Claim* c = state_.FindClaim(key);
@@ -302,13 +317,13 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
                                rec.return_to_host.end());
       mutations.push_back(PutNode{std::move(rec)});
     }
-    ASSIGN_OR_RETURN(ticket, CommitLocked(std::move(mutations)));
+    ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
   }
-  return SyncOrFail(ticket);
+  return SyncOrFail(std::move(commit));
 }
 
 absl::Status AllocatorImpl::Release(const ClaimKey& key, std::string_view pod_uid) {
-  Store::Ticket ticket = 0;
+  Commit commit;
   {
     absl::MutexLock lock(&mu_);
     const Claim* c = state_.FindClaim(key);
@@ -323,9 +338,9 @@ absl::Status AllocatorImpl::Release(const ClaimKey& key, std::string_view pod_ui
     }
     Claim updated = *c;
     updated.status.reserved_for.reset();
-    ASSIGN_OR_RETURN(ticket, CommitLocked({PutClaim{std::move(updated)}}));
+    ASSIGN_OR_RETURN(commit, CommitLocked({PutClaim{std::move(updated)}}));
   }
-  return SyncOrFail(ticket);
+  return SyncOrFail(std::move(commit));
 }
 
 bool AllocatorImpl::ReportingLocked(const NodeState& node, absl::Time now) const {

@@ -116,16 +116,33 @@ class AllocatorImpl final : public Allocator {
   NodeView ViewLocked(const NodeState& node, absl::Time now) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // Appends `mutations` as the next record and applies it; returns the ticket
-  // to Sync outside the lock.
-  absl::StatusOr<Store::Ticket> CommitLocked(std::vector<Mutation> mutations)
+  // A record appended and applied in memory, not yet known to be durable.
+  struct Commit {
+    Store::Ticket ticket = 0;  // 0: nothing was committed.
+    // The nodes whose version the record raised (sorted, no repeats): what
+    // the change listener is told.
+    std::vector<std::string> nodes;
+  };
+  // Appends `mutations` as the next record and applies it; returns what
+  // SyncOrFail needs outside the lock.
+  absl::StatusOr<Commit> CommitLocked(std::vector<Mutation> mutations)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for durability, then tells the change listener; a failure fails
   // the allocator for good.
-  absl::Status SyncOrFail(Store::Ticket ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SyncOrFail(Commit commit) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FailedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  // Filter messages that do not depend on the node or the request, built
+  // once so that thousands of nodes share them (no text per node).
+  struct SharedMessages {
+    explicit SharedMessages(const AllocatorOptions& options);
+    std::string never_reported;      // No inventory known for the node.
+    std::string silent_since_start;  // Known from the store, no report since.
+    std::string silent;              // Last report older than nodeStaleAfter.
+  };
+
   const AllocatorOptions options_;
+  const SharedMessages messages_;
   Store* const store_;
   const Clock* const clock_;
 

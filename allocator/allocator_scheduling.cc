@@ -21,27 +21,34 @@ class MessageTable {
     messages_->assign(1, "");
   }
   // `stable`: `message` stays at its address for the whole request (it
-  // points into the RequestPlan). Plan-wide messages repeat for thousands of
-  // nodes, so the last stable one is remembered by address and the hash
-  // lookup skipped. A per-node message is a temporary whose address may be
-  // reused by the next node's different text: never remembered.
+  // points into the RequestPlan or the allocator). The few stable messages
+  // repeat for thousands of nodes, so each is remembered by address and its
+  // text hashed once per request. A per-node message is a temporary whose
+  // address may be reused by the next node's different text: never
+  // remembered by address.
   uint32_t Intern(std::string_view message, bool stable) {
     if (message.empty()) return 0;
-    if (stable && message.data() == last_.data() && message.size() == last_.size()) {
-      return last_index_;
-    }
-    auto [it, inserted] = index_.try_emplace(Sv(message), messages_->size());
-    if (inserted) messages_->emplace_back(message);
-    if (stable) {
-      last_ = message;
-      last_index_ = it->second;
-    }
+    if (!stable) return InternText(message);
+    // Runs of nodes failing alike are the common case: the last one first.
+    if (message.data() == last_.data() && message.size() == last_.size()) return last_index_;
+    auto [it, inserted] = by_address_.try_emplace(
+        std::make_pair(static_cast<const void*>(message.data()), message.size()), 0);
+    if (inserted) it->second = InternText(message);
+    last_ = message;
+    last_index_ = it->second;
     return it->second;
   }
 
  private:
+  uint32_t InternText(std::string_view message) {
+    auto [it, inserted] = index_.try_emplace(Sv(message), messages_->size());
+    if (inserted) messages_->emplace_back(message);
+    return it->second;
+  }
+
   std::vector<std::string>* messages_;
   absl::flat_hash_map<std::string, uint32_t> index_;
+  absl::flat_hash_map<std::pair<const void*, size_t>, uint32_t> by_address_;
   std::string_view last_;
   uint32_t last_index_ = 0;
 };
@@ -139,19 +146,17 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
     return {Verdict::kUnresolvable, FilterReason::kPinned, plan.pinned_elsewhere, {}, nullptr};
   }
   const NodeState* node = state_.FindNode(node_name);
+  // The name is the key of the answer's map already; a message naming it
+  // would be one distinct text per node, which kube-scheduler lists one by
+  // one in the pod's event ("0/5000 nodes are available: 1 ..., 1 ...").
   if (node == nullptr || !node->has_record) {
-    return {Verdict::kFailed, FilterReason::kNotReporting, {},
-            absl::StrCat("no pdc node driver has reported devices from node ", Sv(node_name)),
-            nullptr};
+    return {Verdict::kFailed, FilterReason::kNotReporting, messages_.never_reported, {}, nullptr};
   }
   if (!ReportingLocked(*node, now)) {
-    std::string since = node->last_report == absl::InfinitePast()
-                            ? "since pdc-extender started"
-                            : absl::StrCat("for ", absl::FormatDuration(absl::Trunc(
-                                                       now - node->last_report, absl::Seconds(1))));
-    return {Verdict::kFailed, FilterReason::kNotReporting, {},
-            absl::StrCat("pdc node driver on ", Sv(node_name), " has not reported ", since),
-            nullptr};
+    return {Verdict::kFailed, FilterReason::kNotReporting,
+            node->last_report == absl::InfinitePast() ? messages_.silent_since_start
+                                                      : messages_.silent,
+            {}, nullptr};
   }
   e.node = node;
   for (size_t i : plan.bound) {

@@ -96,6 +96,17 @@ absl::Status ClusterState::Apply(const Record& record) { return ApplyRecord(reco
 
 absl::Status ClusterState::Apply(Record&& record) { return ApplyRecord(std::move(record)); }
 
+absl::Status ClusterState::Apply(Record&& record, std::vector<std::string>* touched_nodes) {
+  touched_nodes->clear();
+  touched_ = touched_nodes;
+  absl::Status s = ApplyRecord(std::move(record));
+  touched_ = nullptr;
+  std::sort(touched_nodes->begin(), touched_nodes->end());
+  touched_nodes->erase(std::unique(touched_nodes->begin(), touched_nodes->end()),
+                       touched_nodes->end());
+  return s;
+}
+
 template <typename RecordRef>
 absl::Status ClusterState::ApplyRecord(RecordRef&& record) {
   // An rvalue record gives its claims away; a const one is copied from.
@@ -137,7 +148,7 @@ absl::Status ClusterState::LinkClaim(const Claim* claim, uint64_t revision) {
   const std::string& node_name = claim->status.node;
   if (node_name.empty()) return absl::OkStatus();
   NodeState& node = GetOrCreateNode(node_name);
-  node.version = revision;
+  Touch(node, revision);
   node.claims.insert(claim);
   if (claim->status.HandoffPending() &&
       std::find(node.handoff_pending.begin(), node.handoff_pending.end(), claim) ==
@@ -163,7 +174,7 @@ void ClusterState::UnlinkClaim(const Claim* claim, uint64_t revision, Unlink mod
   auto it = nodes_.find(claim->status.node);
   if (it == nodes_.end()) return;
   NodeState& node = it->second;
-  node.version = revision;
+  Touch(node, revision);
   node.claims.erase(claim);
   node.handoff_pending.erase(
       std::remove(node.handoff_pending.begin(), node.handoff_pending.end(), claim),
@@ -205,7 +216,7 @@ void ClusterState::ApplyDeleteClaim(const ClaimKey& key, uint64_t revision) {
 absl::Status ClusterState::ApplyPutNode(const NodeRecord& record, uint64_t revision) {
   NodeState& node = GetOrCreateNode(record.inventory.node);
   node.has_record = true;
-  node.version = revision;
+  Touch(node, revision);
   node.devices.clear();
   node.devices.reserve(record.inventory.devices.size());
   for (const Device& d : record.inventory.devices) {
@@ -228,7 +239,7 @@ void ClusterState::ApplyDeleteNode(const std::string& name, uint64_t revision) {
   if (it == nodes_.end()) return;
   NodeState& node = it->second;
   node.has_record = false;
-  node.version = revision;
+  Touch(node, revision);
   node.devices.clear();
   node.return_to_host.clear();
   RecomputeSummary(node);

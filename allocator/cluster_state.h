@@ -95,6 +95,10 @@ class ClusterState {
   // The same, taking the claims out of `record` instead of copying them (the
   // live path: the record is in the log already and not needed afterwards).
   absl::Status Apply(Record&& record);
+  // The same, and sets `*touched_nodes` to the names of the nodes whose
+  // `version` the record set (sorted, no repeats): a node whose inventory,
+  // return list or claims changed, also one the record removed.
+  absl::Status Apply(Record&& record, std::vector<std::string>* touched_nodes);
 
   // While deferred (during recovery), node summaries are not kept current
   // after every record; EndDeferredSummaries() recomputes each touched node
@@ -172,6 +176,11 @@ class ClusterState {
   void EraseNode(absl::flat_hash_map<std::string, NodeState>::iterator it);
   NodeState* MutableNode(std::string_view name);
   void ComputeSummary(NodeState& node) const;
+  // Marks `node` changed by the record at `revision` (its version).
+  void Touch(NodeState& node, uint64_t revision) {
+    node.version = revision;
+    if (touched_ != nullptr) touched_->push_back(node.name);
+  }
 
   std::vector<DeviceClass> classes_;
   uint64_t revision_ = 0;
@@ -182,6 +191,8 @@ class ClusterState {
   HotTable hot_;  // Same keys as nodes_ (when enabled).
   bool defer_summaries_ = false;
   absl::flat_hash_set<std::string> stale_summaries_;  // While deferred.
+  // Where Touch reports, during an Apply that asked for it; else null.
+  std::vector<std::string>* touched_ = nullptr;
 };
 
 }  // namespace pdc

@@ -12,7 +12,12 @@
 //                       latency, requests/s on the connection, and
 //                       requests/s per core of server CPU (targets p99 <= 2 ms
 //                       at 5000 names, >= 1000 req/s per core).
-// Args: {nodes, bound (0/1)}. The generator is deliberately not
+// Args: {nodes, bound (0/1)}.
+//   BM_RouterFilterMix / BM_JsonFloorMix   the router and its floor at 5000
+//                       names for a fresh VM, per node-state mix (Mix
+//                       below; arg: the mix), so that no kind of node makes
+//                       the answer cost more than its own bytes.
+// The generator is deliberately not
 // pdc_http_client: that client runs an io_context per call and does not set
 // TCP_NODELAY, and its cost would be counted as the server's.
 #include <arpa/inet.h>
@@ -41,6 +46,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "tests/testing/fake_clock.h"
 
 namespace pdc::extender {
 namespace {
@@ -125,8 +131,112 @@ struct Cluster {
   std::string body;
 };
 
-void BM_RouterFilter(benchmark::State& state) {
-  Cluster c(static_cast<int>(state.range(0)), state.range(1) != 0);
+// What the candidate nodes of a filter call are, for a fresh VM (one NVMe
+// drive from a template claim) unless said otherwise. kEven cycles through
+// the five node states (unknown, not reporting, unhealthy, full,
+// available) node by node.
+enum Mix : int {
+  kUnknown = 0,         // No pdc node driver ever reported them.
+  kNotReporting = 1,    // Reported once, silent for longer than nodeStaleAfter.
+  kUnhealthy = 2,       // Reporting; both drives unhealthy.
+  kBoundElsewhere = 3,  // The VM's claim is bound on a node not among them.
+  kFull = 4,            // Both drives bound to claims of other running VMs.
+  kAvailable = 5,       // Both drives free.
+  kEven = 6,
+};
+constexpr const char* kMixNames[] = {"unknown", "not_reporting", "unhealthy", "bound_elsewhere",
+                                     "full",    "available",     "even"};
+
+SchedulingRequest VmRequest(const std::string& vm, const std::string& uid) {
+  SchedulingRequest r;
+  r.ns = "default";
+  r.vm = vm;
+  r.pod_name = absl::StrCat("virt-launcher-", vm, "-x7k2p");
+  r.pod_uid = uid;
+  r.resources = {{kNvme, 1}};
+  return r;
+}
+
+NodeInventory TwoDrives(const std::string& node, int serial, DeviceHealth health) {
+  NodeInventory inv;
+  inv.node = node;
+  for (int d = 0; d < 2; ++d) {
+    Device dev;
+    dev.address = PciAddress(0, static_cast<uint8_t>(0x3b + d), 0, 0);
+    dev.vendor_id = 0x1b36;
+    dev.device_id = 0x0010;
+    dev.class_code = 0x010802;
+    dev.iommu_group = 10 + d;
+    dev.health = health;
+    dev.serial = absl::StrCat("SN", serial, "-", d);
+    inv.devices.push_back(dev);
+  }
+  return inv;
+}
+
+// `nodes` candidate names in the state `mix` says; the request is vm1's
+// first pod (uid-1), or its next pod (uid-2) for kBoundElsewhere.
+struct MixCluster {
+  MixCluster(int nodes, Mix mix) {
+    AllocatorOptions o;
+    o.device_classes = {DeviceClass{kNvme, {PciSelector{0x1b36, 0x0010, {}}}}};
+    allocator = *Allocator::Open(o, &store, &clock);
+    auto state = [mix](int i) { return mix == kEven ? static_cast<Mix>(kEvenStates[i % 5]) : mix; };
+    // The silent nodes report first, then time passes beyond nodeStaleAfter.
+    for (int i = 0; i < nodes; ++i) {
+      if (state(i) == kNotReporting) {
+        (void)allocator->ReplaceInventory(TwoDrives(NodeName(i), i, DeviceHealth::kHealthy));
+      }
+    }
+    clock.Advance(absl::Minutes(10));
+    int other_vms = 0;
+    for (int i = 0; i < nodes; ++i) {
+      const Mix s = state(i);
+      if (s == kUnknown || s == kNotReporting) continue;
+      (void)allocator->ReplaceInventory(TwoDrives(
+          NodeName(i), i, s == kUnhealthy ? DeviceHealth::kUnhealthy : DeviceHealth::kHealthy));
+      if (s == kFull) {
+        for (int d = 0; d < 2; ++d) {
+          const std::string vm = absl::StrCat("other-", other_vms++);
+          (void)allocator->Bind(VmRequest(vm, "uid-" + vm), NodeName(i));
+        }
+      }
+    }
+    if (mix == kBoundElsewhere) {
+      const std::string home = "node-home";
+      (void)allocator->ReplaceInventory(TwoDrives(home, -1, DeviceHealth::kHealthy));
+      (void)allocator->Bind(VmRequest("vm1", "uid-1"), home);
+    }
+    pods = std::make_unique<PodCache>(&clock, 10000, absl::Minutes(10));
+    ctx.allocator = allocator.get();
+    ctx.clock = &clock;
+    ctx.pod_cache = pods.get();
+    ctx.notifier = &notifier;
+    FollowCommits(allocator.get(), &notifier);
+    ctx.managed = {kNvme};
+    metrics = std::make_unique<ExtenderMetrics>(&registry, allocator.get(), &clock, "bench");
+    ctx.metrics = metrics.get();
+    ctx.registry = &registry;
+    router = std::make_unique<Router>(RouterOptions{}, &ctx);
+    body = Args(nodes, mix == kBoundElsewhere ? "uid-2" : "uid-1");
+  }
+
+  static constexpr int kEvenStates[5] = {kUnknown, kNotReporting, kUnhealthy, kFull, kAvailable};
+
+  pdc::testing::FakeClock clock;
+  MemoryStore store;
+  std::unique_ptr<Allocator> allocator;
+  std::unique_ptr<PodCache> pods;
+  Notifier notifier;
+  MetricsRegistry registry;
+  std::unique_ptr<ExtenderMetrics> metrics;
+  ExtenderContext ctx;
+  std::unique_ptr<Router> router;
+  std::string body;
+};
+
+template <typename C>
+void RouterFilter(benchmark::State& state, C& c) {
   size_t out = 0;
   for (auto _ : state) {
     HttpRequest r;
@@ -143,6 +253,17 @@ void BM_RouterFilter(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * c.body.size()));
 }
 
+void BM_RouterFilter(benchmark::State& state) {
+  Cluster c(static_cast<int>(state.range(0)), state.range(1) != 0);
+  RouterFilter(state, c);
+}
+
+void BM_RouterFilterMix(benchmark::State& state) {
+  MixCluster c(5000, static_cast<Mix>(state.range(0)));
+  state.SetLabel(kMixNames[state.range(0)]);
+  RouterFilter(state, c);
+}
+
 void PlainKey(rapidjson::Writer<rapidjson::StringBuffer>& w, std::string_view k) {
   w.Key(k.data(), static_cast<rapidjson::SizeType>(k.size()));
 }
@@ -153,8 +274,8 @@ void PlainStr(rapidjson::Writer<rapidjson::StringBuffer>& w, std::string_view k)
 // The floor: parse the same request in situ and write the same answer (the
 // verdicts and messages the router produced, computed once beforehand) with
 // RapidJSON. No allocator, no validation, no pod extraction.
-void BM_JsonFloor(benchmark::State& state) {
-  Cluster c(static_cast<int>(state.range(0)), state.range(1) != 0);
+template <typename C>
+void JsonFloor(benchmark::State& state, C& c) {
   // Verdicts per input index, from one real answer.
   HttpRequest once;
   once.method = "POST";
@@ -223,6 +344,17 @@ void BM_JsonFloor(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["response_bytes"] = static_cast<double>(out_size);
+}
+
+void BM_JsonFloor(benchmark::State& state) {
+  Cluster c(static_cast<int>(state.range(0)), state.range(1) != 0);
+  JsonFloor(state, c);
+}
+
+void BM_JsonFloorMix(benchmark::State& state) {
+  MixCluster c(5000, static_cast<Mix>(state.range(0)));
+  state.SetLabel(kMixNames[state.range(0)]);
+  JsonFloor(state, c);
 }
 
 // The allocator's share: Filter alone on pre-split names.
@@ -371,6 +503,8 @@ BENCHMARK(BM_RouterFilter)->Args({500, 0})->Args({500, 1})->Args({5000, 0})->Arg
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_JsonFloor)->Args({500, 0})->Args({500, 1})->Args({5000, 0})->Args({5000, 1})
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RouterFilterMix)->DenseRange(kUnknown, kEven)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_JsonFloorMix)->DenseRange(kUnknown, kEven)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AllocatorFilter)->Args({500, 0})->Args({500, 1})->Args({5000, 0})->Args({5000, 1})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_LoopbackFilter)->Args({500, 0})->Args({500, 1})->Args({5000, 0})->Args({5000, 1})

@@ -21,8 +21,8 @@ struct ExtenderContext {
   Allocator* allocator = nullptr;  // Required.
   const Clock* clock = nullptr;    // Required.
   PodCache* pod_cache = nullptr;   // Required.
-  // Required. Follows the allocator's commits (FollowCommits); handlers never
-  // bump it themselves.
+  // Required. Follows the allocator's commits (FollowCommits), one topic per
+  // node; handlers never bump it themselves.
   Notifier* notifier = nullptr;
   api::ManagedResources managed;   // Resource names of the device classes.
   KubeClient* kube = nullptr;      // Null: standalone (no Kubernetes API).
@@ -32,11 +32,14 @@ struct ExtenderContext {
 
 // Makes `notifier` follow the allocator: every committed mutation, whoever
 // makes it (a handler, the hand-off sweeper, a tool in the same process),
-// bumps it once it is durable, so no long-poll sleeps through a change.
+// bumps it once it is durable, naming the nodes it touched as topics, so no
+// long-poll sleeps through a change of its node and none wakes for another
+// node's.
 // REQUIRES: called before the allocator is shared with other threads;
 // `notifier` outlives the allocator's use of it.
 inline void FollowCommits(Allocator* allocator, Notifier* notifier) {
-  allocator->SetChangeListener([notifier](uint64_t) { notifier->Bump(); });
+  allocator->SetChangeListener(
+      [notifier](const Allocator::Change& change) { notifier->Bump(change.nodes); });
 }
 
 }  // namespace pdc::extender

@@ -125,9 +125,10 @@ HttpResponse RestHandlers::GetAllocations(std::string_view node,
     }
     wait = std::min(absl::Seconds(seconds), max_wait_);
   }
-  // Read the notifier before the state: a change committed after this point
-  // reaches the notifier through the allocator's change listener, past
-  // `seen`, and wakes the poll, so none is missed.
+  // Read the notifier before the state: a change to this node committed
+  // after this point reaches the notifier through the allocator's change
+  // listener, raises the node's topic past `seen` and wakes the poll, so
+  // none is missed. Changes to other nodes do not wake it.
   const uint64_t seen = ctx_->notifier->version();
   absl::StatusOr<NodeAllocations> a = ctx_->allocator->GetNodeAllocations(node);
   if (!a.ok()) return ErrorResponse(a.status());
@@ -135,7 +136,7 @@ HttpResponse RestHandlers::GetAllocations(std::string_view node,
     return Ok(WriteNodeAllocations(node, *a));
   }
   HttpResponse r;
-  r.long_poll = LongPoll{seen, wait};
+  r.long_poll = LongPoll{seen, wait, std::string(node)};
   return r;
 }
 

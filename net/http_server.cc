@@ -401,7 +401,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     std::weak_ptr<Session> weak = this->shared_from_this();
     CancelSubscription();
-    subscription_ = core_->notifier->Subscribe(lp.seen_version, [weak] {
+    subscription_ = core_->notifier->Subscribe(lp.topic, lp.seen_version, [weak] {
       if (auto self = weak.lock()) {
         asio::post(self->stream_.get_executor(), [self] {
           if (self->state_ != State::kParked) return;

@@ -12,9 +12,9 @@
 //    `client_ca_file`; whether it did is passed to the handler
 //    (HttpRequest::client_cert_verified);
 //  - long-polls (HttpResponse::long_poll) are parked without a thread: an
-//    Asio timer for the deadline plus a subscription to `notifier` whose
-//    callback only posts to the connection's strand, so parked polls never
-//    exhaust the worker pool. A server without a notifier never parks: it
+//    Asio timer for the deadline plus a subscription to `notifier` (for the
+//    poll's topic) whose callback only posts to the connection's strand, so
+//    parked polls never exhaust the worker pool. A server without a notifier never parks: it
 //    runs the handler again at once with allow_wait = false;
 //  - Shutdown(): stop accepting, close idle connections and connections
 //    still waiting for the rest of a request, answer parked long-polls at

@@ -34,11 +34,14 @@ struct HttpRequest {
 // A handler that wants to wait for a change (long-poll) returns this instead
 // of a final answer; the server parks the connection without holding a
 // thread, and calls the handler again with the same request once the
-// server's Notifier (common/notifier.h) is past `seen_version`
+// server's Notifier (common/notifier.h) is past `seen_version` for `topic`
 // (allow_wait = true) or when `max_wait` has passed (allow_wait = false).
 struct LongPoll {
   uint64_t seen_version = 0;
   absl::Duration max_wait = absl::ZeroDuration();
+  // Only bumps of this topic (or of every topic) wake the poll; "" = any
+  // bump.
+  std::string topic;
 };
 
 struct HttpResponse {

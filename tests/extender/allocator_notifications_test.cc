@@ -1,8 +1,11 @@
 // Long-polls follow the allocator's revision (extender_context.h,
 // FollowCommits): every mutating entry point of the Allocator wakes a parked
 // waiter once it has committed, with no handler bumping the Notifier by hand;
-// a call that commits nothing wakes nobody. One row per entry point.
+// a call that commits nothing wakes nobody; a waiter on a node's topic wakes
+// only for a commit that touched that node. One row per entry point.
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +53,8 @@ struct Case {
   // Runs the mutation under test; must succeed.
   std::function<absl::Status(World&)> mutate;
   bool wakes = true;
+  // The nodes the commit touched (Allocator::Change::nodes).
+  std::vector<std::string> nodes = {"node-a"};
 };
 
 class AllocatorNotificationsTest : public ::testing::TestWithParam<Case> {
@@ -89,6 +94,47 @@ TEST_P(AllocatorNotificationsTest, WakesAParkedWaiterExactlyWhenItCommits) {
   notifier_.Cancel(id);
 }
 
+// Waiters on node topics, as allocations long-polls park: only the touched
+// nodes' wake, and a touched node's allocations version moved.
+TEST_P(AllocatorNotificationsTest, WakesOnlyTheTouchedNodesWaiters) {
+  const std::vector<std::string> all = {"node-a", "node-b"};
+  const uint64_t seen = notifier_.version();
+  std::map<std::string, uint64_t> version_before;
+  std::map<std::string, int> woken;
+  std::vector<Notifier::SubscriptionId> ids;
+  for (const std::string& node : all) {
+    auto a = allocator_->GetNodeAllocations(node);
+    version_before[node] = a.ok() ? a->version : 0;
+    ids.push_back(notifier_.Subscribe(node, seen, [&woken, node] { ++woken[node]; }));
+    ASSERT_NE(ids.back(), 0u);
+  }
+  std::vector<std::string> told;
+  int calls = 0;
+  allocator_->SetChangeListener([&](const Allocator::Change& change) {
+    ++calls;
+    told = change.nodes;
+    notifier_.Bump(change.nodes);
+  });
+
+  ASSERT_OK(GetParam().mutate(world_));
+
+  EXPECT_EQ(calls, GetParam().wakes ? 1 : 0);
+  const std::vector<std::string> want =
+      GetParam().wakes ? GetParam().nodes : std::vector<std::string>{};
+  EXPECT_EQ(told, want);
+  for (const std::string& node : all) {
+    const bool touched = std::find(want.begin(), want.end(), node) != want.end();
+    EXPECT_EQ(woken[node], touched ? 1 : 0) << node;
+    auto a = allocator_->GetNodeAllocations(node);
+    const uint64_t version_after = a.ok() ? a->version : 0;
+    // A node removed for good has no allocations to answer (404).
+    if (a.ok()) {
+      EXPECT_EQ(version_after > version_before[node], touched) << node;
+    }
+  }
+  for (Notifier::SubscriptionId id : ids) notifier_.Cancel(id);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     EveryMutation, AllocatorNotificationsTest,
     ::testing::Values(
@@ -101,17 +147,23 @@ INSTANTIATE_TEST_SUITE_P(
              [](World& w) {
                return w.allocator->ReplaceInventory(
                    Inventory("node-b", {NvmeDevice("0000:3b:00.0", 12, 0, "SNB0")}));
-             }},
+             },
+             true, {"node-b"}},
         Case{"ReplaceInventoryHeartbeatOnly",
              [](World& w) { return w.allocator->ReplaceInventory(NodeA()); }, false},
         Case{"RemoveNode", [](World& w) { return w.allocator->RemoveNode("node-a"); }},
+        // A Pending claim lives on no node: the commit wakes no node's waiter.
         Case{"CreateClaim",
              [](World& w) {
                return w.allocator->CreateClaim({"default", "new"}, ClaimSpec{.resource_name = kNvme})
                    .status();
-             }},
+             },
+             true, {}},
         Case{"DeleteClaim",
-             [](World& w) { return w.allocator->DeleteClaim({"default", "spare"}, false); }},
+             [](World& w) { return w.allocator->DeleteClaim({"default", "spare"}, false); }, true,
+             {}},
+        Case{"DeleteBoundClaim",
+             [](World& w) { return w.allocator->DeleteClaim({"default", "vm1-nvme"}, true); }},
         Case{"Release",
              [](World& w) { return w.allocator->Release({"default", "vm1-nvme"}, "uid-1"); }},
         Case{"ReleaseNothingHeld",
@@ -142,8 +194,8 @@ TEST(AllocatorChangeListenerTest, SeesTheCommittedRevision) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Allocator> a, Allocator::Open(o, &store, &clock));
   std::vector<uint64_t> told;
   std::vector<uint64_t> read;
-  a->SetChangeListener([&](uint64_t revision) {
-    told.push_back(revision);
+  a->SetChangeListener([&](const Allocator::Change& change) {
+    told.push_back(change.revision);
     read.push_back(a->revision());
   });
   ASSERT_OK(a->ReplaceInventory(NodeA()));

@@ -12,7 +12,7 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr char kNotReportingC[] =
-    R"("node-c":"no pdc node driver has reported devices from node node-c")";
+    R"("node-c":"no pdc node driver has reported devices from this node")";
 constexpr char kBoundToB[] =
     "claim default/vm1-nvme is bound to node node-b (a persistent device claim "
     "keeps its node)";
@@ -169,7 +169,7 @@ TEST_F(RouterSchedulerTest, StaleNodeIsFailedNotUnresolvable) {
   HttpResponse r = Post("/scheduler/filter",
                         NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"}));
   EXPECT_EQ(r.body,
-            R"({"Nodes":null,"NodeNames":[],"FailedNodes":{"node-a":"pdc node driver on node-a has not reported for 5m"},"FailedAndUnresolvableNodes":{},"Error":""})");
+            R"({"Nodes":null,"NodeNames":[],"FailedNodes":{"node-a":"the pdc node driver on this node has not reported for more than 1m"},"FailedAndUnresolvableNodes":{},"Error":""})");
 }
 
 TEST_F(RouterSchedulerTest, ExplicitClaimAnnotation) {

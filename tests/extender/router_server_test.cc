@@ -1,9 +1,9 @@
 // pdc-extender's Router served by the shared server (extender/router_server.h)
 // over real loopback sockets (port 0): scheduler verbs over keep-alive, the
-// Router's errors, and its allocations long-poll parked without threads and
-// woken by a bind. The server's own behaviour (body limit, large bodies and
-// answers in pieces, malformed requests, timeouts, Expect, shutdown) is
-// tested once, in tests/net/http_server_test.cc.
+// Router's errors, and its allocations long-polls parked without threads and
+// woken by a bind on their node only. The server's own behaviour (body limit,
+// large bodies and answers in pieces, malformed requests, timeouts, Expect,
+// shutdown) is tested once, in tests/net/http_server_test.cc.
 #include "extender/router_server.h"
 
 #include <atomic>
@@ -139,14 +139,47 @@ TEST_F(RouterServerTest, LongPollAnswersWithCurrentStateWhenTimeIsUp) {
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, absl::StrCat(R"({"node":"node-a","version":)", now.version,
                                  R"(,"claimed":[],"returnToHost":[]})"));
-  // An unrelated change wakes the poll, which then parks again.
+  // A change on another node leaves the poll's subscription alone; a bump of
+  // everything wakes it, and it parks again until its time is up.
   RawSocket s(server_->port());
   ASSERT_TRUE(s.Send(absl::StrCat("GET /v1/nodes/node-a/allocations?since=", now.version,
                                   "&wait=0.5 HTTP/1.1\r\nHost: x\r\n\r\n")));
   ASSERT_TRUE(AwaitParked(1));
   Report("node-b", {NvmeDevice("0000:3b:00.0", 12, 0, "SNB0")});
+  EXPECT_EQ(notifier_.pending(), 1u);
   notifier_.Bump();
   EXPECT_THAT(s.ReadUntil("returnToHost"), StartsWith("HTTP/1.1 200"));
+}
+
+// Over real sockets: a bind on node-a answers node-a's parked poll and
+// leaves node-b's parked, its subscription untouched.
+TEST_F(RouterServerTest, BindWakesOnlyItsNodesPoll) {
+  TwoNodes();
+  StartServer();
+  ASSERT_OK_AND_ASSIGN(NodeAllocations a0, allocator_->GetNodeAllocations("node-a"));
+  ASSERT_OK_AND_ASSIGN(NodeAllocations b0, allocator_->GetNodeAllocations("node-b"));
+  RawSocket a(server_->port());
+  RawSocket b(server_->port());
+  ASSERT_TRUE(a.Send(absl::StrCat("GET /v1/nodes/node-a/allocations?since=", a0.version,
+                                  "&wait=20 HTTP/1.1\r\nHost: x\r\n\r\n")));
+  ASSERT_TRUE(b.Send(absl::StrCat("GET /v1/nodes/node-b/allocations?since=", b0.version,
+                                  "&wait=20 HTTP/1.1\r\nHost: x\r\n\r\n")));
+  ASSERT_TRUE(AwaitParked(2));
+  auto c = Client();
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse f,
+                       c->Post("/scheduler/filter",
+                               NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"})));
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse bind,
+                       c->Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")));
+  EXPECT_EQ(bind.body, R"({"Error":""})");
+  // The bind's listener ran before the bind answered: node-b's subscription
+  // is still the one pending.
+  EXPECT_EQ(notifier_.pending(), 1u);
+  const std::string reply = a.ReadUntil("returnToHost");
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(reply, HasSubstr(R"("claim":"default/vm1-nvme")"));
+  EXPECT_EQ(notifier_.pending(), 1u);
+  EXPECT_THAT(registry_.Render(), HasSubstr("\npdc_long_polls_waiting 1\n"));
 }
 
 }  // namespace

@@ -37,10 +37,11 @@ using ::pdc::testing::RawSocket;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-// GET /healthz: "ok". POST /echo: the body back. GET /poll?since=V&wait=S: a
-// long-poll on the notifier, answered {"version":N} once the notifier is
-// past V (or when the server says time is up); like pdc-extender's, it reads
-// the notifier first and waits for any change past that. Anything else: 404.
+// GET /healthz: "ok". POST /echo: the body back. GET /poll?since=V&wait=S
+// [&topic=T]: a long-poll on the notifier, answered {"version":N} once the
+// notifier (the topic's version, with a topic) is past V (or when the server
+// says time is up); like pdc-extender's, it reads the notifier first and
+// waits for any change (of the topic) past that. Anything else: 404.
 class TestRoutes {
  public:
   explicit TestRoutes(const Notifier* notifier) : notifier_(notifier) {}
@@ -57,15 +58,17 @@ class TestRoutes {
     } else if (r.method == "GET" && path == "/poll") {
       uint64_t since = 0;
       double wait = 0;
+      std::string topic;
       for (absl::string_view kv : absl::StrSplit(target.substr(path.size() + 1), '&')) {
         if (absl::ConsumePrefix(&kv, "since=")) (void)absl::SimpleAtoi(kv, &since);
         if (absl::ConsumePrefix(&kv, "wait=")) (void)absl::SimpleAtod(kv, &wait);
+        if (absl::ConsumePrefix(&kv, "topic=")) topic = std::string(kv);
       }
-      const uint64_t now = notifier_->version();
+      const uint64_t now = notifier_->version(topic);
       if (now > since || !r.allow_wait) {
         out.body = absl::StrCat(R"({"version":)", now, "}");
       } else {
-        out.long_poll = LongPoll{now, absl::Seconds(wait)};
+        out.long_poll = LongPoll{notifier_->version(), absl::Seconds(wait), topic};
       }
     } else {
       out.status = 404;
@@ -408,6 +411,33 @@ TEST_F(HttpServerTest, WokenPollThatStillWaitsParksAgain) {
   EXPECT_THAT(reply, HasSubstr(absl::StrCat(R"({"version":)", target + 1, "}")));
 }
 
+// A poll on a topic sleeps through bumps of other topics (its handler is not
+// run again: its subscription stays) and wakes for its own.
+TEST_F(HttpServerTest, TopicLongPollWakesOnlyForItsTopic) {
+  StartServer();
+  const uint64_t since = notifier_.version();
+  RawSocket a(server_->port());
+  RawSocket b(server_->port());
+  ASSERT_TRUE(a.Send(absl::StrCat("GET /poll?since=", since,
+                                  "&wait=20&topic=a HTTP/1.1\r\nHost: x\r\n\r\n")));
+  ASSERT_TRUE(AwaitParked(1));
+  ASSERT_TRUE(b.Send(absl::StrCat("GET /poll?since=", since,
+                                  "&wait=20&topic=b HTTP/1.1\r\nHost: x\r\n\r\n")));
+  ASSERT_TRUE(AwaitParked(2));
+  notifier_.Bump(std::vector<std::string>{"b"});
+  const std::string reply_b = b.ReadUntil("}");
+  EXPECT_THAT(reply_b, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(reply_b, HasSubstr(absl::StrCat(R"({"version":)", since + 1, "}")));
+  // The bump took b's subscription only: a's is still pending.
+  EXPECT_EQ(notifier_.pending(), 1u);
+  EXPECT_EQ(parked_gauge_.load(), 1);
+  notifier_.Bump(std::vector<std::string>{"a"});
+  const std::string reply_a = a.ReadUntil("}");
+  EXPECT_THAT(reply_a, StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(reply_a, HasSubstr(absl::StrCat(R"({"version":)", since + 2, "}")));
+  EXPECT_EQ(notifier_.pending(), 0u);
+}
+
 // Without a notifier nothing parks: the handler is asked again at once with
 // allow_wait = false.
 TEST(HttpServerWithoutNotifierTest, LongPollIsAnsweredAtOnce) {
@@ -432,7 +462,7 @@ TEST(HttpServerHandlerBugTest, WaitingAfterTheDeadlineIs500) {
   so.notifier = &notifier;
   ASSERT_OK_AND_ASSIGN(auto server, HttpServer::Start(so, [](HttpRequest) {
                          HttpResponse r;
-                         r.long_poll = LongPoll{0, absl::Milliseconds(50)};
+                         r.long_poll = LongPoll{0, absl::Milliseconds(50), ""};
                          return r;
                        }));
   HttpClientOptions o;
