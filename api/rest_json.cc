@@ -482,6 +482,10 @@ absl::StatusOr<Claim> ParseClaim(const Value& v) {
   ASSIGN_OR_RETURN(c.uid, str(v, "uid", "uid"));
   ASSIGN_OR_RETURN(c.spec.resource_name, str(v, "resourceName", "resourceName"));
   ASSIGN_OR_RETURN(int64_t count, json::OptInt(v, "count", "count", 1));
+  // The server holds the same bound; a claim outside it is not one it wrote.
+  if (count < 1 || count > kMaxClaimCount) {
+    return json::FieldError("count", absl::StrCat("must be between 1 and ", kMaxClaimCount));
+  }
   c.spec.count = static_cast<int32_t>(count);
   ASSIGN_OR_RETURN(c.spec.node, str(v, "node", "node"));
   ASSIGN_OR_RETURN(c.spec.serial, str(v, "serial", "serial"));

@@ -5,10 +5,10 @@
 #include <map>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "api/quantity.h"
 #include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
@@ -56,19 +56,22 @@ absl::StatusOr<std::string_view> MapValue(const Value* map,
   return StringOf(it->value);
 }
 
-// A resource.Quantity of a device resource: a whole number, written by Go as
-// a string ("1"), or as a JSON number by hand-written clients.
+// A resource.Quantity of a device resource, read as Kubernetes reads it
+// (api/quantity.h): a whole number of devices, 0..kMaxNodeDevices. Go writes
+// a quantity as a string ("1", "2k"); hand-written clients may send a JSON
+// number, which Go would read as the same text.
 absl::StatusOr<int64_t> DeviceQuantity(const Value& v, std::string_view field) {
-  if (v.IsInt64()) {
-    if (v.GetInt64() < 0) return json::FieldError(field, "must not be negative");
-    return v.GetInt64();
-  }
   if (v.IsString()) {
-    int64_t n = 0;
-    if (absl::SimpleAtoi(Sv(StringOf(v)), &n) && n >= 0) return n;
-    return json::FieldError(
-        field, absl::StrCat("quantity \"", Sv(StringOf(v)),
-                            "\" of a device resource must be a whole number"));
+    return ParseWholeQuantityField(StringOf(v), kMaxNodeDevices, field, "devices");
+  }
+  if (v.IsInt64() || v.IsUint64() || v.IsDouble()) {
+    // A JSON number has already been read by RapidJSON; write it back as
+    // text (the shortest form that reads back the same) and read that.
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    v.Accept(w);
+    return ParseWholeQuantityField(std::string_view(buf.GetString(), buf.GetSize()),
+                                   kMaxNodeDevices, field, "devices");
   }
   return TypeError(field, "must be a quantity string such as \"1\"");
 }
@@ -186,6 +189,14 @@ absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
                                   &init));
     for (const auto& [res, n] : init) sum[res] = std::max(sum[res], n);
     for (const auto& [res, n] : sum) {
+      // Each quantity is at most kMaxNodeDevices; their sum over the
+      // containers is held to the same bound (one node must hold it all).
+      if (n > kMaxNodeDevices) {
+        return json::FieldError(
+            "Pod.spec.containers",
+            absl::StrCat("the containers request ", n, " ", res, " in all, more than ",
+                         kMaxNodeDevices, ", the most one node may hold"));
+      }
       if (n > 0) r.resources.emplace_back(res, n);
     }
   }

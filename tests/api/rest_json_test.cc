@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "api/handoff_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -175,6 +176,20 @@ TEST(ClaimCreateJsonTest, CountLimitAtTheBoundary) {
           << body;
       EXPECT_EQ(json::FieldOf(parsed.status()), "count") << body;
       EXPECT_EQ(json::HttpStatusFor(parsed.status()), 422) << body;
+    }
+  }
+}
+
+// A claim as a client reads it: a count the server could not have written
+// (outside 1..256, or beyond int32 where a cast would wrap it) is refused.
+TEST(ClaimJsonTest, ParsedCountIsBounded) {
+  for (const auto& [count, ok] : std::vector<std::pair<std::string, bool>>{
+           {"1", true}, {"256", true}, {"0", false}, {"-1", false}, {"257", false},
+           {"4294967297", false}, {"-4294967295", false}, {"9223372036854775807", false}}) {
+    absl::StatusOr<Claim> c = ParseClaim(absl::StrCat(R"({"name":"a","count":)", count, "}"));
+    EXPECT_EQ(c.ok(), ok) << count;
+    if (!ok) {
+      EXPECT_EQ(json::FieldOf(c.status()), "count") << count;
     }
   }
 }

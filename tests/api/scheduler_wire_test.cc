@@ -3,6 +3,8 @@
 #include "api/scheduler_wire.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "api/json_util.h"
@@ -88,6 +90,57 @@ TEST(PodToRequestTest, FractionalDeviceQuantityIsRejected) {
   EXPECT_THAT(p, pdc::testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                         HasSubstr("must be a whole number")));
   EXPECT_EQ(json::HttpStatusFor(p.status()), 422);
+}
+
+TEST(PodToRequestTest, DeviceQuantitiesAreKubernetesQuantities) {
+  struct Row {
+    std::string quantity;  // JSON: a string literal or a number.
+    int64_t devices;       // -1: refused.
+    std::string says = "";
+  };
+  for (const Row& r : {
+           Row{R"("1")", 1}, Row{R"("1k")", 1000}, Row{R"("4Ki")", 4096}, Row{R"("2e0")", 2},
+           Row{R"("1000m")", 1}, Row{R"("1.5k")", 1500}, Row{R"("+1")", 1}, Row{"3", 3},
+           Row{"1e3", 1000}, Row{"2.0", 2}, Row{R"("0")", 0},
+           Row{R"("0.5")", -1, "must be a whole number"},
+           Row{"0.5", -1, "must be a whole number"},
+           Row{R"("-1")", -1, "must not be negative"}, Row{"-1", -1, "must not be negative"},
+           Row{R"("1E")", -1, "is more than 4096 devices"},
+           Row{R"("9223372036854775807")", -1, "is more than 4096 devices"},
+           Row{"9223372036854775807", -1, "is more than 4096 devices"},
+           Row{"18446744073709551615", -1, "is more than 4096 devices"},
+           Row{"1e300", -1, "is more than 4096 devices"},
+           Row{R"("4294967297")", -1, "is more than 4096 devices"},
+           Row{R"("1Ki ")", -1, "is not a Kubernetes quantity"},
+           Row{R"("")", -1, "is not a Kubernetes quantity"},
+       }) {
+    auto p = FromText(absl::StrCat(
+        R"({"metadata":{"name":"p"},"spec":{"containers":[{"resources":{"requests":{"devices.kubevirt.io/nvme":)",
+        r.quantity, "}}}]}}"));
+    if (r.devices < 0) {
+      ASSERT_FALSE(p.ok()) << r.quantity;
+      EXPECT_THAT(std::string(p.status().message()), HasSubstr(r.says)) << r.quantity;
+      EXPECT_EQ(json::FieldOf(p.status()),
+                R"(Pod.spec.containers[0].resources.requests["devices.kubevirt.io/nvme"])");
+      EXPECT_EQ(json::HttpStatusFor(p.status()), 422) << r.quantity;
+    } else if (r.devices == 0) {
+      ASSERT_OK(p.status());
+      EXPECT_TRUE(p->pass_through) << r.quantity;
+    } else {
+      ASSERT_TRUE(p.ok()) << r.quantity << ": " << p.status();
+      EXPECT_THAT(p->request.resources, ElementsAre(Pair(kNvme, r.devices))) << r.quantity;
+    }
+  }
+}
+
+TEST(PodToRequestTest, ThePodsTotalIsBoundedToo) {
+  // Two containers of 4096 each: each is within the bound, their sum not.
+  auto p = FromText(R"({"metadata":{"name":"p"},"spec":{"containers":[
+        {"resources":{"requests":{"devices.kubevirt.io/nvme":"4Ki"}}},
+        {"resources":{"requests":{"devices.kubevirt.io/nvme":"4096"}}}]}})");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(json::FieldOf(p.status()), "Pod.spec.containers");
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("8192 devices.kubevirt.io/nvme"));
 }
 
 TEST(PodToRequestTest, WrongTypesNameTheField) {
