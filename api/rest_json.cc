@@ -10,6 +10,7 @@
 #include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "model/names.h"
 
 namespace pdc::api {
 namespace {
@@ -31,7 +32,7 @@ absl::StatusOr<uint32_t> ParseHex(const Value& obj, std::string_view key,
   ASSIGN_OR_RETURN(std::string_view s, json::ReqString(obj, key, field));
   const int64_t v = ParseFixedHex(s, static_cast<size_t>(digits));
   if (v < 0) {
-    return json::FieldError(field, absl::StrCat("\"", Sv(s), "\" must be ",
+    return json::FieldError(field, absl::StrCat(model::QuoteForMessage(s), " must be ",
                                                 digits, " hex digits"));
   }
   return static_cast<uint32_t>(v);
@@ -64,6 +65,8 @@ absl::StatusOr<Device> ParseDevice(const Value& v, std::string_view at) {
                    json::OptString(v, "serial", f("serial")));
   ASSIGN_OR_RETURN(std::string_view driver,
                    json::OptString(v, "driver", f("driver")));
+  RETURN_IF_ERROR(ValidateSerial(f("serial"), serial));
+  RETURN_IF_ERROR(ValidateDriverName(f("driver"), driver));
   d.serial = std::string(serial);
   d.driver = std::string(driver);
   ASSIGN_OR_RETURN(bool healthy, json::OptBool(v, "healthy", f("healthy"), true));
@@ -107,7 +110,7 @@ absl::StatusOr<ReclaimPolicy> ParsePolicy(std::string_view s,
   if (s.empty() || s == "Retain") return ReclaimPolicy::kRetain;
   if (s == "Delete") return ReclaimPolicy::kDelete;
   return json::FieldError(
-      field, absl::StrCat("\"", Sv(s), "\" must be Retain or Delete"));
+      field, absl::StrCat(model::QuoteForMessage(s), " must be Retain or Delete"));
 }
 
 // Device address -> "ns/name" of the claim holding it on `node`.
@@ -171,8 +174,8 @@ absl::StatusOr<NodeInventory> ParseInventory(std::string_view body,
   ASSIGN_OR_RETURN(std::string_view node, json::ReqString(doc, "node", "node"));
   if (node != path_node) {
     return json::FieldError(
-        "node", absl::StrCat("\"", Sv(node), "\" does not match the node \"",
-                             Sv(path_node), "\" in the URL"));
+        "node", absl::StrCat(model::QuoteForMessage(node), " does not match the node ",
+                             model::QuoteForMessage(path_node), " in the URL"));
   }
   RETURN_IF_ERROR(ValidateObjectName("node", node));
   inv.node = std::string(node);
@@ -338,9 +341,9 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
                    json::OptString(doc, "namespace", "namespace"));
   if (!body_ns.empty() && body_ns != ns) {
     return json::FieldError("namespace",
-                            absl::StrCat("\"", Sv(body_ns),
-                                         "\" does not match the namespace \"",
-                                         Sv(ns), "\" in the URL"));
+                            absl::StrCat(model::QuoteForMessage(body_ns),
+                                         " does not match the namespace ",
+                                         model::QuoteForMessage(ns), " in the URL"));
   }
   ASSIGN_OR_RETURN(std::string_view name, json::ReqString(doc, "name", "name"));
   RETURN_IF_ERROR(ValidateObjectName("name", name));
@@ -348,6 +351,7 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
   ASSIGN_OR_RETURN(std::string_view res,
                    json::ReqString(doc, "resourceName", "resourceName"));
   if (res.empty()) return json::FieldError("resourceName", "is required");
+  RETURN_IF_ERROR(ValidateResourceName("resourceName", res));
   c.spec.resource_name = std::string(res);
   ASSIGN_OR_RETURN(int64_t count, json::OptInt(doc, "count", "count", 1));
   if (count < 1 || count > kMaxClaimCount) {
@@ -359,6 +363,7 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
   c.spec.node = std::string(node);
   ASSIGN_OR_RETURN(std::string_view serial,
                    json::OptString(doc, "serial", "serial"));
+  RETURN_IF_ERROR(ValidateSerial("serial", serial));
   c.spec.serial = std::string(serial);
   ASSIGN_OR_RETURN(std::string_view addr,
                    json::OptString(doc, "address", "address"));

@@ -149,6 +149,10 @@ absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
                                    "default"));
   ASSIGN_OR_RETURN(std::string_view uid,
                    json::OptString(*meta, "uid", "Pod.metadata.uid"));
+  // Checked before anything is kept, cached or logged.
+  RETURN_IF_ERROR(ValidateObjectName("Pod.metadata.name", name));
+  if (!ns.empty()) RETURN_IF_ERROR(ValidateNamespace("Pod.metadata.namespace", ns));
+  if (!uid.empty()) RETURN_IF_ERROR(ValidateUid("Pod.metadata.uid", uid));
   r.pod_name = std::string(name);
   r.ns = ns.empty() ? "default" : std::string(ns);
   r.pod_uid = std::string(uid);
@@ -162,6 +166,14 @@ absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
   ASSIGN_OR_RETURN(
       std::string_view domain,
       MapValue(annotations, kDomainAnnotation, "Pod.metadata.annotations"));
+  // The VM's name, whichever carries it, becomes part of claim names.
+  if (!vm_label.empty()) {
+    RETURN_IF_ERROR(ValidateObjectName(
+        absl::StrCat("Pod.metadata.labels[\"", Sv(kVmNameLabel), "\"]"), vm_label));
+  } else if (!domain.empty()) {
+    RETURN_IF_ERROR(ValidateObjectName(
+        absl::StrCat("Pod.metadata.annotations[\"", Sv(kDomainAnnotation), "\"]"), domain));
+  }
   r.vm = VmIdentity(vm_label, domain, name);
 
   ASSIGN_OR_RETURN(
@@ -426,9 +438,11 @@ absl::StatusOr<BindingArgs> ReadBindingArgs(const Value& doc) {
                    json::ReqString(doc, "PodNamespace", "PodNamespace"));
   ASSIGN_OR_RETURN(std::string_view uid, json::ReqString(doc, "PodUID", "PodUID"));
   ASSIGN_OR_RETURN(std::string_view node, json::ReqString(doc, "Node", "Node"));
-  if (name.empty()) return json::FieldError("PodName", "must not be empty");
-  if (uid.empty()) return json::FieldError("PodUID", "must not be empty");
-  if (node.empty()) return json::FieldError("Node", "must not be empty");
+  // Checked before the binder logs or records any of them.
+  RETURN_IF_ERROR(ValidateObjectName("PodName", name));
+  if (!ns.empty()) RETURN_IF_ERROR(ValidateNamespace("PodNamespace", ns));
+  RETURN_IF_ERROR(ValidateUid("PodUID", uid));
+  RETURN_IF_ERROR(ValidateObjectName("Node", node));
   b.pod_name = std::string(name);
   b.pod_namespace = ns.empty() ? "default" : std::string(ns);
   b.pod_uid = std::string(uid);
@@ -465,6 +479,7 @@ absl::StatusOr<PreemptionArgs> ReadPreemptionArgs(const Value& doc) {
   for (auto it = map->MemberBegin(); it != map->MemberEnd(); ++it) {
     NodeVictims nv;
     nv.node = StringOf(it->name);
+    RETURN_IF_ERROR(ValidateObjectName(field, nv.node));
     const std::string at = absl::StrCat(Sv(field), "[\"", Sv(nv.node), "\"]");
     const Value& v = it->value;
     if (!v.IsNull()) {
@@ -481,6 +496,7 @@ absl::StatusOr<PreemptionArgs> ReadPreemptionArgs(const Value& doc) {
         if (use_meta) {
           ASSIGN_OR_RETURN(std::string_view uid,
                            json::ReqString(p, "UID", absl::StrCat(pat, ".UID")));
+          RETURN_IF_ERROR(ValidateUid(absl::StrCat(pat, ".UID"), uid));
           nv.pod_uids.push_back(uid);
         } else {
           const Value* pm = Find(p, "metadata");
@@ -490,6 +506,7 @@ absl::StatusOr<PreemptionArgs> ReadPreemptionArgs(const Value& doc) {
           ASSIGN_OR_RETURN(
               std::string_view uid,
               json::ReqString(*pm, "uid", absl::StrCat(pat, ".metadata.uid")));
+          RETURN_IF_ERROR(ValidateUid(absl::StrCat(pat, ".metadata.uid"), uid));
           nv.pod_uids.push_back(uid);
         }
       }

@@ -29,6 +29,17 @@ HttpResponse MethodNotAllowed(const HttpRequest& req, std::string_view path) {
                                  Sv(path)));
 }
 
+// Most of a request's method, path and error answer one debug line shows.
+constexpr size_t kLoggedMethodBytes = 16;
+constexpr size_t kLoggedPathBytes = 256;
+constexpr size_t kLoggedBodyBytes = 1024;
+
+// `s`, or its first `max` bytes and how long it was.
+std::string Cut(std::string_view s, size_t max) {
+  if (s.size() <= max) return std::string(s);
+  return absl::StrCat(Sv(s.substr(0, max)), "... (", s.size(), " bytes)");
+}
+
 // Constant-time comparison, so the token cannot be guessed byte by byte.
 bool SameSecret(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -72,7 +83,10 @@ HttpResponse Router::Handle(HttpRequest request) const {
     ctx_->metrics->ObserveRequest(route, r.status, ctx_->clock->Now() - start);
   }
   if (r.status >= 400 && r.status != 404 && spdlog::should_log(spdlog::level::debug)) {
-    spdlog::debug("{} {} -> {} {}", request.method, path, r.status, r.body);
+    // The path and the answer may carry what a client sent (a refused name
+    // is quoted, cut short, in the answer): both are cut here as well.
+    spdlog::debug("{} {} -> {} {}", Cut(request.method, kLoggedMethodBytes),
+                  Cut(path, kLoggedPathBytes), r.status, Cut(r.body, kLoggedBodyBytes));
   }
   return r;
 }

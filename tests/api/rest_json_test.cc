@@ -194,6 +194,59 @@ TEST(ClaimJsonTest, ParsedCountIsBounded) {
   }
 }
 
+// Strings the server keeps and logs are bounded where they enter.
+TEST(RestJsonBoundsTest, ServerSideStringsAreBounded) {
+  const std::string huge(1 << 20, 's');
+  auto inventory = [](const std::string& device_fields) {
+    return absl::StrCat(
+        R"({"node":"node-a","devices":[{"address":"0000:3b:00.0","vendor":"1b36","device":"0010","class":"010802")",
+        device_fields, "}]}");
+  };
+  struct Row {
+    std::string what;
+    absl::Status status;
+    std::string field;
+  };
+  const Row rows[] = {
+      {"serial 65", ParseInventory(inventory(absl::StrCat(R"(,"serial":")", std::string(65, 'S'), "\"")), "node-a").status(),
+       "devices[0].serial"},
+      {"serial control", ParseInventory(inventory(R"(,"serial":"S\nN")"), "node-a").status(),
+       "devices[0].serial"},
+      {"driver space", ParseInventory(inventory(R"(,"driver":"vfio pci")"), "node-a").status(),
+       "devices[0].driver"},
+      {"driver huge", ParseInventory(inventory(absl::StrCat(R"(,"driver":")", huge, "\"")), "node-a").status(),
+       "devices[0].driver"},
+      {"node huge", ParseInventory(absl::StrCat(R"({"node":")", huge, "\"}"), "node-a").status(), "node"},
+      {"class huge", ParseInventory(absl::StrCat(R"({"node":"node-a","devices":[{"address":"0000:3b:00.0","vendor":"1b36","device":"0010","class":")", huge, "\"}]}"), "node-a").status(),
+       "devices[0].class"},
+      {"address huge", ParseInventory(absl::StrCat(R"({"node":"node-a","devices":[{"address":")", huge, "\"}]}"), "node-a").status(),
+       "devices[0].address"},
+      {"claim serial", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":"x.io/y","serial":")", huge, "\"}"), "default").status(),
+       "serial"},
+      {"claim resource", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":")", huge, "\"}"), "default").status(),
+       "resourceName"},
+      {"claim policy", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":"x.io/y","reclaimPolicy":")", huge, "\"}"), "default").status(),
+       "reclaimPolicy"},
+      {"claim namespace", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":"x.io/y","namespace":")", huge, "\"}"), "default").status(),
+       "namespace"},
+      {"handoff uid", ParseHandoffConfirm(absl::StrCat(R"({"podUid":")", huge, R"(","resourceName":"x.io/y","devices":["0000:3b:00.0"]})")).status(),
+       "podUid"},
+      {"handoff resource", ParseHandoffConfirm(R"({"podUid":"u","resourceName":"no slash allowed/x/y","devices":["0000:3b:00.0"]})").status(),
+       "resourceName"},
+  };
+  for (const Row& r : rows) {
+    ASSERT_FALSE(r.status.ok()) << r.what;
+    EXPECT_EQ(json::FieldOf(r.status), r.field) << r.what << ": " << r.status;
+    EXPECT_EQ(json::HttpStatusFor(r.status), 422) << r.what;
+    EXPECT_LT(r.status.message().size(), 1024u) << r.what;
+  }
+  // At the bounds: accepted.
+  EXPECT_OK(ParseInventory(inventory(absl::StrCat(R"(,"serial":"  SN 1)", std::string(58, 'S'),
+                                                  R"(","driver":"vfio-pci")")),
+                           "node-a")
+                .status());
+}
+
 TEST(ClaimJsonTest, ClaimListRoundTrips) {
   Claim a;
   a.key = {"default", "a"};

@@ -143,6 +143,64 @@ TEST(PodToRequestTest, ThePodsTotalIsBoundedToo) {
   EXPECT_THAT(std::string(p.status().message()), HasSubstr("8192 devices.kubevirt.io/nvme"));
 }
 
+TEST(PodToRequestTest, MetadataIsBoundedBeforeItIsKept) {
+  const std::string long_uid(129, 'a');
+  const std::string long_name(254, 'a');
+  struct Row {
+    std::string metadata;
+    std::string field;
+  };
+  for (const Row& r : {
+           Row{absl::StrCat(R"("name":")", long_name, "\""), "Pod.metadata.name"},
+           Row{R"("name":"Not_A_Name")", "Pod.metadata.name"},
+           Row{R"("name":"p","namespace":"a.b")", "Pod.metadata.namespace"},
+           Row{absl::StrCat(R"("name":"p","uid":")", long_uid, "\""), "Pod.metadata.uid"},
+           Row{R"("name":"p","uid":"a b")", "Pod.metadata.uid"},
+           Row{R"("name":"p","uid":"a\u0001b")", "Pod.metadata.uid"},
+           Row{R"("name":"p","labels":{"vm.kubevirt.io/name":"VM!"})",
+               R"(Pod.metadata.labels["vm.kubevirt.io/name"])"},
+           Row{absl::StrCat(R"("name":"p","annotations":{"kubevirt.io/domain":")", long_name,
+                            "\"}"),
+               R"(Pod.metadata.annotations["kubevirt.io/domain"])"},
+       }) {
+    auto p = FromText(absl::StrCat(R"({"metadata":{)", r.metadata, "}}"));
+    ASSERT_FALSE(p.ok()) << r.metadata;
+    EXPECT_EQ(json::FieldOf(p.status()), r.field) << r.metadata;
+    EXPECT_EQ(json::HttpStatusFor(p.status()), 422) << r.metadata;
+    EXPECT_LT(p.status().message().size(), 1024u);
+  }
+  // At the bounds: accepted.
+  ASSERT_OK(FromText(absl::StrCat(R"({"metadata":{"name":")", std::string(253, 'a'),
+                                  R"(","uid":")", std::string(128, 'a'), "\"}}")));
+  ASSERT_OK(FromText(R"({"metadata":{"name":"p","uid":"8d6c2f9e-1b1a-4c53-9f0e-2d3c4b5a6f70"}})"));
+}
+
+TEST(ReadBindingArgsTest, EveryFieldIsBounded) {
+  auto read = [](std::string text) {
+    rapidjson::Document doc;
+    EXPECT_OK(json::Parse(text, &doc));
+    return ReadBindingArgs(doc);
+  };
+  ASSERT_OK_AND_ASSIGN(BindingArgs ok, read(R"({"PodName":"p","PodNamespace":"","PodUID":"u","Node":"n"})"));
+  EXPECT_EQ(ok.pod_namespace, "default");
+  const std::string huge(1 << 20, 'x');
+  for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+           {absl::StrCat(R"({"PodName":"p","PodNamespace":"d","PodUID":")", huge, R"(","Node":"n"})"),
+            "PodUID"},
+           {absl::StrCat(R"({"PodName":")", huge, R"(","PodNamespace":"d","PodUID":"u","Node":"n"})"),
+            "PodName"},
+           {absl::StrCat(R"({"PodName":"p","PodNamespace":")", huge, R"(","PodUID":"u","Node":"n"})"),
+            "PodNamespace"},
+           {absl::StrCat(R"({"PodName":"p","PodNamespace":"d","PodUID":"u","Node":")", huge, "\"}"),
+            "Node"},
+       }) {
+    absl::StatusOr<BindingArgs> b = read(text);
+    ASSERT_FALSE(b.ok()) << field;
+    EXPECT_EQ(json::FieldOf(b.status()), field);
+    EXPECT_LT(b.status().message().size(), 2048u) << field;
+  }
+}
+
 TEST(PodToRequestTest, WrongTypesNameTheField) {
   auto p = FromText(R"({"metadata":{"name":"p","annotations":{"pdc.kubevirt.io/claims":5}}})");
   EXPECT_EQ(json::FieldOf(p.status()),
