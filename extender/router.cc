@@ -60,12 +60,18 @@ Router::Router(RouterOptions options, const ExtenderContext* ctx)
 
 bool Router::Authorized(const HttpRequest& req) const {
   if (options_.bearer_token.empty()) return true;
-  constexpr std::string_view kBearer = "Bearer ";
+  // credentials = auth-scheme 1*SP token68 (RFC 7235 §2.1); the scheme is
+  // case-insensitive ("bearer", "BEARER"), the token is not.
+  constexpr std::string_view kBearer = "bearer";
   std::string_view h = req.authorization;
-  if (h.size() <= kBearer.size() || h.substr(0, kBearer.size()) != kBearer) {
+  if (h.size() <= kBearer.size() ||
+      !json::EqualsIgnoreCase(h.substr(0, kBearer.size()), kBearer) ||
+      h[kBearer.size()] != ' ') {
     return false;
   }
-  return SameSecret(h.substr(kBearer.size()), options_.bearer_token);
+  h.remove_prefix(kBearer.size());
+  while (!h.empty() && h.front() == ' ') h.remove_prefix(1);
+  return SameSecret(h, options_.bearer_token);
 }
 
 HttpResponse Router::Handle(HttpRequest request) const {
@@ -150,12 +156,13 @@ HttpResponse Router::Rest(HttpRequest& req, std::string_view path,
     p.push_back(StdSv(s));
   }
   const std::string& m = req.method;
-  const bool mutating = m == "PUT" || m == "POST" || m == "DELETE";
   auto not_found = [&] {
     return Error(404, absl::StrCat("no such endpoint: ", m, " ", Sv(path)));
   };
   auto allow = [&](std::string_view method) { return m == method; };
-  if (mutating && !Authorized(req)) {
+  // With a token configured every /v1/ call needs it, reads too: claims,
+  // pods and serial numbers are not for anyone who can reach the port.
+  if (!Authorized(req)) {
     return Error(401, "this call needs 'Authorization: Bearer <token>' with "
                       "the configured API token");
   }
