@@ -14,7 +14,8 @@
 // 401 otherwise). /healthz, /readyz and /metrics stay open (probes and
 // Prometheus; /metrics holds counters and node names only). Scheduler verbs
 // are open on their listener, or need a verified client certificate when
-// scheduler_requires_client_cert.
+// scheduler_requires_client_cert. Whether a listener beyond loopback may be
+// open at all is decided at start-up (config: extender.allowUnauthenticated).
 // Thread-safety: Handle is thread-safe and runs on server worker threads.
 #ifndef PDC_EXTENDER_ROUTER_H_
 #define PDC_EXTENDER_ROUTER_H_
