@@ -175,6 +175,29 @@ TEST(PodToRequestTest, MetadataIsBoundedBeforeItIsKept) {
   ASSERT_OK(FromText(R"({"metadata":{"name":"p","uid":"8d6c2f9e-1b1a-4c53-9f0e-2d3c4b5a6f70"}})"));
 }
 
+TEST(ExtenderArgsTest, NodeNamesAreHeldToANodeNamesLength) {
+  const std::string pod = R"({"metadata":{"name":"p"}})";
+  const std::string ok(253, 'n');
+  const std::string too_long(254, 'n');
+  for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
+           {absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNames":["a",")", too_long, R"("]})"),
+            "NodeNames[1]"},
+           {absl::StrCat(R"({"Pod":)", pod, R"(,"Nodes":{"items":[{"metadata":{"name":")", too_long,
+                         R"("}}]}})"),
+            "Nodes.items[0].metadata.name"},
+       }) {
+    std::string text = body;
+    rapidjson::Document doc;
+    absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(text, &doc);
+    ASSERT_FALSE(args.ok()) << field;
+    EXPECT_EQ(json::FieldOf(args.status()), field);
+    EXPECT_LT(args.status().message().size(), 256u);
+  }
+  std::string text = absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNames":[")", ok, R"("]})");
+  rapidjson::Document doc;
+  ASSERT_OK(ParseExtenderArgs(text, &doc).status());
+}
+
 TEST(ReadBindingArgsTest, EveryFieldIsBounded) {
   auto read = [](std::string text) {
     rapidjson::Document doc;
