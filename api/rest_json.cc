@@ -99,6 +99,10 @@ absl::StatusOr<std::optional<Reservation>> ParseReservation(
   ASSIGN_OR_RETURN(std::string_view vm, json::OptString(*v, "vm", at("vm")));
   ASSIGN_OR_RETURN(std::string_view pn, json::OptString(*v, "podName", at("podName")));
   ASSIGN_OR_RETURN(std::string_view pu, json::OptString(*v, "podUid", at("podUid")));
+  // What a client shows and logs is bounded as the server bounds it.
+  if (!vm.empty()) RETURN_IF_ERROR(ValidateObjectName(at("vm"), vm));
+  if (!pn.empty()) RETURN_IF_ERROR(ValidateObjectName(at("podName"), pn));
+  if (!pu.empty()) RETURN_IF_ERROR(ValidateUid(at("podUid"), pu));
   r.vm = std::string(vm);
   r.pod_name = std::string(pn);
   r.pod_uid = std::string(pu);
@@ -474,6 +478,42 @@ std::string WriteClaimList(const std::vector<Claim>& claims) {
   return std::string(json::Output(buf));
 }
 
+namespace {
+
+// Longest lostReason a client accepts: the allocator writes a sentence
+// naming a device, a node and serial numbers, far below this.
+constexpr size_t kMaxReasonBytes = 1024;
+
+// A claim as a client reads it holds only values the server could have
+// written: names, UIDs and serials within their bounds (all optional here,
+// as older or partial answers may leave them out).
+absl::Status CheckClaimStrings(const Claim& c) {
+  if (!c.key.ns.empty()) RETURN_IF_ERROR(ValidateNamespace("namespace", c.key.ns));
+  if (!c.key.name.empty()) RETURN_IF_ERROR(ValidateObjectName("name", c.key.name));
+  if (!c.uid.empty()) RETURN_IF_ERROR(ValidateUid("uid", c.uid));
+  if (!c.spec.resource_name.empty()) {
+    RETURN_IF_ERROR(ValidateResourceName("resourceName", c.spec.resource_name));
+  }
+  if (!c.spec.node.empty()) RETURN_IF_ERROR(ValidateObjectName("node", c.spec.node));
+  RETURN_IF_ERROR(ValidateSerial("serial", c.spec.serial));
+  if (!c.spec.owner_vm.empty()) RETURN_IF_ERROR(ValidateObjectName("ownerVM", c.spec.owner_vm));
+  if (!c.status.node.empty()) RETURN_IF_ERROR(ValidateObjectName("status.node", c.status.node));
+  if (c.status.lost_reason.size() > kMaxReasonBytes) {
+    return json::FieldError("status.lostReason",
+                            absl::StrCat("is longer than ", kMaxReasonBytes, " bytes"));
+  }
+  if (!c.status.handed_off_to.empty()) {
+    RETURN_IF_ERROR(ValidateUid("status.handedOffTo", c.status.handed_off_to));
+  }
+  for (size_t i = 0; i < c.status.devices.size(); ++i) {
+    RETURN_IF_ERROR(ValidateSerial(absl::StrCat("status.devices[", i, "].serial"),
+                                   c.status.devices[i].serial));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Claim> ParseClaim(const Value& v) {
   if (!v.IsObject()) return json::TypeError("", "claim must be an object");
   Claim c;
@@ -538,6 +578,7 @@ absl::StatusOr<Claim> ParseClaim(const Value& v) {
       }
     }
   }
+  RETURN_IF_ERROR(CheckClaimStrings(c));
   return c;
 }
 

@@ -194,6 +194,35 @@ TEST(ClaimJsonTest, ParsedCountIsBounded) {
   }
 }
 
+// A client (pdcctl, pdc-node) reading a claim or an allocation refuses
+// strings the server could not have written, so it never shows or logs them.
+TEST(ClaimJsonTest, ParsedStringsAreBounded) {
+  const std::string huge(1 << 20, 'x');
+  struct Row {
+    std::string body, field;
+  };
+  for (const Row& r : {
+           Row{absl::StrCat(R"({"uid":")", huge, "\"}"), "uid"},
+           Row{R"({"namespace":"A"})", "namespace"},
+           Row{absl::StrCat(R"({"name":")", huge, "\"}"), "name"},
+           Row{R"({"resourceName":"no/such/name"})", "resourceName"},
+           Row{absl::StrCat(R"({"serial":")", huge, "\"}"), "serial"},
+           Row{R"({"ownerVM":"VM"})", "ownerVM"},
+           Row{absl::StrCat(R"({"status":{"lostReason":")", huge, "\"}}"), "status.lostReason"},
+           Row{R"({"status":{"handedOffTo":"a b"}})", "status.handedOffTo"},
+           Row{R"({"status":{"reservedFor":{"podUid":"a b"}}})", "status.reservedFor.podUid"},
+           Row{R"({"status":{"devices":[{"address":"0000:3b:00.0","serial":"S\u0007"}]}})",
+               "status.devices[0].serial"},
+       }) {
+    absl::StatusOr<Claim> c = ParseClaim(r.body);
+    ASSERT_FALSE(c.ok()) << r.field;
+    EXPECT_EQ(json::FieldOf(c.status()), r.field);
+    EXPECT_LT(c.status().message().size(), 1024u) << r.field;
+  }
+  EXPECT_OK(ParseClaim(R"({"namespace":"default","name":"a","uid":"8d6c2f9e-1b1a-4c53-9f0e-2d3c4b5a6f70","status":{"reservedFor":{"vm":"vm1","podName":"p","podUid":"u-1"}}})")
+                .status());
+}
+
 // Strings the server keeps and logs are bounded where they enter.
 TEST(RestJsonBoundsTest, ServerSideStringsAreBounded) {
   const std::string huge(1 << 20, 's');
