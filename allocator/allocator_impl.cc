@@ -24,9 +24,10 @@ absl::Status ValidateOptions(const AllocatorOptions& options) {
 
 absl::Status ValidateInventory(const NodeInventory& inv) {
   RETURN_IF_ERROR(model::ValidateObjectName("node", inv.node));
-  if (inv.devices.size() > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("devices: ", inv.devices.size(), " devices; at most 4096 per node"));
+  if (inv.devices.size() > static_cast<size_t>(kMaxNodeDevices)) {
+    return absl::InvalidArgumentError(absl::StrCat("devices: ", inv.devices.size(),
+                                                   " devices; at most ", kMaxNodeDevices,
+                                                   " per node"));
   }
   std::vector<PciAddress> seen;
   seen.reserve(inv.devices.size());

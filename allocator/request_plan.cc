@@ -61,6 +61,12 @@ std::string AddTemplateClaims(const ClusterState& state, const AllocatorOptions&
     }
     const size_t rest = requested[c] - explicit_count[c];
     if (rest == 0) continue;
+    if (rest > static_cast<size_t>(kMaxClaimCount)) {
+      return absl::StrCat("the pod requests ", rest, " ", resource,
+                          " beyond its named claims, more than one claim may hold (",
+                          kMaxClaimCount, "); name claims in the annotation ",
+                          kClaimsAnnotation, " for the rest");
+    }
     ClaimKey key{request.ns, absl::StrCat(request.vm, "-", ResourceShortName(resource))};
     if (absl::Status s = model::ValidateObjectName("template claim name", key.name); !s.ok()) {
       return std::string(s.message());
@@ -159,13 +165,22 @@ void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options
   const auto& classes = state.classes();
   std::vector<size_t> requested(classes.size(), 0);
   bool wants_managed = false;
+  // Requests beyond what any node holds can never be met; checked here as
+  // well as by the wire codec, so no caller can size a claim from them.
+  int64_t too_many = 0;
+  std::string too_many_resource;
   for (const auto& [resource, count] : request.resources) {
     int16_t cls = state.ClassIndex(resource);
     if (cls == kNoClass || count <= 0) continue;
+    if (count > kMaxNodeDevices) {
+      too_many = count;
+      too_many_resource = resource;
+      continue;
+    }
     requested[cls] = std::max(requested[cls], static_cast<size_t>(count));
     wants_managed = true;
   }
-  if (!wants_managed && request.claim_names.empty()) {
+  if (!wants_managed && too_many == 0 && request.claim_names.empty()) {
     plan.pass_through = true;
     return;
   }
@@ -174,6 +189,11 @@ void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options
   plan.ns = request.ns;
   plan.vm = request.vm;
   plan.pod_uid = request.pod_uid;
+  if (too_many > 0) {
+    plan.problem = absl::StrCat("the pod requests ", too_many, " ", too_many_resource,
+                                ", more than one node may hold (", kMaxNodeDevices, ")");
+    return;
+  }
   if (absl::Status s = model::ValidateNamespace("pod namespace", request.ns); !s.ok()) {
     plan.problem = std::string(s.message());
     return;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/json_util.h"
 #include "api/rest_json.h"
+#include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
 
@@ -50,11 +51,11 @@ absl::StatusOr<HandoffConfirm> ParseHandoffConfirm(std::string_view body) {
   if (!doc.IsObject()) return json::TypeError("", "must be an object");
   HandoffConfirm c;
   ASSIGN_OR_RETURN(std::string_view uid, json::ReqString(doc, "podUid", "podUid"));
-  if (uid.empty()) return json::FieldError("podUid", "must not be empty");
+  RETURN_IF_ERROR(ValidateUid("podUid", uid));
   c.pod_uid = std::string(uid);
   ASSIGN_OR_RETURN(std::string_view res,
                    json::ReqString(doc, "resourceName", "resourceName"));
-  if (res.empty()) return json::FieldError("resourceName", "must not be empty");
+  RETURN_IF_ERROR(ValidateResourceName("resourceName", res));
   c.resource_name = std::string(res);
   ASSIGN_OR_RETURN(c.devices, ParseAddressArray(doc, "devices", "devices"));
   if (c.devices.empty()) return json::FieldError("devices", "must list at least one PCI address");

@@ -10,6 +10,7 @@
 #include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "model/names.h"
 
 namespace pdc::api {
 namespace {
@@ -31,7 +32,7 @@ absl::StatusOr<uint32_t> ParseHex(const Value& obj, std::string_view key,
   ASSIGN_OR_RETURN(std::string_view s, json::ReqString(obj, key, field));
   const int64_t v = ParseFixedHex(s, static_cast<size_t>(digits));
   if (v < 0) {
-    return json::FieldError(field, absl::StrCat("\"", Sv(s), "\" must be ",
+    return json::FieldError(field, absl::StrCat(model::QuoteForMessage(s), " must be ",
                                                 digits, " hex digits"));
   }
   return static_cast<uint32_t>(v);
@@ -64,6 +65,8 @@ absl::StatusOr<Device> ParseDevice(const Value& v, std::string_view at) {
                    json::OptString(v, "serial", f("serial")));
   ASSIGN_OR_RETURN(std::string_view driver,
                    json::OptString(v, "driver", f("driver")));
+  RETURN_IF_ERROR(ValidateSerial(f("serial"), serial));
+  RETURN_IF_ERROR(ValidateDriverName(f("driver"), driver));
   d.serial = std::string(serial);
   d.driver = std::string(driver);
   ASSIGN_OR_RETURN(bool healthy, json::OptBool(v, "healthy", f("healthy"), true));
@@ -96,6 +99,10 @@ absl::StatusOr<std::optional<Reservation>> ParseReservation(
   ASSIGN_OR_RETURN(std::string_view vm, json::OptString(*v, "vm", at("vm")));
   ASSIGN_OR_RETURN(std::string_view pn, json::OptString(*v, "podName", at("podName")));
   ASSIGN_OR_RETURN(std::string_view pu, json::OptString(*v, "podUid", at("podUid")));
+  // What a client shows and logs is bounded as the server bounds it.
+  if (!vm.empty()) RETURN_IF_ERROR(ValidateObjectName(at("vm"), vm));
+  if (!pn.empty()) RETURN_IF_ERROR(ValidateObjectName(at("podName"), pn));
+  if (!pu.empty()) RETURN_IF_ERROR(ValidateUid(at("podUid"), pu));
   r.vm = std::string(vm);
   r.pod_name = std::string(pn);
   r.pod_uid = std::string(pu);
@@ -107,7 +114,7 @@ absl::StatusOr<ReclaimPolicy> ParsePolicy(std::string_view s,
   if (s.empty() || s == "Retain") return ReclaimPolicy::kRetain;
   if (s == "Delete") return ReclaimPolicy::kDelete;
   return json::FieldError(
-      field, absl::StrCat("\"", Sv(s), "\" must be Retain or Delete"));
+      field, absl::StrCat(model::QuoteForMessage(s), " must be Retain or Delete"));
 }
 
 // Device address -> "ns/name" of the claim holding it on `node`.
@@ -149,8 +156,8 @@ absl::StatusOr<NodeInventory> ParseInventory(std::string_view body,
   ASSIGN_OR_RETURN(std::string_view node, json::ReqString(doc, "node", "node"));
   if (node != path_node) {
     return json::FieldError(
-        "node", absl::StrCat("\"", Sv(node), "\" does not match the node \"",
-                             Sv(path_node), "\" in the URL"));
+        "node", absl::StrCat(model::QuoteForMessage(node), " does not match the node ",
+                             model::QuoteForMessage(path_node), " in the URL"));
   }
   RETURN_IF_ERROR(ValidateObjectName("node", node));
   inv.node = std::string(node);
@@ -323,9 +330,9 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
                    json::OptString(doc, "namespace", "namespace"));
   if (!body_ns.empty() && body_ns != ns) {
     return json::FieldError("namespace",
-                            absl::StrCat("\"", Sv(body_ns),
-                                         "\" does not match the namespace \"",
-                                         Sv(ns), "\" in the URL"));
+                            absl::StrCat(model::QuoteForMessage(body_ns),
+                                         " does not match the namespace ",
+                                         model::QuoteForMessage(ns), " in the URL"));
   }
   ASSIGN_OR_RETURN(std::string_view name, json::ReqString(doc, "name", "name"));
   RETURN_IF_ERROR(ValidateObjectName("name", name));
@@ -333,6 +340,7 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
   ASSIGN_OR_RETURN(std::string_view res,
                    json::ReqString(doc, "resourceName", "resourceName"));
   if (res.empty()) return json::FieldError("resourceName", "is required");
+  RETURN_IF_ERROR(ValidateResourceName("resourceName", res));
   c.spec.resource_name = std::string(res);
   ASSIGN_OR_RETURN(int64_t count, json::OptInt(doc, "count", "count", 1));
   if (count < 1 || count > kMaxClaimCount) {
@@ -344,6 +352,7 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
   c.spec.node = std::string(node);
   ASSIGN_OR_RETURN(std::string_view serial,
                    json::OptString(doc, "serial", "serial"));
+  RETURN_IF_ERROR(ValidateSerial("serial", serial));
   c.spec.serial = std::string(serial);
   ASSIGN_OR_RETURN(std::string_view addr,
                    json::OptString(doc, "address", "address"));
@@ -454,6 +463,42 @@ std::string WriteClaimList(const std::vector<Claim>& claims) {
   return std::string(json::Output(buf));
 }
 
+namespace {
+
+// Longest lostReason a client accepts: the allocator writes a sentence
+// naming a device, a node and serial numbers, far below this.
+constexpr size_t kMaxReasonBytes = 1024;
+
+// A claim as a client reads it holds only values the server could have
+// written: names, UIDs and serials within their bounds (all optional here,
+// as older or partial answers may leave them out).
+absl::Status CheckClaimStrings(const Claim& c) {
+  if (!c.key.ns.empty()) RETURN_IF_ERROR(ValidateNamespace("namespace", c.key.ns));
+  if (!c.key.name.empty()) RETURN_IF_ERROR(ValidateObjectName("name", c.key.name));
+  if (!c.uid.empty()) RETURN_IF_ERROR(ValidateUid("uid", c.uid));
+  if (!c.spec.resource_name.empty()) {
+    RETURN_IF_ERROR(ValidateResourceName("resourceName", c.spec.resource_name));
+  }
+  if (!c.spec.node.empty()) RETURN_IF_ERROR(ValidateObjectName("node", c.spec.node));
+  RETURN_IF_ERROR(ValidateSerial("serial", c.spec.serial));
+  if (!c.spec.owner_vm.empty()) RETURN_IF_ERROR(ValidateObjectName("ownerVM", c.spec.owner_vm));
+  if (!c.status.node.empty()) RETURN_IF_ERROR(ValidateObjectName("status.node", c.status.node));
+  if (c.status.lost_reason.size() > kMaxReasonBytes) {
+    return json::FieldError("status.lostReason",
+                            absl::StrCat("is longer than ", kMaxReasonBytes, " bytes"));
+  }
+  if (!c.status.handed_off_to.empty()) {
+    RETURN_IF_ERROR(ValidateUid("status.handedOffTo", c.status.handed_off_to));
+  }
+  for (size_t i = 0; i < c.status.devices.size(); ++i) {
+    RETURN_IF_ERROR(ValidateSerial(absl::StrCat("status.devices[", i, "].serial"),
+                                   c.status.devices[i].serial));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Claim> ParseClaim(const Value& v) {
   if (!v.IsObject()) return json::TypeError("", "claim must be an object");
   Claim c;
@@ -467,6 +512,10 @@ absl::StatusOr<Claim> ParseClaim(const Value& v) {
   ASSIGN_OR_RETURN(c.uid, str(v, "uid", "uid"));
   ASSIGN_OR_RETURN(c.spec.resource_name, str(v, "resourceName", "resourceName"));
   ASSIGN_OR_RETURN(int64_t count, json::OptInt(v, "count", "count", 1));
+  // The server holds the same bound; a claim outside it is not one it wrote.
+  if (count < 1 || count > kMaxClaimCount) {
+    return json::FieldError("count", absl::StrCat("must be between 1 and ", kMaxClaimCount));
+  }
   c.spec.count = static_cast<int32_t>(count);
   ASSIGN_OR_RETURN(c.spec.node, str(v, "node", "node"));
   ASSIGN_OR_RETURN(c.spec.serial, str(v, "serial", "serial"));
@@ -514,6 +563,7 @@ absl::StatusOr<Claim> ParseClaim(const Value& v) {
       }
     }
   }
+  RETURN_IF_ERROR(CheckClaimStrings(c));
   return c;
 }
 

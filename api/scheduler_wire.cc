@@ -5,10 +5,10 @@
 #include <map>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "api/quantity.h"
 #include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
@@ -56,19 +56,22 @@ absl::StatusOr<std::string_view> MapValue(const Value* map,
   return StringOf(it->value);
 }
 
-// A resource.Quantity of a device resource: a whole number, written by Go as
-// a string ("1"), or as a JSON number by hand-written clients.
+// A resource.Quantity of a device resource, read as Kubernetes reads it
+// (api/quantity.h): a whole number of devices, 0..kMaxNodeDevices. Go writes
+// a quantity as a string ("1", "2k"); hand-written clients may send a JSON
+// number, which Go would read as the same text.
 absl::StatusOr<int64_t> DeviceQuantity(const Value& v, std::string_view field) {
-  if (v.IsInt64()) {
-    if (v.GetInt64() < 0) return json::FieldError(field, "must not be negative");
-    return v.GetInt64();
-  }
   if (v.IsString()) {
-    int64_t n = 0;
-    if (absl::SimpleAtoi(Sv(StringOf(v)), &n) && n >= 0) return n;
-    return json::FieldError(
-        field, absl::StrCat("quantity \"", Sv(StringOf(v)),
-                            "\" of a device resource must be a whole number"));
+    return ParseWholeQuantityField(StringOf(v), kMaxNodeDevices, field, "devices");
+  }
+  if (v.IsInt64() || v.IsUint64() || v.IsDouble()) {
+    // A JSON number has already been read by RapidJSON; write it back as
+    // text (the shortest form that reads back the same) and read that.
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    v.Accept(w);
+    return ParseWholeQuantityField(std::string_view(buf.GetString(), buf.GetSize()),
+                                   kMaxNodeDevices, field, "devices");
   }
   return TypeError(field, "must be a quantity string such as \"1\"");
 }
@@ -146,6 +149,10 @@ absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
                                    "default"));
   ASSIGN_OR_RETURN(std::string_view uid,
                    json::OptString(*meta, "uid", "Pod.metadata.uid"));
+  // Checked before anything is kept, cached or logged.
+  RETURN_IF_ERROR(ValidateObjectName("Pod.metadata.name", name));
+  if (!ns.empty()) RETURN_IF_ERROR(ValidateNamespace("Pod.metadata.namespace", ns));
+  if (!uid.empty()) RETURN_IF_ERROR(ValidateUid("Pod.metadata.uid", uid));
   r.pod_name = std::string(name);
   r.ns = ns.empty() ? "default" : std::string(ns);
   r.pod_uid = std::string(uid);
@@ -159,6 +166,14 @@ absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
   ASSIGN_OR_RETURN(
       std::string_view domain,
       MapValue(annotations, kDomainAnnotation, "Pod.metadata.annotations"));
+  // The VM's name, whichever carries it, becomes part of claim names.
+  if (!vm_label.empty()) {
+    RETURN_IF_ERROR(ValidateObjectName(
+        absl::StrCat("Pod.metadata.labels[\"", Sv(kVmNameLabel), "\"]"), vm_label));
+  } else if (!domain.empty()) {
+    RETURN_IF_ERROR(ValidateObjectName(
+        absl::StrCat("Pod.metadata.annotations[\"", Sv(kDomainAnnotation), "\"]"), domain));
+  }
   r.vm = VmIdentity(vm_label, domain, name);
 
   ASSIGN_OR_RETURN(
@@ -186,6 +201,14 @@ absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
                                   &init));
     for (const auto& [res, n] : init) sum[res] = std::max(sum[res], n);
     for (const auto& [res, n] : sum) {
+      // Each quantity is at most kMaxNodeDevices; their sum over the
+      // containers is held to the same bound (one node must hold it all).
+      if (n > kMaxNodeDevices) {
+        return json::FieldError(
+            "Pod.spec.containers",
+            absl::StrCat("the containers request ", n, " ", res, " in all, more than ",
+                         kMaxNodeDevices, ", the most one node may hold"));
+      }
       if (n > 0) r.resources.emplace_back(res, n);
     }
   }
@@ -415,9 +438,11 @@ absl::StatusOr<BindingArgs> ReadBindingArgs(const Value& doc) {
                    json::ReqString(doc, "PodNamespace", "PodNamespace"));
   ASSIGN_OR_RETURN(std::string_view uid, json::ReqString(doc, "PodUID", "PodUID"));
   ASSIGN_OR_RETURN(std::string_view node, json::ReqString(doc, "Node", "Node"));
-  if (name.empty()) return json::FieldError("PodName", "must not be empty");
-  if (uid.empty()) return json::FieldError("PodUID", "must not be empty");
-  if (node.empty()) return json::FieldError("Node", "must not be empty");
+  // Checked before the binder logs or records any of them.
+  RETURN_IF_ERROR(ValidateObjectName("PodName", name));
+  if (!ns.empty()) RETURN_IF_ERROR(ValidateNamespace("PodNamespace", ns));
+  RETURN_IF_ERROR(ValidateUid("PodUID", uid));
+  RETURN_IF_ERROR(ValidateObjectName("Node", node));
   b.pod_name = std::string(name);
   b.pod_namespace = ns.empty() ? "default" : std::string(ns);
   b.pod_uid = std::string(uid);
@@ -454,6 +479,7 @@ absl::StatusOr<PreemptionArgs> ReadPreemptionArgs(const Value& doc) {
   for (auto it = map->MemberBegin(); it != map->MemberEnd(); ++it) {
     NodeVictims nv;
     nv.node = StringOf(it->name);
+    RETURN_IF_ERROR(ValidateObjectName(field, nv.node));
     const std::string at = absl::StrCat(Sv(field), "[\"", Sv(nv.node), "\"]");
     const Value& v = it->value;
     if (!v.IsNull()) {
@@ -470,6 +496,7 @@ absl::StatusOr<PreemptionArgs> ReadPreemptionArgs(const Value& doc) {
         if (use_meta) {
           ASSIGN_OR_RETURN(std::string_view uid,
                            json::ReqString(p, "UID", absl::StrCat(pat, ".UID")));
+          RETURN_IF_ERROR(ValidateUid(absl::StrCat(pat, ".UID"), uid));
           nv.pod_uids.push_back(uid);
         } else {
           const Value* pm = Find(p, "metadata");
@@ -479,6 +506,7 @@ absl::StatusOr<PreemptionArgs> ReadPreemptionArgs(const Value& doc) {
           ASSIGN_OR_RETURN(
               std::string_view uid,
               json::ReqString(*pm, "uid", absl::StrCat(pat, ".metadata.uid")));
+          RETURN_IF_ERROR(ValidateUid(absl::StrCat(pat, ".metadata.uid"), uid));
           nv.pod_uids.push_back(uid);
         }
       }

@@ -46,8 +46,11 @@ struct PodRequest {
 };
 
 // Extracts what the allocator needs from a v1.Pod JSON object. Wrong JSON
-// types are TypeError naming the path ("Pod.metadata.labels"); a claim
-// annotation with an invalid name is FieldError.
+// types are TypeError naming the path ("Pod.metadata.labels"). FieldError
+// naming the path: a claim annotation with an invalid name; a name,
+// namespace, UID or VM name out of Kubernetes' bounds (api/validation.h); a
+// managed quantity that is not a whole number of devices in
+// 0..kMaxNodeDevices (api/quantity.h), or a pod total per resource above it.
 absl::StatusOr<PodRequest> PodToRequest(const json::Value& pod,
                                         const ManagedResources& managed);
 
@@ -106,6 +109,8 @@ std::string WriteHostPriorityList(absl::Span<const std::string_view> nodes,
 absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
 ParseHostPriorityList(std::string_view body);
 
+// Every field is validated (names, namespace, UID) before it is returned:
+// the binder logs and records them.
 struct BindingArgs {
   std::string pod_name;
   std::string pod_namespace;

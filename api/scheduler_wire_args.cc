@@ -11,6 +11,7 @@
 #include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "model/names.h"
 #include "rapidjson/reader.h"
 
 namespace pdc::api {
@@ -25,6 +26,23 @@ using json::Value;
 }  // namespace
 
 namespace {
+
+// Node names are echoed back and may reach a message or a log line: each is
+// held to a node name's length (a DNS-1123 subdomain, 253). Only the length:
+// the thousands of names of a filter call are not checked character by
+// character (an unknown name simply fails filter).
+absl::Status CheckNameLengths(const std::vector<std::string_view>& names,
+                              std::string_view before, std::string_view after) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].size() > model::kDns1123SubdomainMaxLength) {
+      return json::FieldError(
+          absl::StrCat(Sv(before), i, Sv(after)),
+          absl::StrCat(model::QuoteForMessage(names[i]), " is longer than a node name (",
+                       model::kDns1123SubdomainMaxLength, " characters)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ExtenderArgs> ReadArgs(const Value& doc,
                                       const Value* captured_value,
@@ -58,6 +76,7 @@ absl::StatusOr<ExtenderArgs> ReadArgs(const Value& doc,
       return TypeError("Nodes",
                        "must be null when NodeNames is set (nodeCacheCapable)");
     }
+    RETURN_IF_ERROR(CheckNameLengths(args.node_names, "NodeNames[", "]"));
     return args;
   }
   if (IsNullish(nodes)) {
@@ -82,6 +101,7 @@ absl::StatusOr<ExtenderArgs> ReadArgs(const Value& doc,
     args.node_items.push_back(&node);
     args.node_names.push_back(name);
   }
+  RETURN_IF_ERROR(CheckNameLengths(args.node_names, "Nodes.items[", "].metadata.name"));
   return args;
 }
 

@@ -77,7 +77,11 @@ struct KubernetesConfig {
 struct ExtenderConfig {
   // listen: host:port of the HTTP(S) listener (scheduler extender verbs,
   // REST API, /metrics, /healthz). Port 0 picks a free port (tests).
-  std::string listen = "0.0.0.0:8888";
+  // Loopback by default; beyond loopback (any address but 127.0.0.0/8, ::1
+  // and localhost, "0.0.0.0" and "" included) every interface must be
+  // authenticated: tokenFile for the REST API and tls.clientCAFile for the
+  // scheduler verbs, unless allowUnauthenticated says otherwise.
+  std::string listen = "127.0.0.1:8888";
   // schedulerPathPrefix: urlPrefix of the KubeSchedulerConfiguration
   // extender; verbs are served at <prefix>/filter, /prioritize, /bind,
   // /preempt.
@@ -101,9 +105,16 @@ struct ExtenderConfig {
   // closed (a long-poll in progress is not idle).
   absl::Duration idle_timeout = absl::Seconds(120);
   ServerTlsConfig tls;  // tls: certFile, keyFile, clientCAFile.
-  // tokenFile: file holding a bearer token required on mutating REST calls
-  // (claims, inventory). "" = no token required.
+  // tokenFile: file holding a bearer token required on every REST call under
+  // /v1/, reads included (not /healthz, /readyz, /metrics). "" = no token
+  // required.
   std::string token_file;
+  // allowUnauthenticated: start even though the listener is reachable beyond
+  // loopback and the REST API (no tokenFile) or the scheduler verbs (no
+  // tls.clientCAFile) accept anyone who can reach it. What is configured is
+  // still enforced. For test clusters, or a network that only lets
+  // kube-scheduler reach the port.
+  bool allow_unauthenticated = false;
   // dataDir: where the file store keeps its log and snapshots.
   std::string data_dir = "/var/lib/pdc";
   // store: `file` (durable write-ahead log + snapshots in dataDir) or
@@ -215,6 +226,12 @@ std::string FormatConfigYaml(const PdcConfig& config);
 
 // One line per field: "  --extender.listen (default "0.0.0.0:8888")".
 std::string ConfigHelp();
+
+// True when the host of `listen` (host:port) only accepts connections from
+// this machine: 127.0.0.0/8, ::1 (also IPv4-mapped 127.x), or "localhost". An
+// empty host, 0.0.0.0, [::] and every other name or address are reachable
+// from elsewhere (a name other than localhost may resolve to anything).
+bool IsLoopbackListen(std::string_view listen);
 
 // REQUIRES: Validate(config) is OK.
 AllocatorOptions ToAllocatorOptions(const PdcConfig& config);

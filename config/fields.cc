@@ -366,6 +366,9 @@ std::vector<FieldSpec> MakeFields() {
       "extender.serializeHandoffs", booleans,
       [](auto& c) -> auto& { return c.extender.serialize_handoffs; }));
   f.push_back(Enum(
+      "extender.allowUnauthenticated", booleans,
+      [](auto& c) -> auto& { return c.extender.allow_unauthenticated; }));
+  f.push_back(Enum(
       "extender.kubernetes.mode", kube_modes,
       [](auto& c) -> auto& { return c.extender.kubernetes.mode; }));
   f.push_back(Str(

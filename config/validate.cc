@@ -1,11 +1,17 @@
 // Validation of a loaded PdcConfig, conversions and names.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "config/config.h"
@@ -155,6 +161,30 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
                "needs extender.tls.certFile and keyFile (client certificates "
                "are only checked over TLS)");
   }
+  // Every interface reachable beyond loopback is authenticated, or the
+  // configuration says, by name, that it need not be.
+  if (!e.allow_unauthenticated && !IsLoopbackListen(e.listen)) {
+    std::vector<std::string> open;
+    if (e.token_file.empty()) {
+      open.push_back("the REST API needs extender.tokenFile");
+    }
+    if (e.tls.client_ca_file.empty()) {
+      open.push_back(
+          "the scheduler verbs need extender.tls.clientCAFile (with tls.certFile and "
+          "tls.keyFile) so that kube-scheduler presents a client certificate");
+    }
+    if (!open.empty()) {
+      return Bad("extender.listen",
+                 absl::StrCat(QuoteYaml(e.listen),
+                              " is reachable beyond loopback, so every interface must "
+                              "be authenticated: ",
+                              absl::StrJoin(open, "; "),
+                              ". Or listen on 127.0.0.1, or set "
+                              "extender.allowUnauthenticated: true to accept this (test "
+                              "clusters, or a network that only lets kube-scheduler and "
+                              "pdc-node reach the port)"));
+    }
+  }
   if (e.store == StoreKind::kFile && e.data_dir.empty()) {
     return Bad("extender.dataDir", "required when extender.store is file");
   }
@@ -216,6 +246,25 @@ absl::Status ValidateNode(const PdcConfig& c) {
 }
 
 }  // namespace
+
+bool IsLoopbackListen(std::string_view listen) {
+  std::string host(listen.substr(0, listen.rfind(':')));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (absl::AsciiStrToLower(host) == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
 
 std::vector<DeviceClass> PdcConfig::DefaultDeviceClasses() {
   DeviceClass nvme;

@@ -147,6 +147,16 @@ absl::Status ExtenderApp::Init() {
                options_.version, so.address, server_->port(), so.threads,
                so.cert_file.empty() ? "plain HTTP" : "TLS", ToString(ec.store));
 
+  if (!IsLoopbackListen(ec.listen) &&
+      (ec.token_file.empty() || ec.tls.client_ca_file.empty())) {
+    // Only with extender.allowUnauthenticated (Validate refuses it otherwise).
+    spdlog::warn("extender.allowUnauthenticated: anyone who can reach {} may call {}",
+                 ec.listen,
+                 ec.token_file.empty() && ec.tls.client_ca_file.empty()
+                     ? "the REST API and the scheduler verbs"
+                     : (ec.token_file.empty() ? "the REST API" : "the scheduler verbs"));
+  }
+
   registry_.AddCallbackFamily(
       "pdc_handoffs_pending",
       "VM pods bound to a node that have not yet received their devices from the node's "

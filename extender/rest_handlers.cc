@@ -21,6 +21,7 @@ using api::ParseHandoffConfirm;
 using api::ParseInventory;
 using api::ValidateNamespace;
 using api::ValidateObjectName;
+using api::ValidateUid;
 using api::WriteClaim;
 using api::WriteClaimList;
 using api::WriteDeviceList;
@@ -200,7 +201,12 @@ HttpResponse RestHandlers::ReleaseClaim(std::string_view ns,
   }
   const ClaimKey key{std::string(ns), std::string(name)};
   std::string pod_uid;
-  if (auto it = query.find("podUid"); it != query.end()) pod_uid = it->second;
+  if (auto it = query.find("podUid"); it != query.end() && !it->second.empty()) {
+    if (absl::Status s = ValidateUid("podUid", it->second); !s.ok()) {
+      return ErrorResponse(s);
+    }
+    pod_uid = it->second;
+  }
   if (absl::Status s = ctx_->allocator->Release(key, pod_uid); !s.ok()) {
     return ErrorResponse(s);
   }
@@ -234,6 +240,9 @@ HttpResponse RestHandlers::ListHandoffs(std::string_view node) const {
 HttpResponse RestHandlers::CancelHandoff(std::string_view node,
                                          std::string_view pod_uid) const {
   if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
+    return ErrorResponse(s);
+  }
+  if (absl::Status s = ValidateUid("podUid", pod_uid); !s.ok()) {
     return ErrorResponse(s);
   }
   absl::StatusOr<std::vector<ClaimKey>> released =

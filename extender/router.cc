@@ -29,6 +29,17 @@ HttpResponse MethodNotAllowed(const HttpRequest& req, std::string_view path) {
                                  Sv(path)));
 }
 
+// Most of a request's method, path and error answer one debug line shows.
+constexpr size_t kLoggedMethodBytes = 16;
+constexpr size_t kLoggedPathBytes = 256;
+constexpr size_t kLoggedBodyBytes = 1024;
+
+// `s`, or its first `max` bytes and how long it was.
+std::string Cut(std::string_view s, size_t max) {
+  if (s.size() <= max) return std::string(s);
+  return absl::StrCat(Sv(s.substr(0, max)), "... (", s.size(), " bytes)");
+}
+
 // Constant-time comparison, so the token cannot be guessed byte by byte.
 bool SameSecret(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -49,12 +60,18 @@ Router::Router(RouterOptions options, const ExtenderContext* ctx)
 
 bool Router::Authorized(const HttpRequest& req) const {
   if (options_.bearer_token.empty()) return true;
-  constexpr std::string_view kBearer = "Bearer ";
+  // credentials = auth-scheme 1*SP token68 (RFC 7235 §2.1); the scheme is
+  // case-insensitive ("bearer", "BEARER"), the token is not.
+  constexpr std::string_view kBearer = "bearer";
   std::string_view h = req.authorization;
-  if (h.size() <= kBearer.size() || h.substr(0, kBearer.size()) != kBearer) {
+  if (h.size() <= kBearer.size() ||
+      !json::EqualsIgnoreCase(h.substr(0, kBearer.size()), kBearer) ||
+      h[kBearer.size()] != ' ') {
     return false;
   }
-  return SameSecret(h.substr(kBearer.size()), options_.bearer_token);
+  h.remove_prefix(kBearer.size());
+  while (!h.empty() && h.front() == ' ') h.remove_prefix(1);
+  return SameSecret(h, options_.bearer_token);
 }
 
 HttpResponse Router::Handle(HttpRequest request) const {
@@ -72,7 +89,10 @@ HttpResponse Router::Handle(HttpRequest request) const {
     ctx_->metrics->ObserveRequest(route, r.status, ctx_->clock->Now() - start);
   }
   if (r.status >= 400 && r.status != 404 && spdlog::should_log(spdlog::level::debug)) {
-    spdlog::debug("{} {} -> {} {}", request.method, path, r.status, r.body);
+    // The path and the answer may carry what a client sent (a refused name
+    // is quoted, cut short, in the answer): both are cut here as well.
+    spdlog::debug("{} {} -> {} {}", Cut(request.method, kLoggedMethodBytes),
+                  Cut(path, kLoggedPathBytes), r.status, Cut(r.body, kLoggedBodyBytes));
   }
   return r;
 }
@@ -136,12 +156,13 @@ HttpResponse Router::Rest(HttpRequest& req, std::string_view path,
     p.push_back(StdSv(s));
   }
   const std::string& m = req.method;
-  const bool mutating = m == "PUT" || m == "POST" || m == "DELETE";
   auto not_found = [&] {
     return Error(404, absl::StrCat("no such endpoint: ", m, " ", Sv(path)));
   };
   auto allow = [&](std::string_view method) { return m == method; };
-  if (mutating && !Authorized(req)) {
+  // With a token configured every /v1/ call needs it, reads too: claims,
+  // pods and serial numbers are not for anyone who can reach the port.
+  if (!Authorized(req)) {
     return Error(401, "this call needs 'Authorization: Bearer <token>' with "
                       "the configured API token");
   }

@@ -9,10 +9,13 @@
 //        /{verb} is accepted too, so a urlPrefix without a path works.
 //   /v1/...   the REST API (docs/rest-api.md §3-§5)
 //   GET /healthz /readyz /metrics
-// Auth: when a bearer token is configured, every mutating REST call (PUT,
-// POST, DELETE under /v1/) needs `Authorization: Bearer <token>` (401
-// otherwise); reads stay open. Scheduler verbs are open on their listener,
-// or need a verified client certificate when scheduler_requires_client_cert.
+// Auth: when a bearer token is configured, every REST call under /v1/, reads
+// included, needs `Authorization: Bearer <token>` (the scheme in any case;
+// 401 otherwise). /healthz, /readyz and /metrics stay open (probes and
+// Prometheus; /metrics holds counters and node names only). Scheduler verbs
+// are open on their listener, or need a verified client certificate when
+// scheduler_requires_client_cert. Whether a listener beyond loopback may be
+// open at all is decided at start-up (config: extender.allowUnauthenticated).
 // Thread-safety: Handle is thread-safe and runs on server worker threads.
 #ifndef PDC_EXTENDER_ROUTER_H_
 #define PDC_EXTENDER_ROUTER_H_

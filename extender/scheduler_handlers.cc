@@ -105,11 +105,13 @@ HttpResponse SchedulerHandlers::Filter(std::string& body) const {
     }
   }
   if (out.passed.empty() && spdlog::should_log(spdlog::level::debug)) {
-    spdlog::debug("filter: no node fits vm={}/{} pod={} ({} candidates{})",
+    // Cut short: a message may name a node as kube-scheduler sent it.
+    const std::string_view example =
+        result.messages.size() > 1 ? std::string_view(result.messages[1]).substr(0, 512)
+                                   : std::string_view();
+    spdlog::debug("filter: no node fits vm={}/{} pod={} ({} candidates{}{})",
                   pod->request.ns, pod->request.vm, pod->request.pod_name, n,
-                  result.messages.size() > 1
-                      ? absl::StrCat(", e.g. ", result.messages[1])
-                      : std::string());
+                  example.empty() ? "" : ", e.g. ", example);
   }
   return JsonResponse(200, WriteFilterResult(*args, out));
 }

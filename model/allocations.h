@@ -22,6 +22,11 @@ namespace pdc {
 // the allocator's validation both hold it.
 inline constexpr int32_t kMaxClaimCount = 256;
 
+// Most devices one node may report (docs/rest-api.md §4.1). A pod runs on
+// one node, so it can never be given more of one resource than this: the
+// bound of a pod's device request read from the scheduler wire.
+inline constexpr int64_t kMaxNodeDevices = 4096;
+
 // What a pod asks for, extracted from the pod by the caller (docs/design.md
 // §4.4, §4.5).
 struct SchedulingRequest {

@@ -2,9 +2,9 @@
 
 #include <cstdio>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "model/names.h"
 
 namespace pdc {
 namespace {
@@ -16,7 +16,7 @@ int ReadHex(std::string_view text, size_t pos, size_t n) {
 
 absl::Status Invalid(std::string_view text, std::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("invalid PCI address \"", absl::CEscape(Sv(text)), "\": ", Sv(why),
+      absl::StrCat("invalid PCI address ", model::QuoteForMessage(text), ": ", Sv(why),
                    " (want DDDD:BB:DD.F in hex, e.g. 0000:3b:00.0)"));
 }
 

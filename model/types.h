@@ -6,6 +6,7 @@
 #define PDC_MODEL_TYPES_H_
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,6 +18,13 @@
 namespace pdc {
 
 enum class DeviceHealth : uint8_t { kHealthy = 0, kUnhealthy = 1 };
+
+// Longest serial number and driver name pdc keeps. An NVMe controller's SN
+// is 20 bytes of ASCII; other classes' serials are of the same order. Linux
+// driver names are short identifiers. Both come from sysfs through the node
+// driver and are logged and stored, so both are bounded.
+inline constexpr size_t kMaxSerialLength = 64;
+inline constexpr size_t kMaxDriverNameLength = 64;
 
 // One PCI function on a node, as the node driver reports it.
 struct Device {

@@ -66,7 +66,7 @@ Flags:
   -o, --output FORMAT    table (default) or json
       --server URL       pdc-extender URL (default $PDC_SERVER, else
                          http://127.0.0.1:8888)
-      --token-file FILE  bearer token for create/delete/release
+      --token-file FILE  bearer token (every call when the extender has one)
       --timeout DURATION request timeout (default 30s)
   -h, --help             this text
 

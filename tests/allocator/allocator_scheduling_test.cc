@@ -167,6 +167,33 @@ TEST_F(SchedulingTest, ClaimProblemsMakeEveryNodeUnresolvable) {
   }
 }
 
+// Counts that no node or no claim can hold never size a claim: the allocator
+// holds the bounds itself, whatever its caller let through (a count beyond
+// int32 was cast into a claim's count before).
+TEST_F(SchedulingTest, CountsBeyondTheBoundsAreAProblemNotAClaim) {
+  ClaimProblemCase cases[] = {
+      {"beyond int32", VmPod("vm1", "u", int64_t{1} << 32 | 1),
+       "the pod requests 4294967297 devices.kubevirt.io/nvme, more than one node may hold (4096)"},
+      {"beyond a node", VmPod("vm1", "u", kMaxNodeDevices + 1),
+       "more than one node may hold (4096)"},
+      {"beyond a claim", VmPod("vm1", "u", kMaxClaimCount + 1),
+       "the pod requests 257 devices.kubevirt.io/nvme beyond its named claims, more than one "
+       "claim may hold (256)"},
+  };
+  for (const ClaimProblemCase& c : cases) {
+    FilterResult f = Filter(c.request, kNodes);
+    ASSERT_FALSE(f.pass_through) << c.name;
+    for (size_t i = 0; i < kNodes.size(); ++i) {
+      EXPECT_EQ(f.nodes[i].verdict, Verdict::kUnresolvable) << c.name;
+      EXPECT_THAT(f.MessageFor(i), HasSubstr(c.message)) << c.name;
+    }
+    EXPECT_THAT(allocator_->Bind(c.request, "node-c"),
+                StatusIs(absl::StatusCode::kFailedPrecondition))
+        << c.name;
+  }
+  EXPECT_THAT(allocator_->ListClaims(""), IsEmpty());
+}
+
 TEST_F(SchedulingTest, TemplateClaimSizeChangeIsReported) {
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1", 1), "node-c").status());
   FilterResult f = Filter(VmPod("vm1", "u2", 2), kNodes);

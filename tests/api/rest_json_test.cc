@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "api/handoff_json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -177,6 +178,102 @@ TEST(ClaimCreateJsonTest, CountLimitAtTheBoundary) {
       EXPECT_EQ(json::HttpStatusFor(parsed.status()), 422) << body;
     }
   }
+}
+
+// A claim as a client reads it: a count the server could not have written
+// (outside 1..256, or beyond int32 where a cast would wrap it) is refused.
+TEST(ClaimJsonTest, ParsedCountIsBounded) {
+  for (const auto& [count, ok] : std::vector<std::pair<std::string, bool>>{
+           {"1", true}, {"256", true}, {"0", false}, {"-1", false}, {"257", false},
+           {"4294967297", false}, {"-4294967295", false}, {"9223372036854775807", false}}) {
+    absl::StatusOr<Claim> c = ParseClaim(absl::StrCat(R"({"name":"a","count":)", count, "}"));
+    EXPECT_EQ(c.ok(), ok) << count;
+    if (!ok) {
+      EXPECT_EQ(json::FieldOf(c.status()), "count") << count;
+    }
+  }
+}
+
+// A client (pdcctl, pdc-node) reading a claim or an allocation refuses
+// strings the server could not have written, so it never shows or logs them.
+TEST(ClaimJsonTest, ParsedStringsAreBounded) {
+  const std::string huge(1 << 20, 'x');
+  struct Row {
+    std::string body, field;
+  };
+  for (const Row& r : {
+           Row{absl::StrCat(R"({"uid":")", huge, "\"}"), "uid"},
+           Row{R"({"namespace":"A"})", "namespace"},
+           Row{absl::StrCat(R"({"name":")", huge, "\"}"), "name"},
+           Row{R"({"resourceName":"no/such/name"})", "resourceName"},
+           Row{absl::StrCat(R"({"serial":")", huge, "\"}"), "serial"},
+           Row{R"({"ownerVM":"VM"})", "ownerVM"},
+           Row{absl::StrCat(R"({"status":{"lostReason":")", huge, "\"}}"), "status.lostReason"},
+           Row{R"({"status":{"handedOffTo":"a b"}})", "status.handedOffTo"},
+           Row{R"({"status":{"reservedFor":{"podUid":"a b"}}})", "status.reservedFor.podUid"},
+           Row{R"({"status":{"devices":[{"address":"0000:3b:00.0","serial":"S\u0007"}]}})",
+               "status.devices[0].serial"},
+       }) {
+    absl::StatusOr<Claim> c = ParseClaim(r.body);
+    ASSERT_FALSE(c.ok()) << r.field;
+    EXPECT_EQ(json::FieldOf(c.status()), r.field);
+    EXPECT_LT(c.status().message().size(), 1024u) << r.field;
+  }
+  EXPECT_OK(ParseClaim(R"({"namespace":"default","name":"a","uid":"8d6c2f9e-1b1a-4c53-9f0e-2d3c4b5a6f70","status":{"reservedFor":{"vm":"vm1","podName":"p","podUid":"u-1"}}})")
+                .status());
+}
+
+// Strings the server keeps and logs are bounded where they enter.
+TEST(RestJsonBoundsTest, ServerSideStringsAreBounded) {
+  const std::string huge(1 << 20, 's');
+  auto inventory = [](const std::string& device_fields) {
+    return absl::StrCat(
+        R"({"node":"node-a","devices":[{"address":"0000:3b:00.0","vendor":"1b36","device":"0010","class":"010802")",
+        device_fields, "}]}");
+  };
+  struct Row {
+    std::string what;
+    absl::Status status;
+    std::string field;
+  };
+  const Row rows[] = {
+      {"serial 65", ParseInventory(inventory(absl::StrCat(R"(,"serial":")", std::string(65, 'S'), "\"")), "node-a").status(),
+       "devices[0].serial"},
+      {"serial control", ParseInventory(inventory(R"(,"serial":"S\nN")"), "node-a").status(),
+       "devices[0].serial"},
+      {"driver space", ParseInventory(inventory(R"(,"driver":"vfio pci")"), "node-a").status(),
+       "devices[0].driver"},
+      {"driver huge", ParseInventory(inventory(absl::StrCat(R"(,"driver":")", huge, "\"")), "node-a").status(),
+       "devices[0].driver"},
+      {"node huge", ParseInventory(absl::StrCat(R"({"node":")", huge, "\"}"), "node-a").status(), "node"},
+      {"class huge", ParseInventory(absl::StrCat(R"({"node":"node-a","devices":[{"address":"0000:3b:00.0","vendor":"1b36","device":"0010","class":")", huge, "\"}]}"), "node-a").status(),
+       "devices[0].class"},
+      {"address huge", ParseInventory(absl::StrCat(R"({"node":"node-a","devices":[{"address":")", huge, "\"}]}"), "node-a").status(),
+       "devices[0].address"},
+      {"claim serial", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":"x.io/y","serial":")", huge, "\"}"), "default").status(),
+       "serial"},
+      {"claim resource", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":")", huge, "\"}"), "default").status(),
+       "resourceName"},
+      {"claim policy", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":"x.io/y","reclaimPolicy":")", huge, "\"}"), "default").status(),
+       "reclaimPolicy"},
+      {"claim namespace", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":"x.io/y","namespace":")", huge, "\"}"), "default").status(),
+       "namespace"},
+      {"handoff uid", ParseHandoffConfirm(absl::StrCat(R"({"podUid":")", huge, R"(","resourceName":"x.io/y","devices":["0000:3b:00.0"]})")).status(),
+       "podUid"},
+      {"handoff resource", ParseHandoffConfirm(R"({"podUid":"u","resourceName":"no slash allowed/x/y","devices":["0000:3b:00.0"]})").status(),
+       "resourceName"},
+  };
+  for (const Row& r : rows) {
+    ASSERT_FALSE(r.status.ok()) << r.what;
+    EXPECT_EQ(json::FieldOf(r.status), r.field) << r.what << ": " << r.status;
+    EXPECT_EQ(json::HttpStatusFor(r.status), 422) << r.what;
+    EXPECT_LT(r.status.message().size(), 1024u) << r.what;
+  }
+  // At the bounds: accepted.
+  EXPECT_OK(ParseInventory(inventory(absl::StrCat(R"(,"serial":"  SN 1)", std::string(58, 'S'),
+                                                  R"(","driver":"vfio-pci")")),
+                           "node-a")
+                .status());
 }
 
 TEST(ClaimJsonTest, ClaimListRoundTrips) {

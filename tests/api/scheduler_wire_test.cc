@@ -3,6 +3,8 @@
 #include "api/scheduler_wire.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "api/json_util.h"
@@ -88,6 +90,138 @@ TEST(PodToRequestTest, FractionalDeviceQuantityIsRejected) {
   EXPECT_THAT(p, pdc::testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                         HasSubstr("must be a whole number")));
   EXPECT_EQ(json::HttpStatusFor(p.status()), 422);
+}
+
+TEST(PodToRequestTest, DeviceQuantitiesAreKubernetesQuantities) {
+  struct Row {
+    std::string quantity;  // JSON: a string literal or a number.
+    int64_t devices;       // -1: refused.
+    std::string says = "";
+  };
+  for (const Row& r : {
+           Row{R"("1")", 1}, Row{R"("1k")", 1000}, Row{R"("4Ki")", 4096}, Row{R"("2e0")", 2},
+           Row{R"("1000m")", 1}, Row{R"("1.5k")", 1500}, Row{R"("+1")", 1}, Row{"3", 3},
+           Row{"1e3", 1000}, Row{"2.0", 2}, Row{R"("0")", 0},
+           Row{R"("0.5")", -1, "must be a whole number"},
+           Row{"0.5", -1, "must be a whole number"},
+           Row{R"("-1")", -1, "must not be negative"}, Row{"-1", -1, "must not be negative"},
+           Row{R"("1E")", -1, "is more than 4096 devices"},
+           Row{R"("9223372036854775807")", -1, "is more than 4096 devices"},
+           Row{"9223372036854775807", -1, "is more than 4096 devices"},
+           Row{"18446744073709551615", -1, "is more than 4096 devices"},
+           Row{"1e300", -1, "is more than 4096 devices"},
+           Row{R"("4294967297")", -1, "is more than 4096 devices"},
+           Row{R"("1Ki ")", -1, "is not a Kubernetes quantity"},
+           Row{R"("")", -1, "is not a Kubernetes quantity"},
+       }) {
+    auto p = FromText(absl::StrCat(
+        R"({"metadata":{"name":"p"},"spec":{"containers":[{"resources":{"requests":{"devices.kubevirt.io/nvme":)",
+        r.quantity, "}}}]}}"));
+    if (r.devices < 0) {
+      ASSERT_FALSE(p.ok()) << r.quantity;
+      EXPECT_THAT(std::string(p.status().message()), HasSubstr(r.says)) << r.quantity;
+      EXPECT_EQ(json::FieldOf(p.status()),
+                R"(Pod.spec.containers[0].resources.requests["devices.kubevirt.io/nvme"])");
+      EXPECT_EQ(json::HttpStatusFor(p.status()), 422) << r.quantity;
+    } else if (r.devices == 0) {
+      ASSERT_OK(p.status());
+      EXPECT_TRUE(p->pass_through) << r.quantity;
+    } else {
+      ASSERT_TRUE(p.ok()) << r.quantity << ": " << p.status();
+      EXPECT_THAT(p->request.resources, ElementsAre(Pair(kNvme, r.devices))) << r.quantity;
+    }
+  }
+}
+
+TEST(PodToRequestTest, ThePodsTotalIsBoundedToo) {
+  // Two containers of 4096 each: each is within the bound, their sum not.
+  auto p = FromText(R"({"metadata":{"name":"p"},"spec":{"containers":[
+        {"resources":{"requests":{"devices.kubevirt.io/nvme":"4Ki"}}},
+        {"resources":{"requests":{"devices.kubevirt.io/nvme":"4096"}}}]}})");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(json::FieldOf(p.status()), "Pod.spec.containers");
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("8192 devices.kubevirt.io/nvme"));
+}
+
+TEST(PodToRequestTest, MetadataIsBoundedBeforeItIsKept) {
+  const std::string long_uid(129, 'a');
+  const std::string long_name(254, 'a');
+  struct Row {
+    std::string metadata;
+    std::string field;
+  };
+  for (const Row& r : {
+           Row{absl::StrCat(R"("name":")", long_name, "\""), "Pod.metadata.name"},
+           Row{R"("name":"Not_A_Name")", "Pod.metadata.name"},
+           Row{R"("name":"p","namespace":"a.b")", "Pod.metadata.namespace"},
+           Row{absl::StrCat(R"("name":"p","uid":")", long_uid, "\""), "Pod.metadata.uid"},
+           Row{R"("name":"p","uid":"a b")", "Pod.metadata.uid"},
+           Row{R"("name":"p","uid":"a\u0001b")", "Pod.metadata.uid"},
+           Row{R"("name":"p","labels":{"vm.kubevirt.io/name":"VM!"})",
+               R"(Pod.metadata.labels["vm.kubevirt.io/name"])"},
+           Row{absl::StrCat(R"("name":"p","annotations":{"kubevirt.io/domain":")", long_name,
+                            "\"}"),
+               R"(Pod.metadata.annotations["kubevirt.io/domain"])"},
+       }) {
+    auto p = FromText(absl::StrCat(R"({"metadata":{)", r.metadata, "}}"));
+    ASSERT_FALSE(p.ok()) << r.metadata;
+    EXPECT_EQ(json::FieldOf(p.status()), r.field) << r.metadata;
+    EXPECT_EQ(json::HttpStatusFor(p.status()), 422) << r.metadata;
+    EXPECT_LT(p.status().message().size(), 1024u);
+  }
+  // At the bounds: accepted.
+  ASSERT_OK(FromText(absl::StrCat(R"({"metadata":{"name":")", std::string(253, 'a'),
+                                  R"(","uid":")", std::string(128, 'a'), "\"}}")));
+  ASSERT_OK(FromText(R"({"metadata":{"name":"p","uid":"8d6c2f9e-1b1a-4c53-9f0e-2d3c4b5a6f70"}})"));
+}
+
+TEST(ExtenderArgsTest, NodeNamesAreHeldToANodeNamesLength) {
+  const std::string pod = R"({"metadata":{"name":"p"}})";
+  const std::string ok(253, 'n');
+  const std::string too_long(254, 'n');
+  for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
+           {absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNames":["a",")", too_long, R"("]})"),
+            "NodeNames[1]"},
+           {absl::StrCat(R"({"Pod":)", pod, R"(,"Nodes":{"items":[{"metadata":{"name":")", too_long,
+                         R"("}}]}})"),
+            "Nodes.items[0].metadata.name"},
+       }) {
+    std::string text = body;
+    rapidjson::Document doc;
+    absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(text, &doc);
+    ASSERT_FALSE(args.ok()) << field;
+    EXPECT_EQ(json::FieldOf(args.status()), field);
+    EXPECT_LT(args.status().message().size(), 256u);
+  }
+  std::string text = absl::StrCat(R"({"Pod":)", pod, R"(,"NodeNames":[")", ok, R"("]})");
+  rapidjson::Document doc;
+  ASSERT_OK(ParseExtenderArgs(text, &doc).status());
+}
+
+TEST(ReadBindingArgsTest, EveryFieldIsBounded) {
+  auto read = [](std::string text) {
+    rapidjson::Document doc;
+    EXPECT_OK(json::Parse(text, &doc));
+    return ReadBindingArgs(doc);
+  };
+  ASSERT_OK_AND_ASSIGN(BindingArgs ok, read(R"({"PodName":"p","PodNamespace":"","PodUID":"u","Node":"n"})"));
+  EXPECT_EQ(ok.pod_namespace, "default");
+  const std::string huge(1 << 20, 'x');
+  for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+           {absl::StrCat(R"({"PodName":"p","PodNamespace":"d","PodUID":")", huge, R"(","Node":"n"})"),
+            "PodUID"},
+           {absl::StrCat(R"({"PodName":")", huge, R"(","PodNamespace":"d","PodUID":"u","Node":"n"})"),
+            "PodName"},
+           {absl::StrCat(R"({"PodName":"p","PodNamespace":")", huge, R"(","PodUID":"u","Node":"n"})"),
+            "PodNamespace"},
+           {absl::StrCat(R"({"PodName":"p","PodNamespace":"d","PodUID":"u","Node":")", huge, "\"}"),
+            "Node"},
+       }) {
+    absl::StatusOr<BindingArgs> b = read(text);
+    ASSERT_FALSE(b.ok()) << field;
+    EXPECT_EQ(json::FieldOf(b.status()), field);
+    EXPECT_LT(b.status().message().size(), 2048u) << field;
+  }
 }
 
 TEST(PodToRequestTest, WrongTypesNameTheField) {

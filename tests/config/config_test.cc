@@ -15,6 +15,7 @@ namespace pdc {
 namespace {
 
 using ::pdc::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::optional<std::string> NoEnv(std::string_view) { return std::nullopt; }
@@ -35,7 +36,8 @@ absl::StatusOr<PdcConfig> FromYaml(std::string_view yaml,
 
 TEST(ConfigTest, Defaults) {
   ASSERT_OK_AND_ASSIGN(PdcConfig c, Load({}));
-  EXPECT_EQ(c.extender.listen, "0.0.0.0:8888");
+  EXPECT_EQ(c.extender.listen, "127.0.0.1:8888");
+  EXPECT_FALSE(c.extender.allow_unauthenticated);
   EXPECT_EQ(c.extender.scheduler_path_prefix, "/scheduler");
   EXPECT_EQ(c.extender.max_body_bytes, uint64_t{16} << 20);
   EXPECT_EQ(c.extender.max_connections, 32768);
@@ -309,16 +311,81 @@ TEST(ConfigTest, FlagErrors) {
 
 TEST(ConfigTest, FlagValuesAreTakenVerbatim) {
   ASSERT_OK_AND_ASSIGN(PdcConfig c, Load({"--extender.tokenFile=#not-a-comment",
-                                          "--extender.listen=[::]:8888"}));
+                                          "--extender.listen=[::]:8888",
+                                          "--extender.allowUnauthenticated=true"}));
   EXPECT_EQ(c.extender.token_file, "#not-a-comment");
   EXPECT_EQ(c.extender.listen, "[::]:8888");
+}
+
+// Every interface reachable beyond loopback is authenticated: the REST API
+// by the token, the scheduler verbs by a client certificate; or the
+// configuration opts out by name.
+TEST(ConfigTest, ListenBeyondLoopbackNeedsEveryInterfaceAuthenticated) {
+  const std::vector<std::string> token = {"--extender.tokenFile=/t"};
+  const std::vector<std::string> mtls = {"--extender.tls.certFile=/c", "--extender.tls.keyFile=/k",
+                                         "--extender.tls.clientCAFile=/ca"};
+  auto with = [](std::string listen, std::vector<std::vector<std::string>> parts) {
+    std::vector<std::string> args = {"--extender.listen=" + listen};
+    for (const auto& p : parts) args.insert(args.end(), p.begin(), p.end());
+    return args;
+  };
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;  // "" = accepted.
+  };
+  const Case cases[] = {
+      // Loopback: nothing required.
+      {with("127.0.0.1:8888", {}), ""},
+      {with("127.1.2.3:0", {}), ""},
+      {with("localhost:8888", {}), ""},
+      {with("LocalHost:8888", {}), ""},
+      {with("[::1]:8888", {}), ""},
+      {with("[::ffff:127.0.0.1]:8888", {}), ""},
+      // Beyond loopback: both, or the opt-out.
+      {with("0.0.0.0:8888", {token, mtls}), ""},
+      {with("10.0.0.1:8888", {token, mtls}), ""},
+      {with("0.0.0.0:8888", {{"--extender.allowUnauthenticated=true"}}), ""},
+      {with("0.0.0.0:8888", {token, {"--extender.allowUnauthenticated=true"}}), ""},
+      {with("0.0.0.0:8888", {}),
+       "the REST API needs extender.tokenFile; the scheduler verbs need "
+       "extender.tls.clientCAFile"},
+      {with("0.0.0.0:8888", {token}), "the scheduler verbs need extender.tls.clientCAFile"},
+      {with("[::]:8888", {mtls}), "the REST API needs extender.tokenFile"},
+      {with(":8888", {token}), "is reachable beyond loopback"},
+      {with("128.0.0.1:8888", {token}), "is reachable beyond loopback"},
+      {with("127.0.0.1.example.com:8888", {token}), "is reachable beyond loopback"},
+      {with("pdc-extender:8888", {token}), "allowUnauthenticated: true"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<PdcConfig> got = Load(c.args);
+    if (c.error.empty()) {
+      EXPECT_OK(got.status()) << c.args[0];
+    } else {
+      EXPECT_THAT(got, StatusIs(absl::StatusCode::kInvalidArgument,
+                                AllOf(HasSubstr("extender.listen: "), HasSubstr(c.error))))
+          << c.args[0];
+    }
+  }
+  // pdc-node does not listen there: the rule is pdc-extender's.
+  EXPECT_OK(Load({"--extender.listen=0.0.0.0:8888", "--node.nodeName=n"}, Component::kNode)
+                .status());
+}
+
+TEST(ConfigTest, IsLoopbackListen) {
+  EXPECT_TRUE(IsLoopbackListen("127.0.0.1:0"));
+  EXPECT_TRUE(IsLoopbackListen("[0:0:0:0:0:0:0:1]:1"));
+  EXPECT_FALSE(IsLoopbackListen("0.0.0.0:1"));
+  EXPECT_FALSE(IsLoopbackListen("[::]:1"));
+  EXPECT_FALSE(IsLoopbackListen("[::ffff:10.0.0.1]:1"));
+  EXPECT_FALSE(IsLoopbackListen("host:1"));
+  EXPECT_FALSE(IsLoopbackListen(":1"));
 }
 
 TEST(ConfigTest, HelpListsEveryFieldWithItsDefault) {
   ASSERT_OK_AND_ASSIGN(ConfigFlags flags, ParseConfigFlags({"--help"}));
   EXPECT_TRUE(flags.help);
   const std::string help = ConfigHelp();
-  EXPECT_THAT(help, HasSubstr("--extender.listen  (default \"0.0.0.0:8888\")"));
+  EXPECT_THAT(help, HasSubstr("--extender.listen  (default \"127.0.0.1:8888\")"));
   EXPECT_THAT(help, HasSubstr("--extender.maxBodyBytes  (default 16Mi)"));
   EXPECT_THAT(help, HasSubstr("--node.heartbeatInterval  (default \"10s\")"));
 }

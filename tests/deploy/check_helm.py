@@ -327,6 +327,9 @@ def main():
                                              "keyFile": "/var/run/pdc/tls/tls.key",
                                              "clientCAFile": "/var/run/pdc/client-tls/ca.crt"},
               f"TLS: extender.tls {pdc['extender'].get('tls')}")
+        # Every interface is authenticated now: no opt-out left.
+        check("allowUnauthenticated" not in pdc["extender"],
+              "mutual TLS: extender.allowUnauthenticated dropped")
         check(pdc["node"].get("extenderURL") == "https://pdc-extender.pdc-system.svc:8888" and
               pdc["node"].get("tls") == {"caFile": "/var/run/pdc/tls/ca.crt"},
               f"TLS: node {pdc['node']}")

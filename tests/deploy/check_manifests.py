@@ -804,6 +804,12 @@ def main():
           f"deviceClasses resource names: {resource_names}")
     check(ext.get("kubernetes", {}).get("mode") == "in-cluster", "extender runs in-cluster")
     check(ext.get("store") == "file", "the cluster extender uses the durable file store")
+    # pdc-extender's start-up rule: beyond loopback every interface is
+    # authenticated (REST: tokenFile; scheduler verbs: tls.clientCAFile), or
+    # allowUnauthenticated says it need not be.
+    check(bool(ext.get("tokenFile")), "the cluster extender requires the API token")
+    check(bool(ext.get("tls", {}).get("clientCAFile")) or ext.get("allowUnauthenticated") is True,
+          "extender.listen is beyond loopback: tls.clientCAFile or allowUnauthenticated: true")
 
     dep = by_kind.get("Deployment", {}).get("pdc-extender")
     svc = by_kind.get("Service", {}).get("pdc-extender")

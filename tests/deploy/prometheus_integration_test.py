@@ -185,7 +185,7 @@ class Scheduler:
         """What kubelet's Allocate and pdc-node's device plugin do once the
         pod lands (no kubelet here): confirm the hand-off, which opens the
         extender's per-node gate for the next VM pod."""
-        code, body = http("GET", f"{self.base}/v1/nodes/{node}/handoffs")
+        code, body = http("GET", f"{self.base}/v1/nodes/{node}/handoffs", token=TOKEN)
         if code != 200:
             fail(f"GET {node} handoffs: HTTP {code}: {body[:300]}")
             return
@@ -346,7 +346,7 @@ def run(args, tmp, procs):
     check_code("GET /healthz", http("GET", ext + "/healthz"), 200)
 
     def node_a_reporting():
-        code, body = http("GET", ext + "/v1/nodes/node-a")
+        code, body = http("GET", ext + "/v1/nodes/node-a", token=TOKEN)
         return code == 200 and json.loads(body).get("reporting") and \
             len(json.loads(body).get("devices", [])) == 4
     wait_for("node-a's 4 devices in the extender", node_a_reporting)
@@ -467,9 +467,10 @@ def workload(ext, procs):
         fail(f"a pod without devices should pass: {f}")
 
     # Users: list and look up; a missing claim; deleting a claim in use.
-    check_code("GET claims", http("GET", ext + "/v1/claims"), 200)
-    check_code("GET devices", http("GET", ext + "/v1/devices"), 200)
-    check_code("GET missing claim", http("GET", ext + "/v1/namespaces/default/claims/nope"), 404)
+    check_code("GET claims", http("GET", ext + "/v1/claims", token=TOKEN), 200)
+    check_code("GET claims without the token", http("GET", ext + "/v1/claims"), 401)
+    check_code("GET devices", http("GET", ext + "/v1/devices", token=TOKEN), 200)
+    check_code("GET missing claim", http("GET", ext + "/v1/namespaces/default/claims/nope", token=TOKEN), 404)
     check_code("DELETE claim in use",
                http("DELETE", ext + "/v1/namespaces/default/claims/vm1-nvme", token=TOKEN), 409)
 
@@ -487,7 +488,7 @@ def workload(ext, procs):
     inv_b["devices"] = inv_b["devices"][1:]
     check_code("PUT node-b inventory (81 gone)", http("PUT", ext + "/v1/nodes/node-b/inventory",
                                                       inv_b, token=TOKEN), 200)
-    code, body = http("GET", ext + "/v1/namespaces/default/claims/vm5-nvme")
+    code, body = http("GET", ext + "/v1/namespaces/default/claims/vm5-nvme", token=TOKEN)
     if code != 200 or json.loads(body)["status"]["phase"] != "Lost":
         fail(f"vm5-nvme should be Lost after its device vanished: {code} {body[:300]}")
     time.sleep(5)  # nodeStaleAfter (4s) must pass in real time: the binaries use the wall clock.

@@ -235,7 +235,7 @@ TEST_F(RouterRestTest, DevicesListShowsClaims) {
             R"({"node":"node-a","address":"0000:5e:00.0","vendor":"1b36","device":"0010","class":"010802","iommuGroup":13,"numaNode":0,"serial":"SNA1","driver":"nvme","healthy":true,"claim":null}]})");
 }
 
-TEST_F(RouterRestTest, MutationsNeedTheBearerTokenWhenConfigured) {
+TEST_F(RouterRestTest, EveryV1CallNeedsTheBearerTokenWhenConfigured) {
   options_.bearer_token = "s3cret";
   Open();
   EXPECT_EQ(Put("/v1/nodes/node-a/inventory", kInventoryA).status, 401);
@@ -245,11 +245,38 @@ TEST_F(RouterRestTest, MutationsNeedTheBearerTokenWhenConfigured) {
   EXPECT_EQ(denied.status, 401);
   EXPECT_THAT(denied.body, HasSubstr("Authorization: Bearer"));
   EXPECT_EQ(Put("/v1/nodes/node-a/inventory", kInventoryA, "Bearer s3cret").status, 200);
-  // Reads and scheduler verbs stay open.
-  EXPECT_EQ(Call("GET", "/v1/claims").status, 200);
+  // Reads too, whatever the path (an unknown one is not revealed either).
+  for (const char* path : {"/v1/claims", "/v1/nodes", "/v1/nodes/node-a", "/v1/devices",
+                           "/v1/handoffs", "/v1/nodes/node-a/allocations", "/v1/nowhere"}) {
+    EXPECT_EQ(Call("GET", path).status, 401) << path;
+    EXPECT_NE(Call("GET", path, "", "Bearer s3cret").status, 401) << path;
+  }
+  // Probes, metrics and the scheduler verbs stay open.
+  for (const char* path : {"/healthz", "/readyz", "/metrics"}) {
+    EXPECT_NE(Call("GET", path).status, 401) << path;
+  }
   EXPECT_EQ(Post("/scheduler/filter",
                  NamesArgs(VirtLauncherPod("vm1", "u"), {"node-a"})).status,
             200);
+}
+
+TEST_F(RouterRestTest, TheBearerSchemeIsCaseInsensitiveTheTokenIsNot) {
+  options_.bearer_token = "s3cret";
+  Open();
+  struct Row {
+    std::string authorization;
+    int status;
+  };
+  for (const Row& r : {
+           Row{"Bearer s3cret", 200}, Row{"bearer s3cret", 200}, Row{"BEARER s3cret", 200},
+           Row{"bEaReR s3cret", 200}, Row{"Bearer   s3cret", 200},
+           Row{"Bearer S3CRET", 401}, Row{"Bearers3cret", 401}, Row{"Bearer", 401},
+           Row{"Bearer ", 401}, Row{"Bearer s3cret ", 401}, Row{"Bearer\ts3cret", 401},
+           Row{"Basic s3cret", 401}, Row{"Bearer s3cre", 401}, Row{"", 401},
+       }) {
+    EXPECT_EQ(Call("GET", "/v1/claims", "", r.authorization).status, r.status)
+        << "'" << r.authorization << "'";
+  }
 }
 
 TEST_F(RouterRestTest, SchedulerVerbsCanRequireAClientCertificate) {

@@ -41,8 +41,16 @@ extender:
 {{- end }}
   dataDir: /var/lib/pdc            # the PersistentVolumeClaim pdc-extender-data
   store: file                      # durable: claims survive extender restarts
-  # Token for mutating REST calls (claims, inventory): the Secret {{ .Values.apiToken.secretName }}.
+  # Token for every REST call under /v1/ (claims, inventory, reads too): the
+  # Secret {{ .Values.apiToken.secretName }}.
   tokenFile: /var/run/secrets/pdc/token
+{{- if not (and .Values.schedulerTLS.enabled .Values.schedulerTLS.clientSecretName) }}
+  # kube-scheduler authenticates only with a client certificate (Helm chart:
+  # schedulerTLS.clientSecretName, which drops this line). Without one the
+  # scheduler verbs are open to whatever can reach the Service, and
+  # pdc-extender refuses to listen beyond loopback unless told so here.
+  allowUnauthenticated: true
+{{- end }}
   # Three missed heartbeats (node.heartbeatInterval) before a node's driver
   # counts as not reporting and filter stops placing fresh claims there.
   nodeStaleAfter: 30s
