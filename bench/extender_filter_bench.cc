@@ -35,8 +35,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "allocator/allocator.h"
-#include "allocator/memory_store.h"
 #include "api/json_util.h"
+#include "bench/bench_extender.h"
 #include "benchmark/benchmark.h"
 #include "common/metrics.h"
 #include "extender/extender_context.h"
@@ -53,7 +53,7 @@ namespace {
 
 namespace json = api::json;
 
-constexpr char kNvme[] = "devices.kubevirt.io/nvme";
+constexpr const char* kNvme = BenchExtender::kNvme;
 
 std::string NodeName(int i) { return absl::StrCat("node-", 10000 + i); }
 
@@ -72,42 +72,32 @@ std::string Args(int nodes, const std::string& uid) {
   return out;
 }
 
+// Two NVMe drives on `node`, serials SN<serial>-0/1.
+NodeInventory TwoDrives(const std::string& node, int serial, DeviceHealth health) {
+  NodeInventory inv;
+  inv.node = node;
+  for (int d = 0; d < 2; ++d) {
+    Device dev;
+    dev.address = PciAddress(0, static_cast<uint8_t>(0x3b + d), 0, 0);
+    dev.vendor_id = 0x1b36;
+    dev.device_id = 0x0010;
+    dev.class_code = 0x010802;
+    dev.iommu_group = 10 + d;
+    dev.health = health;
+    dev.serial = absl::StrCat("SN", serial, "-", d);
+    inv.devices.push_back(dev);
+  }
+  return inv;
+}
+
 // A cluster of `nodes` reporting nodes with two NVMe drives each; when
 // `bound`, vm1's claim is bound on the middle node (the request then comes
 // from its next pod, uid-2).
-struct Cluster {
-  explicit Cluster(int nodes, bool bound) {
-    AllocatorOptions o;
-    o.device_classes = {DeviceClass{kNvme, {PciSelector{0x1b36, 0x0010, {}}}}};
-    allocator = *Allocator::Open(o, &store, RealClock());
+struct Cluster : BenchExtender {
+  Cluster(int nodes, bool bound) : BenchExtender(RealClock()) {
     for (int i = 0; i < nodes; ++i) {
-      NodeInventory inv;
-      inv.node = NodeName(i);
-      for (int d = 0; d < 2; ++d) {
-        Device dev;
-        dev.address = PciAddress(0, static_cast<uint8_t>(0x3b + d), 0, 0);
-        dev.vendor_id = 0x1b36;
-        dev.device_id = 0x0010;
-        dev.class_code = 0x010802;
-        dev.iommu_group = 10 + d;
-        dev.serial = absl::StrCat("SN", i, "-", d);
-        inv.devices.push_back(dev);
-      }
-      (void)allocator->ReplaceInventory(std::move(inv));
+      (void)allocator->ReplaceInventory(TwoDrives(NodeName(i), i, DeviceHealth::kHealthy));
     }
-    pods = std::make_unique<PodCache>(RealClock(), 10000, absl::Minutes(10));
-    ctx.allocator = allocator.get();
-    ctx.clock = RealClock();
-    ctx.pod_cache = pods.get();
-    ctx.notifier = &notifier;
-    FollowCommits(allocator.get(), &notifier);
-    ctx.managed = {kNvme};
-    // Production runs with metrics; so does the benchmark.
-    metrics = std::make_unique<ExtenderMetrics>(&registry, allocator.get(),
-                                                RealClock(), "bench");
-    ctx.metrics = metrics.get();
-    ctx.registry = &registry;
-    router = std::make_unique<Router>(RouterOptions{}, &ctx);
     if (bound) {
       SchedulingRequest r;
       r.ns = "default";
@@ -120,14 +110,6 @@ struct Cluster {
     body = Args(nodes, bound ? "uid-2" : "uid-1");
   }
 
-  MemoryStore store;
-  std::unique_ptr<Allocator> allocator;
-  std::unique_ptr<PodCache> pods;
-  Notifier notifier;
-  MetricsRegistry registry;
-  std::unique_ptr<ExtenderMetrics> metrics;
-  ExtenderContext ctx;
-  std::unique_ptr<Router> router;
   std::string body;
 };
 
@@ -157,30 +139,17 @@ SchedulingRequest VmRequest(const std::string& vm, const std::string& uid) {
   return r;
 }
 
-NodeInventory TwoDrives(const std::string& node, int serial, DeviceHealth health) {
-  NodeInventory inv;
-  inv.node = node;
-  for (int d = 0; d < 2; ++d) {
-    Device dev;
-    dev.address = PciAddress(0, static_cast<uint8_t>(0x3b + d), 0, 0);
-    dev.vendor_id = 0x1b36;
-    dev.device_id = 0x0010;
-    dev.class_code = 0x010802;
-    dev.iommu_group = 10 + d;
-    dev.health = health;
-    dev.serial = absl::StrCat("SN", serial, "-", d);
-    inv.devices.push_back(dev);
-  }
-  return inv;
-}
 
 // `nodes` candidate names in the state `mix` says; the request is vm1's
 // first pod (uid-1), or its next pod (uid-2) for kBoundElsewhere.
-struct MixCluster {
-  MixCluster(int nodes, Mix mix) {
-    AllocatorOptions o;
-    o.device_classes = {DeviceClass{kNvme, {PciSelector{0x1b36, 0x0010, {}}}}};
-    allocator = *Allocator::Open(o, &store, &clock);
+// The fake clock is a base listed first, so it exists before the extender
+// that reads it.
+struct MixClock {
+  pdc::testing::FakeClock fake_clock;
+};
+
+struct MixCluster : MixClock, BenchExtender {
+  MixCluster(int nodes, Mix mix) : BenchExtender(&fake_clock) {
     auto state = [mix](int i) { return mix == kEven ? static_cast<Mix>(kEvenStates[i % 5]) : mix; };
     // The silent nodes report first, then time passes beyond nodeStaleAfter.
     for (int i = 0; i < nodes; ++i) {
@@ -188,7 +157,7 @@ struct MixCluster {
         (void)allocator->ReplaceInventory(TwoDrives(NodeName(i), i, DeviceHealth::kHealthy));
       }
     }
-    clock.Advance(absl::Minutes(10));
+    fake_clock.Advance(absl::Minutes(10));
     int other_vms = 0;
     for (int i = 0; i < nodes; ++i) {
       const Mix s = state(i);
@@ -207,31 +176,11 @@ struct MixCluster {
       (void)allocator->ReplaceInventory(TwoDrives(home, -1, DeviceHealth::kHealthy));
       (void)allocator->Bind(VmRequest("vm1", "uid-1"), home);
     }
-    pods = std::make_unique<PodCache>(&clock, 10000, absl::Minutes(10));
-    ctx.allocator = allocator.get();
-    ctx.clock = &clock;
-    ctx.pod_cache = pods.get();
-    ctx.notifier = &notifier;
-    FollowCommits(allocator.get(), &notifier);
-    ctx.managed = {kNvme};
-    metrics = std::make_unique<ExtenderMetrics>(&registry, allocator.get(), &clock, "bench");
-    ctx.metrics = metrics.get();
-    ctx.registry = &registry;
-    router = std::make_unique<Router>(RouterOptions{}, &ctx);
     body = Args(nodes, mix == kBoundElsewhere ? "uid-2" : "uid-1");
   }
 
   static constexpr int kEvenStates[5] = {kUnknown, kNotReporting, kUnhealthy, kFull, kAvailable};
 
-  pdc::testing::FakeClock clock;
-  MemoryStore store;
-  std::unique_ptr<Allocator> allocator;
-  std::unique_ptr<PodCache> pods;
-  Notifier notifier;
-  MetricsRegistry registry;
-  std::unique_ptr<ExtenderMetrics> metrics;
-  ExtenderContext ctx;
-  std::unique_ptr<Router> router;
   std::string body;
 };
 

@@ -26,19 +26,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "allocator/allocator.h"
-#include "allocator/memory_store.h"
+#include "bench/bench_extender.h"
 #include "benchmark/benchmark.h"
-#include "common/metrics.h"
 #include "common/notifier.h"
-#include "extender/extender_context.h"
-#include "extender/extender_metrics.h"
 #include "extender/router.h"
 
 namespace pdc::extender {
 namespace {
-
-constexpr char kNvme[] = "devices.kubevirt.io/nvme";
 
 std::string NodeName(int i) { return absl::StrCat("node-", 10000 + i); }
 
@@ -65,22 +59,8 @@ uint64_t VersionOf(const std::string& body) {
   return std::strtoull(body.c_str() + p + kKey.size(), nullptr, 10);
 }
 
-struct Cluster {
-  explicit Cluster(int nodes) : nodes(nodes) {
-    AllocatorOptions o;
-    o.device_classes = {DeviceClass{kNvme, {PciSelector{0x1b36, 0x0010, {}}}}};
-    allocator = *Allocator::Open(o, &store, RealClock());
-    pods = std::make_unique<PodCache>(RealClock(), 10000, absl::Minutes(10));
-    ctx.allocator = allocator.get();
-    ctx.clock = RealClock();
-    ctx.pod_cache = pods.get();
-    ctx.notifier = &notifier;
-    FollowCommits(allocator.get(), &notifier);
-    ctx.managed = {kNvme};
-    metrics = std::make_unique<ExtenderMetrics>(&registry, allocator.get(), RealClock(), "bench");
-    ctx.metrics = metrics.get();
-    ctx.registry = &registry;
-    router = std::make_unique<Router>(RouterOptions{}, &ctx);
+struct Cluster : BenchExtender {
+  explicit Cluster(int nodes) : BenchExtender(RealClock()), nodes(nodes) {
     router->SetReady(true);
     for (int i = 0; i < nodes; ++i) Put(i, true);
   }
@@ -94,14 +74,6 @@ struct Cluster {
   }
 
   const int nodes;
-  MemoryStore store;
-  std::unique_ptr<Allocator> allocator;
-  std::unique_ptr<PodCache> pods;
-  Notifier notifier;
-  MetricsRegistry registry;
-  std::unique_ptr<ExtenderMetrics> metrics;
-  ExtenderContext ctx;
-  std::unique_ptr<Router> router;
 };
 
 // One parked allocations long-poll per node, run as the HTTP server runs
