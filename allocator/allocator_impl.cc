@@ -19,6 +19,9 @@ absl::Status ValidateOptions(const AllocatorOptions& options) {
   if (options.checkpoint_every_records == 0) {
     return absl::InvalidArgumentError("checkpointEveryRecords: must be at least 1");
   }
+  if (options.checkpoint_every_bytes == 0) {
+    return absl::InvalidArgumentError("checkpointLogBytes: must be at least 1");
+  }
   return absl::OkStatus();
 }
 
@@ -441,13 +444,18 @@ absl::Status AllocatorImpl::Checkpoint() {
     revision = state_.revision();
     snapshot = state_.EncodeSnapshot();
     RETURN_IF_ERROR(store_->BeginCheckpoint(revision));
-    checkpoint_revision_ = revision;
   }
-  return store_->WriteEncodedCheckpoint(revision, snapshot);
+  RETURN_IF_ERROR(store_->WriteEncodedCheckpoint(revision, snapshot));
+  // Only a written snapshot counts: after a failed one the next call writes
+  // again even when nothing changed since.
+  absl::MutexLock lock(&mu_);
+  checkpoint_revision_ = revision;
+  return absl::OkStatus();
 }
 
 bool AllocatorImpl::CheckpointDue() const {
-  return store_->RecordsSinceCheckpoint() >= options_.checkpoint_every_records;
+  return store_->RecordsSinceCheckpoint() >= options_.checkpoint_every_records ||
+         store_->BytesSinceCheckpoint() >= options_.checkpoint_every_bytes;
 }
 
 absl::Status AllocatorImpl::Health() const {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -98,31 +99,43 @@ absl::StatusOr<RecoveryReport> FileStore::Recover(const RecordVisitor& apply) {
   std::sort(snapshots.begin(), snapshots.end());
 
   RecoveryReport report;
-  if (!snapshots.empty()) {
-    // Only the latest counts: WriteCheckpoint deletes the log an older one
-    // would need, so falling back to it could silently lose records.
-    const uint64_t revision = snapshots.back();
-    const std::string path = PathOf(wal::SnapshotFileName(revision));
-    ASSIGN_OR_RETURN(std::string file, ReadFileToString(path));
-    ASSIGN_OR_RETURN(std::string_view payload,
-                     wal::DecodeSnapshotFile(file, path));
-    absl::StatusOr<Record> snapshot = DecodeRecord(payload);
+  // The newest snapshot that decodes; an unreadable one falls back to the
+  // one before it (or to none), whose log WriteCheckpoint kept. Nothing is
+  // applied before a snapshot decoded, so a fallback starts clean.
+  std::vector<uint64_t> unreadable;
+  for (auto it = snapshots.rbegin(); it != snapshots.rend(); ++it) {
+    absl::StatusOr<Record> snapshot = ReadSnapshot(*it);
     if (!snapshot.ok()) {
-      return RecordLoss("snapshot", path, wal::kSnapshotHeaderSize,
-                        StdSv(snapshot.status().message()));
-    }
-    if (snapshot->revision != revision) {
-      return RecordLoss("snapshot", path, wal::kSnapshotHeaderSize,
-                        absl::StrCat("holds revision ", snapshot->revision,
-                                     ", its name says ", revision));
+      if (!absl::IsDataLoss(snapshot.status())) return snapshot.status();
+      report.skipped_snapshots.push_back(std::string(snapshot.status().message()));
+      unreadable.push_back(*it);
+      continue;
     }
     RETURN_IF_ERROR(apply(*snapshot));
-    report.snapshot_revision = revision;
-    report.last_revision = revision;
+    report.snapshot_revision = *it;
+    report.last_revision = *it;
+    break;
   }
 
   uint64_t tail_size = 0;
-  RETURN_IF_ERROR(ReplaySegments(segments, apply, &report, &tail_size));
+  uint64_t replayed_bytes = 0;
+  if (absl::Status replayed =
+          ReplaySegments(segments, apply, &report, &tail_size, &replayed_bytes);
+      !replayed.ok()) {
+    if (report.skipped_snapshots.empty()) return replayed;
+    return absl::Status(replayed.code(),
+                        absl::StrCat(replayed.message(), " (recovering without the unreadable ",
+                                     report.skipped_snapshots.front(), ")"));
+  }
+  // Set aside, so that the next checkpoint does not keep it as the previous
+  // snapshot and no later recovery tries it again.
+  for (uint64_t revision : unreadable) {
+    const std::string path = PathOf(wal::SnapshotFileName(revision));
+    if (::rename(path.c_str(), (path + ".unreadable").c_str()) != 0) {
+      return ErrnoStatus("rename", path, errno);
+    }
+  }
+  if (!unreadable.empty()) RETURN_IF_ERROR(ops_->SyncDirectory(dir_));
 
   // Where new records go: the last segment, cut after its last valid record,
   // or a fresh one.
@@ -149,6 +162,10 @@ absl::StatusOr<RecoveryReport> FileStore::Recover(const RecordVisitor& apply) {
   last_revision_ = report.last_revision;
   durable_revision_ = report.last_revision;
   checkpoint_revision_ = report.snapshot_revision;
+  snapshot_revision_ = report.snapshot_revision;
+  log_bytes_ = replayed_bytes;
+  checkpoint_bytes_ = 0;
+  snapshot_bytes_ = 0;
   tail_segment_first_ = tail_first;
   active_segment_first_ = tail_first;
   stats_.segments_created += created;
@@ -156,10 +173,28 @@ absl::StatusOr<RecoveryReport> FileStore::Recover(const RecordVisitor& apply) {
   return report;
 }
 
+absl::StatusOr<Record> FileStore::ReadSnapshot(uint64_t revision) const {
+  const std::string path = PathOf(wal::SnapshotFileName(revision));
+  ASSIGN_OR_RETURN(std::string file, ReadFileToString(path));
+  ASSIGN_OR_RETURN(std::string_view payload, wal::DecodeSnapshotFile(file, path));
+  absl::StatusOr<Record> snapshot = DecodeRecord(payload);
+  if (!snapshot.ok()) {
+    return RecordLoss("snapshot", path, wal::kSnapshotHeaderSize,
+                      StdSv(snapshot.status().message()));
+  }
+  if (snapshot->revision != revision) {
+    return RecordLoss("snapshot", path, wal::kSnapshotHeaderSize,
+                      absl::StrCat("holds revision ", snapshot->revision, ", its name says ",
+                                   revision));
+  }
+  return snapshot;
+}
+
 absl::Status FileStore::ReplaySegments(const std::vector<uint64_t>& segments,
                                        const RecordVisitor& apply,
                                        RecoveryReport* report,
-                                       uint64_t* tail_size) const {
+                                       uint64_t* tail_size,
+                                       uint64_t* replayed_bytes) const {
   const uint64_t snapshot = report->snapshot_revision;
   // Segments followed by one starting at or below snapshot + 1 hold only
   // records the snapshot covers (left over when a crash interrupted the
@@ -214,6 +249,7 @@ absl::Status FileStore::ReplaySegments(const std::vector<uint64_t>& segments,
       RETURN_IF_ERROR(apply(*record));
       report->last_revision = frame.revision;
       ++report->records_replayed;
+      *replayed_bytes += wal::kHeaderSize + frame.payload.size();
     }
     switch (scan.end) {
       case wal::SegmentEnd::kClean:
@@ -268,6 +304,7 @@ absl::StatusOr<Store::Ticket> FileStore::Append(const Record& record) {
   batch.frames.append(frame);
   ++batch.records;
   last_revision_ = record.revision;
+  log_bytes_ += frame.size();
   return record.revision;
 }
 
@@ -371,6 +408,11 @@ uint64_t FileStore::RecordsSinceCheckpoint() const {
   return last_revision_ - checkpoint_revision_;
 }
 
+uint64_t FileStore::BytesSinceCheckpoint() const {
+  absl::MutexLock lock(&mu_);
+  return log_bytes_ - checkpoint_bytes_;
+}
+
 absl::Status FileStore::BeginCheckpoint(uint64_t revision) {
   absl::MutexLock lock(&mu_);
   if (!recovered_)
@@ -382,6 +424,7 @@ absl::Status FileStore::BeginCheckpoint(uint64_t revision) {
                                             last_revision_));
   }
   checkpoint_revision_ = revision;
+  checkpoint_bytes_ = log_bytes_;
   // Nothing was appended since the last rotation: that segment starts at
   // revision + 1 already.
   if (tail_segment_first_ == revision + 1) return absl::OkStatus();
@@ -411,9 +454,17 @@ absl::Status FileStore::WriteEncodedCheckpoint(uint64_t revision, std::string_vi
   {
     absl::MutexLock lock(&mu_);
     if (!written.ok()) {
-      if (failed_.ok()) failed_ = written;
+      // Not sticky: the log holds everything, appends go on, and counting
+      // from the last snapshot written makes the checkpoint due again. The
+      // rotation stays; recovery reads across segments.
+      if (checkpoint_revision_ == revision) {
+        checkpoint_revision_ = snapshot_revision_;
+        checkpoint_bytes_ = snapshot_bytes_;
+      }
       return written;
     }
+    snapshot_revision_ = revision;
+    if (checkpoint_revision_ == revision) snapshot_bytes_ = checkpoint_bytes_;
     ++stats_.snapshots_written;
   }
   return DeleteCovered(revision);
@@ -424,19 +475,26 @@ absl::Status FileStore::DeleteCovered(uint64_t revision) {
   // the leftovers are ignored by recovery and deleted by the next checkpoint.
   ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(dir_));
   std::vector<uint64_t> segments;
-  std::vector<std::string> doomed;
+  std::vector<uint64_t> older;  // Snapshots before `revision`.
   for (const std::string& name : names) {
     if (auto first = wal::ParseSegmentFileName(name)) {
       segments.push_back(*first);
-    } else if (auto rev = wal::ParseSnapshotFileName(name);
-               rev && *rev < revision) {
-      doomed.push_back(name);
+    } else if (auto rev = wal::ParseSnapshotFileName(name); rev && *rev < revision) {
+      older.push_back(*rev);
     }
+  }
+  // The previous snapshot stays, with the log after it (0: no snapshot, the
+  // log from revision 1).
+  std::sort(older.begin(), older.end());
+  const uint64_t previous = older.empty() ? 0 : older.back();
+  std::vector<std::string> doomed;
+  for (uint64_t rev : older) {
+    if (rev < previous) doomed.push_back(wal::SnapshotFileName(rev));
   }
   std::sort(segments.begin(), segments.end());
   for (size_t i = 0; i + 1 < segments.size(); ++i) {
-    // Holds revisions below its successor's first, all <= revision.
-    if (segments[i + 1] <= revision + 1) {
+    // Holds revisions below its successor's first, all <= previous.
+    if (segments[i + 1] <= previous + 1) {
       doomed.push_back(wal::SegmentFileName(segments[i]));
     }
   }

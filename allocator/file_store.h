@@ -1,7 +1,9 @@
 // FileStore: the embedded, crash-safe Store (docs/design.md §8). One data
 // directory holds
 //   wal-<first revision>.log   log segments (framing in allocator/wal.h)
-//   snapshot-<revision>.snap   the latest snapshot (older ones are deleted)
+//   snapshot-<revision>.snap   the latest snapshot and the one before it
+//   snapshot-<revision>.snap.unreadable  a snapshot recovery could not read,
+//                              kept aside for inspection, never read again
 //   LOCK                       flock()ed while a FileStore has it open
 //
 // Writes: Append encodes the record into an in-memory pending buffer under
@@ -17,19 +19,29 @@
 // flush syncs the old segment, creates wal-<R+1>.log and fsyncs the
 // directory before writing records > R. WriteCheckpoint(snapshot at R) makes
 // sure that rotation happened, writes the snapshot atomically (temp file,
-// fsync, rename, fsync directory), then deletes older snapshots and every
-// segment whose successor starts at or below R+1 (it holds only records <= R).
+// fsync, rename, fsync directory), then keeps the previous snapshot P and the
+// log after it, and deletes the snapshots before P and every segment whose
+// successor starts at or below P+1 (it holds only records <= P). So the
+// directory always holds two ways to the latest state: the newest snapshot
+// and the log after it, or the previous snapshot (none: revision 0) and the
+// log after that. A failed snapshot write changes nothing durable and is not
+// sticky: appends go on, and the checkpoint is due again at once.
 //
 // Recovery: the latest snapshot, then the records > its revision from the
-// segments in order, each revision exactly one above the previous. A torn
-// last record of the last segment is dropped, reported in
+// segments in order, each revision exactly one above the previous. A
+// snapshot that cannot be decoded (DataLoss: a bad checksum, a wrong
+// revision) is skipped for the one before it (or none), reported in
+// RecoveryReport::skipped_snapshots, and renamed *.unreadable once recovery
+// succeeded; the log the older snapshot needs is still there. A torn last
+// record of the last segment is dropped, reported in
 // RecoveryReport::torn_tail and cut off the file before new appends; any
-// other damage (see wal.h for how the two are told apart), a corrupt
-// snapshot, or a missing revision is DataLoss naming the file and offset.
+// other damage (see wal.h for how the two are told apart), or a missing
+// revision, is DataLoss naming the file and offset.
 //
-// Failure policy (store.h): the first write or sync error is sticky; Health()
-// returns it and every later Append, Sync, BeginCheckpoint, WriteCheckpoint
-// fails with it. The process must restart and recover.
+// Failure policy (store.h): the first log write or sync error is sticky;
+// Health() returns it and every later Append, Sync, BeginCheckpoint,
+// WriteCheckpoint fails with it. The process must restart and recover. A
+// snapshot write error is returned, not sticky.
 //
 // Thread-safety: all methods are thread-safe; see store.h for the protocol.
 #ifndef PDC_ALLOCATOR_FILE_STORE_H_
@@ -77,6 +89,7 @@ class FileStore final : public Store {
   absl::StatusOr<Ticket> Append(const Record& record) override;
   absl::Status Sync(Ticket ticket) override;
   uint64_t RecordsSinceCheckpoint() const override;
+  uint64_t BytesSinceCheckpoint() const override;
   absl::Status BeginCheckpoint(uint64_t revision) override;
   absl::Status WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) override;
   absl::Status Health() const override;
@@ -98,11 +111,12 @@ class FileStore final : public Store {
 
   // Replays the segments (first revisions, ascending) after the snapshot
   // in *report; sets *tail_size to the length of the valid part of the last
-  // segment (where a torn tail is cut off).
+  // segment (where a torn tail is cut off) and *replayed_bytes to the bytes
+  // of the frames replayed.
   absl::Status ReplaySegments(const std::vector<uint64_t>& segments,
                               const RecordVisitor& apply,
                               RecoveryReport* report,
-                              uint64_t* tail_size) const;
+                              uint64_t* tail_size, uint64_t* replayed_bytes) const;
   // Waits until every record up to `revision` is durable and, when
   // `rotated`, every segment rotation queued at or below revision + 1 has
   // been made on disk; leads flushes while no other thread does. Returns the
@@ -116,7 +130,11 @@ class FileStore final : public Store {
   // The I/O part of a flush. Runs without mu_, by the one flushing thread.
   absl::Status WriteBatches(const std::deque<Batch>& batches, Stats* delta,
                             uint64_t* active_segment);
-  // Deletes what a snapshot at `revision` makes redundant.
+  // The snapshot at `revision`, read and checked; DataLoss naming the file
+  // when it cannot be decoded.
+  absl::StatusOr<Record> ReadSnapshot(uint64_t revision) const;
+  // After a snapshot at `revision`: deletes the snapshots before the
+  // previous one and the segments that previous one covers.
   absl::Status DeleteCovered(uint64_t revision);
   std::string PathOf(const std::string& name) const;
 
@@ -130,7 +148,13 @@ class FileStore final : public Store {
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   uint64_t last_revision_ ABSL_GUARDED_BY(mu_) = 0;     // Last Append.
   uint64_t durable_revision_ ABSL_GUARDED_BY(mu_) = 0;  // Last synced.
-  uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;  // Last BeginCheckpoint.
+  uint64_t snapshot_revision_ ABSL_GUARDED_BY(mu_) = 0;    // Last snapshot written.
+  // Frame bytes appended in all (since recovery, counting the replayed
+  // ones), at the last BeginCheckpoint, and at the last snapshot written.
+  uint64_t log_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t checkpoint_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t snapshot_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // First revision of the segment the next Append goes to (maybe queued).
   uint64_t tail_segment_first_ ABSL_GUARDED_BY(mu_) = 1;
   // First revision of the segment file being written (created on disk).

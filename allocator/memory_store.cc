@@ -17,6 +17,7 @@ absl::StatusOr<RecoveryReport> MemoryStore::Recover(const RecordVisitor& apply) 
     log = log_;
   }
   RecoveryReport report;
+  uint64_t replayed_bytes = 0;
   if (snapshot) {
     ASSIGN_OR_RETURN(Record r, DecodeRecord(*snapshot));
     RETURN_IF_ERROR(apply(r));
@@ -29,9 +30,13 @@ absl::StatusOr<RecoveryReport> MemoryStore::Recover(const RecordVisitor& apply) 
     RETURN_IF_ERROR(apply(r));
     report.last_revision = r.revision;
     ++report.records_replayed;
+    replayed_bytes += logged.bytes.size();
   }
   absl::MutexLock lock(&mu_);
   last_revision_ = report.last_revision;
+  checkpoint_revision_ = report.snapshot_revision;
+  log_bytes_ = replayed_bytes;
+  checkpoint_bytes_ = 0;
   return report;
 }
 
@@ -43,6 +48,7 @@ absl::StatusOr<Store::Ticket> MemoryStore::Append(const Record& record) {
   }
   // Encode so the memory store exercises the same codec as the file store.
   log_.push_back(LoggedRecord{record.revision, EncodeRecord(record)});
+  log_bytes_ += log_.back().bytes.size();
   last_revision_ = record.revision;
   return record.revision;
 }
@@ -56,12 +62,18 @@ uint64_t MemoryStore::RecordsSinceCheckpoint() const {
   return last_revision_ - checkpoint_revision_;
 }
 
+uint64_t MemoryStore::BytesSinceCheckpoint() const {
+  absl::MutexLock lock(&mu_);
+  return log_bytes_ - checkpoint_bytes_;
+}
+
 absl::Status MemoryStore::BeginCheckpoint(uint64_t revision) {
   absl::MutexLock lock(&mu_);
   if (revision != last_revision_) {
     return absl::InternalError("checkpoint revision is not the last append");
   }
   checkpoint_revision_ = revision;
+  checkpoint_bytes_ = log_bytes_;
   return absl::OkStatus();
 }
 

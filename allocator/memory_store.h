@@ -24,6 +24,7 @@ class MemoryStore final : public Store {
   absl::StatusOr<Ticket> Append(const Record& record) override;
   absl::Status Sync(Ticket ticket) override;
   uint64_t RecordsSinceCheckpoint() const override;
+  uint64_t BytesSinceCheckpoint() const override;
   absl::Status BeginCheckpoint(uint64_t revision) override;
   absl::Status WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) override;
   absl::Status Health() const override;
@@ -41,6 +42,9 @@ class MemoryStore final : public Store {
   std::vector<LoggedRecord> log_ ABSL_GUARDED_BY(mu_);
   uint64_t last_revision_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  // Encoded bytes appended in all, and at the last checkpoint.
+  uint64_t log_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t checkpoint_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pdc

@@ -24,7 +24,9 @@
 // (every later Append/Sync returns the same error). The in-memory state may
 // then be ahead of the disk, so the process must restart and recover; the
 // extender reports itself unhealthy. Retrying fsync after an error is unsafe
-// on Linux (the kernel may have dropped the dirty pages).
+// on Linux (the kernel may have dropped the dirty pages). A failed snapshot
+// write is not such an error: the log still holds every record, so writes go
+// on and the next checkpoint tries again.
 //
 // Thread-safety: Append, BeginCheckpoint are called under the allocator's
 // writer lock; Sync, WriteCheckpoint, Failed from any thread concurrently.
@@ -35,6 +37,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -49,6 +52,9 @@ struct RecoveryReport {
   // A torn last record (a crash during an unacknowledged append) is dropped
   // and described here; "" when the log ended cleanly.
   std::string torn_tail;
+  // Snapshots that could not be read, newest first, each with why; recovery
+  // started from an older one (whose log the store keeps for this).
+  std::vector<std::string> skipped_snapshots;
 };
 
 class Store {
@@ -71,8 +77,10 @@ class Store {
   // Returns once the record with `ticket` and every earlier one are durable.
   virtual absl::Status Sync(Ticket ticket) = 0;
 
-  // Number of records appended since the last checkpoint.
+  // Records appended since the last checkpoint, and their encoded bytes
+  // (the log's growth since).
   virtual uint64_t RecordsSinceCheckpoint() const = 0;
+  virtual uint64_t BytesSinceCheckpoint() const = 0;
 
   // Marks the point a snapshot at `revision` will cover: later Appends go to
   // a new log segment. REQUIRES: revision == revision of the last Append.
@@ -80,7 +88,9 @@ class Store {
 
   // Durably writes a snapshot at `revision` (covering everything up to it,
   // as passed to BeginCheckpoint), given encoded (EncodeRecord of a record
-  // of puts), and then drops the log segments it covers.
+  // of puts), and then drops what recovery can no longer need. On an error
+  // nothing durable is lost and the store stays healthy; Records/
+  // BytesSinceCheckpoint count again from the last snapshot written.
   virtual absl::Status WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) = 0;
   // The same for a snapshot Record.
   absl::Status WriteCheckpoint(const Record& snapshot) {

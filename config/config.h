@@ -128,8 +128,10 @@ struct ExtenderConfig {
   // templateReclaimPolicy: reclaimPolicy of claims generated for a VM,
   // `Retain` or `Delete`.
   ReclaimPolicy template_reclaim_policy = ReclaimPolicy::kRetain;
-  // checkpointEveryRecords: write a snapshot after this many log records.
+  // checkpointEveryRecords: write a snapshot after this many log records,
+  // checkpointLogBytes: or once the log grew by this many bytes.
   uint64_t checkpoint_every_records = 100000;
+  uint64_t checkpoint_log_bytes = uint64_t{64} << 20;
   // serializeHandoffs: at most one VM pod per node and resource name waits
   // for its devices (pdc-node's device plugin hands them over and confirms).
   // `false` only when pdc-node is not the kubelet device plugin.

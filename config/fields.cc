@@ -360,6 +360,9 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Int<uint64_t>(
       "extender.checkpointEveryRecords",
       [](auto& c) -> auto& { return c.extender.checkpoint_every_records; }));
+  f.push_back(Bytes(
+      "extender.checkpointLogBytes",
+      [](auto& c) -> auto& { return c.extender.checkpoint_log_bytes; }));
   const std::vector<std::pair<std::string, bool>> booleans = {{"true", true},
                                                               {"false", false}};
   f.push_back(Enum(

@@ -192,6 +192,10 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
   if (e.checkpoint_every_records < 1) {
     return Bad("extender.checkpointEveryRecords", "must be at least 1");
   }
+  if (e.checkpoint_log_bytes < (uint64_t{1} << 20)) {
+    return Bad("extender.checkpointLogBytes",
+               absl::StrCat("must be at least 1Mi, got ", e.checkpoint_log_bytes));
+  }
   if (e.kubernetes.mode == KubernetesMode::kKubeconfig &&
       e.kubernetes.kubeconfig.empty()) {
     return Bad("extender.kubernetes.kubeconfig",
@@ -292,6 +296,7 @@ AllocatorOptions ToAllocatorOptions(const PdcConfig& config) {
   o.scoring = config.extender.scoring;
   o.template_reclaim_policy = config.extender.template_reclaim_policy;
   o.checkpoint_every_records = config.extender.checkpoint_every_records;
+  o.checkpoint_every_bytes = config.extender.checkpoint_log_bytes;
   o.serialize_handoffs = config.extender.serialize_handoffs;
   return o;
 }

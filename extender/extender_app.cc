@@ -83,6 +83,11 @@ absl::Status ExtenderApp::Init() {
                report.torn_tail.empty()
                    ? std::string()
                    : absl::StrCat("; dropped a torn last record: ", report.torn_tail));
+  for (const std::string& why : report.skipped_snapshots) {
+    spdlog::error("store: recovered from the snapshot before an unreadable one (set aside as "
+                  "*.unreadable; the disk under the data directory may be failing): {}",
+                  why);
+  }
   // Long-polls wake on every commit, whoever makes it.
   FollowCommits(allocator_.get(), &notifier_);
 

@@ -31,6 +31,7 @@ class TimedStore final : public Store {
   uint64_t RecordsSinceCheckpoint() const override {
     return inner_->RecordsSinceCheckpoint();
   }
+  uint64_t BytesSinceCheckpoint() const override { return inner_->BytesSinceCheckpoint(); }
   absl::Status BeginCheckpoint(uint64_t revision) override {
     return inner_->BeginCheckpoint(revision);
   }

@@ -24,8 +24,11 @@ struct AllocatorOptions {
   ScoringPolicy scoring = ScoringPolicy::kBinPack;
   // Reclaim policy of claims generated from templates for a VM.
   ReclaimPolicy template_reclaim_policy = ReclaimPolicy::kRetain;
-  // CheckpointDue() turns true after this many records since the last one.
+  // CheckpointDue() turns true after this many records since the last one,
+  // or once the log grew by this many bytes since (whichever comes first:
+  // large records, such as inventories of big nodes, grow the log faster).
   uint64_t checkpoint_every_records = 100000;
+  uint64_t checkpoint_every_bytes = uint64_t{64} << 20;
   // At most one pod per node and resource name waits for its devices
   // (docs/design.md §6.2): kubelet's device plugin API does not say which pod
   // asks, so pdc-node can only answer unambiguously while one pod is pending.

@@ -204,6 +204,29 @@ TEST_F(FaultyStoreTest, FailedSyncFailsTheAllocatorForGood) {
   EXPECT_THAT(allocator->Checkpoint(), StatusIs(absl::StatusCode::kUnavailable));
 }
 
+// A snapshot the store could not write is written again by the next
+// checkpoint, even with no change since; the allocator keeps working between.
+TEST_F(FaultyStoreTest, FailedCheckpointIsRetriedAndStopsNothing) {
+  Allocator* allocator = allocator_on_faulty_.get();
+  faulty_.FailNextCheckpointWrite(absl::UnavailableError("snapshot: No space left on device"));
+  EXPECT_THAT(allocator->Checkpoint(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("No space left")));
+  EXPECT_OK(allocator->Health());
+  ASSERT_OK(allocator->Bind(VmPod("vm1", "u1"), "node-a").status());
+  EXPECT_EQ(faulty_.checkpoint_writes(), 0);
+  ASSERT_OK(allocator->Checkpoint());
+  EXPECT_EQ(faulty_.checkpoint_writes(), 1);
+  // Written: nothing new, so nothing to write.
+  ASSERT_OK(allocator->Checkpoint());
+  EXPECT_EQ(faulty_.checkpoint_writes(), 1);
+
+  faulty_.FailNextCheckpointWrite(absl::UnavailableError("snapshot: Input/output error"));
+  ASSERT_OK(allocator->Release({"default", "vm1-nvme"}, ""));
+  EXPECT_FALSE(allocator->Checkpoint().ok());
+  ASSERT_OK(allocator->Checkpoint());  // Same revision as the failed one.
+  EXPECT_EQ(faulty_.checkpoint_writes(), 2);
+}
+
 // A record the store refuses is not applied: the allocator answers with the
 // store's error, changes nothing, and carries on.
 TEST_F(FaultyStoreTest, RefusedAppendChangesNothing) {

@@ -176,8 +176,10 @@ TEST(FileStoreTest, RecoversFromSnapshotOnly) {
     Checkpoint(*store, before);
     EXPECT_EQ(store->RecordsSinceCheckpoint(), 0u);
   }
+  // The log from revision 1 stays: the way back if the snapshot cannot be
+  // read.
   EXPECT_THAT(DataFiles(tmp.path()),
-              ElementsAre("snapshot-00000000000000000050.snap",
+              ElementsAre("snapshot-00000000000000000050.snap", "wal-00000000000000000001.log",
                           "wal-00000000000000000051.log"));
   Model after;
   RecoveryReport report;
@@ -202,9 +204,11 @@ TEST(FileStoreTest, RecoversFromSnapshotAndLogsAcrossCheckpoints) {
     EXPECT_EQ(store->RecordsSinceCheckpoint(), 17u);
     EXPECT_EQ(store->GetStats().snapshots_written, 5u);
   }
-  // Old snapshots and the segments they cover are gone.
+  // The newest snapshot and the one before it, with the log after that one;
+  // older snapshots and the segments they cover are gone.
   EXPECT_THAT(DataFiles(tmp.path()),
-              ElementsAre("snapshot-00000000000000000150.snap",
+              ElementsAre("snapshot-00000000000000000120.snap",
+                          "snapshot-00000000000000000150.snap", "wal-00000000000000000121.log",
                           "wal-00000000000000000151.log"));
   Model after;
   RecoveryReport report;
@@ -360,20 +364,67 @@ TEST(FileStoreTest, FlippedByteInAMiddleRecordIsDataLossNamingFileAndOffset) {
                HasSubstr(absl::StrCat(seg, " at offset ", offset, ": "))));
 }
 
-TEST(FileStoreTest, FlippedByteInTheSnapshotIsDataLoss) {
+// A snapshot that does not decode is skipped for the previous one (here:
+// none, the log from revision 1), reported, and set aside; only when the
+// log that fallback needs is gone is it DataLoss.
+TEST(FileStoreTest, UnreadableSnapshotFallsBackToThePreviousOne) {
+  for (bool previous_snapshot : {false, true}) {
+    SCOPED_TRACE(previous_snapshot);
+    testing::TempDir tmp;
+    Model before;
+    {
+      Model m;
+      ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &m));
+      AppendRange(*store, &before, 1, 10);
+      if (previous_snapshot) Checkpoint(*store, before);
+      AppendRange(*store, &before, 11, 20);
+      Checkpoint(*store, before);
+      AppendRange(*store, &before, 21, 23);
+    }
+    const std::string snap = tmp.Join(wal::SnapshotFileName(20));
+    FlipByte(snap, 40);
+    Model after;
+    RecoveryReport report;
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after, &report));
+    EXPECT_EQ(after, before);
+    EXPECT_EQ(report.snapshot_revision, previous_snapshot ? 10u : 0u);
+    EXPECT_EQ(report.last_revision, 23u);
+    EXPECT_THAT(report.skipped_snapshots,
+                ElementsAre(::testing::AllOf(HasSubstr(snap + " at offset"),
+                                             HasSubstr("checksum mismatch"))));
+    EXPECT_FALSE(std::filesystem::exists(snap));
+    EXPECT_TRUE(std::filesystem::exists(snap + ".unreadable"));
+    // The store goes on, and the set-aside file is never read again.
+    AppendRange(*store, &before, 24, 25);
+    Checkpoint(*store, before);
+    store.reset();
+    Model again;
+    ASSERT_OK_AND_ASSIGN(store, OpenAndRecover(tmp.path(), &again, &report));
+    EXPECT_EQ(again, before);
+    EXPECT_EQ(report.snapshot_revision, 25u);
+    EXPECT_THAT(report.skipped_snapshots, IsEmpty());
+  }
+}
+
+TEST(FileStoreTest, UnreadableSnapshotWithoutTheLogBeforeItIsDataLoss) {
   testing::TempDir tmp;
   {
     Model m;
     ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &m));
     AppendRange(*store, &m, 1, 10);
     Checkpoint(*store, m);
+    AppendRange(*store, &m, 11, 12);
   }
   const std::string snap = tmp.Join(wal::SnapshotFileName(10));
   FlipByte(snap, 40);
+  ASSERT_EQ(::unlink(SegmentPath(tmp, 1).c_str()), 0);
   Model after;
-  EXPECT_THAT(
-      OpenAndRecover(tmp.path(), &after),
-      StatusIs(absl::StatusCode::kDataLoss, HasSubstr(snap + " at offset")));
+  EXPECT_THAT(OpenAndRecover(tmp.path(), &after),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       ::testing::AllOf(HasSubstr("missing"),
+                                        HasSubstr("without the unreadable snapshot " + snap))));
+  // Nothing was set aside by the failed recovery.
+  EXPECT_TRUE(std::filesystem::exists(snap));
 }
 
 // Three segments: 1..10, 11..20, 21..30.
@@ -557,9 +608,9 @@ class ControlledOps : public wal::FileOps {
     absl::MutexLock lock(&mu_);
     fail_writes_ = true;
   }
-  void FailSnapshots() {
+  void FailSnapshots(bool fail) {
     absl::MutexLock lock(&mu_);
-    fail_snapshots_ = true;
+    fail_snapshots_ = fail;
   }
 
  private:
@@ -638,6 +689,7 @@ TEST(FileStoreTest, ConcurrentSyncsAreDurableWithFewerSyncsThanRecords) {
 // does it: Append and BeginCheckpoint under one lock, Sync and
 // WriteCheckpoint outside it.
 TEST(FileStoreTest, CheckpointsWhileOthersSync) {
+  uint64_t written = 0;
   testing::TempDir tmp;
   Model before;
   {
@@ -677,17 +729,18 @@ TEST(FileStoreTest, CheckpointsWhileOthersSync) {
     for (std::thread& t : binders) t.join();
     done = true;
     checkpointer.join();
-    EXPECT_GE(store->GetStats().snapshots_written, 1u);
+    written = store->GetStats().snapshots_written;
+    EXPECT_GE(written, 1u);
   }
   Model after;
   ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after));
   EXPECT_EQ(after, before);
-  // Exactly one snapshot and the segments after it are left.
+  // The newest snapshot and, once there were two, the one before it.
   std::vector<std::string> files = DataFiles(tmp.path());
   EXPECT_EQ(
       std::count_if(files.begin(), files.end(),
                     [](const std::string& f) { return f.ends_with(".snap"); }),
-      1);
+      std::min<uint64_t>(written, 2));
 }
 
 TEST(FileStoreTest, SyncFailureIsSticky) {
@@ -735,7 +788,10 @@ TEST(FileStoreTest, WriteFailureIsSticky) {
               StatusIs(absl::StatusCode::kResourceExhausted));
 }
 
-TEST(FileStoreTest, SnapshotFailureIsStickyAndKeepsTheLog) {
+// A failed snapshot write loses nothing and stops nothing: the log holds
+// every record, appends go on, the checkpoint is due again, and the next one
+// succeeds.
+TEST(FileStoreTest, SnapshotFailureIsNotStickyAndKeepsTheLog) {
   testing::TempDir tmp;
   ControlledOps ops;
   Model before;
@@ -744,17 +800,61 @@ TEST(FileStoreTest, SnapshotFailureIsStickyAndKeepsTheLog) {
     ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &empty, nullptr,
                                                     {.file_ops = &ops}));
     AppendRange(*store, &before, 1, 5);
-    ops.FailSnapshots();
+    ops.FailSnapshots(true);
     ASSERT_OK(store->BeginCheckpoint(5));
     EXPECT_THAT(store->WriteCheckpoint(before.Snapshot()),
                 StatusIs(absl::StatusCode::kUnavailable));
-    EXPECT_THAT(store->Health(), StatusIs(absl::StatusCode::kUnavailable));
+    EXPECT_OK(store->Health());
+    EXPECT_EQ(store->RecordsSinceCheckpoint(), 5u);
+    AppendRange(*store, &before, 6, 8);
+    EXPECT_EQ(store->RecordsSinceCheckpoint(), 8u);
+    EXPECT_EQ(store->GetStats().snapshots_written, 0u);
   }
   Model after;
   RecoveryReport report;
-  ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after, &report));
-  EXPECT_EQ(after, before);
-  EXPECT_EQ(report.snapshot_revision, 0u);
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after, &report,
+                                                    {.file_ops = &ops}));
+    EXPECT_EQ(after, before);
+    EXPECT_EQ(report.snapshot_revision, 0u);
+    ops.FailSnapshots(false);
+    Checkpoint(*store, before);
+    EXPECT_EQ(store->RecordsSinceCheckpoint(), 0u);
+  }
+  Model again;
+  ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &again, &report));
+  EXPECT_EQ(again, before);
+  EXPECT_EQ(report.snapshot_revision, 8u);
+}
+
+// The log's growth since the last snapshot, in frame bytes: what appends
+// add, a checkpoint clears, a failed snapshot restores, and recovery counts
+// from the segments.
+TEST(FileStoreTest, BytesSinceCheckpointFollowTheLog) {
+  testing::TempDir tmp;
+  ControlledOps ops;
+  Model before;
+  uint64_t bytes = 0;
+  for (uint64_t r = 9; r <= 11; ++r) bytes += wal::kHeaderSize + EncodeRecord(MakeRecord(r)).size();
+  {
+    Model empty;
+    ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &empty, nullptr,
+                                                    {.file_ops = &ops}));
+    AppendRange(*store, &before, 1, 8);
+    EXPECT_GT(store->BytesSinceCheckpoint(), 8 * wal::kHeaderSize);
+    Checkpoint(*store, before);
+    EXPECT_EQ(store->BytesSinceCheckpoint(), 0u);
+    AppendRange(*store, &before, 9, 11);
+    EXPECT_EQ(store->BytesSinceCheckpoint(), bytes);
+    ops.FailSnapshots(true);
+    ASSERT_OK(store->BeginCheckpoint(11));
+    EXPECT_EQ(store->BytesSinceCheckpoint(), 0u);
+    EXPECT_FALSE(store->WriteCheckpoint(before.Snapshot()).ok());
+    EXPECT_EQ(store->BytesSinceCheckpoint(), bytes);
+  }
+  Model after;
+  ASSERT_OK_AND_ASSIGN(auto store, OpenAndRecover(tmp.path(), &after));
+  EXPECT_EQ(store->BytesSinceCheckpoint(), bytes);
 }
 
 }  // namespace

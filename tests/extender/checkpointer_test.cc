@@ -4,6 +4,7 @@
 #include "extender/checkpointer.h"
 
 #include <memory>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "allocator/allocator.h"
@@ -55,6 +56,32 @@ TEST_F(CheckpointerTest, WritesOnlyWhenDue) {
   EXPECT_EQ(memory_.RecordsSinceCheckpoint(), 0u);
   ASSERT_OK_AND_ASSIGN(wrote, c.CheckpointIfDue());
   EXPECT_FALSE(wrote);
+}
+
+// Few but large records make a checkpoint due by the log's bytes.
+TEST(CheckpointerBytesTest, LargeRecordsMakeItDueByTheLogsSize) {
+  AllocatorOptions o;
+  o.device_classes = {DeviceClass{kNvme, {::pdc::testing::QemuNvmeSelector()}}};
+  o.checkpoint_every_records = 1000;
+  o.checkpoint_every_bytes = 4096;
+  pdc::testing::FakeClock clock;
+  MemoryStore store;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Allocator> allocator, Allocator::Open(o, &store, &clock));
+  Checkpointer c({}, allocator.get(), &clock);
+  ASSERT_OK(allocator->CreateClaim({"default", "small"}, ClaimSpec{.resource_name = kNvme}));
+  ASSERT_OK_AND_ASSIGN(bool wrote, c.CheckpointIfDue());
+  EXPECT_FALSE(wrote);
+  std::vector<Device> devices;
+  for (int bus = 1; bus <= 250; ++bus) {
+    devices.push_back(::pdc::testing::NvmeDevice(PciAddress(0, static_cast<uint8_t>(bus), 0, 0),
+                                                 bus));
+  }
+  ASSERT_OK(allocator->ReplaceInventory(::pdc::testing::Inventory("node-a", devices)));
+  EXPECT_EQ(store.RecordsSinceCheckpoint(), 2u);
+  EXPECT_GE(store.BytesSinceCheckpoint(), 4096u);
+  ASSERT_OK_AND_ASSIGN(wrote, c.CheckpointIfDue());
+  EXPECT_TRUE(wrote);
+  EXPECT_EQ(store.BytesSinceCheckpoint(), 0u);
 }
 
 TEST_F(CheckpointerTest, ReportsAFailedCheckpoint) {

@@ -9,6 +9,10 @@
 //     without reaching the wrapped store, and Health() reports it: the
 //     store.h policy after an I/O error (as FileStore does after a failed
 //     fsync).
+//   FailNextCheckpointWrite(s): the next WriteEncodedCheckpoint returns `s`
+//     without reaching the wrapped store; nothing else changes (a failed
+//     snapshot write is not sticky). checkpoint_writes() counts the ones that
+//     reached it.
 // Tests using it link pdc_allocator.
 // Thread-safety: thread-safe when the wrapped store is; calls to the wrapped
 // store are made without holding this wrapper's lock, so concurrent Syncs
@@ -41,6 +45,14 @@ class FaultyStore final : public Store {
     absl::MutexLock lock(&mu_);
     next_sync_ = std::move(error);
   }
+  void FailNextCheckpointWrite(absl::Status error) {
+    absl::MutexLock lock(&mu_);
+    next_checkpoint_write_ = std::move(error);
+  }
+  int checkpoint_writes() const {
+    absl::MutexLock lock(&mu_);
+    return checkpoint_writes_;
+  }
 
   absl::StatusOr<RecoveryReport> Recover(const RecordVisitor& apply) override {
     return store_->Recover(apply);
@@ -71,6 +83,7 @@ class FaultyStore final : public Store {
   uint64_t RecordsSinceCheckpoint() const override {
     return store_->RecordsSinceCheckpoint();
   }
+  uint64_t BytesSinceCheckpoint() const override { return store_->BytesSinceCheckpoint(); }
 
   absl::Status BeginCheckpoint(uint64_t revision) override {
     if (absl::Status s = Failed(); !s.ok()) return s;
@@ -79,7 +92,14 @@ class FaultyStore final : public Store {
 
   absl::Status WriteEncodedCheckpoint(uint64_t revision,
                                       std::string_view snapshot) override {
-    if (absl::Status s = Failed(); !s.ok()) return s;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!failed_.ok()) return failed_;
+      if (!next_checkpoint_write_.ok()) {
+        return std::exchange(next_checkpoint_write_, absl::OkStatus());
+      }
+      ++checkpoint_writes_;
+    }
     return store_->WriteEncodedCheckpoint(revision, snapshot);
   }
 
@@ -98,6 +118,8 @@ class FaultyStore final : public Store {
   mutable absl::Mutex mu_;
   absl::Status next_append_ ABSL_GUARDED_BY(mu_);
   absl::Status next_sync_ ABSL_GUARDED_BY(mu_);
+  absl::Status next_checkpoint_write_ ABSL_GUARDED_BY(mu_);
+  int checkpoint_writes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
 };
 
