@@ -438,7 +438,10 @@ absl::Status AllocatorImpl::Checkpoint() {
   std::string snapshot;
   uint64_t revision = 0;
   {
-    absl::MutexLock lock(&mu_);
+    // Shared: filter, prioritize and every read go on while the state is
+    // encoded; mutations (which append under the exclusive lock) wait, so
+    // the snapshot and the store's cut are exactly at `revision`.
+    absl::ReaderMutexLock lock(&mu_);
     RETURN_IF_ERROR(FailedLocked());
     if (state_.revision() == checkpoint_revision_) return absl::OkStatus();
     revision = state_.revision();

@@ -10,8 +10,9 @@
 //      record, so the log order is the order the allocator applied them.
 //   3. Outside the lock: Sync(ticket) blocks until that record and all before
 //      it are durable. Concurrent Sync calls share one flush (group commit).
-//   4. From time to time: BeginCheckpoint() under the lock (so the cut is
-//      exact), then WriteCheckpoint(snapshot) outside it.
+//   4. From time to time: BeginCheckpoint() under the lock, held at least
+//      shared so that no Append runs meanwhile (the cut is exact), then
+//      WriteCheckpoint(snapshot) outside it. One checkpoint at a time.
 //
 // How a shared store (etcd) maps onto this: Append is a transaction that
 // compares the store's revision key with record.revision - 1 and fails with
@@ -28,8 +29,10 @@
 // write is not such an error: the log still holds every record, so writes go
 // on and the next checkpoint tries again.
 //
-// Thread-safety: Append, BeginCheckpoint are called under the allocator's
-// writer lock; Sync, WriteCheckpoint, Failed from any thread concurrently.
+// Thread-safety: Append is called under the allocator's writer lock,
+// BeginCheckpoint under its lock held shared or exclusive (never concurrently
+// with an Append or another BeginCheckpoint); Sync, WriteCheckpoint, Failed
+// from any thread concurrently.
 #ifndef PDC_ALLOCATOR_STORE_H_
 #define PDC_ALLOCATOR_STORE_H_
 

@@ -127,8 +127,9 @@ void BM_BindInMemory(benchmark::State& state) {
 BENCHMARK(BM_BindInMemory)->Iterations(20000);
 
 // A checkpoint at the scale of rack-5000 (5000 nodes x 8 devices, 40k bound
-// claims): the snapshot is taken under the allocator's lock, so this is how
-// long scheduling verbs can wait behind one. One change between checkpoints,
+// claims): the snapshot is encoded under the allocator's lock held shared,
+// so this is how long mutations (bind, inventory, release) can wait behind
+// one; filter and prioritize do not. One change between checkpoints,
 // or Checkpoint() would return at once.
 void BM_Checkpoint(benchmark::State& state) {
   Cluster c(5000, 8);
