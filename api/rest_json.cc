@@ -282,14 +282,11 @@ absl::StatusOr<NodeAllocationsReply> ParseNodeAllocations(std::string_view body)
       ASSIGN_OR_RETURN(a.address, ParseAddress(addr, at + ".address"));
       ASSIGN_OR_RETURN(std::string_view claim,
                        json::ReqString(c, "claim", at + ".claim"));
-      size_t slash = claim.find('/');
-      if (slash == std::string_view::npos) {
-        return json::FieldError(at + ".claim", "must be namespace/name");
-      }
-      a.claim = ClaimKey{std::string(claim.substr(0, slash)),
-                         std::string(claim.substr(slash + 1))};
+      ASSIGN_OR_RETURN(a.claim, ParseClaimKey(claim, at + ".claim"));
       ASSIGN_OR_RETURN(std::string_view res,
                        json::OptString(c, "resourceName", at + ".resourceName"));
+      // Absent from extenders before resource names were sent.
+      if (!res.empty()) RETURN_IF_ERROR(ValidateResourceName(at + ".resourceName", res));
       a.resource_name = std::string(res);
       ASSIGN_OR_RETURN(std::string_view pol,
                        json::OptString(c, "reclaimPolicy", at + ".reclaimPolicy"));
@@ -718,7 +715,11 @@ absl::StatusOr<ClaimKey> ParseClaimKey(std::string_view s, std::string_view fiel
   if (slash == std::string_view::npos || slash == 0 || slash + 1 == s.size()) {
     return json::FieldError(field, "must be namespace/name");
   }
-  return ClaimKey{std::string(s.substr(0, slash)), std::string(s.substr(slash + 1))};
+  const std::string_view ns = s.substr(0, slash);
+  const std::string_view name = s.substr(slash + 1);
+  RETURN_IF_ERROR(ValidateNamespace(field, ns));
+  RETURN_IF_ERROR(ValidateObjectName(field, name));
+  return ClaimKey{std::string(ns), std::string(name)};
 }
 
 std::string WriteNodeList(const std::vector<NodeSummary>& nodes) {

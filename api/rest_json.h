@@ -75,7 +75,8 @@ absl::StatusOr<Claim> ParseClaim(std::string_view body);
 // {"items": [claim, ...]}; a wrong item is named by its index.
 absl::StatusOr<std::vector<Claim>> ParseClaimList(std::string_view body);
 
-// "namespace/name"; FieldError naming `field` when either part is missing.
+// "namespace/name"; FieldError naming `field` when either part is missing
+// or is not a valid namespace / object name (so at most 63 + 1 + 253 bytes).
 absl::StatusOr<ClaimKey> ParseClaimKey(std::string_view s, std::string_view field);
 
 // --- Nodes and devices (GET /v1/nodes, /v1/nodes/{node}, /v1/devices) ------

@@ -144,6 +144,18 @@ TEST(NodeDriverJsonTest, MalformedAllocationsNameTheField) {
        "claimed[0].reservedFor.podUid"},
       {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a","handedOff":"yes"}]})",
        "claimed[0].handedOff"},
+      // Claim keys and resource names the server could not have written.
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","claim":"ns/"}]})",
+       "claimed[0].claim"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","claim":"NS/a"}]})",
+       "claimed[0].claim"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a\nb"}]})",
+       "claimed[0].claim"},
+      {absl::StrCat(R"({"version":1,"claimed":[{"address":"0000:3b:00.0","claim":"ns/)",
+                    std::string(254, 'a'), R"("}]})"),
+       "claimed[0].claim"},
+      {R"({"version":1,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a","resourceName":"no slash"}]})",
+       "claimed[0].resourceName"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(DecodeAllocations(c.json),
