@@ -1,10 +1,15 @@
 #include "driver/discovery.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/strings.h"
 
 namespace pdc::driver {
 
@@ -59,6 +64,24 @@ absl::StatusOr<DiscoveryResult> Discover(Sysfs& sysfs, std::string_view node,
   }
   std::sort(out.problems.begin(), out.problems.end());
   return out;
+}
+
+void RefuseSharedSerials(DiscoveryResult* out) {
+  std::map<std::string_view, std::vector<Device*>> by_serial;
+  for (Device& d : out->inventory.devices) {
+    if (!d.serial.empty()) by_serial[d.serial].push_back(&d);
+  }
+  for (const auto& [serial, devices] : by_serial) {
+    if (devices.size() < 2) continue;
+    std::vector<std::string> addresses;
+    for (Device* d : devices) {
+      d->health = DeviceHealth::kUnhealthy;
+      addresses.push_back(d->address.ToString());
+    }
+    out->problems.push_back(absl::StrCat(
+        absl::StrJoin(addresses, ", "), " report the same serial \"", Sv(serial),
+        "\": which drive is which is ambiguous, so none of them is offered (unhealthy)"));
+  }
 }
 
 }  // namespace pdc::driver

@@ -47,9 +47,6 @@ absl::StatusOr<NodeInventory> Reconciler::Discover() {
   Stopwatch sw(clock_);
   ASSIGN_OR_RETURN(DiscoveryResult r, driver::Discover(*sys_, options_.node, d));
   if (metrics_) metrics_->discovery_seconds->ObserveDuration(sw.Elapsed());
-  for (const std::string& p : r.problems) {
-    if (last_error_.emplace("discovery:" + p, p).second) spdlog::warn("discovery: {}", p);
-  }
   std::map<std::string, int> by_driver;
   for (Device& dev : r.inventory.devices) {
     ++by_driver[dev.driver];
@@ -57,6 +54,10 @@ absl::StatusOr<NodeInventory> Reconciler::Discover() {
     if (dev.serial.empty() && dev.driver == kVfioPci) {
       if (auto e = journal_->Get(dev.address)) dev.serial = e->serial;
     }
+  }
+  driver::RefuseSharedSerials(&r);
+  for (const std::string& p : r.problems) {
+    if (last_error_.emplace("discovery:" + p, p).second) spdlog::warn("discovery: {}", p);
   }
   if (metrics_) metrics_->SetDevicesByDriver(std::move(by_driver));
   if (options_.on_inventory) options_.on_inventory(r.inventory);

@@ -72,6 +72,29 @@ TEST(DiscoveryTest, HealthNeedsAGroupAndTheExpectedDriver) {
   EXPECT_EQ(r.inventory.devices[2].health, DeviceHealth::kHealthy);
 }
 
+// Two functions with one serial (a dual-port drive, or firmware that does
+// not tell drives apart): neither is offered, and the problem names both.
+TEST(DiscoveryTest, FunctionsSharingASerialAreRefused) {
+  FakeHost host;
+  host.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme", .serial = "same"});
+  host.kernel.AddDevice({.address = "0000:00:04.0", .group = 4, .driver = "nvme", .serial = "own"});
+  host.kernel.AddDevice({.address = "0000:00:05.0", .group = 5, .driver = "nvme", .serial = "same"});
+  // No serial (on vfio-pci): nothing to compare.
+  host.kernel.AddDevice({.address = "0000:00:06.0", .group = 6, .driver = "vfio-pci"});
+  host.kernel.AddDevice({.address = "0000:00:07.0", .group = 7, .driver = "vfio-pci"});
+  ASSERT_OK_AND_ASSIGN(DiscoveryResult r, Discover(host.kernel, "n", {.classes = {NvmeClass()}}));
+  RefuseSharedSerials(&r);
+  ASSERT_EQ(r.inventory.devices.size(), 5u);
+  EXPECT_EQ(r.inventory.devices[0].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(r.inventory.devices[1].health, DeviceHealth::kHealthy);
+  EXPECT_EQ(r.inventory.devices[2].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(r.inventory.devices[3].health, DeviceHealth::kHealthy);
+  EXPECT_EQ(r.inventory.devices[4].health, DeviceHealth::kHealthy);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_THAT(r.problems[0], ::testing::HasSubstr(
+                                 "0000:00:03.0, 0000:00:05.0 report the same serial \"same\""));
+}
+
 TEST(DiscoveryTest, DeviceOnVfioHasNoSerialInSysfs) {
   FakeHost host;
   host.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "vfio-pci"});
