@@ -17,6 +17,12 @@ using ::testing::IsEmpty;
 
 const std::vector<std::string> kNodes = {"node-a", "node-b", "node-c"};
 
+struct ClaimProblemCase {
+  std::string name;
+  SchedulingRequest request;
+  std::string message;
+};
+
 class SchedulingTest : public AllocatorFixture {
  protected:
   void SetUp() override {
@@ -25,6 +31,20 @@ class SchedulingTest : public AllocatorFixture {
     Report(Inventory("node-b", {NvmeDevice("0000:3b:00.0", 20)}));
     Report(Inventory("node-c", {NvmeDevice("0000:3b:00.0", 30), NvmeDevice("0000:3c:00.0", 31),
                                 NvmeDevice("0000:3d:00.0", 32)}));
+  }
+
+  // The case's request fails filter on every node with its message, and
+  // bind refuses it.
+  void ExpectUnresolvableEverywhere(const ClaimProblemCase& c) {
+    FilterResult f = Filter(c.request, kNodes);
+    ASSERT_FALSE(f.pass_through) << c.name;
+    for (size_t i = 0; i < kNodes.size(); ++i) {
+      EXPECT_EQ(f.nodes[i].verdict, Verdict::kUnresolvable) << c.name;
+      EXPECT_THAT(f.MessageFor(i), HasSubstr(c.message)) << c.name;
+    }
+    EXPECT_THAT(allocator_->Bind(c.request, "node-c"),
+                StatusIs(absl::StatusCode::kFailedPrecondition))
+        << c.name;
   }
 };
 
@@ -133,11 +153,6 @@ TEST_F(SchedulingTest, ExplicitAndTemplateClaimsCombine) {
   EXPECT_EQ(t.status.devices.size(), 2u);
 }
 
-struct ClaimProblemCase {
-  std::string name;
-  SchedulingRequest request;
-  std::string message;
-};
 
 TEST_F(SchedulingTest, ClaimProblemsMakeEveryNodeUnresolvable) {
   ASSERT_OK(allocator_->CreateClaim({"default", "one"}, Spec(kNvme, 1)).status());
@@ -154,17 +169,7 @@ TEST_F(SchedulingTest, ClaimProblemsMakeEveryNodeUnresolvable) {
        "provide 1 devices.kubevirt.io/nvme but the pod requests 0"},
       {"template name taken", VmPod("vm9", "u", 2), "is not VM vm9's template claim"},
   };
-  for (const ClaimProblemCase& c : cases) {
-    FilterResult f = Filter(c.request, kNodes);
-    ASSERT_FALSE(f.pass_through) << c.name;
-    for (size_t i = 0; i < kNodes.size(); ++i) {
-      EXPECT_EQ(f.nodes[i].verdict, Verdict::kUnresolvable) << c.name;
-      EXPECT_THAT(f.MessageFor(i), HasSubstr(c.message)) << c.name;
-    }
-    EXPECT_THAT(allocator_->Bind(c.request, "node-c"),
-                StatusIs(absl::StatusCode::kFailedPrecondition))
-        << c.name;
-  }
+  for (const ClaimProblemCase& c : cases) ExpectUnresolvableEverywhere(c);
 }
 
 // Counts that no node or no claim can hold never size a claim: the allocator
@@ -180,17 +185,7 @@ TEST_F(SchedulingTest, CountsBeyondTheBoundsAreAProblemNotAClaim) {
        "the pod requests 257 devices.kubevirt.io/nvme beyond its named claims, more than one "
        "claim may hold (256)"},
   };
-  for (const ClaimProblemCase& c : cases) {
-    FilterResult f = Filter(c.request, kNodes);
-    ASSERT_FALSE(f.pass_through) << c.name;
-    for (size_t i = 0; i < kNodes.size(); ++i) {
-      EXPECT_EQ(f.nodes[i].verdict, Verdict::kUnresolvable) << c.name;
-      EXPECT_THAT(f.MessageFor(i), HasSubstr(c.message)) << c.name;
-    }
-    EXPECT_THAT(allocator_->Bind(c.request, "node-c"),
-                StatusIs(absl::StatusCode::kFailedPrecondition))
-        << c.name;
-  }
+  for (const ClaimProblemCase& c : cases) ExpectUnresolvableEverywhere(c);
   EXPECT_THAT(allocator_->ListClaims(""), IsEmpty());
 }
 

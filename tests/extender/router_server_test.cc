@@ -51,6 +51,17 @@ class RouterServerTest : public ExtenderFixture {
     return true;
   }
 
+  // kube-scheduler's filter and bind of vm1's first pod on node-a, over `c`.
+  void FilterAndBindVm1OnNodeA(HttpClient& c) {
+    ASSERT_OK_AND_ASSIGN(pdc::HttpResponse f,
+                         c.Post("/scheduler/filter",
+                                NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"})));
+    EXPECT_EQ(f.status, 200);
+    ASSERT_OK_AND_ASSIGN(pdc::HttpResponse bind,
+                         c.Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")));
+    EXPECT_EQ(bind.body, R"({"Error":""})");
+  }
+
   MetricsRegistry registry_;
   ExtenderMetrics metrics_{&registry_, nullptr, &clock_, "test"};
   HttpServerOptions server_options_;
@@ -112,12 +123,7 @@ TEST_F(RouterServerTest, LongPollWakesOnChangeWithoutHoldingAWorker) {
   EXPECT_EQ(h.body, "ok");
   // A bind on node-a changes its allocations and wakes them all.
   const absl::Time start = absl::Now();
-  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse f,
-                       c->Post("/scheduler/filter",
-                               NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"})));
-  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse b,
-                       c->Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")));
-  EXPECT_EQ(b.body, R"({"Error":""})");
+  FilterAndBindVm1OnNodeA(*c);
   for (auto& t : pollers) t.join();
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   for (const auto& a : answers) {
@@ -166,12 +172,7 @@ TEST_F(RouterServerTest, BindWakesOnlyItsNodesPoll) {
                                   "&wait=20 HTTP/1.1\r\nHost: x\r\n\r\n")));
   ASSERT_TRUE(AwaitParked(2));
   auto c = Client();
-  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse f,
-                       c->Post("/scheduler/filter",
-                               NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"})));
-  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse bind,
-                       c->Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")));
-  EXPECT_EQ(bind.body, R"({"Error":""})");
+  FilterAndBindVm1OnNodeA(*c);
   // The bind's listener ran before the bind answered: node-b's subscription
   // is still the one pending.
   EXPECT_EQ(notifier_.pending(), 1u);
