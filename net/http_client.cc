@@ -10,6 +10,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <poll.h>
+
 #include <chrono>
 #include <optional>
 
@@ -39,6 +41,31 @@ bool IsClosedByPeer(const ErrorCode& ec) {
   return ec == http::error::end_of_stream || ec == net::error::eof ||
          ec == net::error::connection_reset || ec == net::error::broken_pipe ||
          ec == ssl::error::stream_truncated;
+}
+
+// RFC 9110 §9.2.2: the methods whose repetition has the effect of one
+// request.
+bool IdempotentMethod(http::verb verb) {
+  switch (verb) {
+    case http::verb::get:
+    case http::verb::head:
+    case http::verb::options:
+    case http::verb::trace:
+    case http::verb::put:
+    case http::verb::delete_:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// True when the peer closed (or reset) an idle connection, or sent bytes
+// nobody asked for: either way it must not carry the next request.
+bool StaleWhileIdle(int fd) {
+  pollfd p{};
+  p.fd = fd;
+  p.events = POLLIN | POLLRDHUP;
+  return ::poll(&p, 1, 0) != 0;
 }
 
 // Request deadlines arm Asio timers, which run on real time: RealClock().
@@ -129,7 +156,9 @@ class HttpClient::Impl {
     const std::string what =
         absl::StrCat(Sv(method), " ", Sv(target), " to ", options_.peer_name,
                      " at ", url_.ToString());
+    const bool idempotent = ro.idempotent.value_or(IdempotentMethod(verb));
     for (int attempt = 0;; ++attempt) {
+      if (connected_ && (buffer_.size() > 0 || StaleWhileIdle(NativeHandle()))) Close();
       const bool reused = connected_;
       if (!connected_) RETURN_IF_ERROR(Connect(deadline, timeout));
       Exchange x = tls_ ? RoundTrip(*tls_, req, deadline)
@@ -139,8 +168,9 @@ class HttpClient::Impl {
         return std::move(x.response);
       }
       Close();
-      if (reused && attempt == 0 && !x.got_bytes && IsClosedByPeer(x.ec)) {
-        continue;  // The server dropped the idle connection: retry once.
+      if (reused && attempt == 0 && !x.got_bytes && IsClosedByPeer(x.ec) &&
+          (idempotent || x.bytes_written == 0)) {
+        continue;  // The server dropped the idle connection: once more.
       }
       if (x.ec == beast::error::timeout) {
         return absl::DeadlineExceededError(absl::StrCat(
@@ -176,9 +206,15 @@ class HttpClient::Impl {
   uint64_t connections_opened() const { return connections_opened_; }
 
  private:
+  int NativeHandle() {
+    return tls_ ? beast::get_lowest_layer(*tls_).socket().native_handle()
+                : tcp_->socket().native_handle();
+  }
+
   struct Exchange {
     ErrorCode ec;
     bool got_bytes = false;  // Any part of a response arrived.
+    size_t bytes_written = 0;  // Of the request.
     bool keep_alive = false;
     HttpResponse response;
   };
@@ -245,8 +281,10 @@ class HttpClient::Impl {
                      absl::Time deadline) {
     Exchange x;
     beast::get_lowest_layer(stream).expires_after(Remaining(deadline));
-    http::async_write(stream, req,
-                      [&](const ErrorCode& e, size_t) { x.ec = e; });
+    http::async_write(stream, req, [&](const ErrorCode& e, size_t n) {
+      x.ec = e;
+      x.bytes_written = n;
+    });
     Run();
     if (x.ec) return x;
     http::response_parser<http::string_body> parser;

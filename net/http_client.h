@@ -8,8 +8,15 @@
 //   if (r.status != 200) ...
 //
 // One kept-alive connection per client object, opened on first use and
-// reused; if the server closed it while idle, the request is sent again
-// once on a fresh connection (transparently). Any HTTP status is a
+// reused. Before reusing it the client checks whether the server closed it
+// while idle, and opens a fresh one if so. When a reused connection still
+// turns out to be closed before any answer arrived, the request is sent
+// again once on a fresh connection only if that cannot repeat its effect:
+// its method is idempotent (RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT,
+// DELETE; HttpRequestOptions::idempotent overrides), or not one byte of it
+// was written. A POST or PATCH the server may have read is never sent
+// twice: the caller gets Unavailable and decides (the rule of Go's
+// net/http Transport, which client-go uses). Any HTTP status is a
 // successful exchange; the Status reports transport problems only:
 //   Unavailable       cannot connect / resolve / TLS handshake / connection
 //                     lost ("cannot reach pdc-extender at
@@ -25,6 +32,7 @@
 #define PDC_NET_HTTP_CLIENT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -71,6 +79,9 @@ struct HttpRequestOptions {
   absl::Duration timeout = absl::ZeroDuration();
   std::vector<std::pair<std::string, std::string>> headers;
   std::string content_type = "application/json";  // When there is a body.
+  // Whether sending the request twice has the effect of sending it once;
+  // unset = by method (see the top of this file).
+  std::optional<bool> idempotent;
 };
 
 class HttpClient {

@@ -2,7 +2,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -80,7 +82,7 @@ TEST(HttpClientTest, KeepsTheConnectionAlive) {
   EXPECT_EQ(server.connections(), 2);
 }
 
-TEST(HttpClientTest, ReconnectsOnceWhenTheServerClosedAnIdleConnection) {
+TEST(HttpClientTest, ReconnectsWhenTheServerClosedAnIdleConnection) {
   TestHttpServer server([](const TestRequest& r) {
     TestReply reply = Echo(r);
     reply.close_after = true;  // Says keep-alive, then closes.
@@ -88,13 +90,63 @@ TEST(HttpClientTest, ReconnectsOnceWhenTheServerClosedAnIdleConnection) {
   });
   auto client = MakeClient(server.url());
   for (int i = 0; i < 3; ++i) {
-    ASSERT_OK_AND_ASSIGN(HttpResponse r, client->Post("/p", "x"));
-    EXPECT_EQ(r.body, "POST /p x");
+    ASSERT_OK_AND_ASSIGN(HttpResponse r, client->Get("/p"));
+    EXPECT_EQ(r.body, "GET /p ");
   }
   EXPECT_EQ(server.connections(), 3);
   // Each request reached the server exactly once.
   EXPECT_EQ(server.requests().size(), 3u);
 }
+
+// The server reads the second request on a kept-alive connection and drops
+// the connection without answering: whether the request took effect is
+// unknown. Only a request whose repetition is harmless is sent again.
+struct DropCase {
+  std::string method;
+  std::optional<bool> idempotent;  // HttpRequestOptions::idempotent.
+  bool sent_again;
+};
+
+class DroppedAfterReadingTest : public ::testing::TestWithParam<DropCase> {};
+
+TEST_P(DroppedAfterReadingTest, OnlyIdempotentRequestsAreSentAgain) {
+  const DropCase& c = GetParam();
+  std::atomic<int> seen{0};
+  TestHttpServer server([&seen](const TestRequest& r) {
+    TestReply reply = Echo(r);
+    reply.drop = ++seen == 2;
+    return reply;
+  });
+  auto client = MakeClient(server.url());
+  ASSERT_OK(client->Get("/warm").status());
+  HttpRequestOptions ro;
+  ro.idempotent = c.idempotent;
+  absl::StatusOr<HttpResponse> r = client->Do(c.method, "/act", "{}", ro);
+  if (c.sent_again) {
+    ASSERT_OK(r.status());
+    EXPECT_EQ(r->body, c.method + " /act {}");
+    EXPECT_EQ(server.requests().size(), 3u);
+  } else {
+    EXPECT_THAT(r.status(), StatusIs(absl::StatusCode::kUnavailable,
+                                     HasSubstr("connection lost during " + c.method + " /act")));
+    EXPECT_EQ(server.requests().size(), 2u);  // Sent once, never again.
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Methods, DroppedAfterReadingTest,
+    ::testing::Values(DropCase{"POST", std::nullopt, false},
+                      DropCase{"PATCH", std::nullopt, false},
+                      DropCase{"GET", std::nullopt, true},
+                      DropCase{"PUT", std::nullopt, true},
+                      DropCase{"DELETE", std::nullopt, true},
+                      DropCase{"POST", true, true},
+                      DropCase{"PUT", false, false}),
+    [](const ::testing::TestParamInfo<DropCase>& info) {
+      std::string name = info.param.method;
+      if (info.param.idempotent) name += *info.param.idempotent ? "MarkedIdempotent" : "MarkedNot";
+      return name;
+    });
 
 TEST(HttpClientTest, ConnectionRefusedIsUnavailableNamingTheUrl) {
   // Take a free port and close it again: nobody listens there.

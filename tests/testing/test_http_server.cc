@@ -145,6 +145,7 @@ void TestHttpServer::ServeStream(Stream& socket, int connection) {
       mu_.Await(absl::Condition(&stopping_));
       break;
     }
+    if (reply.drop) break;
     http::response<http::string_body> res{
         static_cast<http::status>(reply.status), 11};
     res.set(http::field::content_type, reply.content_type);

@@ -34,6 +34,10 @@ struct TestReply {
   // Answer with "Connection: keep-alive", then close the socket anyway (a
   // server dropping an idle kept-alive connection).
   bool close_after = false;
+  // Close the connection without answering, after reading the request (a
+  // server that crashed, or a proxy that dropped the connection, after the
+  // request may have taken effect).
+  bool drop = false;
   // Never answer; the connection is held until the server is destroyed.
   bool hang = false;
 };
