@@ -134,6 +134,24 @@ void WriteFailedMap(json::Writer& w, const ExtenderArgs& args,
 
 }  // namespace
 
+absl::StatusOr<PodPlacement> ReadPodPlacement(const Value& pod) {
+  if (!pod.IsObject()) return TypeError("Pod", "must be an object");
+  ASSIGN_OR_RETURN(const Value* meta, OptObject(pod, "metadata", "Pod.metadata"));
+  if (meta == nullptr) return TypeError("Pod.metadata", "is required");
+  ASSIGN_OR_RETURN(const Value* spec, OptObject(pod, "spec", "Pod.spec"));
+  PodPlacement out;
+  ASSIGN_OR_RETURN(std::string_view uid, json::ReqString(*meta, "uid", "Pod.metadata.uid"));
+  RETURN_IF_ERROR(ValidateUid("Pod.metadata.uid", uid));
+  out.uid = std::string(uid);
+  if (spec != nullptr) {
+    ASSIGN_OR_RETURN(std::string_view node,
+                     json::OptString(*spec, "nodeName", "Pod.spec.nodeName"));
+    if (!node.empty()) RETURN_IF_ERROR(ValidateObjectName("Pod.spec.nodeName", node));
+    out.node_name = std::string(node);
+  }
+  return out;
+}
+
 absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
                                         const ManagedResources& managed) {
   if (!pod.IsObject()) return TypeError("Pod", "must be an object");

@@ -54,6 +54,16 @@ struct PodRequest {
 absl::StatusOr<PodRequest> PodToRequest(const json::Value& pod,
                                         const ManagedResources& managed);
 
+// Where a pod read back from the Kubernetes API stands, for a bind whose
+// outcome the API did not tell: its UID and spec.nodeName ("" = not bound).
+struct PodPlacement {
+  std::string uid;
+  std::string node_name;
+};
+// TypeError naming the path for wrong JSON types; FieldError for a UID or
+// node name out of Kubernetes' bounds.
+absl::StatusOr<PodPlacement> ReadPodPlacement(const json::Value& pod);
+
 // ExtenderArgs for filter and prioritize.
 struct ExtenderArgs {
   const json::Value* pod = nullptr;

@@ -93,6 +93,12 @@ Notifier::SubscriptionId Notifier::Subscribe(std::string_view topic, uint64_t se
   return 0;
 }
 
+void Notifier::Retire(std::string_view topic) {
+  absl::MutexLock lock(&mu_);
+  if (by_topic_.contains(Sv(topic))) return;
+  topic_version_.erase(Sv(topic));
+}
+
 void Notifier::Cancel(SubscriptionId id) {
   absl::MutexLock lock(&mu_);
   if (any_.erase(id) != 0) {
@@ -122,6 +128,11 @@ uint64_t Notifier::WaitFor(uint64_t seen, absl::Duration timeout) const {
 size_t Notifier::pending() const {
   absl::MutexLock lock(&mu_);
   return pending_;
+}
+
+size_t Notifier::topics() const {
+  absl::MutexLock lock(&mu_);
+  return topic_version_.size();
 }
 
 }  // namespace pdc

@@ -59,6 +59,11 @@ class Notifier {
   // those of `topics`. With no topics it wakes only the callbacks without a
   // topic.
   void Bump(absl::Span<const std::string> topics);
+  // Forgets the version of a one-off topic (pdc-extender: a bind's
+  // completion), so the topics of finished work do not pile up. A topic
+  // somebody still waits on is kept. After it, version(topic) is the
+  // counter at the last Bump() naming nothing.
+  void Retire(std::string_view topic);
   // Runs `cb` once version(topic) exceeds `seen` ("" = any bump). Returns an
   // id for Cancel; 0 when `cb` already ran (synchronously, in this call).
   SubscriptionId Subscribe(std::string_view topic, uint64_t seen, Callback cb);
@@ -71,6 +76,8 @@ class Notifier {
   uint64_t WaitFor(uint64_t seen, absl::Duration timeout) const;
   // Pending callbacks, of every topic.
   size_t pending() const;
+  // Topics with a version of their own (bumped and not retired).
+  size_t topics() const;
 
  private:
   using Callbacks = std::map<SubscriptionId, Callback>;

@@ -88,6 +88,16 @@ struct ExtenderConfig {
   std::string scheduler_path_prefix = "/scheduler";
   // workerThreads: threads running the HTTP server (1..1024).
   int worker_threads = 4;
+  // bindThreads: threads running bind sagas with a Kubernetes API (1..1024).
+  // A bind waits for the apiserver on one of these, never on an HTTP
+  // worker, so slow apiserver calls cannot starve filter, heartbeats or
+  // /healthz. kube-scheduler binds at most `parallelism` (16) pods at once.
+  int bind_threads = 16;
+  // bindDeadline: the whole bind with a Kubernetes API, apiserver calls
+  // included (1s..5m). Keep it below the httpTimeout of the extender in
+  // the KubeSchedulerConfiguration (deploy/: 10s), so kube-scheduler hears
+  // how each bind ended.
+  absl::Duration bind_deadline = absl::Seconds(8);
   // maxBodyBytes: largest accepted request body (4096..256Mi; 16777216,
   // 16Mi). kube-scheduler's largest call with nodeCacheCapable: true, at
   // 15,000 nodes, is a preempt call: a pod of at most 3 MiB of JSON (the

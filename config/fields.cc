@@ -318,6 +318,12 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Int<int>(
       "extender.workerThreads",
       [](auto& c) -> auto& { return c.extender.worker_threads; }));
+  f.push_back(Int<int>(
+      "extender.bindThreads",
+      [](auto& c) -> auto& { return c.extender.bind_threads; }));
+  f.push_back(Dur(
+      "extender.bindDeadline",
+      [](auto& c) -> auto& { return c.extender.bind_deadline; }));
   f.push_back(Bytes(
       "extender.maxBodyBytes",
       [](auto& c) -> auto& { return c.extender.max_body_bytes; }));

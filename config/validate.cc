@@ -143,6 +143,15 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
         "extender.workerThreads",
         absl::StrCat("must be between 1 and 1024, got ", e.worker_threads));
   }
+  if (e.bind_threads < 1 || e.bind_threads > 1024) {
+    return Bad("extender.bindThreads",
+               absl::StrCat("must be between 1 and 1024, got ", e.bind_threads));
+  }
+  if (e.bind_deadline < absl::Seconds(1) || e.bind_deadline > absl::Minutes(5)) {
+    return Bad("extender.bindDeadline",
+               absl::StrCat("must be between 1s and 5m, got ",
+                            absl::FormatDuration(e.bind_deadline)));
+  }
   if (e.max_body_bytes < 4096 || e.max_body_bytes > (uint64_t{256} << 20)) {
     return Bad(
         "extender.maxBodyBytes",

@@ -58,6 +58,10 @@ std::string_view ToString(BindStatus status) {
       return "AnnotateFailed";
     case BindStatus::kKubeBindFailed:
       return "KubeBindFailed";
+    case BindStatus::kOutcomeUnknown:
+      return "OutcomeUnknown";
+    case BindStatus::kTooLate:
+      return "TooLate";
   }
   return "Unknown";
 }
@@ -82,7 +86,12 @@ std::string DevicesAnnotation(const BindOutcome& outcome) {
   return std::string(json::Output(buf));
 }
 
-absl::StatusOr<PodRequest> Binder::PodForBind(const BindingArgs& args) const {
+absl::Duration Binder::Left(absl::Time deadline, absl::Duration reserve) const {
+  return deadline - ctx_->clock->Now() - reserve;
+}
+
+absl::StatusOr<PodRequest> Binder::PodForBind(const BindingArgs& args,
+                                              absl::Time deadline) const {
   if (std::optional<PodRequest> cached = ctx_->pod_cache->Get(args.pod_uid)) {
     return *std::move(cached);
   }
@@ -93,8 +102,8 @@ absl::StatusOr<PodRequest> Binder::PodForBind(const BindingArgs& args) const {
         ") from a filter call, and no Kubernetes API is configured to read "
         "it; kube-scheduler will retry the pod"));
   }
-  absl::StatusOr<std::string> text =
-      ctx_->kube->GetPod(args.pod_namespace, args.pod_name);
+  absl::StatusOr<std::string> text = ctx_->kube->GetPod(
+      args.pod_namespace, args.pod_name, Left(deadline, options_.read_back));
   if (!text.ok()) {
     return absl::Status(text.status().code(),
                         absl::StrCat("reading pod ", args.pod_namespace, "/",
@@ -113,15 +122,118 @@ absl::StatusOr<PodRequest> Binder::PodForBind(const BindingArgs& args) const {
   return pod;
 }
 
+namespace {
+
+// Answers after which the Binding certainly did not happen: the apiserver
+// read the request and refused it (a bad request, no such pod, no right to
+// bind). Everything else (timeouts, lost connections, 409, 429, 5xx) may
+// come with a committed Binding: a 409 "already assigned" can be this very
+// Binding, committed by an earlier attempt whose answer was lost.
+bool RefusedForSure(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kFailedPrecondition:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::StatusOr<api::PodPlacement> PlacementOf(std::string_view pod_json) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::Parse(pod_json, &doc));
+  return api::ReadPodPlacement(doc);
+}
+
+}  // namespace
+
+Binder::ApiVerdict Binder::BindThroughApi(const BindingArgs& args, absl::Time deadline) const {
+  const std::string pod = absl::StrCat(args.pod_namespace, "/", args.pod_name);
+  const absl::Status s = ctx_->kube->BindPod(args.pod_namespace, args.pod_name, args.pod_uid,
+                                             args.node, Left(deadline, options_.read_back));
+  if (s.ok()) return {};
+  const std::string bind_error = absl::StrCat("Kubernetes API: ", s.message());
+  if (RefusedForSure(s.code())) return {BindStatus::kKubeBindFailed, bind_error};
+
+  // The apiserver may have committed the Binding: the pod says.
+  auto verdict = [&](ReadBack seen, BindStatus status, std::string_view what) {
+    if (ctx_->metrics) ctx_->metrics->CountReadBack(seen);
+    return ApiVerdict{status, absl::StrCat(bind_error, "; read back: ", Sv(what))};
+  };
+  absl::StatusOr<std::string> text =
+      ctx_->kube->GetPod(args.pod_namespace, args.pod_name, Left(deadline));
+  if (!text.ok()) {
+    if (text.status().code() == absl::StatusCode::kNotFound) {
+      return verdict(ReadBack::kNotBound, BindStatus::kKubeBindFailed,
+                     absl::StrCat("pod ", pod, " was deleted"));
+    }
+    return verdict(ReadBack::kUnknown, BindStatus::kOutcomeUnknown,
+                   absl::StrCat("pod ", pod, " could not be read: ", text.status().message()));
+  }
+  absl::StatusOr<api::PodPlacement> placement = PlacementOf(*text);
+  if (!placement.ok()) {
+    return verdict(ReadBack::kUnknown, BindStatus::kOutcomeUnknown,
+                   absl::StrCat("the pod the API returned is unreadable: ",
+                                placement.status().message()));
+  }
+  if (placement->uid != args.pod_uid) {
+    return verdict(ReadBack::kNotBound, BindStatus::kKubeBindFailed,
+                   absl::StrCat("pod ", pod, " now has uid ", placement->uid, ", not ",
+                                args.pod_uid, " (it was deleted and re-created)"));
+  }
+  if (placement->node_name == args.node) {
+    spdlog::info("bind {} to {}: the Binding was committed although the API answered: {}",
+                 pod, args.node, StdSv(s.message()));
+    if (ctx_->metrics) ctx_->metrics->CountReadBack(ReadBack::kBound);
+    return {};
+  }
+  if (!placement->node_name.empty()) {
+    return verdict(ReadBack::kNotBound, BindStatus::kKubeBindFailed,
+                   absl::StrCat("pod ", pod, " is bound to node ", placement->node_name));
+  }
+  return verdict(ReadBack::kUnknown, BindStatus::kOutcomeUnknown,
+                 absl::StrCat("pod ", pod, " is not bound yet; the Binding may still be "
+                              "committed"));
+}
+
+BindResult Binder::UndoAfter(BindStatus status, std::string why, BindOutcome outcome) const {
+  absl::Status undo = ctx_->allocator->Undo(outcome);
+  if (ctx_->metrics) ctx_->metrics->CountRollback();
+  BindResult r = Failure(status, why);
+  if (!undo.ok()) {
+    absl::StrAppend(&r.error, "; undoing the allocation also failed: ", undo.message());
+  }
+  r.allocation = std::move(outcome);
+  r.undo_status = std::move(undo);
+  return r;
+}
+
 BindResult Binder::Fail(const BindingArgs& args, BindResult result) const {
-  if (ctx_->metrics) ctx_->metrics->CountBind(false);
+  if (ctx_->metrics) {
+    if (result.status == BindStatus::kOutcomeUnknown) {
+      ctx_->metrics->CountBindUnknown();
+    } else {
+      ctx_->metrics->CountBind(false);
+    }
+  }
   spdlog::warn("bind {}/{} to {} failed: {}", args.pod_namespace,
                args.pod_name, args.node, result.error);
   return result;
 }
 
-BindResult Binder::Bind(const BindingArgs& args) const {
-  absl::StatusOr<PodRequest> pod = PodForBind(args);
+absl::Time Binder::DeadlineFromNow() const { return ctx_->clock->Now() + options_.deadline; }
+
+BindResult Binder::Bind(const BindingArgs& args, absl::Time deadline) const {
+  if (ctx_->kube != nullptr && Left(deadline) <= absl::ZeroDuration()) {
+    return Fail(args, Failure(BindStatus::kTooLate,
+                              absl::StrCat("the bind waited for a free bind thread past its "
+                                           "deadline (", absl::FormatDuration(options_.deadline),
+                                           ", extender.bindDeadline); nothing was done")));
+  }
+  absl::StatusOr<PodRequest> pod = PodForBind(args, deadline);
   if (!pod.ok()) {
     return Fail(args, Failure(BindStatus::kPodNotFound,
                               StdSv(pod.status().message())));
@@ -133,12 +245,8 @@ BindResult Binder::Bind(const BindingArgs& args) const {
 
   if (pod->pass_through) {
     if (ctx_->kube != nullptr) {
-      absl::Status s = ctx_->kube->BindPod(args.pod_namespace, args.pod_name,
-                                           args.pod_uid, args.node);
-      if (!s.ok()) {
-        return Fail(args,
-                    Failure(BindStatus::kKubeBindFailed, StdSv(s.message())));
-      }
+      ApiVerdict v = BindThroughApi(args, deadline);
+      if (v.status != BindStatus::kBound) return Fail(args, Failure(v.status, v.why));
     }
     if (ctx_->metrics) ctx_->metrics->CountBind(true);
     ctx_->pod_cache->Erase(args.pod_uid);
@@ -153,26 +261,24 @@ BindResult Binder::Bind(const BindingArgs& args) const {
   }
 
   if (ctx_->kube != nullptr) {
-    BindStatus failed = BindStatus::kAnnotateFailed;
-    absl::Status s = ctx_->kube->AnnotatePod(
-        args.pod_namespace, args.pod_name, kDevicesAnnotation,
-        DevicesAnnotation(*outcome));
-    if (s.ok()) {
-      failed = BindStatus::kKubeBindFailed;
-      s = ctx_->kube->BindPod(args.pod_namespace, args.pod_name, args.pod_uid,
-                              args.node);
+    // Not bound yet: whatever happens to the annotation, undoing is safe.
+    const absl::Status annotated =
+        ctx_->kube->AnnotatePod(args.pod_namespace, args.pod_name, kDevicesAnnotation,
+                                DevicesAnnotation(*outcome), Left(deadline, options_.read_back));
+    if (!annotated.ok()) {
+      return Fail(args, UndoAfter(BindStatus::kAnnotateFailed,
+                                  absl::StrCat("Kubernetes API: ", annotated.message()),
+                                  *std::move(outcome)));
     }
-    if (!s.ok()) {
-      absl::Status undo = ctx_->allocator->Undo(*outcome);
-      if (ctx_->metrics) ctx_->metrics->CountRollback();
-      BindResult r =
-          Failure(failed, absl::StrCat("Kubernetes API: ", s.message()));
-      if (!undo.ok()) {
-        absl::StrAppend(&r.error, "; undoing the allocation also failed: ",
-                        undo.message());
-      }
+    ApiVerdict v = BindThroughApi(args, deadline);
+    if (v.status == BindStatus::kKubeBindFailed) {
+      return Fail(args, UndoAfter(v.status, std::move(v.why), *std::move(outcome)));
+    }
+    if (v.status == BindStatus::kOutcomeUnknown) {
+      BindResult r = Failure(
+          v.status, absl::StrCat(v.why, "; its devices stay reserved for it, so a retry or the "
+                                        "pod's start finds them"));
       r.allocation = *std::move(outcome);
-      r.undo_status = std::move(undo);
       return Fail(args, std::move(r));
     }
   }

@@ -8,8 +8,20 @@
 //  2. Allocator::Bind on the node (skipped for a pod that needs no managed
 //     device);
 //  3. with a Kubernetes API: annotate the pod with its devices, then bind it
-//     to the node; when either fails, Allocator::Undo puts the claims back;
-//  4. metrics (binds, rollbacks), the pod leaves the PodCache, one log line.
+//     to the node. When the annotation fails, or the apiserver refuses the
+//     Binding, Allocator::Undo puts the claims back. When the Binding's
+//     outcome is unknown (timeout, connection lost after sending, 409, 5xx:
+//     the apiserver may have committed it), the pod is read back: bound to
+//     this node with this UID is success; gone, re-created or bound
+//     elsewhere is a refusal (undo); anything else keeps the allocation
+//     (kOutcomeUnknown), because a pod that runs must have its devices,
+//     and a pod that does not is retried by kube-scheduler onto the same
+//     devices, which stay reserved for its VM. The Binding is never sent
+//     twice by pdc (net/http_client.h).
+//  4. metrics (binds, rollbacks, read-backs), the pod leaves the PodCache,
+//     one log line.
+// The whole saga runs within BinderOptions::deadline, each Kubernetes call
+// getting what is left (the Binding leaves `read_back` for the read-back).
 // Change notifications are not the Binder's business: the allocator reports
 // its own commits (allocator.h, SetChangeListener).
 //
@@ -24,14 +36,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "allocator/allocator.h"
 #include "extender/extender_context.h"
 #include "api/scheduler_wire.h"
 
 namespace pdc::extender {
 
-// How a bind ended. Every value but kBound leaves the allocator as it was
-// before the call (modulo an Undo that itself failed: see undo_status).
+// How a bind ended. Every value but kBound and kOutcomeUnknown leaves the
+// allocator as it was before the call (modulo an Undo that itself failed:
+// see undo_status).
 enum class BindStatus : uint8_t {
   kBound = 0,
   // Neither the PodCache nor the Kubernetes API gave a usable pod (not
@@ -45,6 +59,11 @@ enum class BindStatus : uint8_t {
   // The Kubernetes API refused the binding; the allocation (if any) was
   // undone.
   kKubeBindFailed = 4,
+  // The Kubernetes API did not tell whether the Binding was committed, and
+  // reading the pod back did not either: the allocation is KEPT.
+  kOutcomeUnknown = 5,
+  // The deadline passed before the bind could start: nothing was done.
+  kTooLate = 6,
 };
 std::string_view ToString(BindStatus status);
 
@@ -54,6 +73,7 @@ struct BindResult {
   std::string error;
   // What the allocator bound; absent when it never bound (pass-through
   // pods, refusals, unknown pods). Kept after an Undo, for the log.
+  // With kOutcomeUnknown: what stays reserved.
   std::optional<BindOutcome> allocation;
   // Set when the allocation was undone: the Undo's own status.
   std::optional<absl::Status> undo_status;
@@ -61,20 +81,53 @@ struct BindResult {
   bool ok() const { return status == BindStatus::kBound; }
 };
 
+struct BinderOptions {
+  // The whole saga, Kubernetes calls included: shorter than kube-scheduler's
+  // extender httpTimeout (deploy/: 10s), so the scheduler hears the answer.
+  absl::Duration deadline = absl::Seconds(8);
+  // Of the deadline, kept back from the Binding for reading the pod back.
+  absl::Duration read_back = absl::Seconds(2);
+};
+
 class Binder {
  public:
   // `ctx` outlives the Binder.
-  explicit Binder(const ExtenderContext* ctx) : ctx_(ctx) {}
+  explicit Binder(const ExtenderContext* ctx, BinderOptions options = {})
+      : ctx_(ctx), options_(options) {}
 
-  BindResult Bind(const api::BindingArgs& args) const;
+  // Binds within the options' deadline, from now.
+  BindResult Bind(const api::BindingArgs& args) const { return Bind(args, DeadlineFromNow()); }
+  // Binds within `deadline` (a bind that waited in a queue brings its own).
+  // With a Kubernetes API, a bind whose deadline has passed before it
+  // starts does nothing and fails.
+  BindResult Bind(const api::BindingArgs& args, absl::Time deadline) const;
+  absl::Time DeadlineFromNow() const;
+
+  const BinderOptions& options() const { return options_; }
 
  private:
+  // What the Kubernetes API did with the Binding.
+  struct ApiVerdict {
+    BindStatus status = BindStatus::kBound;  // kBound, kKubeBindFailed or kOutcomeUnknown.
+    std::string why;                         // "" when bound at once.
+  };
+
   // The pod's request for a bind: from the filter-time cache, else from the
   // Kubernetes API. Error text says why neither worked.
-  absl::StatusOr<api::PodRequest> PodForBind(const api::BindingArgs& args) const;
+  absl::StatusOr<api::PodRequest> PodForBind(const api::BindingArgs& args,
+                                             absl::Time deadline) const;
+  // POSTs the Binding; when its outcome is unknown, reads the pod back.
+  ApiVerdict BindThroughApi(const api::BindingArgs& args, absl::Time deadline) const;
+  // Undoes `outcome` after the API refused, into a kAnnotateFailed or
+  // kKubeBindFailed result.
+  BindResult UndoAfter(BindStatus status, std::string why, BindOutcome outcome) const;
+  // Time left until `deadline`, minus `reserve`.
+  absl::Duration Left(absl::Time deadline,
+                      absl::Duration reserve = absl::ZeroDuration()) const;
   BindResult Fail(const api::BindingArgs& args, BindResult result) const;
 
   const ExtenderContext* const ctx_;
+  const BinderOptions options_;
 };
 
 // The value of the pdc.kubevirt.io/devices annotation for a bind:

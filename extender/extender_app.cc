@@ -1,5 +1,6 @@
 #include "extender/extender_app.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -120,6 +121,16 @@ absl::Status ExtenderApp::Init() {
   ctx_.kube = kube_.get();
   ctx_.metrics = metrics_.get();
   ctx_.registry = &registry_;
+  if (kube_ != nullptr) {
+    BinderOptions bo;
+    bo.deadline = ec.bind_deadline;
+    bo.read_back = std::min(absl::Seconds(2), ec.bind_deadline / 4);
+    binder_ = std::make_unique<Binder>(&ctx_, bo);
+    BindQueueOptions qo;
+    qo.threads = ec.bind_threads;
+    binds_ = std::make_unique<BindQueue>(binder_.get(), &notifier_, qo);
+    ctx_.binds = binds_.get();
+  }
 
   RouterOptions ro;
   ro.scheduler_prefix = ec.scheduler_path_prefix;
@@ -196,6 +207,8 @@ void ExtenderApp::Stop() {
   stopped_ = true;
   if (sweeper_ != nullptr) sweeper_->Stop();
   if (server_ != nullptr) server_->Shutdown();
+  // Binds already talking to the apiserver end; waiting ones are dropped.
+  binds_.reset();
   if (checkpointer_ != nullptr) checkpointer_->Stop();
   // Only an app that served writes a last checkpoint; one that failed to
   // start leaves the store as recovery found it.

@@ -29,6 +29,8 @@
 #include "extender/extender_metrics.h"
 #include "extender/handoff_sweeper.h"
 #include "extender/router_server.h"
+#include "extender/bind_queue.h"
+#include "extender/binder.h"
 #include "extender/kube_client.h"
 #include "common/notifier.h"
 #include "extender/pod_cache.h"
@@ -73,6 +75,9 @@ class ExtenderApp {
   std::unique_ptr<PodCache> pods_;
   std::unique_ptr<KubeClient> kube_;
   ExtenderContext ctx_;
+  // With a Kubernetes API: binds run here, off the HTTP threads.
+  std::unique_ptr<Binder> binder_;
+  std::unique_ptr<BindQueue> binds_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<HandoffSweeper> sweeper_;

@@ -17,6 +17,8 @@
 
 namespace pdc::extender {
 
+class BindQueue;  // bind_queue.h
+
 struct ExtenderContext {
   Allocator* allocator = nullptr;  // Required.
   const Clock* clock = nullptr;    // Required.
@@ -26,6 +28,9 @@ struct ExtenderContext {
   Notifier* notifier = nullptr;
   api::ManagedResources managed;   // Resource names of the device classes.
   KubeClient* kube = nullptr;      // Null: standalone (no Kubernetes API).
+  // Runs binds off the HTTP threads (with a Kubernetes API). Null: binds run
+  // on the HTTP thread that received them (standalone: no apiserver call).
+  BindQueue* binds = nullptr;
   ExtenderMetrics* metrics = nullptr;  // Null: no metrics.
   const MetricsRegistry* registry = nullptr;  // Null: /metrics is 404.
 };

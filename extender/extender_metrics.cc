@@ -54,9 +54,18 @@ ExtenderMetrics::ExtenderMetrics(MetricsRegistry* registry,
       "pdc_binds_total", "Bind requests answered, by result.", {"result"});
   binds_ok_ = binds->WithLabels({"ok"});
   binds_error_ = binds->WithLabels({"error"});
+  binds_unknown_ = binds->WithLabels({"unknown"});
   rollbacks_ = registry->AddCounter(
       "pdc_bind_rollbacks_total",
       "Binds whose allocation was undone because the Kubernetes API failed.");
+  CounterFamily* read_backs = registry->AddCounterFamily(
+      "pdc_bind_read_backs_total",
+      "Pods read back after a Binding whose outcome the Kubernetes API did not tell, by what "
+      "they showed.",
+      {"result"});
+  read_back_bound_ = read_backs->WithLabels({"bound"});
+  read_back_not_bound_ = read_backs->WithLabels({"not_bound"});
+  read_back_unknown_ = read_backs->WithLabels({"unknown"});
   store_sync_ = registry->AddHistogram(
       "pdc_store_sync_duration_seconds",
       "Time to make a store record durable (fsync, group commit).",
@@ -153,6 +162,22 @@ void ExtenderMetrics::CountBind(bool ok) {
   (ok ? binds_ok_ : binds_error_)->Increment();
 }
 
+void ExtenderMetrics::CountBindUnknown() { binds_unknown_->Increment(); }
+
 void ExtenderMetrics::CountRollback() { rollbacks_->Increment(); }
+
+void ExtenderMetrics::CountReadBack(ReadBack result) {
+  switch (result) {
+    case ReadBack::kBound:
+      read_back_bound_->Increment();
+      return;
+    case ReadBack::kNotBound:
+      read_back_not_bound_->Increment();
+      return;
+    case ReadBack::kUnknown:
+      read_back_unknown_->Increment();
+      return;
+  }
+}
 
 }  // namespace pdc::extender

@@ -6,8 +6,9 @@
 //   pdc_http_requests_total{verb,code}          counter
 //   pdc_http_request_duration_seconds{verb}     histogram
 //   pdc_filter_nodes_total{reason}              counter (FilterReason labels)
-//   pdc_binds_total{result}                     counter (ok|error)
+//   pdc_binds_total{result}                     counter (ok|error|unknown)
 //   pdc_bind_rollbacks_total                    counter
+//   pdc_bind_read_backs_total{result}           counter (bound|not_bound|unknown)
 //   pdc_claims{phase}                           gauge   (Allocator::Stats)
 //   pdc_devices{state}                          gauge   (free|allocated|unhealthy)
 //   pdc_nodes{state}                            gauge   (reporting|not_reporting)
@@ -50,6 +51,11 @@ enum class Route : uint8_t {
 };
 std::string_view RouteName(Route r);
 
+// What reading a pod back after a Binding with an unknown outcome showed:
+// bound to the node, not bound there (gone, re-created, bound elsewhere), or
+// still nothing (not bound yet, or unreadable).
+enum class ReadBack : uint8_t { kBound, kNotBound, kUnknown };
+
 class ExtenderMetrics {
  public:
   // Registers every metric in `registry`. `allocator` (may be null in tests)
@@ -63,7 +69,13 @@ class ExtenderMetrics {
   // `nodes` filter verdicts with `reason` (callers add up a request first).
   void CountFilter(FilterReason reason, size_t nodes);
   void CountBind(bool ok);
+  // A bind answered with an error whose Binding may have been committed
+  // (its allocation is kept).
+  void CountBindUnknown();
   void CountRollback();
+  // A pod read back after a Binding with an unknown outcome, by what it
+  // showed.
+  void CountReadBack(ReadBack result);
   Histogram* store_sync_seconds() { return store_sync_; }
   Gauge* long_polls_waiting() { return long_polls_; }
 
@@ -82,7 +94,11 @@ class ExtenderMetrics {
   std::array<Counter*, 16> filter_{};  // By FilterReason value.
   Counter* binds_ok_;
   Counter* binds_error_;
+  Counter* binds_unknown_;
   Counter* rollbacks_;
+  Counter* read_back_bound_;
+  Counter* read_back_not_bound_;
+  Counter* read_back_unknown_;
   Histogram* store_sync_;
   Gauge* long_polls_;
 };

@@ -23,7 +23,7 @@ HandoffSweeper::HandoffSweeper(Options options, Allocator* allocator, KubeClient
 HandoffSweeper::~HandoffSweeper() { Stop(); }
 
 HandoffSweeper::PodFate HandoffSweeper::AskApiserver(const PendingHandoff& p, std::string* why) {
-  absl::StatusOr<std::string> pod = kube_->GetPod(p.ns, p.pod.pod_name);
+  absl::StatusOr<std::string> pod = kube_->GetPod(p.ns, p.pod.pod_name, options_.api_timeout);
   if (!pod.ok()) {
     if (pod.status().code() == absl::StatusCode::kNotFound) {
       *why = "the pod was deleted";

@@ -38,6 +38,7 @@ class HandoffSweeper {
   struct Options {
     absl::Duration grace = absl::Seconds(30);     // Wait before asking.
     absl::Duration interval = absl::Seconds(10);  // Between passes (Start()).
+    absl::Duration api_timeout = absl::Seconds(10);  // Per Kubernetes API call.
   };
   // All pointers must outlive the sweeper.
   HandoffSweeper(Options options, Allocator* allocator, KubeClient* kube, const Clock* clock);

@@ -3,6 +3,8 @@
 // filter, annotate a pod with its devices, and bind the pod to its node.
 // Implementations: HttpKubeClient (kube_http_client.h, HTTPS to
 // kube-apiserver) and fakes in tests.
+// Every call takes its own time limit (`timeout`, > 0), so that a caller
+// with a deadline (the bind saga) can give each step what is left of it.
 // Thread-safety: implementations must be thread-safe; calls block.
 #ifndef PDC_EXTENDER_KUBE_CLIENT_H_
 #define PDC_EXTENDER_KUBE_CLIENT_H_
@@ -12,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace pdc::extender {
 
@@ -21,17 +24,20 @@ class KubeClient {
 
   // GET /api/v1/namespaces/{ns}/pods/{name}: the pod's JSON. NotFound when
   // the apiserver says 404.
-  virtual absl::StatusOr<std::string> GetPod(std::string_view ns,
-                                             std::string_view name) = 0;
+  virtual absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name,
+                                             absl::Duration timeout) = 0;
   // PATCH /api/v1/namespaces/{ns}/pods/{name} (merge patch) setting
   // metadata.annotations[key] = value.
   virtual absl::Status AnnotatePod(std::string_view ns, std::string_view name,
-                                   std::string_view key,
-                                   std::string_view value) = 0;
+                                   std::string_view key, std::string_view value,
+                                   absl::Duration timeout) = 0;
   // POST /api/v1/namespaces/{ns}/pods/{name}/binding with a v1 Binding to
-  // `node`. Conflict (the pod is already bound) is Aborted.
+  // `node`. Conflict (the pod is already bound, or has another UID) is
+  // Aborted. Never sent twice: when it fails on the way (Unavailable,
+  // DeadlineExceeded), the apiserver may still have committed it.
   virtual absl::Status BindPod(std::string_view ns, std::string_view name,
-                               std::string_view uid, std::string_view node) = 0;
+                               std::string_view uid, std::string_view node,
+                               absl::Duration timeout) = 0;
 };
 
 }  // namespace pdc::extender

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <utility>
@@ -83,35 +84,37 @@ class HttpKubeClient final : public KubeClient {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::string> GetPod(std::string_view ns,
-                                     std::string_view name) override {
+  absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name,
+                                     absl::Duration timeout) override {
     RETURN_IF_ERROR(CheckNames(ns, name));
     const std::string what = absl::StrCat("get pod ", Sv(ns), "/", Sv(name));
-    ASSIGN_OR_RETURN(pdc::HttpResponse r, Call("GET", PodPath(ns, name), "", "", what));
+    ASSIGN_OR_RETURN(pdc::HttpResponse r, Call("GET", PodPath(ns, name), "", "", what, timeout));
     if (r.status != 200) return FromApiserver(r.status, r.body, what);
     return std::move(r.body);
   }
 
   absl::Status AnnotatePod(std::string_view ns, std::string_view name,
-                           std::string_view key, std::string_view value) override {
+                           std::string_view key, std::string_view value,
+                           absl::Duration timeout) override {
     RETURN_IF_ERROR(CheckNames(ns, name));
     const std::string what = absl::StrCat("annotate pod ", Sv(ns), "/", Sv(name));
     ASSIGN_OR_RETURN(pdc::HttpResponse r,
                      Call("PATCH", PodPath(ns, name), AnnotationPatchJson(key, value),
-                          "application/merge-patch+json", what));
+                          "application/merge-patch+json", what, timeout));
     if (r.status != 200) return FromApiserver(r.status, r.body, what);
     return absl::OkStatus();
   }
 
   absl::Status BindPod(std::string_view ns, std::string_view name,
-                       std::string_view uid, std::string_view node) override {
+                       std::string_view uid, std::string_view node,
+                       absl::Duration timeout) override {
     RETURN_IF_ERROR(CheckNames(ns, name));
     const std::string what =
         absl::StrCat("bind pod ", Sv(ns), "/", Sv(name), " to node ", Sv(node));
     ASSIGN_OR_RETURN(
         pdc::HttpResponse r,
         Call("POST", absl::StrCat(PodPath(ns, name), "/binding"),
-             BindingJson(ns, name, uid, node), "application/json", what));
+             BindingJson(ns, name, uid, node), "application/json", what, timeout));
     if (r.status != 201 && r.status != 200) {
       return FromApiserver(r.status, r.body, what);
     }
@@ -145,12 +148,16 @@ class HttpKubeClient final : public KubeClient {
                                          const std::string& path,
                                          const std::string& body,
                                          std::string_view content_type,
-                                         std::string_view what) {
+                                         std::string_view what, absl::Duration timeout) {
     std::string token = config_.token;
     if (!config_.token_file.empty()) {
       ASSIGN_OR_RETURN(token, ReadTrimmed(config_.token_file, "service-account token"));
     }
     HttpRequestOptions ro;
+    ro.timeout = std::min(timeout, config_.timeout);
+    if (ro.timeout <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(Sv(what), ": no time left"));
+    }
     ro.headers.emplace_back("Accept", "application/json");
     if (!token.empty()) ro.headers.emplace_back("Authorization", absl::StrCat("Bearer ", token));
     if (!content_type.empty()) ro.content_type = std::string(content_type);

@@ -109,13 +109,17 @@ HttpResponse Router::Dispatch(HttpRequest& req, std::string_view path,
   struct Verb {
     std::string_view path;
     Route route;
-    HttpResponse (SchedulerHandlers::*fn)(std::string&) const;
+    HttpResponse (*fn)(const SchedulerHandlers&, HttpRequest&);
   };
   static constexpr Verb kVerbs[] = {
-      {"/filter", Route::kFilter, &SchedulerHandlers::Filter},
-      {"/prioritize", Route::kPrioritize, &SchedulerHandlers::Prioritize},
-      {"/bind", Route::kBind, &SchedulerHandlers::Bind},
-      {"/preempt", Route::kPreempt, &SchedulerHandlers::Preempt},
+      {"/filter", Route::kFilter,
+       [](const SchedulerHandlers& h, HttpRequest& r) { return h.Filter(r.body); }},
+      {"/prioritize", Route::kPrioritize,
+       [](const SchedulerHandlers& h, HttpRequest& r) { return h.Prioritize(r.body); }},
+      {"/bind", Route::kBind,
+       [](const SchedulerHandlers& h, HttpRequest& r) { return h.Bind(r); }},
+      {"/preempt", Route::kPreempt,
+       [](const SchedulerHandlers& h, HttpRequest& r) { return h.Preempt(r.body); }},
   };
   for (const Verb& v : kVerbs) {
     if (verb_path != v.path) continue;
@@ -124,7 +128,7 @@ HttpResponse Router::Dispatch(HttpRequest& req, std::string_view path,
     if (options_.scheduler_requires_client_cert && !req.client_cert_verified) {
       return Error(401, "scheduler verbs need a verified client certificate");
     }
-    return (scheduler_.*v.fn)(req.body);
+    return v.fn(scheduler_, req);
   }
 
   if (path == "/healthz") {

@@ -8,7 +8,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/strings.h"
+#include "extender/bind_queue.h"
 #include "extender/json_response.h"
 #include "rapidjson/document.h"
 #include "spdlog/spdlog.h"
@@ -134,15 +136,48 @@ HttpResponse SchedulerHandlers::Prioritize(std::string& body) const {
                             WriteHostPriorityList(args->node_names, scores));
 }
 
-HttpResponse SchedulerHandlers::Bind(std::string& body) const {
+HttpResponse SchedulerHandlers::Bind(net::HttpRequest& request) const {
+  if (request.resume_token != 0) return ResumeBind(request);
   rapidjson::Document doc;
-  if (absl::Status s = json::ParseInsitu(body, &doc); !s.ok()) {
+  if (absl::Status s = json::ParseInsitu(request.body, &doc); !s.ok()) {
     return ErrorResponse(s);
   }
   absl::StatusOr<BindingArgs> args = ReadBindingArgs(doc);
   if (!args.ok()) return ErrorResponse(args.status());
-  const BindResult result = binder_.Bind(*args);
-  return JsonResponse(200, WriteBindingResult(result.error));
+  if (ctx_->binds == nullptr) {
+    const BindResult result = binder_.Bind(*args);
+    return JsonResponse(200, WriteBindingResult(result.error));
+  }
+  if (!request.allow_wait) {  // The server is stopping.
+    return JsonResponse(200, WriteBindingResult("pdc-extender is stopping; kube-scheduler "
+                                                "will retry the pod"));
+  }
+  absl::StatusOr<BindQueue::Ticket> t = ctx_->binds->Start(*args);
+  if (!t.ok()) return JsonResponse(200, WriteBindingResult(StdSv(t.status().message())));
+  HttpResponse r;
+  r.long_poll = net::LongPoll{t->seen, ctx_->binds->max_wait(), t->topic, t->token};
+  return r;
+}
+
+HttpResponse SchedulerHandlers::ResumeBind(const net::HttpRequest& request) const {
+  const uint64_t token = request.resume_token;
+  const std::string topic = BindQueue::Topic(token);
+  // Read before Take: an end after a miss moves the topic past `seen`.
+  const uint64_t seen = ctx_->notifier->version(topic);
+  if (std::optional<BindResult> result = ctx_->binds->Take(token)) {
+    return JsonResponse(200, WriteBindingResult(result->error));
+  }
+  if (request.allow_wait) {
+    HttpResponse r;
+    r.long_poll = net::LongPoll{seen, ctx_->binds->max_wait(), topic, token};
+    return r;
+  }
+  ctx_->binds->Abandon(token);
+  return JsonResponse(
+      200, WriteBindingResult(absl::StrCat(
+               "the bind did not end within ", absl::FormatDuration(ctx_->binds->max_wait()),
+               " (the Kubernetes API is slow, or pdc-extender is stopping); if it was "
+               "committed the pod runs with its devices, else kube-scheduler retries it")));
 }
 
 // kube-scheduler's contract for the answer (pkg/scheduler/extender.go

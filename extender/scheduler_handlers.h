@@ -1,7 +1,9 @@
 // The four kube-scheduler extender verbs (docs/design.md §5, wire format in
 // docs/rest-api.md §2) on top of the allocator: filter, prioritize, bind,
 // preempt. Each takes the request body (parsed in place, so it is consumed)
-// and returns the complete HTTP answer.
+// and returns the complete HTTP answer, except bind with a BindQueue
+// (ExtenderContext::binds): it starts the saga there and parks the request
+// as a long-poll, and answers on the run the saga's end wakes.
 // Bad JSON or wrong types are HTTP 400 with {"error","field"}; problems a
 // user must fix on the pod (an invalid claim name in its annotation) are a
 // 200 answer with Error set, because kube-scheduler shows that text in the
@@ -28,12 +30,16 @@ class SchedulerHandlers {
 
   HttpResponse Filter(std::string& body) const;
   HttpResponse Prioritize(std::string& body) const;
-  HttpResponse Bind(std::string& body) const;
+  HttpResponse Bind(net::HttpRequest& request) const;
   HttpResponse Preempt(std::string& body) const;
 
  private:
+  // A parked bind's run: the saga's answer, or wait on.
+  HttpResponse ResumeBind(const net::HttpRequest& request) const;
+
   const ExtenderContext* const ctx_;
-  const Binder binder_;  // The bind saga; Bind only decodes and encodes.
+  // The bind saga without a BindQueue; Bind only decodes and encodes.
+  const Binder binder_;
 };
 
 }  // namespace pdc::extender

@@ -356,6 +356,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     request_.content_type = std::string(msg[http::field::content_type]);
     body_ = std::move(msg.body());
     request_.client_cert_verified = client_verified_;
+    resume_token_ = 0;
     Dispatch(/*allow_wait=*/true);
   }
 
@@ -368,6 +369,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     req.body = std::move(body_);
     body_.clear();
     req.allow_wait = allow_wait && !core_->stopping.load();
+    req.resume_token = resume_token_;
     const bool may_wait = req.allow_wait;
     HttpResponse r = core_->handler(std::move(req));
     if (r.long_poll && !may_wait && core_->notifier != nullptr) {
@@ -379,6 +381,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       // Nothing to wait on: answer with the current state.
       HttpRequest now = request_;
       now.allow_wait = false;
+      now.resume_token = r.long_poll->resume_token;
       r = core_->handler(std::move(now));
       r.long_poll.reset();
     }
@@ -388,6 +391,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void Park(const LongPoll& lp) {
+    resume_token_ = lp.resume_token;
     if (state_ != State::kParked) {
       state_ = State::kParked;
       ReportParked(+1);
@@ -495,6 +499,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool client_verified_ = false;
   State state_ = State::kIdle;
   Notifier::SubscriptionId subscription_ = 0;
+  // The token of the long-poll this connection is parked on (LongPoll).
+  uint64_t resume_token_ = 0;
   uint64_t id_ = 0;
 };
 

@@ -29,6 +29,9 @@ struct HttpRequest {
   // False when the server re-runs a long-poll whose time is up: the handler
   // must answer with the current state instead of asking to wait again.
   bool allow_wait = true;
+  // 0 on a request's first run; on the runs of a parked long-poll, the
+  // LongPoll::resume_token it parked with (the body is gone by then).
+  uint64_t resume_token = 0;
 };
 
 // A handler that wants to wait for a change (long-poll) returns this instead
@@ -42,6 +45,9 @@ struct LongPoll {
   // Only bumps of this topic (or of every topic) wake the poll; "" = any
   // bump.
   std::string topic;
+  // Handed back in HttpRequest::resume_token on the runs that follow, so a
+  // handler can find the work it started (0 = none).
+  uint64_t resume_token = 0;
 };
 
 struct HttpResponse {

@@ -91,5 +91,22 @@ TEST(NotifierTest, CancelDropsATopicSubscription) {
   EXPECT_EQ(n.pending(), 0u);
 }
 
+TEST(NotifierTest, RetireForgetsAFinishedTopicButNotOneSomebodyWaitsOn) {
+  Notifier n;
+  n.Bump(std::vector<std::string>{"bind/1", "bind/2"});
+  EXPECT_EQ(n.topics(), 2u);
+  int runs = 0;
+  n.Subscribe("bind/2", n.version(), [&] { ++runs; });
+  n.Retire("bind/1");
+  n.Retire("bind/2");  // Waited on: kept.
+  EXPECT_EQ(n.topics(), 1u);
+  // A retired topic counts from the last bump of everything again, so a
+  // waiter that read its version before the retirement is not lost.
+  const uint64_t seen = n.version("bind/1");
+  n.Subscribe("bind/1", seen, [&] { ++runs; });
+  n.Bump(std::vector<std::string>{"bind/1", "bind/2"});
+  EXPECT_EQ(runs, 2);
+}
+
 }  // namespace
 }  // namespace pdc

@@ -35,6 +35,7 @@ using ::pdc::testing::FakeKube;
 using ::pdc::testing::FaultyStore;
 using ::pdc::testing::kNvme;
 using ::pdc::testing::NvmeDevice;
+using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
@@ -43,19 +44,26 @@ using ::testing::HasSubstr;
 class HookedKube final : public KubeClient {
  public:
   explicit HookedKube(FakeKube* kube) : kube_(kube) {}
-  absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name) override {
-    return kube_->GetPod(ns, name);
+  absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name,
+                                     absl::Duration timeout) override {
+    timeouts.push_back(timeout);
+    return kube_->GetPod(ns, name, timeout);
   }
   absl::Status AnnotatePod(std::string_view ns, std::string_view name, std::string_view key,
-                           std::string_view value) override {
-    return kube_->AnnotatePod(ns, name, key, value);
+                           std::string_view value, absl::Duration timeout) override {
+    timeouts.push_back(timeout);
+    if (on_annotate) on_annotate();
+    return kube_->AnnotatePod(ns, name, key, value, timeout);
   }
   absl::Status BindPod(std::string_view ns, std::string_view name, std::string_view uid,
-                       std::string_view node) override {
+                       std::string_view node, absl::Duration timeout) override {
+    timeouts.push_back(timeout);
     if (on_bind) on_bind();
-    return kube_->BindPod(ns, name, uid, node);
+    return kube_->BindPod(ns, name, uid, node, timeout);
   }
+  std::function<void()> on_annotate;
   std::function<void()> on_bind;
+  std::vector<absl::Duration> timeouts;  // Of every call, in order.
 
  private:
   FakeKube* const kube_;
@@ -68,6 +76,13 @@ constexpr char kAnnotate[] =
 constexpr char kBindCall[] = "BIND default/virt-launcher-vm1-x7k2p uid-1 node-a";
 constexpr char kGetCall[] = "GET default/virt-launcher-vm1-x7k2p";
 
+// The pod as the apiserver returns it after a bind: UID and spec.nodeName
+// ("" = not bound).
+std::string PodAt(const std::string& uid, const std::string& node) {
+  return absl::StrCat(R"({"metadata":{"name":"virt-launcher-vm1-x7k2p","namespace":"default",)",
+                      R"("uid":")", uid, R"("},"spec":{"nodeName":")", node, R"("}})");
+}
+
 struct Case {
   std::string name;
   // The world.
@@ -75,6 +90,8 @@ struct Case {
   std::string node = "node-a";
   absl::Status annotate = absl::OkStatus();
   absl::Status kube_bind = absl::OkStatus();
+  // What reading the pod back answers (FakeKube: NotFound when unset).
+  std::optional<absl::StatusOr<std::string>> read_back;
   bool store_fails_at_kube_bind = false;  // The Undo's record is refused.
   // What the saga must leave.
   BindStatus status = BindStatus::kBound;
@@ -84,6 +101,7 @@ struct Case {
   bool undone = false;
   bool undo_ok = true;
   std::string binds_metric;  // pdc_binds_total line.
+  std::string read_back_metric;  // pdc_bind_read_backs_total line, if any.
   bool rolled_back = false;
   bool pod_still_cached = false;
 };
@@ -145,6 +163,7 @@ TEST_P(BinderTest, Outcome) {
   if (c.pod_cached) pods_.Put(Pod());
   fake_kube_.SetAnnotateStatus(c.annotate);
   fake_kube_.SetBindStatus(c.kube_bind);
+  if (c.read_back.has_value()) fake_kube_.SetPod(*c.read_back);
   if (c.store_fails_at_kube_bind) {
     kube_.on_bind = [this] { store_.FailNextAppend(absl::ResourceExhaustedError("record refused")); };
   }
@@ -162,7 +181,7 @@ TEST_P(BinderTest, Outcome) {
   EXPECT_THAT(fake_kube_.calls(), ElementsAreArray(c.calls));
   absl::StatusOr<Claim> claim = allocator_->GetClaim({"default", "vm1-nvme"});
   EXPECT_EQ(claim.ok(), c.claim_exists) << claim.status();
-  if (c.status == BindStatus::kBound) {
+  if (c.status == BindStatus::kBound || c.status == BindStatus::kOutcomeUnknown) {
     ASSERT_OK(claim.status());
     EXPECT_EQ(claim->status.node, "node-a");
     ASSERT_TRUE(claim->status.reserved_for.has_value());
@@ -179,6 +198,9 @@ TEST_P(BinderTest, Outcome) {
     EXPECT_EQ(r.undo_status->ok(), c.undo_ok);
   }
   EXPECT_TRUE(Rendered(c.binds_metric)) << registry_.Render();
+  if (!c.read_back_metric.empty()) {
+    EXPECT_TRUE(Rendered(c.read_back_metric)) << registry_.Render();
+  }
   EXPECT_TRUE(Rendered(absl::StrCat("pdc_bind_rollbacks_total ", c.rolled_back ? 1 : 0)))
       << registry_.Render();
   EXPECT_EQ(pods_.Get(kUid).has_value(), c.pod_still_cached);
@@ -213,17 +235,87 @@ INSTANTIATE_TEST_SUITE_P(
              .binds_metric = R"(pdc_binds_total{result="error"} 1)",
              .rolled_back = true,
              .pod_still_cached = true},
-        Case{.name = "KubeBindFailsUndone",
-             .kube_bind = absl::AbortedError("pod is already bound"),
+        Case{.name = "KubeBindRefusedUndoneWithoutReadingBack",
+             .kube_bind = absl::PermissionDeniedError("cannot create pods/binding"),
              .status = BindStatus::kKubeBindFailed,
-             .error = "Kubernetes API: pod is already bound",
+             .error = "Kubernetes API: cannot create pods/binding",
              .calls = {kAnnotate, kBindCall},
              .undone = true,
              .binds_metric = R"(pdc_binds_total{result="error"} 1)",
              .rolled_back = true,
              .pod_still_cached = true},
+        // Outcome unknown: the pod read back decides.
+        Case{.name = "ConflictAndBoundElsewhereUndone",
+             .kube_bind = absl::AbortedError(
+                 "pod virt-launcher-vm1-x7k2p is already assigned to node \"node-b\""),
+             .read_back = PodAt(kUid, "node-b"),
+             .status = BindStatus::kKubeBindFailed,
+             .error = "read back: pod default/virt-launcher-vm1-x7k2p is bound to node node-b",
+             .calls = {kAnnotate, kBindCall, kGetCall},
+             .undone = true,
+             .binds_metric = R"(pdc_binds_total{result="error"} 1)",
+             .read_back_metric = R"(pdc_bind_read_backs_total{result="not_bound"} 1)",
+             .rolled_back = true,
+             .pod_still_cached = true},
+        // The Binding was committed by an attempt whose answer was lost.
+        Case{.name = "ConflictButBoundHereIsSuccess",
+             .kube_bind = absl::AbortedError(
+                 "pod virt-launcher-vm1-x7k2p is already assigned to node \"node-a\""),
+             .read_back = PodAt(kUid, "node-a"),
+             .calls = {kAnnotate, kBindCall, kGetCall},
+             .claim_exists = true,
+             .binds_metric = R"(pdc_binds_total{result="ok"} 1)",
+             .read_back_metric = R"(pdc_bind_read_backs_total{result="bound"} 1)"},
+        Case{.name = "TimeoutButCommittedIsSuccess",
+             .kube_bind = absl::DeadlineExceededError("timed out after 6s"),
+             .read_back = PodAt(kUid, "node-a"),
+             .calls = {kAnnotate, kBindCall, kGetCall},
+             .claim_exists = true,
+             .binds_metric = R"(pdc_binds_total{result="ok"} 1)",
+             .read_back_metric = R"(pdc_bind_read_backs_total{result="bound"} 1)"},
+        Case{.name = "ConnectionLostAndNotBoundYetKeepsTheDevices",
+             .kube_bind = absl::UnavailableError("connection lost during POST"),
+             .read_back = PodAt(kUid, ""),
+             .status = BindStatus::kOutcomeUnknown,
+             .error = "its devices stay reserved for it",
+             .calls = {kAnnotate, kBindCall, kGetCall},
+             .claim_exists = true,
+             .binds_metric = R"(pdc_binds_total{result="unknown"} 1)",
+             .read_back_metric = R"(pdc_bind_read_backs_total{result="unknown"} 1)",
+             .pod_still_cached = true},
+        Case{.name = "ServerErrorAndPodUnreadableKeepsTheDevices",
+             .kube_bind = absl::UnavailableError("etcdserver: request timed out"),
+             .read_back = absl::UnavailableError("connection refused"),
+             .status = BindStatus::kOutcomeUnknown,
+             .error = "could not be read: connection refused",
+             .calls = {kAnnotate, kBindCall, kGetCall},
+             .claim_exists = true,
+             .binds_metric = R"(pdc_binds_total{result="unknown"} 1)",
+             .read_back_metric = R"(pdc_bind_read_backs_total{result="unknown"} 1)",
+             .pod_still_cached = true},
+        Case{.name = "TimeoutAndPodDeletedUndone",
+             .kube_bind = absl::DeadlineExceededError("timed out"),
+             .status = BindStatus::kKubeBindFailed,
+             .error = "read back: pod default/virt-launcher-vm1-x7k2p was deleted",
+             .calls = {kAnnotate, kBindCall, kGetCall},
+             .undone = true,
+             .binds_metric = R"(pdc_binds_total{result="error"} 1)",
+             .read_back_metric = R"(pdc_bind_read_backs_total{result="not_bound"} 1)",
+             .rolled_back = true,
+             .pod_still_cached = true},
+        Case{.name = "TimeoutAndPodRecreatedUndone",
+             .kube_bind = absl::DeadlineExceededError("timed out"),
+             .read_back = PodAt("uid-2", "node-a"),
+             .status = BindStatus::kKubeBindFailed,
+             .error = "now has uid uid-2, not uid-1",
+             .calls = {kAnnotate, kBindCall, kGetCall},
+             .undone = true,
+             .binds_metric = R"(pdc_binds_total{result="error"} 1)",
+             .read_back_metric = R"(pdc_bind_read_backs_total{result="not_bound"} 1)",
+             .rolled_back = true,
+             .pod_still_cached = true},
         Case{.name = "KubeBindFailsAndUndoFails",
-             .kube_bind = absl::AbortedError("pod is already bound"),
+             .kube_bind = absl::PermissionDeniedError("cannot create pods/binding"),
              .store_fails_at_kube_bind = true,
              .status = BindStatus::kKubeBindFailed,
              .error = "undoing the allocation also failed: record refused",
@@ -235,6 +327,34 @@ INSTANTIATE_TEST_SUITE_P(
              .rolled_back = true,
              .pod_still_cached = true}),
     [](const auto& info) { return info.param.name; });
+
+// Each apiserver call gets what is left of the saga's deadline; the Binding
+// leaves `read_back` for reading the pod back.
+TEST_F(BinderTest, EveryApiCallGetsWhatIsLeftOfTheDeadline) {
+  pods_.Put(Pod());
+  fake_kube_.SetBindStatus(absl::UnavailableError("connection lost"));
+  fake_kube_.SetPod(PodAt(kUid, "node-a"));
+  kube_.on_annotate = [this] { clock_.Advance(absl::Seconds(1)); };
+  kube_.on_bind = [this] { clock_.Advance(absl::Seconds(4)); };
+  BinderOptions o;
+  o.deadline = absl::Seconds(8);
+  o.read_back = absl::Seconds(2);
+  const BindResult r = Binder(&ctx_, o).Bind(Args("node-a"));
+  EXPECT_TRUE(r.ok()) << r.error;
+  EXPECT_THAT(kube_.timeouts,
+              ElementsAre(absl::Seconds(6), absl::Seconds(5), absl::Seconds(3)));
+}
+
+// A bind that waited in the queue past its deadline does nothing.
+TEST_F(BinderTest, TooLateToStartDoesNothing) {
+  pods_.Put(Pod());
+  const absl::Time deadline = clock_.Now();
+  const BindResult r = Binder(&ctx_).Bind(Args("node-a"), deadline);
+  EXPECT_EQ(r.status, BindStatus::kTooLate);
+  EXPECT_THAT(r.error, HasSubstr("extender.bindDeadline"));
+  EXPECT_THAT(fake_kube_.calls(), ElementsAre());
+  EXPECT_EQ(allocator_->Stats().devices_allocated, 0u);
+}
 
 // Without a Kubernetes API the allocator's record is the whole bind; a pod
 // the filter never saw cannot be bound.

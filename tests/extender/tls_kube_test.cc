@@ -23,6 +23,8 @@ using ::pdc::testing::MakeTestPki;
 using ::pdc::testing::TestPki;
 using ::testing::HasSubstr;
 
+constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+
 std::unique_ptr<HttpClient> TlsClient(uint16_t port, const TestPki& pki,
                                       const std::string& cert = "",
                                       const std::string& key = "") {
@@ -215,14 +217,14 @@ class KubeClientTest : public ::testing::Test {
 
 TEST_F(KubeClientTest, RequestsAreWhatKubeApiserverExpects) {
   api_->pod = VirtLauncherPod("vm1", "uid-1");
-  ASSERT_OK_AND_ASSIGN(std::string pod, kube_->GetPod("default", "virt-launcher-vm1-x7k2p"));
+  ASSERT_OK_AND_ASSIGN(std::string pod, kube_->GetPod("default", "virt-launcher-vm1-x7k2p", kCallTimeout));
   EXPECT_EQ(pod, api_->pod);
   ASSERT_OK(kube_->AnnotatePod("default", "virt-launcher-vm1-x7k2p",
                                "pdc.kubevirt.io/devices",
-                               R"({"devices.kubevirt.io/nvme":["0000:3b:00.0"]})"));
+                               R"({"devices.kubevirt.io/nvme":["0000:3b:00.0"]})", kCallTimeout));
   // Service-account tokens rotate: the file is read for every call.
   ASSERT_OK(WriteFileAtomically(token_file_, "tok-2"));
-  ASSERT_OK(kube_->BindPod("default", "virt-launcher-vm1-x7k2p", "uid-1", "node-b"));
+  ASSERT_OK(kube_->BindPod("default", "virt-launcher-vm1-x7k2p", "uid-1", "node-b", kCallTimeout));
 
   const std::vector<Seen> seen = api_->seen();
   ASSERT_EQ(seen.size(), 3u);
@@ -244,15 +246,15 @@ TEST_F(KubeClientTest, RequestsAreWhatKubeApiserverExpects) {
 }
 
 TEST_F(KubeClientTest, ApiserverStatusErrorsMapToCodesWithItsMessage) {
-  auto missing = kube_->GetPod("default", "virt-launcher-vm2-x7k2p");
+  auto missing = kube_->GetPod("default", "virt-launcher-vm2-x7k2p", kCallTimeout);
   EXPECT_THAT(missing, pdc::testing::StatusIs(
                            absl::StatusCode::kNotFound,
                            HasSubstr(R"(answered 404 NotFound: pods "virt-launcher-vm2-x7k2p" not found)")));
   api_->conflict = true;
-  EXPECT_THAT(kube_->BindPod("default", "virt-launcher-vm1-x7k2p", "uid-1", "node-a"),
+  EXPECT_THAT(kube_->BindPod("default", "virt-launcher-vm1-x7k2p", "uid-1", "node-a", kCallTimeout),
               pdc::testing::StatusIs(absl::StatusCode::kAborted,
                                      HasSubstr("already assigned to node")));
-  EXPECT_THAT(kube_->GetPod("default", "../secrets"),
+  EXPECT_THAT(kube_->GetPod("default", "../secrets", kCallTimeout),
               pdc::testing::StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
@@ -263,7 +265,7 @@ TEST_F(KubeClientTest, UntrustedApiserverIsUnavailable) {
   ASSERT_OK_AND_ASSIGN(auto k, NewHttpKubeClient(c));
   // The client refuses the server's certificate during the handshake (not a
   // refused connection, and no request reached the fake apiserver).
-  EXPECT_THAT(k->GetPod("default", "x"),
+  EXPECT_THAT(k->GetPod("default", "x", kCallTimeout),
               pdc::testing::StatusIs(
                   absl::StatusCode::kUnavailable,
                   HasSubstr(absl::StrCat("TLS handshake with kube-apiserver at https://127.0.0.1:",

@@ -29,8 +29,8 @@ namespace pdc::testing {
 
 class FakeKube final : public extender::KubeClient {
  public:
-  absl::StatusOr<std::string> GetPod(std::string_view ns,
-                                     std::string_view name) override {
+  absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name,
+                                     absl::Duration /*timeout*/) override {
     absl::MutexLock lock(&mu_);
     calls_.push_back(absl::StrCat("GET ", Sv(ns), "/", Sv(name)));
     if (!pod_.has_value()) {
@@ -41,8 +41,8 @@ class FakeKube final : public extender::KubeClient {
   }
 
   absl::Status AnnotatePod(std::string_view ns, std::string_view name,
-                           std::string_view key,
-                           std::string_view value) override {
+                           std::string_view key, std::string_view value,
+                           absl::Duration /*timeout*/) override {
     absl::MutexLock lock(&mu_);
     calls_.push_back(absl::StrCat("PATCH ", Sv(ns), "/", Sv(name), " ", Sv(key),
                                   "=", Sv(value)));
@@ -50,7 +50,8 @@ class FakeKube final : public extender::KubeClient {
   }
 
   absl::Status BindPod(std::string_view ns, std::string_view name,
-                       std::string_view uid, std::string_view node) override {
+                       std::string_view uid, std::string_view node,
+                       absl::Duration /*timeout*/) override {
     absl::MutexLock lock(&mu_);
     calls_.push_back(absl::StrCat("BIND ", Sv(ns), "/", Sv(name), " ", Sv(uid),
                                   " ", Sv(node)));

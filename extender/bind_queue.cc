@@ -1,0 +1,128 @@
+#include "extender/bind_queue.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace pdc::extender {
+
+BindQueue::BindQueue(const Binder* binder, Notifier* notifier, BindQueueOptions options)
+    : binder_(binder), notifier_(notifier), options_(options) {
+  threads_.reserve(static_cast<size_t>(options_.threads));
+  for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Work(); });
+}
+
+BindQueue::~BindQueue() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& t : threads_) t.join();
+}
+
+std::string BindQueue::Topic(uint64_t token) { return absl::StrCat("bind/", token); }
+
+absl::StatusOr<BindQueue::Ticket> BindQueue::Start(const api::BindingArgs& args) {
+  absl::MutexLock lock(&mu_);
+  if (waiting_.size() + running_ >= options_.max_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        options_.max_jobs, " binds are already waiting for the Kubernetes API; kube-scheduler "
+                           "will retry the pod"));
+  }
+  Ticket t;
+  t.token = ++next_token_;
+  t.topic = Topic(t.token);
+  // Read before the job can end: its bump moves the topic past `seen`.
+  t.seen = notifier_->version(t.topic);
+  jobs_.emplace(t.token, Job{args, binder_->DeadlineFromNow(), false, std::nullopt});
+  waiting_.push_back(t.token);
+  return t;
+}
+
+std::optional<BindResult> BindQueue::Take(uint64_t token) {
+  std::optional<BindResult> out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(token);
+    if (it == jobs_.end() || !it->second.result.has_value()) return std::nullopt;
+    out = std::move(it->second.result);
+    jobs_.erase(it);
+    std::erase(finished_, token);
+  }
+  notifier_->Retire(Topic(token));
+  return out;
+}
+
+void BindQueue::Abandon(uint64_t token) {
+  bool retire = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(token);
+    if (it == jobs_.end()) return;
+    if (it->second.result.has_value()) {
+      jobs_.erase(it);
+      std::erase(finished_, token);
+      retire = true;
+    } else {
+      it->second.abandoned = true;  // Skipped if waiting; dropped when it ends.
+    }
+  }
+  if (retire) notifier_->Retire(Topic(token));
+}
+
+size_t BindQueue::jobs() const {
+  absl::MutexLock lock(&mu_);
+  return jobs_.size();
+}
+
+bool BindQueue::HasWorkLocked() const { return stopping_ || !waiting_.empty(); }
+
+void BindQueue::TrimFinishedLocked(std::vector<uint64_t>* dropped) {
+  while (finished_.size() > options_.max_jobs) {
+    jobs_.erase(finished_.front());
+    dropped->push_back(finished_.front());
+    finished_.pop_front();
+  }
+}
+
+void BindQueue::Work() {
+  for (;;) {
+    uint64_t token = 0;
+    api::BindingArgs args;
+    absl::Time deadline;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &BindQueue::HasWorkLocked));
+      if (stopping_) return;
+      token = waiting_.front();
+      waiting_.pop_front();
+      Job& job = jobs_.at(token);
+      if (job.abandoned) {
+        jobs_.erase(token);
+        continue;
+      }
+      args = job.args;
+      deadline = job.deadline;
+      ++running_;
+    }
+    BindResult result = binder_->Bind(args, deadline);
+    std::vector<uint64_t> dropped;
+    {
+      absl::MutexLock lock(&mu_);
+      --running_;
+      Job& job = jobs_.at(token);
+      if (job.abandoned) {
+        jobs_.erase(token);
+        dropped.push_back(token);
+      } else {
+        job.result = std::move(result);
+        finished_.push_back(token);
+        TrimFinishedLocked(&dropped);
+      }
+    }
+    notifier_->Bump(std::vector<std::string>{Topic(token)});
+    for (uint64_t t : dropped) notifier_->Retire(Topic(t));
+  }
+}
+
+}  // namespace pdc::extender

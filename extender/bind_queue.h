@@ -1,0 +1,109 @@
+// BindQueue: runs bind sagas (Binder) on threads of their own, so that a
+// slow Kubernetes API holds none of the HTTP server's workers. The bind
+// handler starts a job and parks its request as a long-poll
+// (net/http_types.h) on the job's Notifier topic, with the job's token; the
+// job's end bumps the topic, the server runs the handler again with the
+// token, and the handler takes the result.
+//
+//   absl::StatusOr<BindQueue::Ticket> t = queue.Start(args);
+//   ... later, on the re-run with t->token:
+//   if (std::optional<BindResult> r = queue.Take(t->token)) answer(*r);
+//
+// Every job's deadline counts from Start, so time spent waiting for a
+// thread is part of it (BinderOptions::deadline). A job whose request
+// stopped waiting (Abandon: its time was up) is skipped if it has not
+// started; a started saga always runs to its end (it is never cut between
+// the allocator and the apiserver) and its result is dropped. kube-scheduler
+// retries such a pod, and the retry finds the allocation in place. Results
+// nobody takes (the connection closed) are dropped beyond `max_jobs`, oldest
+// first, and at most `max_jobs` jobs wait or run: beyond that Start refuses
+// (ResourceExhausted) and the bind is answered at once.
+// Thread-safety: thread-safe.
+#ifndef PDC_EXTENDER_BIND_QUEUE_H_
+#define PDC_EXTENDER_BIND_QUEUE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "api/scheduler_wire.h"
+#include "common/notifier.h"
+#include "extender/binder.h"
+
+namespace pdc::extender {
+
+struct BindQueueOptions {
+  int threads = 16;
+  size_t max_jobs = 1024;
+};
+
+class BindQueue {
+ public:
+  // What a parked bind request waits on.
+  struct Ticket {
+    uint64_t token = 0;   // LongPoll::resume_token; never 0.
+    std::string topic;    // The Notifier topic bumped when the job ends.
+    uint64_t seen = 0;    // The topic's version before the job could end.
+  };
+
+  // `binder` and `notifier` outlive the queue. Starts the threads.
+  BindQueue(const Binder* binder, Notifier* notifier, BindQueueOptions options);
+  // Skips the jobs that have not started, lets running sagas end, joins.
+  ~BindQueue();
+  BindQueue(const BindQueue&) = delete;
+  BindQueue& operator=(const BindQueue&) = delete;
+
+  absl::StatusOr<Ticket> Start(const api::BindingArgs& args);
+  // The result of the job, which leaves the queue; nullopt while it waits or
+  // runs, or when there is no such job (taken, dropped, never started).
+  std::optional<BindResult> Take(uint64_t token);
+  // Nobody will take this job's result.
+  void Abandon(uint64_t token);
+
+  // The topic of a job's end.
+  static std::string Topic(uint64_t token);
+  // How long a parked bind request waits: the saga's deadline and a
+  // second for the answer to come back.
+  absl::Duration max_wait() const { return binder_->options().deadline + absl::Seconds(1); }
+  // Jobs waiting, running, or finished and not taken.
+  size_t jobs() const;
+
+ private:
+  struct Job {
+    api::BindingArgs args;
+    absl::Time deadline;
+    bool abandoned = false;
+    std::optional<BindResult> result;
+  };
+
+  void Work();
+  bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops finished results beyond max_jobs, oldest first, into `dropped`.
+  void TrimFinishedLocked(std::vector<uint64_t>* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Binder* const binder_;
+  Notifier* const notifier_;
+  const BindQueueOptions options_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> waiting_ ABSL_GUARDED_BY(mu_);   // Not started, in order.
+  std::deque<uint64_t> finished_ ABSL_GUARDED_BY(mu_);  // Results not taken, in order.
+  size_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_BIND_QUEUE_H_
