@@ -239,4 +239,20 @@ std::string ErrorBody(std::string_view message, std::string_view field) {
   return std::string(Output(buf));
 }
 
+absl::StatusOr<const Value*> OptObject(const Value& obj, std::string_view key,
+                                       std::string_view field) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return nullptr;
+  if (!v->IsObject()) return TypeError(field, "must be an object");
+  return v;
+}
+
+absl::StatusOr<const Value*> OptArray(const Value& obj, std::string_view key,
+                                      std::string_view field) {
+  const Value* v = Find(obj, key);
+  if (IsNullish(v)) return nullptr;
+  if (!v->IsArray()) return TypeError(field, "must be an array");
+  return v;
+}
+
 }  // namespace pdc::api::json

@@ -144,6 +144,12 @@ absl::StatusOr<std::string_view> OptString(const Value& obj,
                                            std::string_view key,
                                            std::string_view field,
                                            std::string_view def = "");
+// An optional object or array member: nullptr when absent or null,
+// TypeError naming `field` when it is something else.
+absl::StatusOr<const Value*> OptObject(const Value& obj, std::string_view key,
+                                       std::string_view field);
+absl::StatusOr<const Value*> OptArray(const Value& obj, std::string_view key,
+                                      std::string_view field);
 absl::StatusOr<std::string_view> ReqString(const Value& obj,
                                            std::string_view key,
                                            std::string_view field);

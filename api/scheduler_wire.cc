@@ -18,26 +18,11 @@ namespace {
 
 using json::Find;
 using json::IsNullish;
+using json::OptArray;
+using json::OptObject;
 using json::StringOf;
 using json::TypeError;
 using json::Value;
-
-// Optional string-to-string map (labels, annotations): absent/null is empty.
-absl::StatusOr<const Value*> OptObject(const Value& obj, std::string_view key,
-                                       std::string_view field) {
-  const Value* v = Find(obj, key);
-  if (IsNullish(v)) return nullptr;
-  if (!v->IsObject()) return TypeError(field, "must be an object");
-  return v;
-}
-
-absl::StatusOr<const Value*> OptArray(const Value& obj, std::string_view key,
-                                      std::string_view field) {
-  const Value* v = Find(obj, key);
-  if (IsNullish(v)) return nullptr;
-  if (!v->IsArray()) return TypeError(field, "must be an array");
-  return v;
-}
 
 // A string member of a string map, looked up exactly (label and annotation
 // keys are case-sensitive).

@@ -36,45 +36,10 @@ absl::StatusOr<std::string> ReadTrimmed(const std::string& path,
   return std::string(absl::StripAsciiWhitespace(*text));
 }
 
-// Maps an apiserver answer that is not 2xx to a Status, using the v1 Status
-// object it sends ({"kind":"Status","message":...,"reason":...,"code":...}).
-absl::Status FromApiserver(int http, std::string_view body, std::string_view what) {
-  std::string message;
-  std::string reason;
-  rapidjson::Document doc;
-  if (json::Parse(body, &doc).ok() && doc.IsObject()) {
-    if (auto m = json::OptString(doc, "message", "message"); m.ok()) {
-      message = std::string(*m);
-    }
-    if (auto r = json::OptString(doc, "reason", "reason"); r.ok()) {
-      reason = std::string(*r);
-    }
-  }
-  if (message.empty()) message = std::string(body.substr(0, 200));
-  const std::string text = absl::StrCat(Sv(what), ": kube-apiserver answered ", http,
-                                        reason.empty() ? "" : " ", reason, ": ",
-                                        message);
-  switch (http) {
-    case 404:
-      return absl::NotFoundError(text);
-    case 409:
-      return absl::AbortedError(text);
-    case 401:
-      return absl::UnauthenticatedError(text);
-    case 403:
-      return absl::PermissionDeniedError(text);
-    case 422:
-    case 400:
-      return absl::InvalidArgumentError(text);
-    default:
-      if (http == 429 || http >= 500) return absl::UnavailableError(text);
-      return absl::InternalError(text);
-  }
-}
-
 class HttpKubeClient final : public KubeClient {
  public:
-  explicit HttpKubeClient(KubeClientConfig config) : config_(std::move(config)) {}
+  explicit HttpKubeClient(KubeClientConfig config)
+      : config_(config), endpoint_(std::move(config)) {}
 
   absl::Status Init() {
     // One client to validate the URL and TLS files now, not at first bind.
@@ -133,15 +98,7 @@ class HttpKubeClient final : public KubeClient {
   }
 
   absl::StatusOr<std::unique_ptr<HttpClient>> MakeClient() const {
-    HttpClientOptions o;
-    o.base_url = config_.server;
-    o.ca_file = config_.ca_file;
-    o.cert_file = config_.cert_file;
-    o.key_file = config_.key_file;
-    o.timeout = config_.timeout;
-    o.user_agent = "pdc-extender";
-    o.peer_name = "kube-apiserver";
-    return HttpClient::Create(o);
+    return endpoint_.NewClient();
   }
 
   absl::StatusOr<pdc::HttpResponse> Call(std::string_view method,
@@ -149,17 +106,11 @@ class HttpKubeClient final : public KubeClient {
                                          const std::string& body,
                                          std::string_view content_type,
                                          std::string_view what, absl::Duration timeout) {
-    std::string token = config_.token;
-    if (!config_.token_file.empty()) {
-      ASSIGN_OR_RETURN(token, ReadTrimmed(config_.token_file, "service-account token"));
-    }
-    HttpRequestOptions ro;
+    ASSIGN_OR_RETURN(HttpRequestOptions ro, endpoint_.RequestOptions());
     ro.timeout = std::min(timeout, config_.timeout);
     if (ro.timeout <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError(absl::StrCat(Sv(what), ": no time left"));
     }
-    ro.headers.emplace_back("Accept", "application/json");
-    if (!token.empty()) ro.headers.emplace_back("Authorization", absl::StrCat("Bearer ", token));
     if (!content_type.empty()) ro.content_type = std::string(content_type);
 
     std::unique_ptr<HttpClient> client;
@@ -186,6 +137,7 @@ class HttpKubeClient final : public KubeClient {
   }
 
   const KubeClientConfig config_;
+  const KubeEndpoint endpoint_;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<HttpClient>> idle_ ABSL_GUARDED_BY(mu_);
 };
@@ -227,6 +179,67 @@ YAML::Node Named(const YAML::Node& list, const std::string& name,
 }
 
 }  // namespace
+
+// Maps an apiserver answer that is not 2xx to a Status, using the v1 Status
+// object it sends ({"kind":"Status","message":...,"reason":...,"code":...}).
+absl::Status FromApiserver(int http, std::string_view body, std::string_view what) {
+  std::string message;
+  std::string reason;
+  rapidjson::Document doc;
+  if (json::Parse(body, &doc).ok() && doc.IsObject()) {
+    if (auto m = json::OptString(doc, "message", "message"); m.ok()) {
+      message = std::string(*m);
+    }
+    if (auto r = json::OptString(doc, "reason", "reason"); r.ok()) {
+      reason = std::string(*r);
+    }
+  }
+  if (message.empty()) message = std::string(body.substr(0, 200));
+  const std::string text = absl::StrCat(Sv(what), ": kube-apiserver answered ", http,
+                                        reason.empty() ? "" : " ", reason, ": ",
+                                        message);
+  switch (http) {
+    case 404:
+      return absl::NotFoundError(text);
+    case 409:
+      return absl::AbortedError(text);
+    case 401:
+      return absl::UnauthenticatedError(text);
+    case 403:
+      return absl::PermissionDeniedError(text);
+    case 422:
+    case 400:
+      return absl::InvalidArgumentError(text);
+    default:
+      if (http == 429 || http >= 500) return absl::UnavailableError(text);
+      return absl::InternalError(text);
+  }
+}
+
+KubeEndpoint::KubeEndpoint(KubeClientConfig config) : config_(std::move(config)) {}
+
+absl::StatusOr<std::unique_ptr<HttpClient>> KubeEndpoint::NewClient() const {
+  HttpClientOptions o;
+  o.base_url = config_.server;
+  o.ca_file = config_.ca_file;
+  o.cert_file = config_.cert_file;
+  o.key_file = config_.key_file;
+  o.timeout = config_.timeout;
+  o.user_agent = "pdc-extender";
+  o.peer_name = "kube-apiserver";
+  return HttpClient::Create(o);
+}
+
+absl::StatusOr<HttpRequestOptions> KubeEndpoint::RequestOptions() const {
+  std::string token = config_.token;
+  if (!config_.token_file.empty()) {
+    ASSIGN_OR_RETURN(token, ReadTrimmed(config_.token_file, "service-account token"));
+  }
+  HttpRequestOptions ro;
+  ro.headers.emplace_back("Accept", "application/json");
+  if (!token.empty()) ro.headers.emplace_back("Authorization", absl::StrCat("Bearer ", token));
+  return ro;
+}
 
 std::string BindingJson(std::string_view ns, std::string_view name,
                         std::string_view uid, std::string_view node) {

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "extender/kube_client.h"
+#include "net/http_client.h"
 
 namespace pdc::extender {
 
@@ -50,6 +51,29 @@ absl::StatusOr<KubeClientConfig> KubeconfigFile(const std::string& path,
 
 absl::StatusOr<std::unique_ptr<KubeClient>> NewHttpKubeClient(
     KubeClientConfig config);
+
+// One apiserver's connection settings, for callers that make their own
+// requests (the reflectors, kube_reflector.h): each watch has a client of
+// its own, which it can cancel.
+class KubeEndpoint {
+ public:
+  explicit KubeEndpoint(KubeClientConfig config);
+  // A new client: URL and TLS files checked now, connected on first use.
+  absl::StatusOr<std::unique_ptr<HttpClient>> NewClient() const;
+  // What every request carries: Accept, and Authorization with the token
+  // (a token file is read now: bound service-account tokens rotate).
+  absl::StatusOr<HttpRequestOptions> RequestOptions() const;
+  const KubeClientConfig& config() const { return config_; }
+
+ private:
+  const KubeClientConfig config_;
+};
+
+// The Status for an apiserver answer that is not 2xx, from the v1 Status it
+// carries: 404 NotFound, 409 Aborted, 401 Unauthenticated, 403
+// PermissionDenied, 400/422 InvalidArgument, 429/5xx Unavailable, else
+// Internal; the message says `what`, the code, reason and message.
+absl::Status FromApiserver(int http, std::string_view body, std::string_view what);
 
 // The v1 Binding kube-apiserver expects on pods/<name>/binding.
 std::string BindingJson(std::string_view ns, std::string_view name,

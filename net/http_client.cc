@@ -12,6 +12,7 @@
 #include <boost/beast/ssl.hpp>
 #include <poll.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 
@@ -123,20 +124,16 @@ class HttpClient::Impl {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<HttpResponse> Do(std::string_view method,
-                                  std::string_view target,
-                                  std::string_view body,
-                                  const HttpRequestOptions& ro) {
+  absl::StatusOr<http::request<http::string_body>> BuildRequest(std::string_view method,
+                                                                std::string_view target,
+                                                                std::string_view body,
+                                                                const HttpRequestOptions& ro) {
     const http::verb verb =
         http::string_to_verb(beast::string_view(method.data(), method.size()));
     if (verb == http::verb::unknown) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown HTTP method \"", Sv(method), "\""));
     }
-    const absl::Duration timeout =
-        ro.timeout > absl::ZeroDuration() ? ro.timeout : options_.timeout;
-    const absl::Time deadline = RealClock()->Deadline(timeout);
-
     http::request<http::string_body> req{
         verb, absl::StrCat(url_.path_prefix, Sv(target)), 11};
     req.set(http::field::host, url_.HostHeader());
@@ -152,6 +149,19 @@ class HttpClient::Impl {
     }
     req.keep_alive(true);
     req.prepare_payload();
+    return req;
+  }
+
+  absl::StatusOr<HttpResponse> Do(std::string_view method,
+                                  std::string_view target,
+                                  std::string_view body,
+                                  const HttpRequestOptions& ro) {
+    if (cancelled_.load()) return Cancelled(method, target);
+    ASSIGN_OR_RETURN(http::request<http::string_body> req, BuildRequest(method, target, body, ro));
+    const http::verb verb = req.method();
+    const absl::Duration timeout =
+        ro.timeout > absl::ZeroDuration() ? ro.timeout : options_.timeout;
+    const absl::Time deadline = RealClock()->Deadline(timeout);
 
     const std::string what =
         absl::StrCat(Sv(method), " ", Sv(target), " to ", options_.peer_name,
@@ -184,6 +194,42 @@ class HttpClient::Impl {
       return absl::UnavailableError(
           absl::StrCat("connection lost during ", what, ": ", x.ec.message()));
     }
+  }
+
+  absl::Status Stream(std::string_view method, std::string_view target, std::string_view body,
+                      const HttpRequestOptions& ro, absl::Duration idle_timeout,
+                      const StreamCallbacks& cb) {
+    if (cancelled_.load()) return Cancelled(method, target);
+    ASSIGN_OR_RETURN(http::request<http::string_body> req, BuildRequest(method, target, body, ro));
+    const absl::Duration timeout =
+        ro.timeout > absl::ZeroDuration() ? ro.timeout : options_.timeout;
+    if (connected_ && (buffer_.size() > 0 || StaleWhileIdle(NativeHandle()))) Close();
+    if (!connected_) RETURN_IF_ERROR(Connect(RealClock()->Deadline(timeout), timeout));
+    const std::string what = absl::StrCat(Sv(method), " ", Sv(target), " to ",
+                                          options_.peer_name, " at ", url_.ToString());
+    ErrorCode ec = tls_ ? StreamTrip(*tls_, req, idle_timeout, cb)
+                        : StreamTrip(*tcp_, req, idle_timeout, cb);
+    if (!ec) return absl::OkStatus();
+    Close();
+    if (cancelled_.load()) return Cancelled(method, target);
+    if (ec == beast::error::timeout) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, ": nothing arrived for ", absl::FormatDuration(idle_timeout)));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("connection lost during ", what, ": ", ec.message()));
+  }
+
+  // Thread-safe: posting is, and the socket is closed by the thread inside
+  // Run(), whose pending reads then end with operation_aborted (the stream
+  // objects stay until that thread's own Close()).
+  void Cancel() {
+    cancelled_.store(true);
+    net::post(ioc_, [this] {
+      ErrorCode ignored;
+      if (tls_) beast::get_lowest_layer(*tls_).socket().close(ignored);
+      if (tcp_) tcp_->socket().close(ignored);
+    });
   }
 
   void Close() {
@@ -276,6 +322,57 @@ class HttpClient::Impl {
     return absl::OkStatus();
   }
 
+  absl::Status Cancelled(std::string_view method, std::string_view target) const {
+    return absl::CancelledError(absl::StrCat(Sv(method), " ", Sv(target), " to ",
+                                             options_.peer_name, ": cancelled"));
+  }
+
+  // One streamed exchange; an error code, or none when the body ended (the
+  // connection kept if the server allows) or a callback said stop (the
+  // connection closed: the rest of the body is not read).
+  template <typename Stream>
+  ErrorCode StreamTrip(Stream& stream, http::request<http::string_body>& req,
+                       absl::Duration idle_timeout, const StreamCallbacks& cb) {
+    const auto idle = absl::ToChronoNanoseconds(idle_timeout);
+    ErrorCode ec;
+    beast::get_lowest_layer(stream).expires_after(idle);
+    http::async_write(stream, req, [&](const ErrorCode& e, size_t) { ec = e; });
+    Run();
+    if (ec) return ec;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(boost::none);  // Endless by design; handed on piece by piece.
+    beast::get_lowest_layer(stream).expires_after(idle);
+    http::async_read_header(stream, buffer_, parser, [&](const ErrorCode& e, size_t) { ec = e; });
+    Run();
+    if (ec) return ec;
+    HttpResponse head;
+    head.status = parser.get().result_int();
+    for (const auto& field : parser.get()) {
+      head.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    }
+    if (cb.on_head && !cb.on_head(head)) {
+      Close();
+      return {};
+    }
+    while (!parser.is_done()) {
+      beast::get_lowest_layer(stream).expires_after(idle);
+      http::async_read_some(stream, buffer_, parser, [&](const ErrorCode& e, size_t) { ec = e; });
+      Run();
+      if (ec) return ec;
+      std::string& piece = parser.get().body();
+      if (piece.empty()) continue;
+      const bool go_on = !cb.on_data || cb.on_data(piece);
+      piece.clear();
+      if (!go_on) {
+        Close();
+        return {};
+      }
+    }
+    beast::get_lowest_layer(stream).expires_never();
+    if (!parser.get().keep_alive()) Close();
+    return {};
+  }
+
   template <typename Stream>
   Exchange RoundTrip(Stream& stream, http::request<http::string_body>& req,
                      absl::Time deadline) {
@@ -321,6 +418,7 @@ class HttpClient::Impl {
   beast::flat_buffer buffer_;
   bool connected_ = false;
   uint64_t connections_opened_ = 0;
+  std::atomic<bool> cancelled_{false};
 };
 
 absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(
@@ -349,6 +447,17 @@ absl::StatusOr<HttpResponse> HttpClient::Do(std::string_view method,
   absl::MutexLock lock(&mu_);
   return impl_->Do(method, target, body, options);
 }
+
+absl::Status HttpClient::Stream(std::string_view method, std::string_view target,
+                               std::string_view body, const HttpRequestOptions& options,
+                               absl::Duration idle_timeout, const StreamCallbacks& callbacks) {
+  absl::MutexLock lock(&mu_);
+  return impl_->Stream(method, target, body, options, idle_timeout, callbacks);
+}
+
+// Without mu_, which the Stream being cancelled holds: Impl::Cancel is
+// thread-safe.
+void HttpClient::Cancel() { impl_->Cancel(); }
 
 void HttpClient::Close() {
   absl::MutexLock lock(&mu_);

@@ -31,6 +31,7 @@
 #ifndef PDC_NET_HTTP_CLIENT_H_
 #define PDC_NET_HTTP_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -84,6 +85,17 @@ struct HttpRequestOptions {
   std::optional<bool> idempotent;
 };
 
+// What a streamed answer (HttpClient::Stream) delivers as it arrives. Either
+// callback may be empty; returning false stops the stream (the connection is
+// closed, the rest unread).
+struct StreamCallbacks {
+  // The status and headers, once, before any of the body.
+  std::function<bool(const HttpResponse& head)> on_head;
+  // Each piece of the body as it is decoded (chunked transfer undone); the
+  // pieces are cut wherever reads happen to end.
+  std::function<bool(std::string_view piece)> on_data;
+};
+
 class HttpClient {
  public:
   // Parses the URL and loads TLS material; connects lazily.
@@ -116,6 +128,20 @@ class HttpClient {
                                       const HttpRequestOptions& options = {}) {
     return Do("DELETE", target, {}, options);
   }
+
+  // Sends a request and hands its answer to `callbacks` piece by piece, for
+  // answers that do not end on their own (a Kubernetes watch). OK when the
+  // body ended or a callback said stop; DeadlineExceeded when nothing
+  // arrived for `idle_timeout` (connecting is bounded by the request's
+  // timeout); Cancelled after Cancel(); Unavailable when the connection was
+  // lost. Never sent twice.
+  absl::Status Stream(std::string_view method, std::string_view target, std::string_view body,
+                      const HttpRequestOptions& options, absl::Duration idle_timeout,
+                      const StreamCallbacks& callbacks);
+  // From any thread, without waiting: the Stream or request in progress, and
+  // every later one on this client, end with Cancelled. A cancelled client
+  // is done; a watcher makes a new one for its next watch.
+  void Cancel() ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // Drops the kept-alive connection (the next request opens a new one).
   void Close();

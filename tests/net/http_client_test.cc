@@ -5,8 +5,10 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <string>
 
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_http_server.h"
@@ -147,6 +149,84 @@ INSTANTIATE_TEST_SUITE_P(
       if (info.param.idempotent) name += *info.param.idempotent ? "MarkedIdempotent" : "MarkedNot";
       return name;
     });
+
+// A streamed answer (a Kubernetes watch) is handed on as it arrives.
+TEST(HttpClientTest, StreamHandsOnTheBodyAsItArrives) {
+  TestHttpServer server([](const TestRequest&) {
+    TestReply reply;
+    reply.chunks = {"{\"type\":\"ADDED\"}\n", "{\"type\":", "\"DELETED\"}\n"};
+    return reply;
+  });
+  auto client = MakeClient(server.url());
+  int status = 0;
+  std::string got;
+  StreamCallbacks cb;
+  cb.on_head = [&](const HttpResponse& head) {
+    status = head.status;
+    return true;
+  };
+  cb.on_data = [&](std::string_view piece) {
+    got.append(piece);
+    return true;
+  };
+  ASSERT_OK(client->Stream("GET", "/watch", "", {}, absl::Seconds(5), cb));
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(got, "{\"type\":\"ADDED\"}\n{\"type\":\"DELETED\"}\n");
+  // The body ended cleanly: the connection carries the next request.
+  ASSERT_OK(client->Get("/after").status());
+  EXPECT_EQ(server.connections(), 1);
+}
+
+TEST(HttpClientTest, StreamStopsWhenACallbackSaysSo) {
+  TestHttpServer server([](const TestRequest&) {
+    TestReply reply;
+    reply.chunks = {"one\n", "two\n"};
+    reply.hold_open = true;
+    return reply;
+  });
+  auto client = MakeClient(server.url());
+  StreamCallbacks cb;
+  cb.on_data = [](std::string_view) { return false; };
+  ASSERT_OK(client->Stream("GET", "/watch", "", {}, absl::Seconds(5), cb));
+}
+
+TEST(HttpClientTest, StreamWithNothingArrivingIsDeadlineExceeded) {
+  TestHttpServer server([](const TestRequest&) {
+    TestReply reply;
+    reply.chunks = {"one\n"};
+    reply.hold_open = true;
+    return reply;
+  });
+  auto client = MakeClient(server.url());
+  EXPECT_THAT(client->Stream("GET", "/watch", "", {}, absl::Milliseconds(300), {}),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("nothing arrived for 300ms")));
+}
+
+TEST(HttpClientTest, CancelEndsAStreamFromAnotherThread) {
+  TestHttpServer server([](const TestRequest&) {
+    TestReply reply;
+    reply.chunks = {"one\n"};
+    reply.hold_open = true;
+    return reply;
+  });
+  auto client = MakeClient(server.url());
+  absl::Notification first;
+  StreamCallbacks cb;
+  cb.on_data = [&](std::string_view) {
+    if (!first.HasBeenNotified()) first.Notify();
+    return true;
+  };
+  std::thread canceller([&] {
+    first.WaitForNotification();
+    client->Cancel();
+  });
+  EXPECT_THAT(client->Stream("GET", "/watch", "", {}, absl::Seconds(30), cb),
+              StatusIs(absl::StatusCode::kCancelled));
+  canceller.join();
+  // A cancelled client is done.
+  EXPECT_THAT(client->Get("/x").status(), StatusIs(absl::StatusCode::kCancelled));
+}
 
 TEST(HttpClientTest, ConnectionRefusedIsUnavailableNamingTheUrl) {
   // Take a free port and close it again: nobody listens there.

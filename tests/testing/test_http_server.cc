@@ -146,6 +146,27 @@ void TestHttpServer::ServeStream(Stream& socket, int connection) {
       break;
     }
     if (reply.drop) break;
+    if (!reply.chunks.empty()) {
+      // Chunked transfer, one chunk per write (a watch's events).
+      http::response<http::empty_body> head{static_cast<http::status>(reply.status), 11};
+      head.set(http::field::content_type, reply.content_type);
+      head.chunked(true);
+      http::response_serializer<http::empty_body> sr{head};
+      http::write_header(socket, sr, ec);
+      for (const std::string& chunk : reply.chunks) {
+        if (ec) break;
+        net::write(socket, http::make_chunk(net::buffer(chunk)), ec);
+      }
+      if (ec) break;
+      if (reply.hold_open) {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(&stopping_));
+        break;
+      }
+      net::write(socket, http::make_chunk_last(), ec);
+      if (ec) break;
+      continue;
+    }
     http::response<http::string_body> res{
         static_cast<http::status>(reply.status), 11};
     res.set(http::field::content_type, reply.content_type);

@@ -38,6 +38,11 @@ struct TestReply {
   // server that crashed, or a proxy that dropped the connection, after the
   // request may have taken effect).
   bool drop = false;
+  // Non-empty: the body is sent in these chunks (chunked transfer), each
+  // its own write; with `hold_open` the last chunk is never sent and the
+  // connection held until the server is destroyed (an endless watch).
+  std::vector<std::string> chunks;
+  bool hold_open = false;
   // Never answer; the connection is held until the server is destroyed.
   bool hang = false;
 };
