@@ -67,11 +67,30 @@ absl::StatusOr<OwnerReference> ReadOwner(const Value& v, const std::string& fiel
 
 }  // namespace
 
-const OwnerReference* ObjectMeta::Controller() const {
+const OwnerReference* ControllerOf(const std::vector<OwnerReference>& owners) {
   for (const OwnerReference& o : owners) {
     if (o.controller) return &o;
   }
   return nullptr;
+}
+
+const OwnerReference* ObjectMeta::Controller() const { return ControllerOf(owners); }
+
+absl::StatusOr<std::vector<OwnerReference>> ReadOwnerReferences(const Value& meta,
+                                                                std::string_view field) {
+  const std::string of = absl::StrCat(Sv(field), ".ownerReferences");
+  ASSIGN_OR_RETURN(const Value* owners, OptArray(meta, "ownerReferences", of));
+  std::vector<OwnerReference> out;
+  if (owners == nullptr) return out;
+  if (owners->Size() > kMaxOwners) {
+    return FieldError(of, absl::StrCat("has ", owners->Size(), " entries; at most ", kMaxOwners,
+                                       " are accepted"));
+  }
+  for (rapidjson::SizeType i = 0; i < owners->Size(); ++i) {
+    ASSIGN_OR_RETURN(OwnerReference o, ReadOwner((*owners)[i], absl::StrCat(of, "[", i, "]")));
+    out.push_back(std::move(o));
+  }
+  return out;
 }
 
 std::string ObjectMeta::Key() const { return ns.empty() ? name : absl::StrCat(ns, "/", name); }
@@ -103,18 +122,7 @@ absl::StatusOr<ObjectMeta> ReadObjectMeta(const Value& object, std::string_view 
                                    absl::StrCat(f, ".deletionTimestamp")));
   m.deleting = !deletion.empty();
 
-  const std::string of = absl::StrCat(f, ".ownerReferences");
-  ASSIGN_OR_RETURN(const Value* owners, OptArray(*meta, "ownerReferences", of));
-  if (owners != nullptr) {
-    if (owners->Size() > kMaxOwners) {
-      return FieldError(of, absl::StrCat("has ", owners->Size(), " entries; at most ",
-                                         kMaxOwners, " are accepted"));
-    }
-    for (rapidjson::SizeType i = 0; i < owners->Size(); ++i) {
-      ASSIGN_OR_RETURN(OwnerReference o, ReadOwner((*owners)[i], absl::StrCat(of, "[", i, "]")));
-      m.owners.push_back(std::move(o));
-    }
-  }
+  ASSIGN_OR_RETURN(m.owners, ReadOwnerReferences(*meta, f));
   const std::string ff = absl::StrCat(f, ".finalizers");
   ASSIGN_OR_RETURN(const Value* finalizers, OptArray(*meta, "finalizers", ff));
   if (finalizers != nullptr) {

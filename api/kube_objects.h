@@ -45,6 +45,13 @@ struct ObjectMeta {
   std::string Key() const;
 };
 
+// metadata.ownerReferences of an object's `metadata` (absent: none);
+// `field` is the metadata's path in errors ("Pod.metadata").
+absl::StatusOr<std::vector<OwnerReference>> ReadOwnerReferences(const json::Value& metadata,
+                                                                std::string_view field);
+// The one with controller: true, or nullptr.
+const OwnerReference* ControllerOf(const std::vector<OwnerReference>& owners);
+
 // metadata of `object`; `field` names the object in errors ("Pod").
 // metadata.name, uid and resourceVersion are required.
 absl::StatusOr<ObjectMeta> ReadObjectMeta(const json::Value& object, std::string_view field);

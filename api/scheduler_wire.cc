@@ -178,6 +178,9 @@ absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
         absl::StrCat("Pod.metadata.annotations[\"", Sv(kDomainAnnotation), "\"]"), domain));
   }
   r.vm = VmIdentity(vm_label, domain, name);
+  ASSIGN_OR_RETURN(std::vector<OwnerReference> owners,
+                   ReadOwnerReferences(*meta, "Pod.metadata"));
+  if (const OwnerReference* c = ControllerOf(owners)) out.controller = *c;
 
   ASSIGN_OR_RETURN(
       std::string_view claims,

@@ -15,6 +15,7 @@
 #define PDC_API_SCHEDULER_WIRE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "api/json_util.h"
+#include "api/kube_objects.h"
 #include "model/allocations.h"
 #include "rapidjson/document.h"
 
@@ -43,6 +45,10 @@ struct PodRequest {
   // True when the pod names no claim and requests no managed resource:
   // it passes every verb untouched.
   bool pass_through = true;
+  // The pod's controller owner reference (a virt-launcher pod's is its
+  // VirtualMachineInstance), when it has one: in Kubernetes mode, the
+  // only thing that says which VM the pod belongs to.
+  std::optional<OwnerReference> controller;
 };
 
 // Extracts what the allocator needs from a v1.Pod JSON object. Wrong JSON

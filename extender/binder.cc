@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "extender/vm_directory.h"
 #include "api/json_util.h"
 #include "rapidjson/document.h"
 #include "spdlog/spdlog.h"
@@ -19,7 +20,6 @@ namespace json = api::json;
 using api::BindingArgs;
 using api::kDevicesAnnotation;
 using api::PodRequest;
-using api::PodToRequest;
 
 namespace {
 
@@ -112,7 +112,7 @@ absl::StatusOr<PodRequest> Binder::PodForBind(const BindingArgs& args,
   }
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::Parse(*text, &doc));
-  ASSIGN_OR_RETURN(PodRequest pod, PodToRequest(doc, ctx_->managed));
+  ASSIGN_OR_RETURN(PodRequest pod, PodForScheduling(doc, ctx_->managed, ctx_->vms));
   if (pod.request.pod_uid != args.pod_uid) {
     return absl::AbortedError(absl::StrCat(
         "pod ", args.pod_namespace, "/", args.pod_name, " now has uid ",

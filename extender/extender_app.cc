@@ -106,6 +106,18 @@ absl::Status ExtenderApp::Init() {
     if (!c.ok()) return c.status();
     kube_ = *std::move(c);
     spdlog::info("Kubernetes API: {}", kc->server);
+    // Which VM a pod belongs to comes from the owner chain (UIDs), read
+    // from these two watches.
+    endpoint_ = std::make_unique<KubeEndpoint>(*kc);
+    vms_ = std::make_unique<VmDirectory>();
+    for (auto [path, sink] : {std::pair{kVmiPath, vms_->vmi_sink()},
+                              std::pair{kVmPath, vms_->vm_sink()}}) {
+      ReflectorOptions o;
+      o.path = std::string(path);
+      reflectors_.push_back(std::make_unique<Reflector>(endpoint_.get(), o, sink));
+    }
+    for (auto& r : reflectors_) r->Start();
+    ctx_.vms = vms_.get();
   } else {
     spdlog::info("no Kubernetes API (kubernetes.mode: none): binds are "
                  "recorded only");
@@ -140,7 +152,22 @@ absl::Status ExtenderApp::Init() {
   ro.bearer_token = *token;
   ro.scheduler_requires_client_cert = !ec.tls.client_ca_file.empty();
   router_ = std::make_unique<Router>(ro, &ctx_);
-  router_->SetReady(true);
+  if (reflectors_.empty()) {
+    router_->SetReady(true);
+  } else {
+    // Ready once every watch cache holds a whole list: before that, a VM
+    // pod's owner chain could look broken when it is only not seen yet.
+    ready_waiter_ = std::thread([this] {
+      for (auto& r : reflectors_) {
+        while (!r->WaitForSync(absl::Seconds(1))) {
+          if (stopping_.HasBeenNotified()) return;
+        }
+      }
+      spdlog::info("Kubernetes caches synced: {} VirtualMachines, {} VirtualMachineInstances",
+                   vms_->vms(), vms_->vmis());
+      router_->SetReady(true);
+    });
+  }
 
   HttpServerOptions so;
   if (absl::Status s = net::SplitListenAddress(ec.listen, "extender.listen", &so); !s.ok()) {
@@ -205,6 +232,9 @@ absl::Status ExtenderApp::Init() {
 void ExtenderApp::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  stopping_.Notify();
+  if (ready_waiter_.joinable()) ready_waiter_.join();
+  for (auto& r : reflectors_) r->Stop();
   if (sweeper_ != nullptr) sweeper_->Stop();
   if (server_ != nullptr) server_->Shutdown();
   // Binds already talking to the apiserver end; waiting ones are dropped.

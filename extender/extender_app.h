@@ -18,8 +18,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "allocator/allocator.h"
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -32,6 +35,9 @@
 #include "extender/bind_queue.h"
 #include "extender/binder.h"
 #include "extender/kube_client.h"
+#include "extender/kube_http_client.h"
+#include "extender/kube_reflector.h"
+#include "extender/vm_directory.h"
 #include "common/notifier.h"
 #include "extender/pod_cache.h"
 #include "extender/router.h"
@@ -74,6 +80,12 @@ class ExtenderApp {
   Notifier notifier_;
   std::unique_ptr<PodCache> pods_;
   std::unique_ptr<KubeClient> kube_;
+  // Kubernetes mode: the watches of VirtualMachines and their instances.
+  std::unique_ptr<KubeEndpoint> endpoint_;
+  std::unique_ptr<VmDirectory> vms_;
+  std::vector<std::unique_ptr<Reflector>> reflectors_;
+  std::thread ready_waiter_;  // Sets the Router ready once they synced.
+  absl::Notification stopping_;
   ExtenderContext ctx_;
   // With a Kubernetes API: binds run here, off the HTTP threads.
   std::unique_ptr<Binder> binder_;

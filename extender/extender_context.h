@@ -17,7 +17,8 @@
 
 namespace pdc::extender {
 
-class BindQueue;  // bind_queue.h
+class BindQueue;    // bind_queue.h
+class VmDirectory;  // vm_directory.h
 
 struct ExtenderContext {
   Allocator* allocator = nullptr;  // Required.
@@ -31,6 +32,9 @@ struct ExtenderContext {
   // Runs binds off the HTTP threads (with a Kubernetes API). Null: binds run
   // on the HTTP thread that received them (standalone: no apiserver call).
   BindQueue* binds = nullptr;
+  // Kubernetes mode: a pod's VM comes from its owner chain (UIDs). Null:
+  // from its labels (standalone).
+  const VmDirectory* vms = nullptr;
   ExtenderMetrics* metrics = nullptr;  // Null: no metrics.
   const MetricsRegistry* registry = nullptr;  // Null: /metrics is 404.
 };

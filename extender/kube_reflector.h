@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -43,6 +44,11 @@
 #include "net/http_client.h"
 
 namespace pdc::extender {
+
+// Marks the path of a collection some Reflector lists and watches, so that
+// tests/deploy/check_manifests.py finds it and checks that pdc-extender's
+// RBAC grants exactly list and watch on it.
+constexpr std::string_view Reflected(std::string_view path) { return path; }
 
 class ReflectorSink {
  public:

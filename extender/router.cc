@@ -140,7 +140,8 @@ HttpResponse Router::Dispatch(HttpRequest& req, std::string_view path,
   if (path == "/readyz") {
     *route = Route::kHealth;
     return ready_.load() ? Text(200, "ok")
-                         : Text(503, "not ready: the store is recovering");
+                         : Text(503, "not ready: the store is recovering, or the Kubernetes "
+                                     "watch caches have not synced yet");
   }
   if (path == "/metrics") {
     *route = Route::kMetrics;

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "common/strings.h"
 #include "extender/bind_queue.h"
+#include "extender/vm_directory.h"
 #include "extender/json_response.h"
 #include "rapidjson/document.h"
 #include "spdlog/spdlog.h"
@@ -23,7 +24,6 @@ using api::FilterOutput;
 using api::NodeVictims;
 using api::ParseExtenderArgs;
 using api::PodRequest;
-using api::PodToRequest;
 using api::PreemptionArgs;
 using api::ReadBindingArgs;
 using api::ReadPreemptionArgs;
@@ -50,7 +50,7 @@ HttpResponse SchedulerHandlers::Filter(std::string& body) const {
   rapidjson::Document doc;
   absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(body, &doc);
   if (!args.ok()) return ErrorResponse(args.status());
-  absl::StatusOr<PodRequest> pod = PodToRequest(*args->pod, ctx_->managed);
+  absl::StatusOr<PodRequest> pod = PodForScheduling(*args->pod, ctx_->managed, ctx_->vms);
   if (!pod.ok()) {
     if (IsPodProblem(pod.status())) {
       return JsonResponse(
@@ -122,7 +122,7 @@ HttpResponse SchedulerHandlers::Prioritize(std::string& body) const {
   rapidjson::Document doc;
   absl::StatusOr<ExtenderArgs> args = ParseExtenderArgs(body, &doc);
   if (!args.ok()) return ErrorResponse(args.status());
-  absl::StatusOr<PodRequest> pod = PodToRequest(*args->pod, ctx_->managed);
+  absl::StatusOr<PodRequest> pod = PodForScheduling(*args->pod, ctx_->managed, ctx_->vms);
   // HostPriorityList has no Error field: a pod problem scores 0 everywhere
   // (filter already reported it).
   std::vector<int> scores;
@@ -199,7 +199,7 @@ HttpResponse SchedulerHandlers::Preempt(std::string& body) const {
   }
   absl::StatusOr<PreemptionArgs> args = ReadPreemptionArgs(doc);
   if (!args.ok()) return ErrorResponse(args.status());
-  absl::StatusOr<PodRequest> pod = PodToRequest(*args->pod, ctx_->managed);
+  absl::StatusOr<PodRequest> pod = PodForScheduling(*args->pod, ctx_->managed, ctx_->vms);
   if (!pod.ok()) {
     if (!IsPodProblem(pod.status())) return ErrorResponse(pod.status());
     // A pod that cannot be placed: no preemption helps.

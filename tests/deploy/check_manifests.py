@@ -312,7 +312,8 @@ def kube_api_calls(repo, sources=None):
     """(calls, problems). calls: [(component, METHOD, path template, where)] for
     every Kubernetes API request in the C++ sources, found as
     `Call("METHOD", <path>, ...)` where <path> is a string literal, a StrCat of
-    literals and values, or a function that returns such a StrCat. problems: API
+    literals and values, or a function that returns such a StrCat, and every
+    `Reflected("<path>")` (a collection a Reflector lists and watches). problems: API
     path literals ("/api/...", "/apis/...") the extraction cannot attribute to
     such a call (so a new kind of call fails the check instead of escaping it).
     `sources` (for the self-test): {relative path: text} instead of the tree."""
@@ -356,6 +357,18 @@ def kube_api_calls(repo, sources=None):
                 helpers[m.group(1)] = r
                 helper_spans.append((m.start(), m.end()))
         call_spans = []
+        # Collections a Reflector lists and watches: `Reflected("<path>")`.
+        for m in re.finditer(r"\bReflected\s*\(", code):
+            end = _balanced(code, m.end() - 1)
+            args = _split_args(code[m.end():end - 1])
+            path = resolve(args[0], helpers) if args else None
+            if path is None or not path.startswith(("/api/", "/apis/")):
+                continue
+            where = f"{rel}:{line_of(m.start())}"
+            call_spans.append((m.start(), end))
+            for comp in components:
+                calls.append((comp, "GET", path, where))
+                calls.append((comp, "GET", path + "?watch=1", where))
         for m in re.finditer(r"\bCall\s*\(", code):
             end = _balanced(code, m.end() - 1)
             args = _split_args(code[m.end():end - 1])

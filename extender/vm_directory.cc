@@ -1,0 +1,135 @@
+#include "extender/vm_directory.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+#include "spdlog/spdlog.h"
+
+namespace pdc::extender {
+
+namespace {
+
+constexpr std::string_view kKubeVirtGroup = "kubevirt.io/";
+
+bool IsKubeVirt(const api::OwnerReference& o, std::string_view kind) {
+  return o.kind == kind && o.api_version.starts_with(kKubeVirtGroup);
+}
+
+std::string Key(std::string_view ns, std::string_view name) {
+  return absl::StrCat(Sv(ns), "/", Sv(name));
+}
+
+}  // namespace
+
+void MetaCache::Replace(const std::vector<const api::json::Value*>& items) {
+  absl::flat_hash_map<std::string, api::ObjectMeta> next;
+  for (const api::json::Value* item : items) {
+    absl::StatusOr<api::ObjectMeta> m = api::ReadObjectMeta(*item, kind_);
+    if (!m.ok()) {
+      spdlog::warn("ignoring a {} pdc cannot read: {}", kind_, StdSv(m.status().message()));
+      continue;
+    }
+    std::string key = m->Key();
+    next.insert_or_assign(std::move(key), *std::move(m));
+  }
+  absl::MutexLock lock(&mu_);
+  objects_ = std::move(next);
+}
+
+void MetaCache::Upsert(const api::json::Value& object) {
+  absl::StatusOr<api::ObjectMeta> m = api::ReadObjectMeta(object, kind_);
+  if (!m.ok()) {
+    spdlog::warn("ignoring a {} pdc cannot read: {}", kind_, StdSv(m.status().message()));
+    return;
+  }
+  std::string key = m->Key();
+  absl::MutexLock lock(&mu_);
+  objects_.insert_or_assign(std::move(key), *std::move(m));
+}
+
+void MetaCache::Remove(const api::json::Value& object) {
+  absl::StatusOr<api::ObjectMeta> m = api::ReadObjectMeta(object, kind_);
+  if (!m.ok()) return;
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(m->Key());
+  // Only the object that was deleted: a newer one under the same name stays.
+  if (it != objects_.end() && it->second.uid == m->uid) objects_.erase(it);
+}
+
+std::optional<api::ObjectMeta> MetaCache::Get(std::string_view ns, std::string_view name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(Key(ns, name));
+  if (it == objects_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t MetaCache::size() const {
+  absl::MutexLock lock(&mu_);
+  return objects_.size();
+}
+
+absl::StatusOr<VmRef> VmDirectory::Resolve(std::string_view ns,
+                                           const api::OwnerReference* controller) const {
+  if (controller == nullptr) {
+    return absl::FailedPreconditionError(
+        "the pod has no controller owner reference, so it is not a VM pod (KubeVirt makes a "
+        "virt-launcher pod's VirtualMachineInstance its controller); it takes over no claim");
+  }
+  if (!IsKubeVirt(*controller, "VirtualMachineInstance")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the pod's controller is ", controller->kind, " ", controller->name, " (",
+        controller->api_version, "), not a kubevirt.io VirtualMachineInstance, so it is not a "
+        "VM pod; it takes over no claim"));
+  }
+  const std::optional<api::ObjectMeta> vmi = vmis_.Get(ns, controller->name);
+  if (!vmi.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "VirtualMachineInstance ", Sv(ns), "/", controller->name,
+        " that owns the pod is not known to pdc-extender (deleted, or not seen yet)"));
+  }
+  if (vmi->uid != controller->uid) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the pod belongs to VirtualMachineInstance ", Sv(ns), "/", controller->name, " with uid ",
+        controller->uid, ", which is gone (the one by that name now has uid ", vmi->uid, ")"));
+  }
+  const api::OwnerReference* owner = vmi->Controller();
+  if (owner == nullptr) return VmRef{vmi->name, vmi->uid, /*standalone_vmi=*/true};
+  if (!IsKubeVirt(*owner, "VirtualMachine")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "VirtualMachineInstance ", Sv(ns), "/", vmi->name, " is controlled by ", owner->kind, " ",
+        owner->name, ", not by a kubevirt.io VirtualMachine"));
+  }
+  const std::optional<api::ObjectMeta> vm = vms_.Get(ns, owner->name);
+  if (!vm.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "VirtualMachine ", Sv(ns), "/", owner->name, " that owns VirtualMachineInstance ",
+        vmi->name, " is not known to pdc-extender (deleted, or not seen yet)"));
+  }
+  if (vm->uid != owner->uid) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "VirtualMachineInstance ", Sv(ns), "/", vmi->name, " belongs to VirtualMachine ",
+        owner->name, " with uid ", owner->uid, ", which is gone (the one by that name now has uid ",
+        vm->uid, ")"));
+  }
+  return VmRef{vm->name, vm->uid, /*standalone_vmi=*/false};
+}
+
+absl::StatusOr<api::PodRequest> PodForScheduling(const api::json::Value& pod,
+                                                 const api::ManagedResources& managed,
+                                                 const VmDirectory* directory) {
+  absl::StatusOr<api::PodRequest> out = api::PodToRequest(pod, managed);
+  if (!out.ok() || directory == nullptr || out->pass_through) return out;
+  absl::StatusOr<VmRef> vm =
+      directory->Resolve(out->request.ns, out->controller ? &*out->controller : nullptr);
+  if (!vm.ok()) {
+    return api::json::FieldError(
+        "Pod.metadata.ownerReferences",
+        absl::StrCat("pod ", out->request.ns, "/", out->request.pod_name, ": ",
+                     vm.status().message()));
+  }
+  out->request.vm = vm->name;
+  return out;
+}
+
+}  // namespace pdc::extender
