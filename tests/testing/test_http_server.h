@@ -41,7 +41,7 @@ struct TestReply {
   // Non-empty: the body is sent in these chunks (chunked transfer), each
   // its own write; with `hold_open` the last chunk is never sent and the
   // connection held until the server is destroyed (an endless watch).
-  std::vector<std::string> chunks;
+  std::vector<std::string> chunks = {};
   bool hold_open = false;
   // Never answer; the connection is held until the server is destroyed.
   bool hang = false;
