@@ -96,6 +96,9 @@ struct BindOutcome {
   std::string pod_uid;
   uint64_t revision = 0;  // The durable record of this bind.
   std::vector<BoundClaim> claims;  // Sorted by key.
+  // Released marks this bind removed (a pinned claim took its device); Undo
+  // puts them back.
+  std::vector<ReleasedDevice> took_released;
 };
 
 // Counts for metrics (claims by phase, devices by state).
@@ -109,6 +112,10 @@ struct AllocatorStats {
   size_t devices_free = 0;
   size_t devices_allocated = 0;
   size_t devices_unhealthy = 0;
+  // Free of claims but not offered (docs/design.md §4.7): Released by a
+  // deleted Retain-policy claim, or waiting to return to the host driver.
+  size_t devices_released = 0;
+  size_t devices_returning = 0;
 };
 
 class Allocator {
@@ -139,11 +146,20 @@ class Allocator {
   virtual absl::StatusOr<Claim> GetClaim(const ClaimKey& key) const = 0;
   // All claims ("" namespace) or those of one namespace, sorted by key.
   virtual std::vector<Claim> ListClaims(std::string_view ns) const = 0;
-  // FailedPrecondition while reserved by a VM, unless `force`.
+  // FailedPrecondition while reserved by a VM, unless `force`. The devices
+  // of a Bound or Lost claim are not freed (docs/design.md §4.7): with
+  // reclaimPolicy Delete they go on the node's return list (offered again
+  // once reported back on their host driver, healthy); with Retain they
+  // become Released (offered only to a claim that pins them).
   virtual absl::Status DeleteClaim(const ClaimKey& key, bool force) = 0;
   // Clears the claim's reservation when held by `pod_uid` ("" = any pod).
   virtual absl::Status Release(const ClaimKey& key,
                                std::string_view pod_uid) = 0;
+  // An administrator's word that the Released device at `address` on `node`
+  // may go to any claim: drops its mark. NotFound when the node is unknown,
+  // or it has neither the device nor a mark for it; FailedPrecondition when
+  // the device is not Released.
+  virtual absl::Status ReleaseDevice(std::string_view node, PciAddress address) = 0;
 
   // --- Scheduling ----------------------------------------------------------
   // The claims a pod needs: its explicit claims, plus one template claim per

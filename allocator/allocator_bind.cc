@@ -78,14 +78,18 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
       if (changed) mutations.push_back(PutClaim{std::move(c)});
       out.claims.push_back(std::move(bc));
     }
-    // A device waiting to go back to its host driver is wanted again.
-    const auto& returns = e.node->return_to_host;
-    if (std::any_of(allocated.begin(), allocated.end(), [&](PciAddress a) {
-          return std::find(returns.begin(), returns.end(), a) != returns.end();
-        })) {
+    // A claim pinned to a Released device took it (placement offers a
+    // Released device to nothing else): the mark goes. Devices waiting to
+    // return to their host driver are never placed.
+    if (std::any_of(allocated.begin(), allocated.end(),
+                    [&](PciAddress a) { return e.node->FindReleased(a) != nullptr; })) {
       NodeRecord rec = e.node->ToRecord();
-      std::erase_if(rec.return_to_host, [&](PciAddress a) {
-        return std::find(allocated.begin(), allocated.end(), a) != allocated.end();
+      std::erase_if(rec.released, [&](const ReleasedDevice& r) {
+        if (std::find(allocated.begin(), allocated.end(), r.address) == allocated.end()) {
+          return false;
+        }
+        out.took_released.push_back(r);
+        return true;
       });
       mutations.push_back(PutNode{std::move(rec)});
     }
@@ -102,6 +106,7 @@ absl::Status AllocatorImpl::Undo(const BindOutcome& outcome) {
   {
     absl::MutexLock lock(&mu_);
     std::vector<Mutation> mutations;
+    std::vector<PciAddress> freed;  // Devices of claims this undo makes Pending.
     for (const BoundClaim& bc : outcome.claims) {
       const Claim* c = state_.FindClaim(bc.key);
       // Only claims still exactly as this bind left them.
@@ -109,6 +114,7 @@ absl::Status AllocatorImpl::Undo(const BindOutcome& outcome) {
           c->status.reserved_for->pod_uid != outcome.pod_uid) {
         continue;
       }
+      if (bc.allocated) freed.insert(freed.end(), bc.devices.begin(), bc.devices.end());
       if (bc.created) {
         mutations.push_back(pdc::DeleteClaim{bc.key});
         continue;
@@ -117,6 +123,25 @@ absl::Status AllocatorImpl::Undo(const BindOutcome& outcome) {
       if (bc.allocated) u.status = ClaimStatus{};
       u.status.reserved_for = bc.previous_reservation;
       if (u != *c) mutations.push_back(PutClaim{std::move(u)});
+    }
+    // A Released device the bind took goes back to Released with its claim
+    // undone (after the claim's mutation, so the device is unowned by then).
+    const NodeState* node = state_.FindNode(outcome.node);
+    std::vector<ReleasedDevice> restore;
+    for (const ReleasedDevice& r : outcome.took_released) {
+      if (node != nullptr && node->has_record && node->FindReleased(r.address) == nullptr &&
+          std::find(freed.begin(), freed.end(), r.address) != freed.end()) {
+        restore.push_back(r);
+      }
+    }
+    if (!restore.empty()) {
+      NodeRecord rec = node->ToRecord();
+      rec.released.insert(rec.released.end(), restore.begin(), restore.end());
+      std::sort(rec.released.begin(), rec.released.end(),
+                [](const ReleasedDevice& a, const ReleasedDevice& b) {
+                  return a.address < b.address;
+                });
+      mutations.push_back(PutNode{std::move(rec)});
     }
     if (mutations.empty()) return absl::OkStatus();
     ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));

@@ -82,6 +82,20 @@ std::string MissingDevice(const Claim& c, const NodeInventory& inv) {
   return "";
 }
 
+const Device* FindDevice(const NodeInventory& inv, PciAddress address) {
+  auto it = std::lower_bound(
+      inv.devices.begin(), inv.devices.end(), address,
+      [](const Device& d, PciAddress a) { return d.address < a; });
+  if (it == inv.devices.end() || it->address != address) return nullptr;
+  return &*it;
+}
+
+// The node reports another serial where a Released device was (both known).
+bool SerialChanged(const ReleasedDevice& r, const NodeInventory& inv) {
+  const Device* d = FindDevice(inv, r.address);
+  return d != nullptr && !r.serial.empty() && !d->serial.empty() && d->serial != r.serial;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Allocator>> Allocator::Open(AllocatorOptions options,
@@ -188,13 +202,19 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
     next.inventory = inventory;
     std::vector<Mutation> mutations;
     if (node != nullptr) {
-      // Devices handed back to their host driver leave the return list.
+      // Devices back on their host driver and healthy (pdc-node reports a
+      // device unhealthy until its erase is done) leave the return list.
       for (PciAddress a : node->return_to_host) {
-        auto it = std::find_if(inventory.devices.begin(), inventory.devices.end(),
-                               [&](const Device& d) { return d.address == a; });
-        if (it != inventory.devices.end() && (it->driver == "vfio-pci" || it->driver.empty())) {
+        const Device* d = FindDevice(inventory, a);
+        if (d != nullptr && (d->driver == "vfio-pci" || d->driver.empty() ||
+                             d->health != DeviceHealth::kHealthy)) {
           next.return_to_host.push_back(a);
         }
+      }
+      // A Released mark stays while the device is away; a different serial
+      // at its address is another drive, without the deleted claim's data.
+      for (const ReleasedDevice& r : node->released) {
+        if (!SerialChanged(r, inventory)) next.released.push_back(r);
       }
       std::vector<const Claim*> claims(node->claims.begin(), node->claims.end());
       std::sort(claims.begin(), claims.end(),
@@ -236,7 +256,16 @@ absl::Status AllocatorImpl::RemoveNode(std::string_view name) {
       return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
     }
     std::vector<Mutation> mutations;
-    mutations.push_back(DeleteNode{std::string(name)});
+    if (node->released.empty()) {
+      mutations.push_back(DeleteNode{std::string(name)});
+    } else {
+      // Released devices keep their mark should the node come back with
+      // them: the node stays known, with no devices, until then.
+      NodeRecord rec;
+      rec.inventory.node = std::string(name);
+      rec.released = node->released;
+      mutations.push_back(PutNode{std::move(rec)});
+    }
     std::vector<const Claim*> claims(node->claims.begin(), node->claims.end());
     std::sort(claims.begin(), claims.end(),
               [](const Claim* a, const Claim* b) { return a->key < b->key; });
@@ -320,6 +349,25 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
       rec.return_to_host.erase(std::unique(rec.return_to_host.begin(), rec.return_to_host.end()),
                                rec.return_to_host.end());
       mutations.push_back(PutNode{std::move(rec)});
+    } else if (c->spec.reclaim_policy == ReclaimPolicy::kRetain && node != nullptr &&
+               !c->status.devices.empty()) {
+      // The devices keep the claim's data: Released, also those the node
+      // does not report now (they may come back). Without a record (the node
+      // was removed) one with no devices keeps the marks.
+      NodeRecord rec = node->has_record ? node->ToRecord() : NodeRecord{};
+      rec.inventory.node = node->name;
+      for (const BoundDevice& b : c->status.devices) {
+        ReleasedDevice r{b.address, b.serial, key};
+        if (SerialChanged(r, rec.inventory)) continue;  // Another drive is there now.
+        std::erase_if(rec.released,
+                      [&](const ReleasedDevice& x) { return x.address == b.address; });
+        rec.released.push_back(std::move(r));
+      }
+      std::sort(rec.released.begin(), rec.released.end(),
+                [](const ReleasedDevice& a, const ReleasedDevice& b) {
+                  return a.address < b.address;
+                });
+      mutations.push_back(PutNode{std::move(rec)});
     }
     ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
   }
@@ -347,6 +395,35 @@ absl::Status AllocatorImpl::Release(const ClaimKey& key, std::string_view pod_ui
   return SyncOrFail(std::move(commit));
 }
 
+absl::Status AllocatorImpl::ReleaseDevice(std::string_view name, PciAddress address) {
+  Commit commit;
+  {
+    absl::MutexLock lock(&mu_);
+    const NodeState* node = state_.FindNode(name);
+    if (node == nullptr || !node->has_record) {
+      return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
+    }
+    if (node->FindReleased(address) == nullptr) {
+      const DeviceSlot* slot = node->Find(address);
+      if (slot == nullptr) {
+        return absl::NotFoundError(absl::StrCat("node ", Sv(name), " has no device ",
+                                                address.ToString(),
+                                                " and no Released mark for it"));
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device ", address.ToString(), " on node ", Sv(name), " is not Released (it is ",
+          slot->owner != nullptr                      ? "held by claim " + slot->owner->key.ToString()
+          : slot->hold == DeviceHold::kReturning ? "waiting to return to its host driver"
+                                                 : "free",
+          ")"));
+    }
+    NodeRecord rec = node->ToRecord();
+    std::erase_if(rec.released, [&](const ReleasedDevice& r) { return r.address == address; });
+    ASSIGN_OR_RETURN(commit, CommitLocked({PutNode{std::move(rec)}}));
+  }
+  return SyncOrFail(std::move(commit));
+}
+
 bool AllocatorImpl::ReportingLocked(const NodeState& node, absl::Time now) const {
   return node.has_record && now - node.last_report <= options_.node_stale_after;
 }
@@ -357,6 +434,8 @@ NodeView AllocatorImpl::ViewLocked(const NodeState& node, absl::Time now) const 
   v.inventory = node.ToRecord().inventory;
   v.reporting = ReportingLocked(node, now);
   v.last_report = node.last_report;
+  v.return_to_host = node.return_to_host;
+  v.released = node.released;
   return v;
 }
 
@@ -415,6 +494,10 @@ AllocatorStats AllocatorImpl::Stats() const {
     for (const DeviceSlot& d : node.devices) {
       if (d.owner != nullptr) {
         ++s.devices_allocated;
+      } else if (d.hold == DeviceHold::kReleased) {
+        ++s.devices_released;
+      } else if (d.hold == DeviceHold::kReturning) {
+        ++s.devices_returning;
       } else if (d.device.health != DeviceHealth::kHealthy || d.device.iommu_group < 0) {
         ++s.devices_unhealthy;
       } else {

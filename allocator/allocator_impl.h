@@ -35,6 +35,7 @@ class AllocatorImpl final : public Allocator {
   std::vector<Claim> ListClaims(std::string_view ns) const override;
   absl::Status DeleteClaim(const ClaimKey& key, bool force) override;
   absl::Status Release(const ClaimKey& key, std::string_view pod_uid) override;
+  absl::Status ReleaseDevice(std::string_view node, PciAddress address) override;
 
   absl::StatusOr<std::vector<ResolvedClaim>> Resolve(
       const SchedulingRequest& request) const override;

@@ -184,8 +184,9 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
       for (size_t c = 0; c < plan.need.size(); ++c) {
         if (node->summary[c].free_single < plan.need[c]) {
           return {Verdict::kUnresolvable, FilterReason::kInsufficient, {},
-                  InsufficientMessage(state_.classes()[c].resource_name, plan.need[c],
-                                      node->summary[c].free_single),
+                  absl::StrCat(InsufficientMessage(state_.classes()[c].resource_name,
+                                                   plan.need[c], node->summary[c].free_single),
+                               HeldDevicesNote(node->summary[c])),
                   node};
         }
       }
@@ -218,6 +219,8 @@ AllocatorImpl::HotVerdict AllocatorImpl::HotEvaluateLocked(const RequestPlan& pl
   }
   for (size_t c = 0; c < plan.need.size(); ++c) {
     if (hot->free_single[c] < plan.need[c]) {
+      // Held devices make the message node-specific: EvaluateLocked says why.
+      if (hot->held[c] != 0) return {};
       return {HotVerdict::kInsufficient, c, hot->free_single[c]};
     }
   }

@@ -18,12 +18,21 @@ const DeviceSlot* NodeState::Find(PciAddress address) const {
   return &*it;
 }
 
+const ReleasedDevice* NodeState::FindReleased(PciAddress address) const {
+  auto it = std::lower_bound(
+      released.begin(), released.end(), address,
+      [](const ReleasedDevice& r, PciAddress a) { return r.address < a; });
+  if (it == released.end() || it->address != address) return nullptr;
+  return &*it;
+}
+
 NodeRecord NodeState::ToRecord() const {
   NodeRecord r;
   r.inventory.node = name;
   r.inventory.devices.reserve(devices.size());
   for (const DeviceSlot& s : devices) r.inventory.devices.push_back(s.device);
   r.return_to_host = return_to_host;
+  r.released = released;
   return r;
 }
 
@@ -75,6 +84,7 @@ NodeHot ClusterState::HotOf(const NodeState& node) const {
     h.free_single[c] = node.summary[c].free_single;
     h.healthy[c] = node.summary[c].healthy;
     h.allocated[c] = node.summary[c].allocated;
+    h.held[c] = node.summary[c].released != 0 || node.summary[c].returning != 0 ? 1 : 0;
     for (const auto& [numa, count] : node.summary[c].free_single_by_numa) {
       h.max_single_on_numa[c] = std::max(h.max_single_on_numa[c], count);
     }
@@ -227,6 +237,16 @@ absl::Status ClusterState::ApplyPutNode(const NodeRecord& record, uint64_t revis
               return a.device.address < b.device.address;
             });
   node.return_to_host = record.return_to_host;
+  node.released = record.released;
+  for (const ReleasedDevice& r : node.released) {
+    if (auto* slot = const_cast<DeviceSlot*>(node.Find(r.address))) {
+      slot->hold = DeviceHold::kReleased;
+    }
+  }
+  // A device on its way back to the host is not offered even to a pin.
+  for (PciAddress a : node.return_to_host) {
+    if (auto* slot = const_cast<DeviceSlot*>(node.Find(a))) slot->hold = DeviceHold::kReturning;
+  }
   // Re-link the claims that live on this node to the new slots.
   std::vector<const Claim*> claims(node.claims.begin(), node.claims.end());
   for (const Claim* c : claims) RETURN_IF_ERROR(LinkClaim(c, revision));
@@ -242,6 +262,7 @@ void ClusterState::ApplyDeleteNode(const std::string& name, uint64_t revision) {
   Touch(node, revision);
   node.devices.clear();
   node.return_to_host.clear();
+  node.released.clear();
   RecomputeSummary(node);
   // The NodeState stays while claims still name the node, so they can be
   // found again if it comes back.
@@ -276,7 +297,9 @@ void ClusterState::ComputeSummary(NodeState& node) const {
     if (s.device.health == DeviceHealth::kHealthy && s.device.iommu_group >= 0) {
       ++c.healthy;
     }
-    if (s.owner != nullptr) ++c.allocated;
+    if (s.owner != nullptr || s.hold != DeviceHold::kNone) ++c.allocated;
+    if (s.owner == nullptr && s.hold == DeviceHold::kReleased) ++c.released;
+    if (s.owner == nullptr && s.hold == DeviceHold::kReturning) ++c.returning;
   }
   for (const FreeGroup& g : UsableFreeGroups(node)) {
     ClassSummary& c = node.summary[g.class_index];
@@ -359,6 +382,20 @@ std::string ClusterState::CheckInvariants() const {
       }
     }
     for (const DeviceSlot& s : node.devices) {
+      const DeviceHold want =
+          std::binary_search(node.return_to_host.begin(), node.return_to_host.end(),
+                             s.device.address)
+              ? DeviceHold::kReturning
+          : node.FindReleased(s.device.address) != nullptr ? DeviceHold::kReleased
+                                                           : DeviceHold::kNone;
+      if (s.hold != want) {
+        return absl::StrCat("device ", s.device.address.ToString(), " on ", name,
+                            " has a stale return/Released mark");
+      }
+      if (s.owner != nullptr && s.hold != DeviceHold::kNone) {
+        return absl::StrCat("device ", s.device.address.ToString(), " on ", name,
+                            " is held by a claim and also Released or returning to the host");
+      }
       if (s.owner == nullptr) continue;
       auto it = seen.find(std::make_pair(name, s.device.address.packed()));
       if (it == seen.end() || it->second != s.owner) {

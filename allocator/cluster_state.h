@@ -31,16 +31,28 @@ namespace pdc {
 
 inline constexpr int16_t kNoClass = -1;
 
+// Why a device no claim owns is still not free (docs/design.md §4.7).
+enum class DeviceHold : uint8_t {
+  kNone = 0,
+  kReturning = 1,  // On the node's return_to_host list: offered to no claim.
+  kReleased = 2,   // Released: offered only to a claim that pins it.
+};
+
 struct DeviceSlot {
   Device device;
   int16_t class_index = kNoClass;
   const Claim* owner = nullptr;  // The claim holding this device, if any.
+  DeviceHold hold = DeviceHold::kNone;
 };
 
 // Per node and device class, what the filter's fast path needs.
 struct ClassSummary {
   uint16_t healthy = 0;      // Healthy devices of the class in an IOMMU group.
-  uint16_t allocated = 0;    // Devices of the class owned by a claim.
+  // Devices of the class owned by a claim or held (Released, returning):
+  // what scoring counts as in use.
+  uint16_t allocated = 0;
+  uint16_t released = 0;     // Devices of the class held as Released.
+  uint16_t returning = 0;    // Devices of the class waiting to return to the host.
   uint16_t free_usable = 0;  // Free devices in groups that can be allocated.
   uint16_t free_single = 0;  // ... of which in single-device groups.
   // Free single-device groups per NUMA node: (numa, count), by numa.
@@ -53,7 +65,8 @@ struct NodeState {
   std::string name;
   bool has_record = false;  // An inventory is known (and persisted).
   std::vector<DeviceSlot> devices;  // Sorted by address.
-  std::vector<PciAddress> return_to_host;
+  std::vector<PciAddress> return_to_host;  // Sorted; slots have kReturning.
+  std::vector<ReleasedDevice> released;     // Sorted; slots have kReleased.
   absl::flat_hash_set<const Claim*> claims;  // Claims whose status.node is here.
   // Of `claims`, those whose reserving pod has not received its devices yet
   // (ClaimStatus::HandoffPending). Almost always empty or tiny.
@@ -63,6 +76,8 @@ struct NodeState {
   absl::Time last_report = absl::InfinitePast();  // In memory only.
 
   const DeviceSlot* Find(PciAddress address) const;
+  // The Released mark of `address`, or nullptr.
+  const ReleasedDevice* FindReleased(PciAddress address) const;
   NodeRecord ToRecord() const;
 };
 

@@ -38,6 +38,9 @@ struct NodeHot {
   // applies), and how many there are.
   std::array<uint8_t, kHotClasses> all_single{};
   std::array<uint16_t, kHotClasses> free_single{};
+  // Per class: some device is Released or returning to its host, so a
+  // shortage needs the full NodeState to explain itself.
+  std::array<uint8_t, kHotClasses> held{};
   // For scoring: ClassSummary::healthy and ::allocated, and the most free
   // single-device groups on any one NUMA node.
   std::array<uint16_t, kHotClasses> healthy{};

@@ -80,8 +80,9 @@ absl::Status NotEnough(const NodeState& node, const std::vector<DeviceClass>& cl
   }
   const std::string& resource = classes[cls].resource_name;
   if (free < want) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("insufficient free ", resource, ": want ", want, ", free ", free));
+    return absl::FailedPreconditionError(absl::StrCat("insufficient free ", resource,
+                                                      ": want ", want, ", free ", free,
+                                                      HeldDevicesNote(node.summary[cls])));
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "free ", resource, " cannot be split along IOMMU groups: want ", want,
@@ -90,7 +91,28 @@ absl::Status NotEnough(const NodeState& node, const std::vector<DeviceClass>& cl
 
 }  // namespace
 
-std::vector<FreeGroup> UsableFreeGroups(const NodeState& node) {
+std::string HeldDevicesNote(const ClassSummary& summary) {
+  std::string note;
+  if (summary.released == 1) {
+    absl::StrAppend(&note, "; 1 device released by a deleted claim (Retain): release it with "
+                           "pdcctl or pin it");
+  } else if (summary.released > 1) {
+    absl::StrAppend(&note, "; ", summary.released,
+                    " devices released by deleted claims (Retain): release them with pdcctl "
+                    "or pin them");
+  }
+  if (summary.returning == 1) {
+    absl::StrAppend(&note, "; 1 device waiting to be erased and handed back to its host "
+                           "driver (its claim was deleted with reclaimPolicy Delete)");
+  } else if (summary.returning > 1) {
+    absl::StrAppend(&note, "; ", summary.returning,
+                    " devices waiting to be erased and handed back to their host driver "
+                    "(their claims were deleted with reclaimPolicy Delete)");
+  }
+  return note;
+}
+
+std::vector<FreeGroup> UsableFreeGroups(const NodeState& node, bool with_released) {
   // (group id, slot index) for every managed device that is in a group.
   absl::InlinedVector<std::pair<int32_t, uint16_t>, 16> members;
   for (size_t i = 0; i < node.devices.size(); ++i) {
@@ -113,7 +135,10 @@ std::vector<FreeGroup> UsableFreeGroups(const NodeState& node) {
         g.numa = s.device.numa_node;
       }
       usable = usable && s.owner == nullptr && s.device.health == DeviceHealth::kHealthy &&
-               s.class_index == g.class_index;
+               s.class_index == g.class_index &&
+               (s.hold == DeviceHold::kNone ||
+                (with_released && s.hold == DeviceHold::kReleased));
+      if (s.hold == DeviceHold::kReleased) g.released = true;
       if (s.device.numa_node != g.numa) g.numa = -1;
       g.slots.push_back(members[j].second);
     }
@@ -138,7 +163,9 @@ absl::StatusOr<Placement> PlaceOnNode(const NodeState& node,
                                       const std::vector<DeviceClass>& classes,
                                       const std::vector<PendingClaim>& pending,
                                       std::optional<int16_t> bound_numa) {
-  const std::vector<FreeGroup> groups = UsableFreeGroups(node);
+  const bool any_pin = std::any_of(pending.begin(), pending.end(),
+                                   [](const PendingClaim& p) { return IsPinned(*p.spec); });
+  const std::vector<FreeGroup> groups = UsableFreeGroups(node, /*with_released=*/any_pin);
   std::vector<char> used(groups.size(), 0);
   Placement out;
   out.devices.resize(pending.size());
@@ -168,6 +195,14 @@ absl::StatusOr<Placement> PlaceOnNode(const NodeState& node,
           "claim ", pending[i].key->ToString(), " is pinned to device ", what,
           ", which node ", node.name, " does not have"));
     }
+    const DeviceSlot& pinned = node.devices[*slot];
+    if (pinned.hold == DeviceHold::kReturning) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pinned device ", what, " on node ", node.name,
+          " is waiting to be erased and handed back to its host driver (its claim was deleted "
+          "with reclaimPolicy Delete); it is offered again once the node reports it back on "
+          "its host driver, healthy"));
+    }
     std::optional<size_t> group;
     for (size_t g = 0; g < groups.size() && !group; ++g) {
       if (used[g]) continue;
@@ -179,6 +214,18 @@ absl::StatusOr<Placement> PlaceOnNode(const NodeState& node,
       return absl::FailedPreconditionError(absl::StrCat(
           "pinned device ", what, " on node ", node.name,
           " is not free (in use, unhealthy, or its IOMMU group is not wholly free)"));
+    }
+    if (groups[*group].released) {
+      // The pin takes its own Released device, never a Released neighbour.
+      for (uint16_t s : groups[*group].slots) {
+        if (s != *slot && node.devices[s].hold == DeviceHold::kReleased) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "pinned device ", what, " on node ", node.name, " shares its IOMMU group with ",
+              node.devices[s].device.address.ToString(),
+              ", which is Released (a deleted claim's data is on it); release it with pdcctl "
+              "or pin it too"));
+        }
+      }
     }
     if (groups[*group].class_index != pending[i].class_index) {
       return absl::FailedPreconditionError(absl::StrCat("pinned device ", what, " is not a ",
@@ -195,6 +242,10 @@ absl::StatusOr<Placement> PlaceOnNode(const NodeState& node,
       }
     }
   }
+  // Released groups no pin took are offered to nobody else.
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].released) used[g] = 1;
+  }
   for (size_t c = 0; c < classes.size(); ++c) {
     if (surplus[c].size() > need[c]) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -208,8 +259,9 @@ absl::StatusOr<Placement> PlaceOnNode(const NodeState& node,
   // Same NUMA node first: the one the pod already uses here, then the lowest.
   std::vector<int16_t> candidates;
   if (bound_numa && *bound_numa >= 0) candidates.push_back(*bound_numa);
-  for (const FreeGroup& g : groups) {
-    if (g.numa >= 0 &&
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const FreeGroup& g = groups[i];
+    if (!used[i] && g.numa >= 0 &&
         std::find(candidates.begin(), candidates.end(), g.numa) == candidates.end()) {
       candidates.push_back(g.numa);
     }

@@ -5,7 +5,9 @@
 // filter counted on (unless the state changed in between).
 //
 // Rules (docs/design.md §5.6): whole IOMMU groups only; a group is usable
-// when every managed device in it is healthy, free and of one class; all of a
+// when every managed device in it is healthy, free and of one class, and none
+// is Released or waiting to return to its host driver (§4.7: a Released device
+// only for a claim that pins it, a returning one never); all of a
 // pod's new devices on one NUMA node when possible (the NUMA node of its
 // devices already bound here first, else the lowest that fits); lowest PCI
 // address first; deterministic.
@@ -30,13 +32,22 @@ struct FreeGroup {
   int32_t id = -1;
   int16_t class_index = kNoClass;
   int16_t numa = -1;              // NUMA node of its devices (-1 when mixed).
+  bool released = false;          // Holds a Released device (only for a pin).
   // Indices into NodeState::devices, by address. Inline: most groups hold
   // one device, and this runs on every claim change of the node.
   absl::InlinedVector<uint16_t, 2> slots;
 };
 
 // Usable free groups of a node, ordered by their lowest device address.
-std::vector<FreeGroup> UsableFreeGroups(const NodeState& node);
+// `with_released`: also groups whose only hold is Released (marked
+// `released`), for claims that pin a device.
+std::vector<FreeGroup> UsableFreeGroups(const NodeState& node, bool with_released = false);
+
+// Why a class is shorter than its healthy devices suggest: "" when no device
+// of it is held, else e.g. "; 1 device released by a deleted claim (Retain):
+// release it with pdcctl or pin it". Appended to insufficient-devices
+// messages.
+std::string HeldDevicesNote(const ClassSummary& summary);
 
 // A pending claim to place; pointers stay owned by the caller.
 struct PendingClaim {

@@ -20,7 +20,9 @@ enum Tag : uint8_t {
 };
 // Version 2 added ClaimStatus::handed_off_to; version 1 records still decode
 // (their reservations count as handed off: they predate the hand-off gate).
-constexpr uint8_t kFormatVersion = 2;
+// Version 3 added NodeRecord::released; older node records have none (their
+// Retain-policy devices were freed at once).
+constexpr uint8_t kFormatVersion = 3;
 constexpr uint8_t kOldestFormatVersion = 1;
 
 void EncodeDevice(Encoder& e, const Device& d) {
@@ -154,9 +156,15 @@ void EncodeNode(Encoder& e, const NodeRecord& n) {
   for (const Device& dev : n.inventory.devices) EncodeDevice(e, dev);
   e.Varint(n.return_to_host.size());
   for (PciAddress a : n.return_to_host) e.Fixed32(a.packed());
+  e.Varint(n.released.size());
+  for (const ReleasedDevice& r : n.released) {
+    e.Fixed32(r.address.packed());
+    e.String(r.serial);
+    EncodeKey(e, r.claim);
+  }
 }
 
-void DecodeNode(Decoder& d, NodeRecord& n) {
+void DecodeNode(Decoder& d, uint8_t version, NodeRecord& n) {
   n.inventory.node = std::string(d.String());
   uint64_t count = d.Count(13);
   n.inventory.devices.resize(count);
@@ -164,6 +172,15 @@ void DecodeNode(Decoder& d, NodeRecord& n) {
   uint64_t returns = d.Count(4);
   n.return_to_host.resize(returns);
   for (PciAddress& a : n.return_to_host) a = PciAddress::FromPacked(d.Fixed32());
+  n.released.clear();
+  if (version < 3) return;
+  uint64_t released = d.Count(7);
+  n.released.resize(released);
+  for (ReleasedDevice& r : n.released) {
+    r.address = PciAddress::FromPacked(d.Fixed32());
+    r.serial = std::string(d.String());
+    DecodeKey(d, r.claim);
+  }
 }
 
 }  // namespace
@@ -245,7 +262,7 @@ absl::StatusOr<Record> DecodeRecord(std::string_view bytes) {
       }
       case kTagPutNode: {
         PutNode p;
-        DecodeNode(d, p.node);
+        DecodeNode(d, version, p.node);
         r.mutations.emplace_back(std::move(p));
         break;
       }

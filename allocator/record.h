@@ -17,12 +17,15 @@
 
 namespace pdc {
 
-// Persisted per-node state: the inventory as last reported plus the devices
+// Persisted per-node state: the inventory as last reported, the devices
 // whose Delete-policy claim was deleted and that the node driver must hand
-// back to their host driver.
+// back to their host driver, and the devices whose Retain-policy claim was
+// deleted (Released). Neither kind is offered to a claim (docs/design.md
+// §4.7), except a Released device to a claim that pins it.
 struct NodeRecord {
   NodeInventory inventory;
   std::vector<PciAddress> return_to_host;  // Sorted.
+  std::vector<ReleasedDevice> released;    // Sorted by address, no repeats.
 
   bool operator==(const NodeRecord&) const = default;
 };

@@ -604,6 +604,35 @@ NodeSummary SummaryOf(const NodeView& n) {
   return NodeSummary{n.name, n.reporting, n.last_report, n.inventory.devices.size()};
 }
 
+std::string_view ToString(DeviceState state) {
+  switch (state) {
+    case DeviceState::kFree:
+      return "Free";
+    case DeviceState::kAllocated:
+      return "Allocated";
+    case DeviceState::kUnhealthy:
+      return "Unhealthy";
+    case DeviceState::kReturning:
+      return "ReturningToHost";
+    case DeviceState::kReleased:
+      return "Released";
+  }
+  return "Unknown";
+}
+
+namespace {
+
+// The state of a listing that does not say (a server before states).
+DeviceState ImpliedState(const DeviceListing& l) {
+  if (l.claim.has_value()) return DeviceState::kAllocated;
+  if (l.device.health != DeviceHealth::kHealthy || l.device.iommu_group < 0) {
+    return DeviceState::kUnhealthy;
+  }
+  return DeviceState::kFree;
+}
+
+}  // namespace
+
 std::vector<DeviceListing> ListDevices(const std::vector<NodeView>& nodes,
                                        const std::vector<Claim>& claims) {
   std::map<std::pair<std::string_view, PciAddress>, const ClaimKey*> held;
@@ -613,8 +642,23 @@ std::vector<DeviceListing> ListDevices(const std::vector<NodeView>& nodes,
   std::vector<DeviceListing> out;
   for (const NodeView& n : nodes) {
     for (const Device& d : n.inventory.devices) {
-      DeviceListing l{n.name, d, std::nullopt};
+      DeviceListing l;
+      l.node = n.name;
+      l.device = d;
       if (auto it = held.find({n.name, d.address}); it != held.end()) l.claim = *it->second;
+      auto released = std::find_if(n.released.begin(), n.released.end(),
+                                   [&](const ReleasedDevice& r) { return r.address == d.address; });
+      if (l.claim.has_value()) {
+        l.state = DeviceState::kAllocated;
+      } else if (std::find(n.return_to_host.begin(), n.return_to_host.end(), d.address) !=
+                 n.return_to_host.end()) {
+        l.state = DeviceState::kReturning;
+      } else if (released != n.released.end()) {
+        l.state = DeviceState::kReleased;
+        l.released_from = released->claim;
+      } else {
+        l.state = ImpliedState(l);
+      }
       out.push_back(std::move(l));
     }
   }
@@ -643,6 +687,14 @@ void WriteListing(Writer& w, const DeviceListing& l, bool with_node) {
   Key(w, "claim");
   if (l.claim.has_value()) {
     Str(w, l.claim->ToString());
+  } else {
+    w.Null();
+  }
+  Key(w, "state");
+  Str(w, ToString(l.state));
+  Key(w, "releasedFrom");
+  if (l.released_from.has_value()) {
+    Str(w, l.released_from->ToString());
   } else {
     w.Null();
   }
@@ -686,6 +738,31 @@ absl::StatusOr<DeviceListing> ParseListing(const Value& v, std::string_view at,
                    json::OptString(v, "claim", absl::StrCat(Sv(at), ".claim")));
   if (!claim.empty()) {
     ASSIGN_OR_RETURN(l.claim, ParseClaimKey(claim, absl::StrCat(Sv(at), ".claim")));
+  }
+  const std::string state_field = absl::StrCat(Sv(at), ".state");
+  ASSIGN_OR_RETURN(std::string_view state, json::OptString(v, "state", state_field));
+  if (state.empty()) {
+    l.state = ImpliedState(l);
+  } else {
+    bool known = false;
+    for (DeviceState s : {DeviceState::kFree, DeviceState::kAllocated, DeviceState::kUnhealthy,
+                          DeviceState::kReturning, DeviceState::kReleased}) {
+      if (state == ToString(s)) {
+        l.state = s;
+        known = true;
+      }
+    }
+    if (!known) {
+      return json::FieldError(
+          state_field, absl::StrCat(model::QuoteForMessage(state),
+                                    " must be Free, Allocated, Unhealthy, ReturningToHost or "
+                                    "Released"));
+    }
+  }
+  const std::string from_field = absl::StrCat(Sv(at), ".releasedFrom");
+  ASSIGN_OR_RETURN(std::string_view from, json::OptString(v, "releasedFrom", from_field));
+  if (!from.empty()) {
+    ASSIGN_OR_RETURN(l.released_from, ParseClaimKey(from, from_field));
   }
   return l;
 }

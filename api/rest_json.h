@@ -92,11 +92,24 @@ struct NodeSummary {
 
   bool operator==(const NodeSummary&) const = default;
 };
+// Where a device stands (docs/rest-api.md §4.3), the listing's "state".
+enum class DeviceState : uint8_t {
+  kFree = 0,        // Offered to any claim.
+  kAllocated = 1,   // A claim holds it ("claim" names it).
+  kUnhealthy = 2,   // Unhealthy or in no IOMMU group.
+  kReturning = 3,   // "ReturningToHost": a Delete-policy claim was deleted;
+                    // offered again once erased and back on its host driver.
+  kReleased = 4,    // A Retain-policy claim was deleted ("releasedFrom").
+};
+std::string_view ToString(DeviceState state);
+
 // A reported device with the claim whose status holds it.
 struct DeviceListing {
   std::string node;
   Device device;
   std::optional<ClaimKey> claim;  // Free: none.
+  DeviceState state = DeviceState::kFree;
+  std::optional<ClaimKey> released_from;  // Released: the deleted claim.
 
   bool operator==(const DeviceListing&) const = default;
 };
@@ -118,11 +131,13 @@ std::vector<DeviceListing> ListDevices(const std::vector<NodeView>& nodes,
 // {"items": [{"name", "reporting", "lastReport", "devices": <count>}]}
 std::string WriteNodeList(const std::vector<NodeSummary>& nodes);
 absl::StatusOr<std::vector<NodeSummary>> ParseNodeList(std::string_view body);
-// {"name", "reporting", "lastReport", "devices": [{<device>, "claim"}]}
+// {"name", "reporting", "lastReport", "devices": [{<device>, "claim",
+// "state", "releasedFrom"}]}. A listing without "state" (a server before
+// states) reads as Allocated with a claim, else Free or Unhealthy.
 std::string WriteNodeDetail(const NodeDetail& detail);
 absl::StatusOr<NodeDetail> ParseNodeDetail(std::string_view body);
-// {"items": [{"node", <device>, "claim"}]}; "claim" is "namespace/name" or
-// null.
+// {"items": [{"node", <device>, "claim", "state", "releasedFrom"}]};
+// "claim" and "releasedFrom" are "namespace/name" or null.
 std::string WriteDeviceList(const std::vector<DeviceListing>& devices);
 absl::StatusOr<std::vector<DeviceListing>> ParseDeviceList(std::string_view body);
 

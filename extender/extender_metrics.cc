@@ -94,6 +94,8 @@ ExtenderMetrics::ExtenderMetrics(MetricsRegistry* registry,
         return std::vector<LabeledValue>{
             {{"allocated"}, static_cast<double>(s.devices_allocated)},
             {{"free"}, static_cast<double>(s.devices_free)},
+            {{"released"}, static_cast<double>(s.devices_released)},
+            {{"returning"}, static_cast<double>(s.devices_returning)},
             {{"unhealthy"}, static_cast<double>(s.devices_unhealthy)}};
       });
   registry->AddCallbackFamily(

@@ -10,7 +10,8 @@
 //   pdc_bind_rollbacks_total                    counter
 //   pdc_bind_read_backs_total{result}           counter (bound|not_bound|unknown)
 //   pdc_claims{phase}                           gauge   (Allocator::Stats)
-//   pdc_devices{state}                          gauge   (free|allocated|unhealthy)
+//   pdc_devices{state}                          gauge   (free|allocated|unhealthy|
+//                                                         released|returning)
 //   pdc_nodes{state}                            gauge   (reporting|not_reporting)
 //   pdc_store_revision                          gauge
 //   pdc_store_sync_duration_seconds             histogram (TimedStore)

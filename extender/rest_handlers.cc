@@ -1,5 +1,6 @@
 #include "extender/rest_handlers.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "api/validation.h"
 #include "common/strings.h"
 #include "extender/json_response.h"
+#include "spdlog/spdlog.h"
 
 namespace pdc::extender {
 
@@ -68,6 +70,23 @@ absl::StatusOr<bool> BoolParam(const Query& q, std::string_view key) {
   return json::TypeError(key, "must be true or false");
 }
 
+// A Released mark the allocator dropped because the node now reports
+// another serial at the address (docs/design.md §4.7): worth a line, since
+// an administrator may be looking for that data.
+void LogSwappedDrives(std::string_view node, const std::vector<ReleasedDevice>& before,
+                      const std::vector<Device>& reported) {
+  for (const ReleasedDevice& r : before) {
+    auto d = std::find_if(reported.begin(), reported.end(),
+                          [&](const Device& x) { return x.address == r.address; });
+    if (d == reported.end() || r.serial.empty() || d->serial.empty() || d->serial == r.serial) {
+      continue;
+    }
+    spdlog::warn("node {} reports serial {} at {}, where Released serial {} (of deleted claim "
+                 "{}) was: another drive, so the Released mark is dropped",
+                 node, d->serial, r.address.ToString(), r.serial, r.claim.ToString());
+  }
+}
+
 }  // namespace
 
 Query ParseQuery(std::string_view query) {
@@ -87,10 +106,17 @@ HttpResponse RestHandlers::PutInventory(std::string_view node,
   }
   absl::StatusOr<NodeInventory> inv = ParseInventory(body, node);
   if (!inv.ok()) return ErrorResponse(inv.status());
+  std::vector<ReleasedDevice> released_before;
+  if (absl::StatusOr<NodeView> v = ctx_->allocator->GetNode(node); v.ok()) {
+    released_before = std::move(v->released);
+  }
+  std::vector<Device> reported;
+  if (!released_before.empty()) reported = inv->devices;
   if (absl::Status s = ctx_->allocator->ReplaceInventory(*std::move(inv));
       !s.ok()) {
     return ErrorResponse(s);
   }
+  if (!released_before.empty()) LogSwappedDrives(node, released_before, reported);
   size_t accepted = 0;
   if (absl::StatusOr<NodeView> v = ctx_->allocator->GetNode(node); v.ok()) {
     accepted = v->inventory.devices.size();
@@ -265,6 +291,21 @@ HttpResponse RestHandlers::GetNode(std::string_view node) const {
   if (!v.ok()) return ErrorResponse(v.status());
   return Ok(WriteNodeDetail(api::NodeDetail{
       api::SummaryOf(*v), api::ListDevices({*v}, ctx_->allocator->ListClaims(""))}));
+}
+
+HttpResponse RestHandlers::ReleaseDevice(std::string_view node,
+                                         std::string_view address) const {
+  if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
+    return ErrorResponse(s);
+  }
+  absl::StatusOr<PciAddress> a = api::ParseAddress(address, "address");
+  if (!a.ok()) return ErrorResponse(a.status());
+  if (absl::Status s = ctx_->allocator->ReleaseDevice(node, *a); !s.ok()) {
+    return ErrorResponse(s);
+  }
+  spdlog::info("device {} on node {} released by an administrator: offered to any claim",
+               a->ToString(), node);
+  return GetNode(node);
 }
 
 HttpResponse RestHandlers::ListDevices() const {

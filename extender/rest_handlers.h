@@ -49,6 +49,8 @@ class RestHandlers {
   HttpResponse ListNodes() const;
   HttpResponse GetNode(std::string_view node) const;
   HttpResponse ListDevices() const;
+  // An administrator releases a Released device (docs/rest-api.md §4.6).
+  HttpResponse ReleaseDevice(std::string_view node, std::string_view address) const;
 
  private:
   const ExtenderContext* const ctx_;

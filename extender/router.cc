@@ -194,6 +194,9 @@ HttpResponse Router::Rest(HttpRequest& req, std::string_view path,
     if (p.size() == 4 && p[2] == "handoffs") {
       return allow("DELETE") ? rest_.CancelHandoff(p[1], p[3]) : MethodNotAllowed(req, path);
     }
+    if (p.size() == 5 && p[2] == "devices" && p[4] == "release") {
+      return allow("POST") ? rest_.ReleaseDevice(p[1], p[3]) : MethodNotAllowed(req, path);
+    }
     if (p.size() == 3 && p[2] == "allocations") {
       *route = Route::kAllocations;
       return allow("GET") ? rest_.GetAllocations(p[1], q, req.allow_wait)

@@ -77,6 +77,12 @@ struct NodeView {
   NodeInventory inventory;
   bool reporting = false;
   absl::Time last_report = absl::InfinitePast();
+  // Devices never offered until the node driver reports them back on their
+  // host driver, healthy (a Delete-policy claim was deleted), sorted.
+  std::vector<PciAddress> return_to_host;
+  // Devices offered only to a claim that pins them until an administrator
+  // releases them (a Retain-policy claim was deleted), sorted by address.
+  std::vector<ReleasedDevice> released;
 };
 
 }  // namespace pdc

@@ -131,6 +131,20 @@ struct BoundDevice {
   bool operator==(const BoundDevice&) const = default;
 };
 
+// A device of a claim deleted with reclaimPolicy Retain: it stays on
+// vfio-pci with the deleted claim's data, so it is offered only to a claim
+// that pins it (by serial or address) until an administrator releases it
+// (docs/design.md §4.7). The mark survives the device vanishing from the
+// inventory; a different serial at the address (the drive was swapped)
+// drops it.
+struct ReleasedDevice {
+  PciAddress address;
+  std::string serial;  // The serial the claim was bound to; "" when unknown.
+  ClaimKey claim;      // The deleted claim.
+
+  bool operator==(const ReleasedDevice&) const = default;
+};
+
 struct ClaimStatus {
   ClaimPhase phase = ClaimPhase::kPending;
   // Set once bound and kept while Lost, so a device that comes back is

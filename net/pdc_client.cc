@@ -170,6 +170,15 @@ absl::StatusOr<std::vector<api::DeviceListing>> PdcClient::ListDevices() {
   return Decoded("list devices", api::ParseDeviceList(r.body));
 }
 
+absl::StatusOr<api::NodeDetail> PdcClient::ReleaseDevice(std::string_view node,
+                                                          PciAddress address) {
+  ASSIGN_OR_RETURN(HttpResponse r,
+                   Call("release device", "POST",
+                        absl::StrCat(NodePath(node), "/devices/", address.ToString(),
+                                     "/release")));
+  return Decoded("release device", api::ParseNodeDetail(r.body));
+}
+
 absl::StatusOr<Claim> PdcClient::CreateClaim(const api::ClaimCreate& create) {
   ASSIGN_OR_RETURN(HttpResponse r,
                    Call("create claim", "POST",

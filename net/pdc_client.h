@@ -82,6 +82,9 @@ class PdcClient {
   absl::StatusOr<api::NodeDetail> GetNode(std::string_view node);
   // GET /v1/devices: every reported device with its claim.
   absl::StatusOr<std::vector<api::DeviceListing>> ListDevices();
+  // POST /v1/nodes/{node}/devices/{address}/release: an administrator
+  // releases a Released device; returns the node after.
+  absl::StatusOr<api::NodeDetail> ReleaseDevice(std::string_view node, PciAddress address);
 
   // POST /v1/namespaces/{ns}/claims.
   absl::StatusOr<Claim> CreateClaim(const api::ClaimCreate& create);

@@ -55,6 +55,9 @@ Usage:
                 [--reclaim-policy Retain|Delete] [-n NAMESPACE]
   pdcctl delete claim NAME [--force] [-n NAMESPACE]
   pdcctl release claim NAME [--pod-uid UID] [-n NAMESPACE]
+  pdcctl release device NODE ADDRESS
+         offer a Released device (its deleted claim's data is still on it)
+         to any claim again
   pdcctl get handoffs [--node NODE] [-o table|json]
          VM pods bound to a node and still waiting for their devices
   pdcctl delete handoff POD_UID --node NODE
@@ -231,14 +234,28 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
                                    "\" (want claims, nodes, devices or handoffs)"));
   }
   cmd.kind = *kind;
-  if (positional.size() > 3) {
-    return UsageError(
-        absl::StrCat("unexpected argument \"", positional[3], "\""));
+  const bool device_release = cmd.verb == Verb::kRelease && cmd.kind == Kind::kDevices;
+  if (positional.size() > (device_release ? 4u : 3u)) {
+    return UsageError(absl::StrCat("unexpected argument \"",
+                                   positional[device_release ? 4 : 3], "\""));
   }
   if (positional.size() == 3) cmd.name = positional[2];
 
   const bool handoff_cancel = cmd.verb == Verb::kDelete && cmd.kind == Kind::kHandoffs;
-  if (cmd.verb == Verb::kGet) {
+  if (device_release) {
+    if (positional.size() != 4) {
+      return UsageError("release device needs the NODE and the device's PCI ADDRESS");
+    }
+    if (node_given) return UsageError("release device takes the node as NODE, not --node");
+    cmd.name.clear();
+    cmd.node = positional[2];
+    absl::StatusOr<PciAddress> a = PciAddress::Parse(positional[3]);
+    if (!a.ok()) {
+      return UsageError(absl::StrCat("\"", positional[3],
+                                     "\" is not a PCI address (e.g. 0000:3b:00.0)"));
+    }
+    cmd.address = *a;
+  } else if (cmd.verb == Verb::kGet) {
     if ((cmd.kind == Kind::kDevices || cmd.kind == Kind::kHandoffs) && !cmd.name.empty()) {
       return UsageError(absl::StrCat("get ", positional[1],
                                      " takes no name; use --node NODE to filter"));
@@ -248,7 +265,9 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
     if (cmd.node.empty()) return UsageError("delete handoff needs --node NODE");
   } else {
     if (cmd.kind != Kind::kClaims) {
-      return UsageError(absl::StrCat(verb, " works on claims only"));
+      return UsageError(absl::StrCat(verb, cmd.verb == Verb::kRelease
+                                               ? " works on claims and devices only"
+                                               : " works on claims only"));
     }
     if (cmd.name.empty()) {
       return UsageError(absl::StrCat(verb, " claim needs a NAME"));
@@ -275,7 +294,7 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
     return UsageError(
         absl::StrCat(create_flags[0], " only works with create claim"));
   }
-  if (node_given && cmd.verb != Verb::kCreate && !handoff_cancel &&
+  if (node_given && cmd.verb != Verb::kCreate && !handoff_cancel && !device_release &&
       !(cmd.verb == Verb::kGet &&
         (cmd.kind == Kind::kDevices || cmd.kind == Kind::kHandoffs))) {
     return UsageError(
@@ -287,7 +306,7 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
   if (force_given && cmd.verb != Verb::kDelete) {
     return UsageError("--force only works with delete claim");
   }
-  if (pod_uid_given && cmd.verb != Verb::kRelease) {
+  if (pod_uid_given && (cmd.verb != Verb::kRelease || device_release)) {
     return UsageError("--pod-uid only works with release claim");
   }
   return cmd;

@@ -5,6 +5,7 @@
 //          [--serial S] [--address A] [--reclaim-policy Retain|Delete]
 //   pdcctl delete claim NAME [--force]
 //   pdcctl release claim NAME [--pod-uid UID]
+//   pdcctl release device NODE ADDRESS   (a Released device, for any claim)
 //   pdcctl get handoffs [--node N]       (VM pods waiting for their devices)
 //   pdcctl delete handoff POD_UID --node N   (the pod is gone; free the slot)
 // Global: --server URL (default $PDC_SERVER, else http://127.0.0.1:8888),
@@ -44,9 +45,10 @@ struct Command {
   // create claim
   std::string resource;
   int count = 1;
-  std::string node;  // create: pin; get devices/handoffs: filter; delete handoff.
+  // create: pin; get devices/handoffs: filter; delete handoff; release device.
+  std::string node;
   std::string serial;
-  std::optional<PciAddress> address;
+  std::optional<PciAddress> address;  // create: pin; release device.
   ReclaimPolicy reclaim_policy = ReclaimPolicy::kRetain;
   // delete / release
   bool force = false;

@@ -129,10 +129,14 @@ std::string DevicesTable(std::vector<api::DeviceListing> devices, std::string_vi
                     absl::StrFormat("%06x", d.class_code), OrNone(d.iommu_group),
                     OrNone(d.numa_node), OrNone(d.serial), OrNone(d.driver),
                     d.health == DeviceHealth::kHealthy ? "Healthy" : "Unhealthy",
-                    OrNone(l.claim ? l.claim->ToString() : "")});
+                    std::string(api::ToString(l.state)),
+                    // A Released device shows the deleted claim its data is of.
+                    l.claim           ? l.claim->ToString()
+                    : l.released_from ? absl::StrCat("(", l.released_from->ToString(), ")")
+                                      : std::string(kNone)});
   }
   return FormatTable({"NODE", "ADDRESS", "ID", "CLASS", "IOMMU", "NUMA", "SERIAL", "DRIVER",
-                      "HEALTH", "CLAIM"},
+                      "HEALTH", "STATE", "CLAIM"},
                      rows);
 }
 

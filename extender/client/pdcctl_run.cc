@@ -108,6 +108,12 @@ absl::StatusOr<std::string> Execute(const Command& cmd, PdcClient& client, absl:
       return absl::StrCat("claim/", cmd.name, " deleted\n");
     }
     case Verb::kRelease: {
+      if (cmd.kind == Kind::kDevices) {
+        ASSIGN_OR_RETURN(api::NodeDetail detail, client.ReleaseDevice(cmd.node, *cmd.address));
+        if (json) return PrettyJson(api::WriteNodeDetail(detail));
+        return absl::StrCat("device/", cmd.address->ToString(), " on node ", cmd.node,
+                            " released; any claim may get it now\n");
+      }
       ASSIGN_OR_RETURN(Claim c, client.ReleaseClaim(key, cmd.pod_uid));
       if (json) return PrettyJson(api::WriteClaim(c));
       return absl::StrCat("claim/", cmd.name, " released\n");

@@ -74,18 +74,23 @@ TEST_F(ClaimsTest, CreateGetListDelete) {
   EXPECT_THAT(allocator_->DeleteClaim({"ns-b", "a"}, false), StatusIs(absl::StatusCode::kNotFound));
 }
 
-TEST_F(ClaimsTest, DeletingAReservedClaimNeedsForceAndFreesTheDevice) {
+TEST_F(ClaimsTest, ForceDeletingAReservedClaimWithRetainLeavesItsDeviceReleased) {
   Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1)}));
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-a").status());
   EXPECT_THAT(allocator_->DeleteClaim({"default", "vm1-nvme"}, false),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("in use by VM vm1")));
   ASSERT_OK(allocator_->DeleteClaim({"default", "vm1-nvme"}, true));
-  // Retain: the device stays on vfio-pci; nothing goes back to the host.
+  // Retain: the device stays on vfio-pci; nothing goes back to the host, and
+  // nobody else gets the deleted claim's data.
   ASSERT_OK_AND_ASSIGN(NodeAllocations alloc, allocator_->GetNodeAllocations("node-a"));
   EXPECT_THAT(alloc.claimed, IsEmpty());
   EXPECT_THAT(alloc.return_to_host, IsEmpty());
-  ASSERT_OK_AND_ASSIGN(BindOutcome b, allocator_->Bind(VmPod("vm2", "u2"), "node-a"));
-  EXPECT_THAT(b.claims[0].devices, ElementsAre(Addr("0000:3b:00.0")));
+  ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
+  EXPECT_THAT(v.released, ElementsAre(ReleasedDevice{Addr("0000:3b:00.0"),
+                                                     NvmeDevice("0000:3b:00.0", 1).serial,
+                                                     {"default", "vm1-nvme"}}));
+  EXPECT_THAT(allocator_->Bind(VmPod("vm2", "u2"), "node-a"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("released")));
 }
 
 TEST_F(ClaimsTest, DeletePolicyHandsTheDeviceBackUntilTheDriverDid) {

@@ -120,6 +120,17 @@ TEST(AllocatorConcurrencyTest, InvariantsHoldUnderRandomConcurrentOperations) {
                       s.code() == absl::StatusCode::kNotFound)
               << s;
         }
+      } else if (o < 86) {
+        // The administrator releases what deleted Retain claims left.
+        const std::string& n = nodes[node(rng)];
+        if (auto v = allocator->GetNode(n); v.ok()) {
+          for (const ReleasedDevice& r : v->released) {
+            absl::Status s = allocator->ReleaseDevice(n, r.address);  // May race.
+            EXPECT_TRUE(s.ok() || s.code() == absl::StatusCode::kNotFound ||
+                        s.code() == absl::StatusCode::kFailedPrecondition)
+                << s;
+          }
+        }
       } else if (o < 94) {
         const int n = node(rng);
         EXPECT_OK(allocator->ReplaceInventory(
@@ -202,6 +213,15 @@ TEST(AllocatorFastPathTest, FastPathAgreesWithTheFullEvaluation) {
       for (const Claim& c : fast->ListClaims("default")) {
         if (op(rng) < 20) {
           for (Allocator* a : both) ASSERT_OK(a->DeleteClaim(c.key, /*force=*/true));
+        }
+      }
+    } else if (o < 45) {
+      // The administrator releases some of what deleted Retain claims left;
+      // the rest stays Released, so the fast path meets held devices too.
+      for (const NodeView& v : fast->ListNodes()) {
+        for (const ReleasedDevice& r : v.released) {
+          if (op(rng) < 50) continue;
+          for (Allocator* a : both) ASSERT_OK(a->ReleaseDevice(v.name, r.address));
         }
       }
     }

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <iostream>
@@ -102,6 +103,32 @@ std::string Devices(const std::vector<PciAddress>& devices) {
   return absl::StrJoin(parts, ",");
 }
 
+// What an administrator and pdc-node do for devices of deleted claims
+// (docs/design.md §4.7), so that capacity comes back: Released devices are
+// released, devices to return are reported back on their host driver. Other
+// workers may do the same at once: losing that race is fine.
+void Reclaim(Allocator& a, Reporter& out) {
+  for (int n = 0; n < kNodes; ++n) {
+    absl::StatusOr<NodeView> v = a.GetNode(NodeName(n));
+    if (!v.ok()) out.Die("get node", v.status());
+    for (const ReleasedDevice& r : v->released) {
+      absl::Status s = a.ReleaseDevice(NodeName(n), r.address);
+      if (!s.ok() && !absl::IsFailedPrecondition(s) && !absl::IsNotFound(s)) {
+        out.Die("release device", s);
+      }
+    }
+    if (v->return_to_host.empty()) continue;
+    NodeInventory inv = NodeWithDrives(n);
+    for (Device& d : inv.devices) {
+      if (std::find(v->return_to_host.begin(), v->return_to_host.end(), d.address) !=
+          v->return_to_host.end()) {
+        d.driver = "nvme";
+      }
+    }
+    if (absl::Status s = a.ReplaceInventory(std::move(inv)); !s.ok()) out.Die("inventory", s);
+  }
+}
+
 // One binder thread of the child. It removes only claims it bound itself, so
 // its lines about a claim reach the pipe in the order the changes were made.
 void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
@@ -143,9 +170,11 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
         bound = true;
       }
       if (!bound) {
-        // Everything is full: drop the pending claim again.
+        // Everything is full: drop the pending claim again, and free what
+        // deleted claims hold.
         if (absl::Status s = a.DeleteClaim(key, true); !s.ok())
           out.Die("delete", s);
+        Reclaim(a, out);
       }
     } else if (op < 95) {
       const size_t pick = rng() % mine.size();
@@ -194,6 +223,7 @@ void Worker(Allocator& a, Reporter& out, uint64_t seed, int cycle, int worker) {
       out.Die("delete", s);
     out.Line("R " + c.key.ToString());
   }
+  Reclaim(a, out);
   std::vector<std::thread> workers;
   for (int w = 0; w < kWorkers; ++w) {
     workers.emplace_back(Worker, std::ref(a), std::ref(out), rng(), cycle, w);

@@ -42,6 +42,8 @@ Record SampleRecord() {
   d.driver = "vfio-pci";
   n.inventory.devices.push_back(d);
   n.return_to_host = {*PciAddress::Parse("0000:5e:00.0")};
+  n.released = {{*PciAddress::Parse("0000:3b:00.0"), "SN1", {"default", "old-claim"}},
+                {*PciAddress::Parse("0000:af:00.0"), "", {"ns2", "gone"}}};
   r.mutations.push_back(PutNode{n});
   r.mutations.push_back(DeleteNode{"node-b"});
   return r;
@@ -146,6 +148,29 @@ TEST(RecordTest, Version1ClaimsDecodeAsHandedOff) {
   const auto& claim = std::get<PutClaim>(decoded.mutations.at(0)).claim;
   EXPECT_EQ(claim.status.handed_off_to, "pod-uid");
   EXPECT_FALSE(claim.status.HandoffPending());
+}
+
+// Version 2 node records (before Released) end with the return list; they
+// decode with no Released devices, and the rest of the record is intact.
+TEST(RecordTest, Version2NodeRecordsDecodeWithNothingReleased) {
+  Record r;
+  r.revision = 5;
+  NodeRecord n;
+  n.inventory.node = "node-a";
+  n.inventory.devices.push_back(testing::NvmeDevice("0000:3b:00.0", 12, 0, "SN1"));
+  n.return_to_host = {*PciAddress::Parse("0000:5e:00.0")};
+  r.mutations.push_back(PutNode{n});
+  std::string bytes = EncodeRecord(r);
+  // The node is the last thing encoded; its Released count (0) is the one
+  // trailing byte. Dropping it and the version gives a v2 record.
+  ASSERT_EQ(bytes.back(), '\0');
+  bytes.pop_back();
+  bytes[0] = 2;
+  ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
+  EXPECT_EQ(decoded, r);
+  // The same bytes as version 3 are one byte short: the count is missing.
+  bytes[0] = 3;
+  EXPECT_THAT(DecodeRecord(bytes), StatusIs(absl::StatusCode::kDataLoss));
 }
 
 }  // namespace

@@ -328,8 +328,8 @@ TEST(HandoffJsonTest, ClaimKeysOfConfirmationAndRelease) {
 TEST(NodeListJsonTest, ListingsRoundTrip) {
   NodeView a{"node-a", testing::Inventory("node-a", {testing::NvmeDevice("0000:3b:00.0", 12, 0),
                                                      testing::NvmeDevice("0000:5e:00.0", -1)}),
-             true, absl::FromUnixSeconds(1'700'000'000)};
-  NodeView b{"node-b", testing::Inventory("node-b", {}), false, absl::InfinitePast()};
+             true, absl::FromUnixSeconds(1'700'000'000), {}, {}};
+  NodeView b{"node-b", testing::Inventory("node-b", {}), false, absl::InfinitePast(), {}, {}};
   Claim c;
   c.key = {"vms", "vm1-nvme"};
   c.status.node = "node-a";
@@ -349,6 +349,62 @@ TEST(NodeListJsonTest, ListingsRoundTrip) {
   const NodeDetail detail{SummaryOf(a), listed};
   ASSERT_OK_AND_ASSIGN(NodeDetail detail_back, ParseNodeDetail(WriteNodeDetail(detail)));
   EXPECT_EQ(detail_back, detail);
+}
+
+// Each device's state: a claim's, waiting to return to its host driver,
+// Released (with the deleted claim), unhealthy, or free.
+TEST(NodeListJsonTest, ListingsSayEachDevicesState) {
+  Device unhealthy = testing::NvmeDevice("0000:af:00.0", 15);
+  unhealthy.health = DeviceHealth::kUnhealthy;
+  NodeView a{"node-a",
+             testing::Inventory("node-a", {testing::NvmeDevice("0000:3b:00.0", 12),
+                                           testing::NvmeDevice("0000:5e:00.0", 13),
+                                           testing::NvmeDevice("0000:86:00.0", 14), unhealthy,
+                                           testing::NvmeDevice("0000:d8:00.0", 16)}),
+             true, absl::InfinitePast(), {}, {}};
+  a.return_to_host = {Addr("0000:5e:00.0")};
+  a.released = {ReleasedDevice{Addr("0000:86:00.0"), "SN", {"vms", "old"}},
+                ReleasedDevice{Addr("0000:ee:00.0"), "SN2", {"vms", "gone"}}};
+  Claim c;
+  c.key = {"vms", "vm1-nvme"};
+  c.status.node = "node-a";
+  c.status.devices = {BoundDevice{Addr("0000:3b:00.0"), ""}};
+  const std::vector<DeviceListing> listed = ListDevices({a}, {c});
+  struct Want {
+    DeviceState state;
+    std::string_view name;
+    std::optional<ClaimKey> released_from;
+  };
+  const Want want[] = {
+      {DeviceState::kAllocated, "Allocated", std::nullopt},
+      {DeviceState::kReturning, "ReturningToHost", std::nullopt},
+      {DeviceState::kReleased, "Released", ClaimKey{"vms", "old"}},
+      {DeviceState::kUnhealthy, "Unhealthy", std::nullopt},
+      {DeviceState::kFree, "Free", std::nullopt},
+  };
+  ASSERT_EQ(listed.size(), std::size(want));
+  for (size_t i = 0; i < listed.size(); ++i) {
+    EXPECT_EQ(listed[i].state, want[i].state) << i;
+    EXPECT_EQ(ToString(listed[i].state), want[i].name) << i;
+    EXPECT_EQ(listed[i].released_from, want[i].released_from) << i;
+  }
+  const std::string body = WriteDeviceList(listed);
+  EXPECT_THAT(body, HasSubstr(R"("claim":null,"state":"Released","releasedFrom":"vms/old"})"));
+  ASSERT_OK_AND_ASSIGN(std::vector<DeviceListing> back, ParseDeviceList(body));
+  EXPECT_EQ(back, listed);
+
+  // From a server before states: implied by the claim and the health.
+  ASSERT_OK_AND_ASSIGN(back, ParseDeviceList(R"({"items": [
+      {"node": "n", "address": "0000:01:00.0", "vendor": "1b36", "device": "0010",
+       "class": "010802", "iommuGroup": 1, "claim": "ns/a"},
+      {"node": "n", "address": "0000:02:00.0", "vendor": "1b36", "device": "0010",
+       "class": "010802", "iommuGroup": 2, "claim": null},
+      {"node": "n", "address": "0000:03:00.0", "vendor": "1b36", "device": "0010",
+       "class": "010802", "iommuGroup": 3, "healthy": false}]})"));
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[0].state, DeviceState::kAllocated);
+  EXPECT_EQ(back[1].state, DeviceState::kFree);
+  EXPECT_EQ(back[2].state, DeviceState::kUnhealthy);
 }
 
 TEST(NodeListJsonTest, KeysMatchExactlyThenIgnoringCase) {
@@ -384,6 +440,15 @@ TEST(NodeListJsonTest, WrongValuesNameTheirField) {
       "vendor": "1b36", "device": "0010", "class": "010802", "claim": "no-slash"}]})")
                               .status()),
             "items[0].claim");
+  EXPECT_THAT(ParseDeviceList(R"({"items": [{"node": "n", "address": "0000:01:00.0",
+      "vendor": "1b36", "device": "0010", "class": "010802", "state": "Scrubbed"}]})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("items[0].state: \"Scrubbed\" must be Free, Allocated, "
+                                 "Unhealthy, ReturningToHost or Released")));
+  EXPECT_EQ(json::FieldOf(ParseDeviceList(R"({"items": [{"node": "n", "address": "0000:01:00.0",
+      "vendor": "1b36", "device": "0010", "class": "010802", "releasedFrom": "x"}]})")
+                              .status()),
+            "items[0].releasedFrom");
   EXPECT_EQ(json::FieldOf(ParseDeviceList(R"({"items": [{"address": "0000:01:00.0",
       "vendor": "1b36", "device": "0010", "class": "010802"}]})")
                               .status()),

@@ -39,8 +39,8 @@ TEST_F(RouterRestTest, InventoryIsAcceptedAndUnmanagedDevicesDropped) {
   HttpResponse n = Call("GET", "/v1/nodes/node-a");
   EXPECT_EQ(n.body,
             R"({"name":"node-a","reporting":true,"lastReport":"2023-11-14T22:13:20Z","devices":[)"
-            R"({"address":"0000:3b:00.0","vendor":"1b36","device":"0010","class":"010802","iommuGroup":12,"numaNode":0,"serial":"SNA0","driver":"vfio-pci","healthy":true,"claim":null},)"
-            R"({"address":"0000:5e:00.0","vendor":"1b36","device":"0010","class":"010802","iommuGroup":13,"numaNode":0,"serial":"SNA1","driver":"nvme","healthy":true,"claim":null}]})");
+            R"({"address":"0000:3b:00.0","vendor":"1b36","device":"0010","class":"010802","iommuGroup":12,"numaNode":0,"serial":"SNA0","driver":"vfio-pci","healthy":true,"claim":null,"state":"Free","releasedFrom":null},)"
+            R"({"address":"0000:5e:00.0","vendor":"1b36","device":"0010","class":"010802","iommuGroup":13,"numaNode":0,"serial":"SNA1","driver":"nvme","healthy":true,"claim":null,"state":"Free","releasedFrom":null}]})");
   EXPECT_EQ(Call("GET", "/v1/nodes").body,
             R"({"items":[{"name":"node-a","reporting":true,"lastReport":"2023-11-14T22:13:20Z","devices":2}]})");
 }
@@ -191,6 +191,78 @@ TEST_F(RouterRestTest, ForceDeleteOfReservedClaim) {
   EXPECT_THAT(del.body, HasSubstr(R"("name":"vm1-nvme")"));
 }
 
+// Retain: the deleted claim's device is Released, listed as such, counted,
+// not offered, and released by an administrator through the REST API.
+TEST_F(RouterRestTest, ReleasedDevicesAreListedAndAnAdministratorReleasesThem) {
+  options_.bearer_token = "s3cret";
+  Open();
+  MetricsRegistry registry;
+  ExtenderMetrics metrics(&registry, allocator_.get(), &clock_, "1.2.3");
+  ctx_.metrics = &metrics;
+  ctx_.registry = &registry;
+  const std::string auth = "Bearer s3cret";
+  ASSERT_EQ(Put("/v1/nodes/node-a/inventory", kInventoryA, auth).status, 200);
+  ASSERT_OK(allocator_->Bind(SchedulingRequest{"default", "vm1", "p1", "uid-1", {},
+                                               {{"devices.kubevirt.io/nvme", 2}}},
+                             "node-a")
+                .status());
+  ASSERT_EQ(
+      Call("DELETE", "/v1/namespaces/default/claims/vm1-nvme?force=true", "", auth).status,
+      200);
+
+  HttpResponse devices = Call("GET", "/v1/devices", "", auth);
+  ASSERT_EQ(devices.status, 200);
+  EXPECT_THAT(devices.body,
+              HasSubstr(R"("serial":"SNA0","driver":"vfio-pci","healthy":true,"claim":null,)"
+                        R"("state":"Released","releasedFrom":"default/vm1-nvme"})"));
+  EXPECT_THAT(Call("GET", "/v1/nodes/node-a", "", auth).body,
+              HasSubstr(R"("state":"Released","releasedFrom":"default/vm1-nvme")"));
+  EXPECT_THAT(Call("GET", "/metrics").body, HasSubstr(R"(pdc_devices{state="released"} 2)"));
+  HttpResponse filter =
+      Post("/scheduler/filter", NamesArgs(VirtLauncherPod("vm2", "uid-2"), {"node-a"}));
+  EXPECT_THAT(filter.body, HasSubstr(R"("FailedAndUnresolvableNodes":{"node-a":"insufficient )"
+                                     R"(free devices.kubevirt.io/nvme: want 1, free 0; 2 devices )"
+                                     R"(released by deleted claims (Retain): release them with )"
+                                     R"(pdcctl or pin them"})"));
+
+  struct Case {
+    std::string method;
+    std::string target;
+    std::string auth;
+    int status;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"POST", "/v1/nodes/node-a/devices/0000:3b:00.0/release", "", 401, "Authorization"},
+      {"GET", "/v1/nodes/node-a/devices/0000:3b:00.0/release", auth, 405, "method GET"},
+      {"POST", "/v1/nodes/node-z/devices/0000:3b:00.0/release", auth, 404,
+       "node node-z is not known"},
+      {"POST", "/v1/nodes/node-a/devices/0000:99:00.0/release", auth, 404,
+       "node node-a has no device 0000:99:00.0 and no Released mark for it"},
+      {"POST", "/v1/nodes/node-a/devices/3b:00/release", auth, 422, "address"},
+      {"POST", "/v1/nodes/Node_A/devices/0000:3b:00.0/release", auth, 422, "node"},
+      {"POST", "/v1/nodes/node-a/devices/0000:3b:00.0/release", auth, 200,
+       ""},  // Released: now free.
+      {"POST", "/v1/nodes/node-a/devices/0000:3b:00.0/release", auth, 409,
+       "device 0000:3b:00.0 on node node-a is not Released (it is free)"},
+  };
+  for (const Case& c : cases) {
+    HttpResponse r = Call(c.method, c.target, "", c.auth);
+    EXPECT_EQ(r.status, c.status) << c.method << " " << c.target << ": " << r.body;
+    if (!c.error.empty()) {
+      EXPECT_THAT(r.body, HasSubstr(c.error)) << c.target;
+    }
+    if (c.status == 200) {
+      EXPECT_THAT(r.body, HasSubstr(R"("address":"0000:3b:00.0","vendor":"1b36")"));
+      EXPECT_THAT(r.body, HasSubstr(R"("serial":"SNA0","driver":"vfio-pci","healthy":true,)"
+                                    R"("claim":null,"state":"Free","releasedFrom":null})"));
+    }
+  }
+  EXPECT_THAT(Call("GET", "/metrics").body, HasSubstr(R"(pdc_devices{state="released"} 1)"));
+  ctx_.metrics = nullptr;
+  ctx_.registry = nullptr;
+}
+
 TEST_F(RouterRestTest, AllocationsAnswerAtOnceWhenNewerElseAskToWait) {
   PutInventoryA();
   BindVm1();
@@ -231,8 +303,8 @@ TEST_F(RouterRestTest, DevicesListShowsClaims) {
   BindVm1();
   HttpResponse r = Call("GET", "/v1/devices");
   EXPECT_EQ(r.body,
-            R"({"items":[{"node":"node-a","address":"0000:3b:00.0","vendor":"1b36","device":"0010","class":"010802","iommuGroup":12,"numaNode":0,"serial":"SNA0","driver":"vfio-pci","healthy":true,"claim":"default/vm1-nvme"},)"
-            R"({"node":"node-a","address":"0000:5e:00.0","vendor":"1b36","device":"0010","class":"010802","iommuGroup":13,"numaNode":0,"serial":"SNA1","driver":"nvme","healthy":true,"claim":null}]})");
+            R"({"items":[{"node":"node-a","address":"0000:3b:00.0","vendor":"1b36","device":"0010","class":"010802","iommuGroup":12,"numaNode":0,"serial":"SNA0","driver":"vfio-pci","healthy":true,"claim":"default/vm1-nvme","state":"Allocated","releasedFrom":null},)"
+            R"({"node":"node-a","address":"0000:5e:00.0","vendor":"1b36","device":"0010","class":"010802","iommuGroup":13,"numaNode":0,"serial":"SNA1","driver":"nvme","healthy":true,"claim":null,"state":"Free","releasedFrom":null}]})");
 }
 
 TEST_F(RouterRestTest, EveryV1CallNeedsTheBearerTokenWhenConfigured) {

@@ -56,6 +56,16 @@ TEST(PdcctlArgsTest, ParsesCommands) {
   EXPECT_EQ(help.verb, Verb::kHelp);
 }
 
+TEST(PdcctlArgsTest, ParsesReleaseDevice) {
+  ASSERT_OK_AND_ASSIGN(Command c,
+                       ParseArgs({"release", "device", "node-a", "0000:3b:00.0"}, std::nullopt));
+  EXPECT_EQ(c.verb, Verb::kRelease);
+  EXPECT_EQ(c.kind, Kind::kDevices);
+  EXPECT_EQ(c.node, "node-a");
+  EXPECT_EQ(c.address, PciAddress::Parse("0000:3b:00.0").value());
+  EXPECT_EQ(c.name, "");
+}
+
 TEST(PdcctlArgsTest, ServerComesFromFlagThenEnvironmentThenDefault) {
   ASSERT_OK_AND_ASSIGN(Command env,
                        ParseArgs({"get", "nodes"}, std::string("http://e:1")));
@@ -106,7 +116,15 @@ TEST(PdcctlArgsTest, UsageErrors) {
       {{"delete", "handoff", "--node", "n"}, "delete handoff needs the POD_UID"},
       {{"delete", "handoff", "uid-1"}, "delete handoff needs --node NODE"},
       {{"delete", "handoff", "uid-1", "--node", "a/b"}, "\"a/b\" is not a valid node name"},
-      {{"release", "handoff", "uid-1"}, "release works on claims only"},
+      {{"release", "handoff", "uid-1"}, "release works on claims and devices only"},
+      {{"release", "device", "node-a"}, "release device needs the NODE and the device's PCI"},
+      {{"release", "device", "node-a", "3b:00"}, "\"3b:00\" is not a PCI address"},
+      {{"release", "device", "node-a", "0000:3b:00.0", "x"}, "unexpected argument \"x\""},
+      {{"release", "device", "a/b", "0000:3b:00.0"}, "\"a/b\" is not a valid node name"},
+      {{"release", "device", "node-a", "0000:3b:00.0", "--node", "n"},
+       "release device takes the node as NODE"},
+      {{"release", "device", "node-a", "0000:3b:00.0", "--pod-uid", "u"},
+       "--pod-uid only works with release claim"},
       {{"get", "claims", "--timeout", "soon"}, "--timeout must be a positive"},
   };
   for (const Case& c : cases) {

@@ -80,16 +80,22 @@ TEST(PdcctlFormatTest, DevicesTableFiltersByNode) {
     {"node": "node-a", "address": "0000:3b:00.0", "vendor": "1b36",
      "device": "0010", "class": "010802", "iommuGroup": 12, "numaNode": 0,
      "serial": "SN1", "driver": "vfio-pci", "healthy": true,
-     "claim": "vms/vm1-nvme"}]})";
+     "claim": "vms/vm1-nvme", "state": "Allocated"},
+    {"node": "node-a", "address": "0000:5e:00.0", "vendor": "1b36",
+     "device": "0010", "class": "010802", "iommuGroup": 13, "numaNode": 0,
+     "serial": "SN2", "driver": "vfio-pci", "healthy": true,
+     "claim": null, "state": "Released", "releasedFrom": "vms/old"}]})";
   ASSERT_OK_AND_ASSIGN(std::vector<api::DeviceListing> devices, api::ParseDeviceList(kDevices));
   const std::string all = DevicesTable(devices, "");
   EXPECT_EQ(all,
             "NODE     ADDRESS        ID          CLASS    IOMMU    NUMA     "
-            "SERIAL   DRIVER     HEALTH      CLAIM\n"
+            "SERIAL   DRIVER     HEALTH      STATE       CLAIM\n"
             "node-a   0000:3b:00.0   1b36:0010   010802   12       0        "
-            "SN1      vfio-pci   Healthy     vms/vm1-nvme\n"
+            "SN1      vfio-pci   Healthy     Allocated   vms/vm1-nvme\n"
+            "node-a   0000:5e:00.0   1b36:0010   010802   13       0        "
+            "SN2      vfio-pci   Healthy     Released    (vms/old)\n"
             "node-b   0000:01:00.0   8086:5845   010802   <none>   <none>   "
-            "<none>   nvme       Unhealthy   <none>\n");
+            "<none>   nvme       Unhealthy   Unhealthy   <none>\n");
   const std::string b = DevicesTable(devices, "node-b");
   EXPECT_THAT(b, HasSubstr("node-b"));
   EXPECT_THAT(b, ::testing::Not(HasSubstr("node-a")));

@@ -39,6 +39,13 @@ constexpr char kHandoffsJson[] =
                    "podUid": "uid-1", "claims": ["default/vm1-nvme"],
                    "devices": ["0000:3b:00.0"]}]})";
 
+constexpr char kNodeAfterReleaseJson[] =
+    R"({"name": "node-a", "reporting": true, "lastReport": "2023-11-14T22:13:20Z",
+        "devices": [{"address": "0000:3b:00.0", "vendor": "1b36", "device": "0010",
+                     "class": "010802", "iommuGroup": 12, "numaNode": 0, "serial": "SN1",
+                     "driver": "vfio-pci", "healthy": true, "claim": null, "state": "Free",
+                     "releasedFrom": null}]})";
+
 // A fake pdc-extender with canned answers.
 TestReply FakeExtender(const TestRequest& r) {
   TestReply reply;
@@ -61,6 +68,14 @@ TestReply FakeExtender(const TestRequest& r) {
   } else if (r.method == "GET" && (r.target == "/v1/handoffs" ||
                                     r.target == "/v1/nodes/node-a/handoffs")) {
     reply.body = kHandoffsJson;
+  } else if (r.method == "POST" &&
+             r.target == "/v1/nodes/node-a/devices/0000:3b:00.0/release") {
+    reply.body = kNodeAfterReleaseJson;
+  } else if (r.method == "POST" &&
+             r.target == "/v1/nodes/node-a/devices/0000:5e:00.0/release") {
+    reply.status = 409;
+    reply.body =
+        R"j({"error": "device 0000:5e:00.0 on node node-a is not Released (it is free)", "field": ""})j";
   } else if (r.method == "DELETE" && r.target == "/v1/nodes/node-a/handoffs/uid-1") {
     reply.body = R"({"released": ["default/vm1-nvme"]})";
   } else {
@@ -162,6 +177,24 @@ TEST(PdcctlTest, GetAndCancelHandoffs) {
   EXPECT_THAT(d.out, HasSubstr("handoff/uid-1 on node node-a cancelled"));
   EXPECT_EQ(server.requests().at(2).method, "DELETE");
   EXPECT_EQ(server.requests().at(2).target, "/v1/nodes/node-a/handoffs/uid-1");
+}
+
+TEST(PdcctlTest, ReleaseDevice) {
+  TestHttpServer server(FakeExtender);
+  Result r = RunPdcctl({"release", "device", "node-a", "0000:3b:00.0", "--server", server.url()});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "device/0000:3b:00.0 on node node-a released; any claim may get it now\n");
+  EXPECT_EQ(server.requests().at(0).method, "POST");
+  EXPECT_EQ(server.requests().at(0).target, "/v1/nodes/node-a/devices/0000:3b:00.0/release");
+  Result j = RunPdcctl(
+      {"release", "device", "node-a", "0000:3b:00.0", "-o", "json", "--server", server.url()});
+  EXPECT_EQ(j.code, kExitOk) << j.err;
+  EXPECT_THAT(j.out, HasSubstr("\"state\": \"Free\""));
+  Result refused =
+      RunPdcctl({"release", "device", "node-a", "0000:5e:00.0", "--server", server.url()});
+  EXPECT_EQ(refused.code, kExitServerError);
+  EXPECT_EQ(refused.err,
+            "error: device 0000:5e:00.0 on node node-a is not Released (it is free)\n");
 }
 
 TEST(PdcctlTest, ServerErrorIsShownWithItsField) {
