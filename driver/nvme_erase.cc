@@ -282,7 +282,15 @@ absl::StatusOr<NvmeEraseReport> FinishPendingErase(VfioBinder& binder, Sysfs& sy
   for (;;) {
     auto info = ReadPciFunction(sys, address);
     if (!info.ok()) return WithFailureReason(info.status(), kReasonEraseNoController);
-    if (info->driver == "nvme" && !info->nvme_controller.empty() &&
+    // The character device exists before the controller is live, and
+    // opening it fails (EWOULDBLOCK) until nvme's reset work made it so.
+    std::string state;
+    if (!info->nvme_controller.empty()) {
+      auto st = ReadTrimmed(sys, absl::StrCat(DevicePath(address), "/nvme/",
+                                              info->nvme_controller, "/state"));
+      state = st.ok() ? *st : "";
+    }
+    if (info->driver == "nvme" && !info->nvme_controller.empty() && state == "live" &&
         admin.Present(info->nvme_controller)) {
       controller = info->nvme_controller;
       break;
@@ -290,9 +298,10 @@ absl::StatusOr<NvmeEraseReport> FinishPendingErase(VfioBinder& binder, Sysfs& sy
     if (options.clock->Now() >= deadline) {
       return WithFailureReason(
           absl::UnavailableError(absl::StrCat(
-              "erasing ", addr, ": its NVMe controller device did not appear within ",
+              "erasing ", addr, ": its NVMe controller did not come up within ",
               absl::FormatDuration(options.controller_wait), " (driver \"", info->driver,
-              "\", controller \"", info->nvme_controller, "\"); see the kernel log")),
+              "\", controller \"", info->nvme_controller, "\", state \"", state,
+              "\"); see the kernel log")),
           kReasonEraseNoController);
     }
     options.clock->SleepFor(options.poll_interval);

@@ -122,7 +122,9 @@ struct EraseReturnOptions {
 // The return-to-host path of an NVMe controller whose erase is journaled
 // pending (VfioBinder::MarkErasePending): off vfio-pci onto nvme, wait
 // (bounded) for its controller character device, erase, and only then
-// VfioBinder::CompleteErase. On failure the erase stays pending.
+// VfioBinder::CompleteErase. The controller counts as up when its sysfs
+// `state` reads "live" and its character device exists (the kernel refuses
+// to open it before). On failure the erase stays pending.
 absl::StatusOr<NvmeEraseReport> FinishPendingErase(VfioBinder& binder, Sysfs& sys,
                                                    NvmeAdmin& admin, PciAddress address,
                                                    const EraseReturnOptions& options);

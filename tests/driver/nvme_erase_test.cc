@@ -1,6 +1,7 @@
 #include "driver/nvme_erase.h"
 
 #include <cerrno>
+#include <fstream>
 #include <memory>
 
 #include "gmock/gmock.h"
@@ -272,11 +273,28 @@ TEST_F(FinishPendingEraseTest, WaitsBoundedForTheControllerDevice) {
   const absl::Time start = clock_.Now();
   auto r = FinishPendingErase(*binder_, host_.kernel, admin_, Addr(kDev), options_);
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kUnavailable,
-                          HasSubstr("NVMe controller device did not appear within 5s")));
+                          HasSubstr("NVMe controller did not come up within 5s")));
   EXPECT_EQ(FailureReason(r.status()), kReasonEraseNoController);
   EXPECT_LE(clock_.Now() - start, absl::Seconds(6));
   ASSERT_TRUE(journal_->Get(Addr(kDev)));
   EXPECT_EQ(journal_->Get(Addr(kDev))->state, JournalState::kErasing);
+}
+
+// The kernel creates /dev/nvmeN before the controller is live (and refuses
+// to open it until then): the erase waits for the state too.
+TEST_F(FinishPendingEraseTest, WaitsForTheControllerToBeLive) {
+  ASSERT_OK(binder_->MarkErasePending(Addr(kDev)));
+  ASSERT_OK(binder_->GiveBackForErase(Addr(kDev)));
+  const std::string state =
+      host_.kernel.sys_root() + "/bus/pci/devices/" + kDev + "/nvme/nvme0/state";
+  ASSERT_TRUE(std::ofstream(state) << "connecting\n");
+  int polls = 0;
+  clock_.SetSleepHook([&] {
+    if (++polls == 2) std::ofstream(state) << "live\n";
+  });
+  admin_.on_command = [&](const testing::RecordedCommand&) { EXPECT_GE(polls, 2); };
+  ASSERT_OK(FinishPendingErase(*binder_, host_.kernel, admin_, Addr(kDev), options_));
+  EXPECT_EQ(polls, 2);
 }
 
 TEST_F(FinishPendingEraseTest, NothingPendingOnADeviceTheHostHasAndPdcNeverHad) {
