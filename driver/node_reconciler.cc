@@ -244,7 +244,9 @@ void Reconciler::EraseOne(PciAddress a, PassResult* result) {
         NextBackoff(retry.backoff, options_.erase_backoff_initial, options_.erase_backoff_max);
     retry.next = clock_->Now() + retry.backoff;
     retry.message = std::string(report.status().message());
-    NoteError(key, report.status(), "erase", result);
+    // Handing it back to nvme failed (a restore), or the erase itself did.
+    const bool erase_step = FailureReason(report.status()).starts_with("erase_");
+    NoteError(key, report.status(), erase_step ? "erase" : "restore", result);
     if (metrics_) metrics_->erases->WithLabels({"failed"})->Increment();
     return;
   }

@@ -341,9 +341,8 @@ absl::StatusOr<bool> VfioBinder::MarkErasePending(PciAddress address) {
   if (!info.ok()) {
     return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
   }
-  const bool on_host = info->driver != kVfioPci && info->driver_override.empty() &&
-                       !info->driver.empty();
-  if (!entry && on_host) return false;
+  // Never pdc's (no entry) and off vfio-pci: nothing of a VM on it.
+  if (!entry && info->driver != kVfioPci && info->driver_override.empty()) return false;
   JournalEntry erasing = entry.value_or(
       JournalEntry{address, JournalState::kErasing,
                    info->driver == kVfioPci ? "" : info->driver, info->serial});

@@ -101,7 +101,7 @@ class VfioBinder {
 
   // Journals the device `erasing` (durable before anything moves), keeping
   // what the journal knew of it. Returns false, journaling nothing, when
-  // pdc has nothing on it: no journal entry and already on a host driver.
+  // pdc never had it: no journal entry and not on vfio-pci.
   absl::StatusOr<bool> MarkErasePending(PciAddress address);
   // Hands a device whose erase is pending to nvme (the erase needs it);
   // a no-op when it is there already. The entry stays `erasing`.

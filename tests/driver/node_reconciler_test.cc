@@ -391,6 +391,38 @@ TEST_F(ReconcilerTest, UnhealthyWhileErasingAndTheLoopStaysHealthy) {
   EXPECT_TRUE(reconciler_->Healthy());  // The pass just ended.
 }
 
+// The hand-back to nvme before the erase is a restore: its failure counts
+// as one, and the erase stays pending.
+TEST_F(ReconcilerTest, AFailedHandBackBeforeTheEraseIsARestoreFailure) {
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  host_.kernel.FailProbe("0000:00:03.0", "nvme");
+  Claim({}, 6);
+  api_.allocations.return_to_host = {Addr("0000:00:03.0")};
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(r.errors, ElementsAre(HasSubstr("giving 0000:00:03.0 back to nvme failed")));
+  EXPECT_TRUE(Rendered(
+      "pdc_node_bind_failures_total{operation=\"restore\",reason=\"restore_failed\"} 1"));
+  EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"failed\"} 1"));
+  EXPECT_THAT(admin_.commands, IsEmpty());
+  ASSERT_TRUE(journal_->Get(Addr("0000:00:03.0")));
+  EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kErasing);
+}
+
+// A device pdc never had (no journal entry, not on vfio-pci) has nothing of
+// a VM on it: nothing to erase, whatever driver it is on.
+TEST_F(ReconcilerTest, NothingToEraseOnADevicePdcNeverHad) {
+  host_.kernel.AddDevice({.address = "0000:00:05.0", .group = 5, .driver = "", .serial = "c"});
+  Claim({}, 5);
+  api_.allocations.return_to_host = {Addr("0000:00:04.0"), Addr("0000:00:05.0")};
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(r.errors, IsEmpty());
+  EXPECT_EQ(r.erased, 0);
+  EXPECT_THAT(admin_.commands, IsEmpty());
+  EXPECT_TRUE(journal_->Entries().empty());
+  EXPECT_TRUE(Rendered("pdc_node_restores_total{outcome=\"already_restored\"} 2"));
+}
+
 // Without an admin channel an NVMe is never reported free.
 TEST_F(ReconcilerTest, NoAdminChannelMeansNoErasedDevice) {
   ReconcilerOptions ro = Options();
