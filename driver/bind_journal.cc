@@ -16,6 +16,7 @@ std::optional<JournalState> ParseState(absl::string_view s) {
   if (s == "binding") return JournalState::kBinding;
   if (s == "bound") return JournalState::kBound;
   if (s == "restoring") return JournalState::kRestoring;
+  if (s == "erasing") return JournalState::kErasing;
   return std::nullopt;
 }
 
@@ -41,6 +42,8 @@ std::string_view ToString(JournalState state) {
       return "bound";
     case JournalState::kRestoring:
       return "restoring";
+    case JournalState::kErasing:
+      return "erasing";
   }
   return "unknown";
 }

@@ -4,9 +4,13 @@
 // fsynced, before the first sysfs write of a bind, so a crash half-way is
 // finished or rolled back by VfioBinder::Recover on restart, and a claim
 // deleted with reclaimPolicy Delete can hand the device back to its driver.
+// An NVMe controller handed back is journaled `erasing` before it leaves
+// vfio-pci and stays so until its user data is erased (nvme_erase.h): a
+// crash or a failed erase leaves the entry, and the device is reported
+// unhealthy until a later pass finishes the erase.
 // File format (text, one entry a line, sorted by address):
 //   pdc-vfio-journal v1
-//   <address> <binding|bound|restoring> <original driver or -> <serial or ->
+//   <address> <binding|bound|restoring|erasing> <original driver or -> <serial or ->
 // Thread-safety: thread-safe.
 #ifndef PDC_DRIVER_BIND_JOURNAL_H_
 #define PDC_DRIVER_BIND_JOURNAL_H_
@@ -30,6 +34,7 @@ enum class JournalState : uint8_t {
   kBinding = 0,    // Writes to sysfs may have started; not verified yet.
   kBound = 1,      // On vfio-pci, verified.
   kRestoring = 2,  // Handing back to the original driver has started.
+  kErasing = 3,    // Handing back with an erase: pending until erased.
 };
 
 std::string_view ToString(JournalState state);

@@ -31,6 +31,7 @@
 #include "driver/node_metrics.h"
 #include "driver/node_reconciler.h"
 #include "driver/node_routes.h"
+#include "driver/nvme_erase.h"
 #include "driver/sysfs.h"
 #include "driver/vfio_binder.h"
 #include "net/http_client.h"
@@ -123,6 +124,10 @@ int Main(int argc, char** argv) {
   options.node = nc.node_name;
   options.classes = config->device_classes;
   options.heartbeat = nc.heartbeat_interval;
+  // NVMe controllers are erased (Format NVM, user data erase) through
+  // /dev/nvmeN before a deleted claim's device is offered again.
+  DevNvmeAdmin nvme_admin(nc.dev_root);
+  options.nvme_admin = &nvme_admin;
   std::unique_ptr<deviceplugin::DevicePluginManager> plugins;
   if (device_plugin && !once) {
     deviceplugin::DevicePluginManagerOptions po;
@@ -141,8 +146,9 @@ int Main(int argc, char** argv) {
   if (once) {
     auto pass = reconciler.RunOnce(absl::ZeroDuration());
     if (!pass.ok()) return Fail(pass.status());
-    std::printf("node %s: reported=%s bound=%d restored=%d errors=%zu\n", nc.node_name.c_str(),
-                pass->reported ? "yes" : "no", pass->bound, pass->restored, pass->errors.size());
+    std::printf("node %s: reported=%s bound=%d restored=%d erased=%d errors=%zu\n",
+                nc.node_name.c_str(), pass->reported ? "yes" : "no", pass->bound, pass->restored,
+                pass->erased, pass->errors.size());
     for (const std::string& e : pass->errors) std::printf("  error: %s\n", e.c_str());
     return pass->errors.empty() ? 0 : 1;
   }

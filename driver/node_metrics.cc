@@ -23,6 +23,16 @@ NodeMetrics::NodeMetrics(MetricsRegistry* r)
       discovery_seconds(r->AddHistogram("pdc_node_discovery_duration_seconds",
                                         "Time to walk sysfs for managed devices.",
                                         DefaultLatencyBuckets())),
+      erases(r->AddCounterFamily(
+          "pdc_node_erases_total",
+          "Devices handed back after a delete: NVMe erased, erase failed (retried), or a class "
+          "pdc cannot erase handed back unerased.",
+          {"outcome"})),
+      erase_seconds(r->AddHistogram("pdc_node_erase_duration_seconds",
+                                    "Time to hand an NVMe controller back and erase it.",
+                                    DefaultLatencyBuckets())),
+      erases_pending(r->AddGauge("pdc_node_erases_pending",
+                                 "NVMe erases journaled and not finished (devices unhealthy).")),
       extender_errors(r->AddCounterFamily("pdc_node_extender_errors_total",
                                           "Failed calls to pdc-extender, by operation.",
                                           {"operation"})),

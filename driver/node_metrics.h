@@ -28,6 +28,12 @@ class NodeMetrics {
   Histogram* bind_seconds;     // pdc_node_bind_duration_seconds (real binds)
   Histogram* restore_seconds;  // pdc_node_restore_duration_seconds (real restores)
   Histogram* discovery_seconds;  // pdc_node_discovery_duration_seconds
+  // pdc_node_erases_total{outcome="erased|failed|not_supported"}: NVMe
+  // erases before a device goes back, and hand-backs of classes pdc cannot
+  // erase.
+  CounterFamily* erases;
+  Histogram* erase_seconds;  // pdc_node_erase_duration_seconds (successful erases)
+  Gauge* erases_pending;     // pdc_node_erases_pending (journaled, not done)
   // pdc_node_extender_errors_total{operation="inventory|allocations"}
   CounterFamily* extender_errors;
   Counter* reports;          // pdc_node_inventory_reports_total

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
 #include "driver/discovery.h"
@@ -33,12 +34,21 @@ Reconciler::Reconciler(Sysfs* sys, VfioBinder* binder, BindJournal* journal, Ext
 absl::Status Reconciler::Start() {
   absl::Status s = binder_->Recover();
   if (!s.ok()) spdlog::warn("recovering interrupted binds: {}", s.ToString());
+  std::vector<std::string> pending;
+  for (const JournalEntry& e : journal_->Entries()) {
+    if (e.state == JournalState::kErasing) pending.push_back(e.address.ToString());
+  }
+  if (!pending.empty()) {
+    spdlog::warn("erase pending from before the restart for {}: unhealthy until erased",
+                 absl::StrJoin(pending, ", "));
+  }
   return s;
 }
 
 bool Reconciler::Healthy() const {
-  const absl::Duration since_pass =
-      clock_->Now() - absl::FromUnixNanos(last_pass_unix_nanos_.load());
+  const absl::Time now = clock_->Now();
+  if (now < absl::FromUnixNanos(busy_until_unix_nanos_.load())) return true;  // Erasing.
+  const absl::Duration since_pass = now - absl::FromUnixNanos(last_pass_unix_nanos_.load());
   return since_pass < 3 * options_.heartbeat + options_.backoff_max;
 }
 
@@ -51,9 +61,10 @@ absl::StatusOr<NodeInventory> Reconciler::Discover() {
   for (Device& dev : r.inventory.devices) {
     ++by_driver[dev.driver];
     // sysfs shows no serial once nvme let go; the journal remembers it.
-    if (dev.serial.empty() && dev.driver == kVfioPci) {
-      if (auto e = journal_->Get(dev.address)) dev.serial = e->serial;
-    }
+    auto e = journal_->Get(dev.address);
+    if (dev.serial.empty() && dev.driver == kVfioPci && e) dev.serial = e->serial;
+    // It may hold a previous VM's data: never offered until erased.
+    if (e && e->state == JournalState::kErasing) dev.health = DeviceHealth::kUnhealthy;
   }
   driver::RefuseSharedSerials(&r);
   for (const std::string& p : r.problems) {
@@ -136,27 +147,127 @@ void Reconciler::Apply(const NodeAllocations& allocations, PassResult* result) {
   }
   for (PciAddress a : allocations.return_to_host) {
     if (claimed.contains(a)) continue;  // Claimed again since: keep it.
-    const std::string key = a.ToString();
-    Stopwatch sw(clock_);
-    auto out = binder_->Restore(a);
-    if (!out.ok()) {
-      NoteError(key, out.status(), "restore", result);
-      continue;
-    }
-    last_error_.erase(key);
-    if (*out == RestoreOutcome::kRestored) {
-      ++result->restored;
-      spdlog::info("handed {} back to its host driver in {}", key,
-                   absl::FormatDuration(sw.Elapsed()));
-      if (metrics_) {
-        metrics_->restores->WithLabels({"restored"})->Increment();
-        metrics_->restore_seconds->ObserveDuration(sw.Elapsed());
-      }
-    } else if (metrics_) {
+    ReturnToHost(a, result);
+  }
+  RunPendingErases(claimed, result);
+  std::sort(result->errors.begin(), result->errors.end());
+}
+
+void Reconciler::ReturnToHost(PciAddress a, PassResult* result) {
+  const std::string key = a.ToString();
+  auto info = ReadPciFunction(*sys_, a);
+  if (!info.ok()) {
+    NoteError(key, info.status(), "restore", result);
+    return;
+  }
+  std::optional<JournalEntry> entry = journal_->Get(a);
+  if (info->IsNvme() || (entry && entry->original_driver == "nvme")) {
+    // Journaled before anything moves; RunPendingErases does the rest.
+    auto pending = binder_->MarkErasePending(a);
+    if (!pending.ok()) NoteError(key, pending.status(), "erase", result);
+    if (pending.ok() && !*pending && metrics_) {
       metrics_->restores->WithLabels({"already_restored"})->Increment();
     }
+    return;
   }
-  std::sort(result->errors.begin(), result->errors.end());
+  Stopwatch sw(clock_);
+  auto out = binder_->Restore(a);
+  if (!out.ok()) {
+    NoteError(key, out.status(), "restore", result);
+    return;
+  }
+  last_error_.erase(key);
+  if (*out == RestoreOutcome::kRestored) {
+    ++result->restored;
+    const std::string driver = entry && !entry->original_driver.empty()
+                                   ? entry->original_driver
+                                   : std::string("its host driver");
+    spdlog::warn(
+        "handed {} (class {:06x}) back to {} in {} WITHOUT erasing it: pdc-node erases only "
+        "NVMe controllers; whatever the previous VM left on this device stays there",
+        key, info->class_code, driver, absl::FormatDuration(sw.Elapsed()));
+    if (metrics_) {
+      metrics_->restores->WithLabels({"restored"})->Increment();
+      metrics_->restore_seconds->ObserveDuration(sw.Elapsed());
+      metrics_->erases->WithLabels({"not_supported"})->Increment();
+    }
+  } else if (metrics_) {
+    metrics_->restores->WithLabels({"already_restored"})->Increment();
+  }
+}
+
+void Reconciler::RunPendingErases(const std::set<PciAddress>& claimed, PassResult* result) {
+  int pending = 0;
+  for (const JournalEntry& e : journal_->Entries()) {
+    if (e.state != JournalState::kErasing) continue;
+    ++pending;
+    auto& retry = erase_retry_[e.address];
+    if (claimed.contains(e.address)) {
+      // The binder refuses it; the allocator should not have offered it.
+      continue;
+    }
+    if (clock_->Now() < retry.next) {
+      result->errors.push_back(absl::StrCat(
+          e.address.ToString(), ": erase pending, retried in ",
+          absl::FormatDuration(retry.next - clock_->Now()), " (", retry.message, ")"));
+      continue;
+    }
+    EraseOne(e.address, result);
+    if (!journal_->Get(e.address)) --pending;
+  }
+  for (auto it = erase_retry_.begin(); it != erase_retry_.end();) {
+    auto e = journal_->Get(it->first);
+    it = e && e->state == JournalState::kErasing ? std::next(it) : erase_retry_.erase(it);
+  }
+  if (metrics_) metrics_->erases_pending->Set(pending);
+}
+
+void Reconciler::EraseOne(PciAddress a, PassResult* result) {
+  const std::string key = a.ToString();
+  Stopwatch sw(clock_);
+  EraseReturnOptions eo = options_.erase;
+  eo.clock = clock_;
+  eo.erase.before_command = [this](absl::Duration timeout) {
+    busy_until_unix_nanos_ = absl::ToUnixNanos(clock_->Now() + timeout + options_.heartbeat);
+  };
+  absl::StatusOr<NvmeEraseReport> report =
+      options_.nvme_admin == nullptr
+          ? absl::StatusOr<NvmeEraseReport>(WithFailureReason(
+                absl::FailedPreconditionError(absl::StrCat(
+                    "erasing ", key, ": pdc-node has no NVMe admin channel configured")),
+                kReasonEraseUnsupported))
+          : FinishPendingErase(*binder_, *sys_, *options_.nvme_admin, a, eo);
+  busy_until_unix_nanos_ = 0;
+  if (!report.ok()) {
+    auto& retry = erase_retry_[a];
+    retry.backoff =
+        NextBackoff(retry.backoff, options_.erase_backoff_initial, options_.erase_backoff_max);
+    retry.next = clock_->Now() + retry.backoff;
+    retry.message = std::string(report.status().message());
+    // Handing it back to nvme failed (a restore), or the erase itself did.
+    const bool erase_step = FailureReason(report.status()).starts_with("erase_");
+    NoteError(key, report.status(), erase_step ? "erase" : "restore", result);
+    if (metrics_) metrics_->erases->WithLabels({"failed"})->Increment();
+    return;
+  }
+  erase_retry_.erase(a);
+  last_error_.erase(key);
+  ++result->restored;
+  ++result->erased;
+  std::vector<std::string> formatted;
+  for (uint32_t id : report->formatted) {
+    formatted.push_back(id == kNvmeNsidAll ? "all" : absl::StrCat(id));
+  }
+  spdlog::info("erased {} ({}: Format NVM with user data erase of namespace(s) {}) and handed it "
+               "back to nvme in {}",
+               key, report->controller, formatted.empty() ? "none" : absl::StrJoin(formatted, ", "),
+               absl::FormatDuration(sw.Elapsed()));
+  if (metrics_) {
+    metrics_->erases->WithLabels({"erased"})->Increment();
+    metrics_->erase_seconds->ObserveDuration(sw.Elapsed());
+    metrics_->restores->WithLabels({"restored"})->Increment();
+    metrics_->restore_seconds->ObserveDuration(sw.Elapsed());
+  }
 }
 
 absl::StatusOr<PassResult> Reconciler::RunOnce(absl::Duration wait) {

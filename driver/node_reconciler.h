@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "driver/bind_journal.h"
 #include "driver/node_extender_api.h"
 #include "driver/node_metrics.h"
+#include "driver/nvme_erase.h"
 #include "driver/sysfs.h"
 #include "driver/vfio_binder.h"
 
@@ -46,13 +48,23 @@ struct ReconcilerOptions {
   // Must not block for long.
   std::function<void(const NodeInventory&)> on_inventory;
   std::function<void(const NodeAllocations&)> on_allocations;
+  // Submits the erase commands; must outlive the reconciler. Null: every
+  // NVMe erase fails (the device stays unhealthy, never reported free).
+  NvmeAdmin* nvme_admin = nullptr;
+  // Timeouts of the erase and of the wait for the nvme controller; its
+  // clock is the reconciler's.
+  EraseReturnOptions erase;
+  // Retries of a failed erase: initial, doubled, capped.
+  absl::Duration erase_backoff_initial = absl::Seconds(10);
+  absl::Duration erase_backoff_max = absl::Minutes(10);
 };
 
 // What one pass did; `errors` are device-level problems (sorted).
 struct PassResult {
   bool reported = false;
   int bound = 0;     // Devices moved to vfio-pci in this pass.
-  int restored = 0;  // Devices handed back in this pass.
+  int restored = 0;  // Devices handed back in this pass (erased or not).
+  int erased = 0;    // NVMe controllers erased in this pass.
   std::vector<std::string> errors;
 };
 
@@ -66,6 +78,8 @@ class Reconciler {
              NodeMetrics* metrics, const Clock* clock, ReconcilerOptions options);
 
   // Finishes or rolls back binds a crash interrupted (VfioBinder::Recover).
+  // Erases journaled pending are left to the passes (they report those
+  // devices unhealthy until erased).
   absl::Status Start();
 
   // One pass with a long-poll of `wait` (zero: answer at once). Fails only
@@ -82,6 +96,10 @@ class Reconciler {
   absl::StatusOr<NodeInventory> Discover();
   absl::Status Report(const NodeInventory& inventory, bool force);
   void Apply(const NodeAllocations& allocations, PassResult* result);
+  void ReturnToHost(PciAddress address, PassResult* result);
+  // Runs the erases journaled pending whose retry time came.
+  void RunPendingErases(const std::set<PciAddress>& claimed, PassResult* result);
+  void EraseOne(PciAddress address, PassResult* result);
   void NoteError(const std::string& key, const absl::Status& s, std::string_view operation,
                  PassResult* result);
 
@@ -99,6 +117,14 @@ class Reconciler {
   uint64_t since_ = 0;
   std::map<PciAddress, std::string> expected_driver_;
   std::map<std::string, std::string> last_error_;  // key -> message logged
+  struct EraseRetry {
+    absl::Time next = absl::InfinitePast();
+    absl::Duration backoff = absl::ZeroDuration();
+    std::string message;
+  };
+  std::map<PciAddress, EraseRetry> erase_retry_;
+  // While an erase command runs: the time until which it counts as progress.
+  std::atomic<int64_t> busy_until_unix_nanos_{0};
 
   std::atomic<int64_t> last_pass_unix_nanos_{0};
 };

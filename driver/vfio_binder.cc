@@ -19,8 +19,7 @@ namespace {
 constexpr char kReasonUrl[] = "pdc.kubevirt.io/driver-failure-reason";
 
 absl::Status WithReason(absl::Status s, std::string_view reason) {
-  if (!s.ok() && !s.GetPayload(kReasonUrl)) s.SetPayload(kReasonUrl, absl::Cord(Sv(reason)));
-  return s;
+  return WithFailureReason(std::move(s), reason);
 }
 
 absl::Status Refuse(std::string_view reason, std::string message) {
@@ -39,6 +38,11 @@ std::string UnbindPath(std::string_view drv) {
 }
 
 }  // namespace
+
+absl::Status WithFailureReason(absl::Status s, std::string_view reason) {
+  if (!s.ok() && !s.GetPayload(kReasonUrl)) s.SetPayload(kReasonUrl, absl::Cord(Sv(reason)));
+  return s;
+}
 
 std::string FailureReason(const absl::Status& status) {
   if (status.ok()) return "";
@@ -122,6 +126,14 @@ absl::Status VfioBinder::CheckBindableLocked(const std::vector<PciFunctionInfo>&
   if (!sys_->Exists("bus/pci/drivers/vfio-pci")) {
     return Refuse(kReasonVfioMissing,
                   "the vfio-pci driver is not loaded (modprobe vfio-pci)");
+  }
+  for (const PciFunctionInfo& i : infos) {
+    if (auto e = journal_->Get(i.address); e && e->state == JournalState::kErasing) {
+      return Refuse(kReasonErasePending,
+                    absl::StrCat("refusing to bind ", Describe(i),
+                                 ": its erase is pending, it may still hold the previous "
+                                 "VM's data"));
+    }
   }
   for (const PciFunctionInfo& i : infos) {
     if (i.driver == kVfioPci) {
@@ -300,6 +312,11 @@ absl::StatusOr<RestoreOutcome> VfioBinder::RestoreLocked(PciAddress address) {
     return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
   }
   std::optional<JournalEntry> entry = journal_->Get(address);
+  if (entry && entry->state == JournalState::kErasing) {
+    return Refuse(kReasonErasePending,
+                  absl::StrCat("not handing ", address.ToString(),
+                               " back without its erase: the erase is pending"));
+  }
   // On the host: off vfio-pci, no override, and on a driver unless it never
   // had one (an interrupted restore leaves it on none).
   const bool on_host = info->driver != kVfioPci && info->driver_override.empty() &&
@@ -316,6 +333,51 @@ absl::StatusOr<RestoreOutcome> VfioBinder::RestoreLocked(PciAddress address) {
   return RestoreOutcome::kRestored;
 }
 
+absl::StatusOr<bool> VfioBinder::MarkErasePending(PciAddress address) {
+  absl::MutexLock lock(&mu_);
+  std::optional<JournalEntry> entry = journal_->Get(address);
+  if (entry && entry->state == JournalState::kErasing) return true;
+  auto info = ReadPciFunction(*sys_, address);
+  if (!info.ok()) {
+    return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
+  }
+  // Never pdc's (no entry) and off vfio-pci: nothing of a VM on it.
+  if (!entry && info->driver != kVfioPci && info->driver_override.empty()) return false;
+  JournalEntry erasing = entry.value_or(
+      JournalEntry{address, JournalState::kErasing,
+                   info->driver == kVfioPci ? "" : info->driver, info->serial});
+  erasing.state = JournalState::kErasing;
+  if (erasing.serial.empty()) erasing.serial = info->serial;
+  RETURN_IF_ERROR(WithReason(journal_->Put(erasing), kReasonJournal));
+  return true;
+}
+
+absl::Status VfioBinder::GiveBackForErase(PciAddress address) {
+  absl::MutexLock lock(&mu_);
+  std::optional<JournalEntry> entry = journal_->Get(address);
+  if (!entry || entry->state != JournalState::kErasing) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no erase is pending for ", address.ToString()));
+  }
+  auto info = ReadPciFunction(*sys_, address);
+  if (!info.ok()) {
+    return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
+  }
+  if (info->driver == "nvme" && info->driver_override.empty()) return absl::OkStatus();
+  // The erase goes through nvme, whatever the device had before.
+  return GiveBackLocked(address, "nvme");
+}
+
+absl::Status VfioBinder::CompleteErase(PciAddress address) {
+  absl::MutexLock lock(&mu_);
+  std::optional<JournalEntry> entry = journal_->Get(address);
+  if (!entry || entry->state != JournalState::kErasing) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no erase is pending for ", address.ToString()));
+  }
+  return WithReason(journal_->Remove(address), kReasonJournal);
+}
+
 absl::Status VfioBinder::Recover() {
   absl::MutexLock lock(&mu_);
   absl::Status first;
@@ -323,6 +385,7 @@ absl::Status VfioBinder::Recover() {
     absl::Status s;
     switch (e.state) {
       case JournalState::kBound:
+      case JournalState::kErasing:
         break;
       case JournalState::kRestoring:
         s = RestoreLocked(e.address).status();

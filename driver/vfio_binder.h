@@ -11,7 +11,11 @@
 // bridge, binding only part of a group's allowed devices, a device the host
 // uses (by the rule of its class, see host_usage.h: for storage, also the
 // kernel's refusal of an exclusive open), a device already on vfio-pci that
-// pdc did not bind while some process holds its /dev/vfio/<group> open.
+// pdc did not bind while some process holds its /dev/vfio/<group> open, a
+// device whose erase is pending (it may hold a previous VM's data).
+//   Erase:   MarkErasePending journals `erasing` before anything moves;
+//            GiveBackForErase hands the device to nvme; CompleteErase drops
+//            the entry once nvme_erase.h erased it.
 // Bind keeps the exclusive descriptors of the block devices it checked until
 // the devices are off their host driver, so nothing can mount or claim them
 // between the check and the unbind.
@@ -52,9 +56,12 @@ inline constexpr std::string_view kReasonRestoreFailed = "restore_failed";
 inline constexpr std::string_view kReasonNotFound = "device_not_found";
 inline constexpr std::string_view kReasonSysfs = "sysfs_error";
 inline constexpr std::string_view kReasonJournal = "journal_error";
+inline constexpr std::string_view kReasonErasePending = "erase_pending";
 
 // The reason of a status returned by VfioBinder ("" for OK).
 std::string FailureReason(const absl::Status& status);
+// `status` with `reason` attached unless it carries one already.
+absl::Status WithFailureReason(absl::Status status, std::string_view reason);
 
 struct BinderOptions {
   std::vector<DeviceClass> classes;
@@ -88,13 +95,26 @@ class VfioBinder {
   // moved are given back.
   absl::StatusOr<BindOutcome> Bind(const std::vector<PciAddress>& addresses);
 
-  // Gives a device back to the driver it had before pdc bound it.
+  // Gives a device back to the driver it had before pdc bound it, without
+  // erasing it. FailedPrecondition (erase_pending) when its erase is pending.
   absl::StatusOr<RestoreOutcome> Restore(PciAddress address);
+
+  // Journals the device `erasing` (durable before anything moves), keeping
+  // what the journal knew of it. Returns false, journaling nothing, when
+  // pdc never had it: no journal entry and not on vfio-pci.
+  absl::StatusOr<bool> MarkErasePending(PciAddress address);
+  // Hands a device whose erase is pending to nvme (the erase needs it);
+  // a no-op when it is there already. The entry stays `erasing`.
+  absl::Status GiveBackForErase(PciAddress address);
+  // The erase is done: drops the `erasing` entry (FailedPrecondition when
+  // the entry is in another state).
+  absl::Status CompleteErase(PciAddress address);
 
   // Finishes or rolls back what a crash interrupted: `binding` entries whose
   // device reached vfio-pci become `bound`, the others are rolled back to
-  // their original driver; `restoring` entries are restored. Returns the
-  // first error after trying every entry.
+  // their original driver; `restoring` entries are restored; `erasing`
+  // entries are left for the erase to finish (the reconciler's passes).
+  // Returns the first error after trying every entry.
   absl::Status Recover();
 
  private:

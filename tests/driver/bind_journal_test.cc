@@ -25,6 +25,7 @@ TEST(BindJournalTest, PersistsSortedEntriesAcrossReopen) {
     ASSERT_OK(j->Put({Addr("0000:3b:00.0"), JournalState::kBound, "nvme", "S1"}));
     ASSERT_OK(j->Put({Addr("0000:00:03.0"), JournalState::kBinding, "", ""}));
     ASSERT_OK(j->Put({Addr("0000:5e:00.0"), JournalState::kRestoring, "nvme", "has space"}));
+    ASSERT_OK(j->Put({Addr("0000:af:00.0"), JournalState::kErasing, "nvme", "S9"}));
     ASSERT_OK(j->Remove(Addr("0000:00:09.0")));  // Absent: fine.
   }
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(path));
@@ -32,15 +33,17 @@ TEST(BindJournalTest, PersistsSortedEntriesAcrossReopen) {
             "pdc-vfio-journal v1\n"
             "0000:00:03.0 binding - -\n"
             "0000:3b:00.0 bound nvme S1\n"
-            "0000:5e:00.0 restoring nvme -\n");
+            "0000:5e:00.0 restoring nvme -\n"
+            "0000:af:00.0 erasing nvme S9\n");
   ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(path));
   EXPECT_THAT(j->Entries(),
               ElementsAre(JournalEntry{Addr("0000:00:03.0"), JournalState::kBinding, "", ""},
                           JournalEntry{Addr("0000:3b:00.0"), JournalState::kBound, "nvme", "S1"},
-                          JournalEntry{Addr("0000:5e:00.0"), JournalState::kRestoring, "nvme", ""}));
+                          JournalEntry{Addr("0000:5e:00.0"), JournalState::kRestoring, "nvme", ""},
+                          JournalEntry{Addr("0000:af:00.0"), JournalState::kErasing, "nvme", "S9"}));
   ASSERT_OK(j->Remove(Addr("0000:3b:00.0")));
   ASSERT_OK_AND_ASSIGN(auto k, BindJournal::Open(path));
-  EXPECT_EQ(k->Entries().size(), 2u);
+  EXPECT_EQ(k->Entries().size(), 3u);
   EXPECT_FALSE(k->Get(Addr("0000:3b:00.0")).has_value());
 }
 

@@ -114,6 +114,7 @@ void FakeKernel::Attach(const std::string& address, const std::string& driver) {
     // The kernel pads serial and model with spaces.
     Put(cdir + "/serial", spec.serial + "    \n");
     Put(cdir + "/model", spec.model + "                  \n");
+    Put(cdir + "/state", "live\n");
     for (int ns = 1; ns <= spec.namespaces; ++ns) {
       const std::string name = absl::StrCat(ctrl, "n", ns);
       const std::string nsdir = absl::StrCat(cdir, "/", name);

@@ -11,6 +11,7 @@
 #include "common/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/driver/fake_nvme_admin.h"
 #include "tests/driver/test_util.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
@@ -21,7 +22,10 @@ namespace {
 using pdc::testing::StatusIs;
 using testing::Addr;
 using testing::FakeHost;
+using testing::FakeNamespace;
 using testing::NvmeClass;
+using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -92,13 +96,25 @@ class ReconcilerTest : public ::testing::Test {
     bo.clock = &binder_clock_;
     binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc, journal_.get(), bo);
     metrics_ = std::make_unique<NodeMetrics>(&registry_);
+    // nvme0 is 03.0, nvme1 is 04.0 (the fake kernel numbers them in order).
+    admin_.controllers["nvme0"].namespaces[1] = FakeNamespace{};
+    admin_.controllers["nvme1"].namespaces[1] = FakeNamespace{};
+    reconciler_ = NewReconciler();
+    ASSERT_OK(reconciler_->Start());
+  }
+
+  ReconcilerOptions Options() {
     ReconcilerOptions ro;
     ro.node = "node-a";
     ro.classes = {NvmeClass()};
     ro.heartbeat = absl::Seconds(10);
-    reconciler_ = std::make_unique<Reconciler>(&host_.kernel, binder_.get(), journal_.get(), &api_,
-                                               metrics_.get(), &clock_, ro);
-    ASSERT_OK(reconciler_->Start());
+    ro.nvme_admin = &admin_;
+    return ro;
+  }
+
+  std::unique_ptr<Reconciler> NewReconciler() {
+    return std::make_unique<Reconciler>(&host_.kernel, binder_.get(), journal_.get(), &api_,
+                                        metrics_.get(), &clock_, Options());
   }
 
   void Claim(std::vector<std::string> addresses, uint64_t version) {
@@ -124,6 +140,7 @@ class ReconcilerTest : public ::testing::Test {
   pdc::testing::FakeClock clock_;
   pdc::testing::FakeClock binder_clock_;  // The binder's waits; apart from clock_.
   FakeExtender api_;
+  testing::FakeNvmeAdmin admin_;
   MetricsRegistry registry_;
   std::unique_ptr<NodeMetrics> metrics_;
   std::unique_ptr<BindJournal> journal_;
@@ -220,12 +237,232 @@ TEST_F(ReconcilerTest, ReturnToHostRestoresAndRetainKeeps) {
   api_.allocations.return_to_host = {Addr("0000:00:03.0")};
   ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
   EXPECT_EQ(r.restored, 1);
+  EXPECT_EQ(r.erased, 1);
   EXPECT_TRUE(r.reported);
+  EXPECT_THAT(r.errors, IsEmpty());
   EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
   EXPECT_EQ(Driver("0000:00:04.0"), "vfio-pci");
+  // Erased on nvme0, namespace 1, with a user data erase; 04.0 untouched.
+  auto formats = admin_.Formats();
+  ASSERT_EQ(formats.size(), 1u);
+  EXPECT_EQ(formats[0].controller, "nvme0");
+  EXPECT_EQ(formats[0].nsid, 1u);
+  EXPECT_EQ((formats[0].cdw10 >> 9) & 0x7, 1u);
+  EXPECT_FALSE(admin_.controllers["nvme0"].namespaces[1].has_data);
+  EXPECT_TRUE(admin_.controllers["nvme1"].namespaces[1].has_data);
+  EXPECT_FALSE(journal_->Get(Addr("0000:00:03.0")));
   EXPECT_EQ(api_.inventories.back().devices[0].driver, "nvme");
+  EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kHealthy);
   EXPECT_EQ(api_.inventories.back().devices[1].driver, "vfio-pci");
   EXPECT_TRUE(Rendered("pdc_node_restores_total{outcome=\"restored\"} 1"));
+  EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"erased\"} 1"));
+  EXPECT_TRUE(Rendered("pdc_node_erases_pending 0"));
+  // The extender still lists it until it saw the report: nothing again.
+  ASSERT_OK_AND_ASSIGN(PassResult again, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(again.restored, 0);
+  EXPECT_EQ(admin_.Formats().size(), 1u);
+}
+
+// A failed erase: the device is on nvme but unhealthy, the error is
+// counted, and the erase is retried after the backoff, not before.
+TEST_F(ReconcilerTest, FailedEraseKeepsTheDeviceUnhealthyAndIsRetriedWithBackoff) {
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  Claim({}, 6);
+  api_.allocations.return_to_host = {Addr("0000:00:03.0")};
+  admin_.format_status = 0x410A;  // Invalid Format, do not retry.
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(r.restored, 0);
+  EXPECT_EQ(r.erased, 0);
+  EXPECT_THAT(r.errors, ElementsAre(AllOf(HasSubstr("0000:00:03.0: erasing NVMe controller nvme0"),
+                                          HasSubstr("namespace 1 failed"),
+                                          HasSubstr("Invalid Format (SCT 1h SC 0Ah"))));
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  ASSERT_TRUE(journal_->Get(Addr("0000:00:03.0")));
+  EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kErasing);
+  EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"failed\"} 1"));
+  EXPECT_TRUE(Rendered(
+      "pdc_node_bind_failures_total{operation=\"erase\",reason=\"erase_nvme_status\"} 1"));
+  EXPECT_TRUE(Rendered("pdc_node_erases_pending 1"));
+
+  // Next pass: reported on nvme, unhealthy; no new attempt within the backoff.
+  const size_t reports = api_.inventories.size();
+  ASSERT_OK_AND_ASSIGN(PassResult wait, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(api_.inventories.size(), reports + 1);
+  EXPECT_EQ(api_.inventories.back().devices[0].driver, "nvme");
+  EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kUnhealthy);
+  EXPECT_THAT(wait.errors, ElementsAre(HasSubstr("erase pending, retried in 10s")));
+  EXPECT_EQ(admin_.Formats().size(), 1u);
+  // A claim on it meanwhile is refused: it may hold the previous VM's data.
+  Claim({"0000:00:03.0"}, 7);
+  ASSERT_OK_AND_ASSIGN(PassResult claimed, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(claimed.errors, Contains(HasSubstr("its erase is pending")));
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  Claim({}, 8);
+
+  // After the backoff it fails again (backoff doubles), then succeeds.
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_OK_AND_ASSIGN(PassResult second, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(admin_.Formats().size(), 2u);
+  EXPECT_THAT(second.errors, ElementsAre(HasSubstr("Invalid Format")));
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_OK_AND_ASSIGN(PassResult early, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(admin_.Formats().size(), 2u);
+  EXPECT_THAT(early.errors, ElementsAre(HasSubstr("retried in 10s")));
+  admin_.format_status.reset();
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_OK_AND_ASSIGN(PassResult done, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(done.erased, 1);
+  EXPECT_THAT(done.errors, IsEmpty());
+  EXPECT_FALSE(admin_.controllers["nvme0"].namespaces[1].has_data);
+  EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kHealthy);
+  EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"erased\"} 1"));
+  EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"failed\"} 2"));
+}
+
+// A crash after the erase was journaled: a new process reports the device
+// unhealthy at once and finishes the erase before reporting it healthy,
+// whether or not the extender still lists it.
+TEST_F(ReconcilerTest, RestartResumesAJournaledEraseBeforeReportingTheDeviceHealthy) {
+  struct Case {
+    const char* name;
+    bool crashed_after_unbind;
+  } cases[] = {{"still on vfio-pci", false}, {"already on nvme", true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Claim({"0000:00:03.0"}, 5);
+    ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+    ASSERT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+    ASSERT_OK(binder_->MarkErasePending(Addr("0000:00:03.0")));
+    if (c.crashed_after_unbind) {
+      ASSERT_OK(binder_->GiveBackForErase(Addr("0000:00:03.0")));
+    }
+    admin_.controllers["nvme0"].namespaces[1].has_data = true;
+
+    // The restart: journal read from disk, new binder, new reconciler.
+    auto j = BindJournal::Open(host_.tmp.Join("journal"));
+    ASSERT_OK(j.status());
+    journal_ = std::move(*j);
+    BinderOptions bo;
+    bo.classes = {NvmeClass()};
+    bo.verify_attempts = 2;
+    bo.clock = &binder_clock_;
+    binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc, journal_.get(), bo);
+    reconciler_ = NewReconciler();  // The old one's journal and binder are gone.
+    std::vector<NodeInventory> seen;
+    ReconcilerOptions ro = Options();
+    ro.on_inventory = [&](const NodeInventory& i) { seen.push_back(i); };
+    Reconciler restarted(&host_.kernel, binder_.get(), journal_.get(), &api_, metrics_.get(),
+                         &clock_, ro);
+    ASSERT_OK(restarted.Start());
+    Claim({}, 6);  // The extender dropped it already.
+    ASSERT_OK_AND_ASSIGN(PassResult r, restarted.RunOnce(absl::ZeroDuration()));
+    EXPECT_EQ(r.erased, 1);
+    ASSERT_EQ(seen.size(), 2u);
+    EXPECT_EQ(seen[0].devices[0].health, DeviceHealth::kUnhealthy);  // Before the erase.
+    EXPECT_EQ(seen[1].devices[0].health, DeviceHealth::kHealthy);
+    EXPECT_EQ(seen[1].devices[0].driver, "nvme");
+    EXPECT_FALSE(admin_.controllers["nvme0"].namespaces[1].has_data);
+    EXPECT_FALSE(journal_->Get(Addr("0000:00:03.0")));
+  }
+}
+
+// While a format runs the loop does no pass; it counts as progress, the
+// device's journal entry says erasing, and nothing reports it healthy.
+TEST_F(ReconcilerTest, UnhealthyWhileErasingAndTheLoopStaysHealthy) {
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  Claim({}, 6);
+  api_.allocations.return_to_host = {Addr("0000:00:03.0")};
+  const size_t reports = api_.inventories.size();
+  bool checked = false;
+  admin_.on_command = [&](const testing::RecordedCommand& c) {
+    if (c.opcode != kNvmeAdminFormatNvm) return;
+    clock_.Advance(absl::Minutes(20));  // A long format.
+    EXPECT_TRUE(reconciler_->Healthy());
+    auto e = journal_->Get(Addr("0000:00:03.0"));
+    EXPECT_TRUE(e && e->state == JournalState::kErasing);
+    EXPECT_EQ(api_.inventories.size(), reports);  // Nothing reported mid-erase.
+    checked = true;
+  };
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_TRUE(checked);
+  EXPECT_EQ(r.erased, 1);
+  EXPECT_TRUE(reconciler_->Healthy());  // The pass just ended.
+}
+
+// The hand-back to nvme before the erase is a restore: its failure counts
+// as one, and the erase stays pending.
+TEST_F(ReconcilerTest, AFailedHandBackBeforeTheEraseIsARestoreFailure) {
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  host_.kernel.FailProbe("0000:00:03.0", "nvme");
+  Claim({}, 6);
+  api_.allocations.return_to_host = {Addr("0000:00:03.0")};
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(r.errors, ElementsAre(HasSubstr("giving 0000:00:03.0 back to nvme failed")));
+  EXPECT_TRUE(Rendered(
+      "pdc_node_bind_failures_total{operation=\"restore\",reason=\"restore_failed\"} 1"));
+  EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"failed\"} 1"));
+  EXPECT_THAT(admin_.commands, IsEmpty());
+  ASSERT_TRUE(journal_->Get(Addr("0000:00:03.0")));
+  EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kErasing);
+}
+
+// A device pdc never had (no journal entry, not on vfio-pci) has nothing of
+// a VM on it: nothing to erase, whatever driver it is on.
+TEST_F(ReconcilerTest, NothingToEraseOnADevicePdcNeverHad) {
+  host_.kernel.AddDevice({.address = "0000:00:05.0", .group = 5, .driver = "", .serial = "c"});
+  Claim({}, 5);
+  api_.allocations.return_to_host = {Addr("0000:00:04.0"), Addr("0000:00:05.0")};
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(r.errors, IsEmpty());
+  EXPECT_EQ(r.erased, 0);
+  EXPECT_THAT(admin_.commands, IsEmpty());
+  EXPECT_TRUE(journal_->Entries().empty());
+  EXPECT_TRUE(Rendered("pdc_node_restores_total{outcome=\"already_restored\"} 2"));
+}
+
+// Without an admin channel an NVMe is never reported free.
+TEST_F(ReconcilerTest, NoAdminChannelMeansNoErasedDevice) {
+  ReconcilerOptions ro = Options();
+  ro.nvme_admin = nullptr;
+  Reconciler r(&host_.kernel, binder_.get(), journal_.get(), &api_, metrics_.get(), &clock_, ro);
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(r.RunOnce(absl::ZeroDuration()));
+  Claim({}, 6);
+  api_.allocations.return_to_host = {Addr("0000:00:03.0")};
+  ASSERT_OK_AND_ASSIGN(PassResult pass, r.RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(pass.errors, ElementsAre(HasSubstr("no NVMe admin channel")));
+  ASSERT_OK_AND_ASSIGN(PassResult next, r.RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kUnhealthy);
+}
+
+// A class pdc cannot erase goes back unerased, and says so in a metric.
+TEST_F(ReconcilerTest, OtherClassesGoBackUnerasedAndAreCounted) {
+  host_.kernel.AddDriver({"nvidia", {{0x10de, 0x1eb8}}, std::nullopt});
+  host_.kernel.AddDevice({.address = "0000:05:00.0", .vendor = 0x10de, .device = 0x1eb8,
+                          .class_code = 0x030200, .group = 12, .driver = "nvidia"});
+  const DeviceClass gpu{"example.com/gpu", {{0x10de, 0x1eb8, std::nullopt}}, {"nvidia"}};
+  BinderOptions bo;
+  bo.classes = {NvmeClass(), gpu};
+  bo.verify_attempts = 2;
+  bo.clock = &binder_clock_;
+  VfioBinder binder(&host_.kernel, &host_.dev, &host_.proc, journal_.get(), bo);
+  ReconcilerOptions ro = Options();
+  ro.classes = {NvmeClass(), gpu};
+  Reconciler r(&host_.kernel, &binder, journal_.get(), &api_, metrics_.get(), &clock_, ro);
+  Claim({"0000:05:00.0"}, 5);
+  ASSERT_OK_AND_ASSIGN(PassResult bound, r.RunOnce(absl::ZeroDuration()));
+  ASSERT_EQ(bound.bound, 1) << (bound.errors.empty() ? "" : bound.errors[0]);
+  Claim({}, 6);
+  api_.allocations.return_to_host = {Addr("0000:05:00.0")};
+  ASSERT_OK_AND_ASSIGN(PassResult back, r.RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(back.restored, 1);
+  EXPECT_EQ(back.erased, 0);
+  EXPECT_EQ(Driver("0000:05:00.0"), "nvidia");
+  EXPECT_THAT(admin_.commands, IsEmpty());
+  EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"not_supported\"} 1"));
 }
 
 TEST_F(ReconcilerTest, ClaimedWinsOverAStaleReturnToHost) {

@@ -5,8 +5,13 @@
 // restore to nvme, and the safety refusals (part of a shared IOMMU group, a
 // group with a foreign device, a mounted namespace, a file system detached
 // with umount -l that a process keeps alive, a namespace a process has
-// open, a loop device over a namespace), and that pdc-node's host-view check
-// accepts the guest's own PID namespace.
+// open, a loop device over a namespace), that pdc-node's host-view check
+// accepts the guest's own PID namespace, and the erase before a device goes
+// back (--erase=<serial>): a drive whose image the host filled with a
+// pattern is bound to vfio-pci, journaled `erasing`, "crashes" (journal
+// reopened, binder recovered), then FinishPendingErase hands it to nvme and
+// formats it (Format NVM, SES=1) through /dev/nvmeN; the namespace, read
+// back with O_DIRECT, must hold zeros where the pattern was.
 // Prints one "PASS:"/"FAIL:" line per check, the bind and restore latencies,
 // and finally "PDC-GUEST-RESULT: PASS" or "PDC-GUEST-RESULT: FAIL".
 // Not part of the product.
@@ -21,6 +26,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +38,7 @@
 #include "driver/bind_journal.h"
 #include "driver/discovery.h"
 #include "driver/host_usage.h"
+#include "driver/nvme_erase.h"
 #include "driver/sysfs.h"
 #include "driver/vfio_binder.h"
 
@@ -284,6 +292,8 @@ class Guest {
     }
 
     Check(CheckHostView(proc_).ok(), "pdc-node's host-view check accepts the guest's PID namespace");
+    const std::string erase = Flag(argc, argv, "erase");
+    if (!erase.empty()) EraseCheck(erase);
     return Finish();
   }
 
@@ -310,6 +320,127 @@ class Guest {
     Check(absl::IsFailedPrecondition(s) && FailureReason(s) == reason,
           absl::StrCat(what, " is refused (", std::string(reason), ")"));
     Check(Driver(a) == "nvme", absl::StrCat(a.ToString(), " left on nvme"));
+  }
+
+  // The pattern run-vfio-test.sh wrote into the drive's image, at offsets
+  // 0 and 8 MiB, 1 MiB each.
+  static constexpr char kPattern[] = "PDC-ERASE-PATTERN";
+  static constexpr size_t kRegion = 1 << 20;
+
+  // The namespace block device of `a` once nvme created it ("" if none).
+  std::string Namespace(PciAddress a) {
+    for (int i = 0; i < 300; ++i) {
+      auto info = ReadPciFunction(sys_, a);
+      if (info.ok()) {
+        auto blocks = BlockDevicesOf(sys_, *info);
+        if (blocks.ok() && !blocks->empty() && dev_.Exists(blocks->front())) return blocks->front();
+      }
+      ::usleep(10000);
+    }
+    return "";
+  }
+
+  // Reads the two regions with O_DIRECT (from the device, not a cache).
+  // Counts regions holding the pattern and regions all zero.
+  bool ReadRegions(const std::string& ns, int* with_pattern, int* all_zero) {
+    *with_pattern = 0;
+    *all_zero = 0;
+    const int fd = ::open(("/dev/" + ns).c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0) return false;
+    void* buf = nullptr;
+    if (::posix_memalign(&buf, 4096, kRegion) != 0) {
+      ::close(fd);
+      return false;
+    }
+    bool ok = true;
+    for (off_t off : {off_t{0}, off_t{8 << 20}}) {
+      if (::pread(fd, buf, kRegion, off) != static_cast<ssize_t>(kRegion)) {
+        ok = false;
+        break;
+      }
+      const char* p = static_cast<const char*>(buf);
+      if (::memmem(p, kRegion, kPattern, sizeof(kPattern) - 1) != nullptr) ++*with_pattern;
+      bool zero = true;
+      for (size_t i = 0; i < kRegion && zero; ++i) zero = p[i] == 0;
+      if (zero) ++*all_zero;
+    }
+    std::free(buf);
+    ::close(fd);
+    return ok;
+  }
+
+  std::string BlockSize(const std::string& ns) {
+    auto s = ReadTrimmed(sys_, "class/block/" + ns + "/queue/logical_block_size");
+    return s.ok() ? *s : "?";
+  }
+
+  void EraseCheck(const std::string& serial) {
+    auto it = by_serial_.find(serial);
+    Check(it != by_serial_.end(), absl::StrCat("discovery finds the drive to erase (", serial, ")"));
+    if (it == by_serial_.end()) return;
+    const PciAddress a = it->second.address;
+    const std::string before = Namespace(a);
+    int pattern = 0, zero = 0;
+    Check(!before.empty() && ReadRegions(before, &pattern, &zero) && pattern == 2,
+          absl::StrCat("/dev/", before, " holds the host's pattern in both regions before"));
+    const std::string block_size = BlockSize(before);
+
+    const std::string journal_path = "/tmp/pdc-erase-journal";
+    BinderOptions options;
+    options.classes = classes_;
+    options.verify_attempts = 1000;
+    options.verify_interval = absl::Milliseconds(5);
+    {
+      auto journal = BindJournal::Open(journal_path);
+      if (!journal.ok()) return Check(false, "erase journal opens");
+      VfioBinder binder(&sys_, &dev_, &proc_, journal->get(), options);
+      auto bound = binder.Bind({a});
+      Check(bound.ok() && Driver(a) == "vfio-pci",
+            absl::StrCat("the drive to erase is on vfio-pci: ",
+                         bound.ok() ? "ok" : bound.status().ToString()));
+      auto pending = binder.MarkErasePending(a);
+      auto e = (*journal)->Get(a);
+      Check(pending.ok() && *pending && e && e->state == JournalState::kErasing &&
+                Driver(a) == "vfio-pci",
+            "erase journaled pending while the drive is still on vfio-pci");
+    }  // The "crash": journal and binder gone.
+    auto journal = BindJournal::Open(journal_path);
+    if (!journal.ok()) return Check(false, "erase journal reopens");
+    VfioBinder binder(&sys_, &dev_, &proc_, journal->get(), options);
+    Check(binder.Recover().ok() && (*journal)->Get(a) &&
+              (*journal)->Get(a)->state == JournalState::kErasing,
+          "after the restart the journal still says erasing and Recover leaves it");
+    auto refused = binder.Bind({a});
+    Check(FailureReason(refused.status()) == kReasonErasePending,
+          "a bind is refused while the erase is pending");
+
+    DevNvmeAdmin admin("/dev");
+    EraseReturnOptions eo;
+    eo.controller_wait = absl::Seconds(30);
+    eo.poll_interval = absl::Milliseconds(20);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto report = FinishPendingErase(binder, sys_, admin, a, eo);
+    const auto t1 = std::chrono::steady_clock::now();
+    std::string formatted;
+    if (report.ok()) {
+      for (uint32_t id : report->formatted) {
+        absl::StrAppend(&formatted, formatted.empty() ? "" : ",",
+                        id == kNvmeNsidAll ? std::string("all") : absl::StrCat(id));
+      }
+    }
+    Check(report.ok(), absl::StrCat("vfio-pci -> nvme -> Format NVM SES=1: ",
+                                    report.ok() ? absl::StrCat(report->controller, " namespaces ",
+                                                               formatted)
+                                                : report.status().ToString()));
+    std::printf("erase latency: %.1f ms (unbind, nvme probe, identify, format)\n", Ms(t1 - t0));
+    Check(report.ok() && !report->formatted.empty(), "at least one namespace was formatted");
+    Check(Driver(a) == "nvme", "the erased drive is back on nvme");
+    Check(!(*journal)->Get(a).has_value(), "the erasing journal entry is gone once erased");
+    const std::string after = Namespace(a);
+    Check(!after.empty() && ReadRegions(after, &pattern, &zero) && pattern == 0 && zero == 2,
+          absl::StrCat("/dev/", after, " reads zeros where the pattern was (O_DIRECT)"));
+    Check(BlockSize(after) == block_size,
+          absl::StrCat("the LBA format is kept (logical block size ", block_size, ")"));
   }
 
   int Finish() {

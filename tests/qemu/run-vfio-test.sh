@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real-kernel test of pdc's vfio-pci binding. Boots a stock Debian 12 kernel
-# under QEMU software emulation (TCG) with an emulated Intel IOMMU and five
+# under QEMU software emulation (TCG) with an emulated Intel IOMMU and six
 # emulated NVMe controllers, runs the project's own static program
 # pdc-vfio-guest-check (tests/qemu/guest_check.cc, linked with pdc_driver)
 # inside a busybox initramfs, and checks against the real kernel: discovery
@@ -8,7 +8,11 @@
 # /dev/vfio/<group>, group viable), second bind is a no-op, restore to nvme,
 # refusal for part of a shared IOMMU group (two NVMe behind a
 # pcie-pci-bridge), for a group holding a foreign device (pci-testdev), and
-# for an NVMe whose namespace is mounted in the guest (ext2 image).
+# for an NVMe whose namespace is mounted in the guest (ext2 image), and the
+# erase before a device goes back: a file-backed NVMe whose image this
+# script fills with a pattern is bound to vfio-pci, journaled `erasing`,
+# handed to nvme and formatted (Format NVM, SES=1) by pdc's own code; the
+# guest reads zeros back and, after QEMU exits, the image holds no pattern.
 #
 # Usage: tests/qemu/run-vfio-test.sh [BUILD_DIR]
 #   BUILD_DIR (default: $PDC_BUILD_DIR or <repo>/build) is a CMake build tree
@@ -121,9 +125,9 @@ echo "guest: kernel $(uname -r) up"
 for m in crct10dif_generic crc64_rocksoft_generic nvme vfio vfio_iommu_type1 vfio-pci ext4 loop; do
   modprobe "$m" || echo "guest: modprobe $m failed"
 done
-# nvme probes asynchronously: wait for the five controllers and their serials.
+# nvme probes asynchronously: wait for the six controllers and their serials.
 i=0
-while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 5 ] && [ $i -lt 300 ]; do
+while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 6 ] && [ $i -lt 300 ]; do
   sleep 0.1; i=$((i + 1))
 done
 mounted=""
@@ -141,7 +145,7 @@ else
   echo "guest: could not mount the pdc-mnt namespace ($mounted)"
 fi
 /pdc-vfio-guest-check --solo=pdc-solo --mounted=pdc-mnt --shared=pdc-sh1,pdc-sh2 \
-  --foreign=pdc-foreign
+  --foreign=pdc-foreign --erase=pdc-erase
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "guest: kernel log tail:"
@@ -164,12 +168,22 @@ else
   "$BUSYBOX" mke2fs -q "$IMG" >/dev/null 2>&1 || "$BUSYBOX" mke2fs "$IMG" >/dev/null
 fi
 
+# --- 5b. The drive to erase: 16 MiB, a pattern at 0 and at 8 MiB -------------
+ERASE_IMG=$WORK/erase.img
+PATTERN=PDC-ERASE-PATTERN
+rm -f "$ERASE_IMG" && truncate -s 16M "$ERASE_IMG"
+for off_mib in 0 8; do
+  (yes "$PATTERN" || true) | head -c 1048576 |
+    dd of="$ERASE_IMG" bs=1M seek="$off_mib" conv=notrunc status=none
+done
+[ "$(grep -a -c "$PATTERN" "$ERASE_IMG")" -gt 0 ] || die "could not write the pattern into $ERASE_IMG"
+
 # --- 6. Boot -------------------------------------------------------------------
 # pcie.0: pdc-solo and pdc-mnt (a group each); pcie-pci-bridge br1: pdc-sh1 and
 # pdc-sh2 (one group with the bridge); pcie-pci-bridge br2: pdc-foreign and a
 # pci-testdev (one group, a device no class matches).
 null_drive() { echo "if=none,id=$1,driver=null-co,size=64M"; }
-log "booting $KV under QEMU (TCG, intel-iommu, 5 NVMe)"
+log "booting $KV under QEMU (TCG, intel-iommu, 6 NVMe)"
 CONSOLE=$WORK/console.log
 set +e
 timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
@@ -177,6 +191,7 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -device intel-iommu,intremap=on \
   -drive "$(null_drive d0)" -device nvme,drive=d0,serial=pdc-solo \
   -drive if=none,id=dm,file="$IMG",format=raw -device nvme,drive=dm,serial=pdc-mnt \
+  -drive if=none,id=de,file="$ERASE_IMG",format=raw -device nvme,drive=de,serial=pdc-erase \
   -device pcie-pci-bridge,id=br1,bus=pcie.0 \
   -drive "$(null_drive d1)" -device nvme,drive=d1,serial=pdc-sh1,bus=br1,addr=1 \
   -drive "$(null_drive d2)" -device nvme,drive=d2,serial=pdc-sh2,bus=br1,addr=2 \
@@ -186,10 +201,18 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$WORK/initrd.gz" \
   -append "console=ttyS0 panic=-1 intel_iommu=on iommu=pt quiet loglevel=3" \
   -nodefaults -display none -serial stdio -no-reboot </dev/null 2>&1 |
-  tee "$CONSOLE" | grep --line-buffered -E '^(PASS|FAIL|guest|discovery|safety check latency|bind latency|restore latency|PDC-GUEST-RESULT|  )'
+  tee "$CONSOLE" | grep --line-buffered -E '^(PASS|FAIL|guest|discovery|safety check latency|bind latency|restore latency|erase latency|PDC-GUEST-RESULT|  )'
 qemu_rc=${PIPESTATUS[0]}
 set -e
 
+# The guest's erase reached the image: not one copy of the pattern is left.
+left=$(grep -a -c "$PATTERN" "$ERASE_IMG" || true)
+if [ "$left" -ne 0 ]; then
+  log "FAIL: $ERASE_IMG still holds the pattern ($left lines) after the erase"
+  tail -n 30 "$CONSOLE" | sed 's/^/  | /'
+  die "the erased drive's image still holds its data"
+fi
+log "PASS: $ERASE_IMG holds no pattern after the guest's erase"
 if grep -q '^PDC-GUEST-RESULT: PASS' "$CONSOLE"; then
   log "PASS: real-kernel vfio test ($(grep -c '^PASS:' "$CONSOLE") checks); console log: $CONSOLE"
   exit 0
