@@ -54,6 +54,9 @@ struct WatchEvent {
 };
 
 class KubeDoubleTest : public ::testing::Test {
+ public:
+  static std::string Url() { return api_->url(); }
+
  protected:
   static void SetUpTestSuite() {
     absl::StatusOr<std::string> etcd = EtcdProcess::FindBinary();
