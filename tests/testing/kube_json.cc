@@ -186,6 +186,17 @@ const Value* Find(const Value& obj, std::initializer_list<std::string_view> path
   return v;
 }
 
+// The member `k` of the object `obj`, nullptr when absent. (A scan instead
+// of FindMember: comparing RapidJSON's non-const member iterators is
+// ambiguous in C++20 for clang.)
+Value* Child(Value& obj, std::string_view k) {
+  for (rapidjson::SizeType i = 0; i < obj.MemberCount(); ++i) {
+    auto& m = obj.MemberBegin()[i];
+    if (std::string_view(m.name.GetString(), m.name.GetStringLength()) == k) return &m.value;
+  }
+  return nullptr;
+}
+
 Value* FindMutable(Value& obj, std::initializer_list<std::string_view> path) {
   return const_cast<Value*>(Find(obj, path));
 }
@@ -206,23 +217,21 @@ void Set(Value& obj, std::initializer_list<std::string_view> path, Value v, Allo
   size_t i = 0;
   for (std::string_view k : path) {
     if (!cur->IsObject()) cur->SetObject();
-    const Value key(rapidjson::StringRef(k.data(), k.size()));
-    auto it = cur->FindMember(key);
+    Value* child = Child(*cur, k);
     if (++i == path.size()) {
-      if (it != cur->MemberEnd()) {
-        it->value = v;
+      if (child != nullptr) {
+        *child = v;
       } else {
         cur->AddMember(Value(k.data(), static_cast<rapidjson::SizeType>(k.size()), a), v, a);
       }
       return;
     }
-    if (it == cur->MemberEnd()) {
+    if (child == nullptr) {
       cur->AddMember(Value(k.data(), static_cast<rapidjson::SizeType>(k.size()), a),
                      Value(rapidjson::kObjectType), a);
-      cur = &(cur->MemberEnd() - 1)->value;
-    } else {
-      cur = &it->value;
+      child = Child(*cur, k);
     }
+    cur = child;
   }
 }
 
@@ -242,9 +251,8 @@ void Remove(Value& obj, std::initializer_list<std::string_view> path) {
       parent->RemoveMember(key);
       return;
     }
-    auto it = parent->FindMember(key);
-    if (it == parent->MemberEnd()) return;
-    parent = &it->value;
+    parent = Child(*parent, k);
+    if (parent == nullptr) return;
   }
 }
 
@@ -271,13 +279,13 @@ void ApplyMergePatch(Value& target, const Value& patch, Allocator& a) {
       target.RemoveMember(m->name);
       continue;
     }
-    auto it = target.FindMember(m->name);
-    if (it == target.MemberEnd()) {
+    Value* have = Child(target, std::string_view(m->name.GetString(), m->name.GetStringLength()));
+    if (have == nullptr) {
       Value fresh(rapidjson::kNullType);
       ApplyMergePatch(fresh, m->value, a);
       target.AddMember(Value(m->name, a), fresh, a);
     } else {
-      ApplyMergePatch(it->value, m->value, a);
+      ApplyMergePatch(*have, m->value, a);
     }
   }
 }
