@@ -12,6 +12,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::StartsWith;
 
 using KubeApiServerDoubleTest = KubeDoubleTest;
 
@@ -285,7 +286,10 @@ TEST_F(KubeApiServerDoubleTest, DeleteWithFinalizersMarksThenRemovesWhenTheyAreG
   KubeReply add = Call("PATCH", Claims("/c1"),
                        R"({"metadata":{"finalizers":["pdc.kubevirt.io/release","x/y"]}})", mp);
   ExpectStatus(add, 422, "Invalid");
-  EXPECT_THAT(add.Str({"message"}), HasSubstr("no new finalizers can be added if the object is being deleted"));
+  EXPECT_THAT(add.Str({"message"}),
+              StartsWith("PersistentDeviceClaim.pdc.kubevirt.io \"c1\" is invalid: "
+                         "metadata.finalizers: Forbidden: no new finalizers can be added if the "
+                         "object is being deleted"));
   KubeReply clear = Call("PATCH", Claims("/c1"), R"({"metadata":{"deletionTimestamp":null,"labels":{"a":"b"}}})", mp);
   EXPECT_EQ(clear.Str({"metadata", "deletionTimestamp"}), d.Str({"metadata", "deletionTimestamp"}));
   // Emptying the finalizers removes it.

@@ -151,10 +151,13 @@ absl::Status BadRequest(std::string_view message) {
   return ApiError({400, "BadRequest"}, message);
 }
 
-absl::Status Invalid(std::string_view kind, std::string_view name, std::string_view why) {
+absl::Status Invalid(std::string_view kind, std::string_view group, std::string_view name,
+                     std::string_view why) {
   ApiErrorInfo info{422, "Invalid", std::string(name)};
   info.kind = std::string(kind);
-  return ApiError(info, Cat(kind, " \"", name, "\" is invalid: ", why));
+  info.group = std::string(group);
+  const std::string group_kind = group.empty() ? std::string(kind) : Cat(kind, ".", group);
+  return ApiError(info, Cat(group_kind, " \"", name, "\" is invalid: ", why));
 }
 
 absl::Status Expired(std::string_view message) { return ApiError({410, "Expired"}, message); }

@@ -58,8 +58,10 @@ absl::Status AlreadyExists(std::string_view resource, std::string_view name);
 // "Operation cannot be fulfilled on <resource> \"<name>\": <why>".
 absl::Status Conflict(std::string_view resource, std::string_view name, std::string_view why);
 absl::Status BadRequest(std::string_view message);
-// 422, reason Invalid: "<Kind> \"<name>\" is invalid: <why>".
-absl::Status Invalid(std::string_view kind, std::string_view name, std::string_view why);
+// 422, reason Invalid: "<Kind>[.<group>] \"<name>\" is invalid: <why>"
+// (errors.NewInvalid names the GroupKind).
+absl::Status Invalid(std::string_view kind, std::string_view group, std::string_view name,
+                     std::string_view why);
 // 410, reason Expired.
 absl::Status Expired(std::string_view message);
 

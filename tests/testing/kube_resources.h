@@ -5,7 +5,7 @@
 // stored as JSON under /registry/... keys with metadata.resourceVersion
 // cleared; on the way out resourceVersion is the key's etcd mod_revision
 // (k8s.io/apiserver/pkg/storage/etcd3/store.go and the APIObjectVersioner
-// of k8s.io/apiserver/pkg/storage/etcd3/api_object_versioner.go).
+// of k8s.io/apiserver/pkg/storage/api_object_versioner.go).
 // Thread-safety: thread-safe (etcd serialises the writes; every
 // read-modify-write is an etcd transaction on mod_revision).
 #ifndef PDC_TESTS_TESTING_KUBE_RESOURCES_H_
