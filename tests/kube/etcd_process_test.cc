@@ -1,12 +1,13 @@
 // EtcdProcess and EtcdClient against a real etcd: the v3 JSON gateway calls
 // the kube-apiserver double is built on, a watch, compaction, and a
 // 3-member cluster that keeps serving when one member stops.
+#include "tests/testing/etcd_process.h"
+
 #include <memory>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/etcd_client.h"
-#include "tests/testing/etcd_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace pdc::testing {
@@ -14,15 +15,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
-#define SKIP_WITHOUT_ETCD()                                          \
+#define SKIP_WITHOUT_ETCD()                                        \
   if (absl::StatusOr<std::string> bin = EtcdProcess::FindBinary(); \
-      !bin.ok()) {                                                   \
-    GTEST_SKIP() << bin.status().message();                          \
+      !bin.ok()) {                                                 \
+    GTEST_SKIP() << bin.status().message();                        \
   }
 
 TEST(EtcdProcessTest, MissingBinaryNamesTheDebianPackage) {
-  absl::StatusOr<std::string> bin = EtcdProcess::FindBinary("pdc-no-such-etcd-binary");
-  EXPECT_THAT(bin, StatusIs(absl::StatusCode::kNotFound, HasSubstr("etcd-server")));
+  absl::StatusOr<std::string> bin =
+      EtcdProcess::FindBinary("pdc-no-such-etcd-binary");
+  EXPECT_THAT(bin,
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("etcd-server")));
   EtcdOptions o;
   o.binary = "pdc-no-such-etcd-binary";
   EXPECT_THAT(EtcdProcess::Start(o),
@@ -36,15 +39,18 @@ TEST(EtcdProcessTest, KvRangeTxnDeleteAndCompaction) {
   ASSERT_OK_AND_ASSIGN(int64_t r1, c.Put("/a/1", "one"));
   ASSERT_OK_AND_ASSIGN(int64_t r2, c.Put("/a/2", std::string("two\0bytes", 9)));
   EXPECT_EQ(r2, r1 + 1);
-  ASSERT_OK_AND_ASSIGN(EtcdRangeResult all, c.Range("/a/", EtcdClient::PrefixEnd("/a/")));
+  ASSERT_OK_AND_ASSIGN(EtcdRangeResult all,
+                       c.Range("/a/", EtcdClient::PrefixEnd("/a/")));
   ASSERT_EQ(all.kvs.size(), 2u);
   EXPECT_EQ(all.kvs[1].value, std::string("two\0bytes", 9));
   EXPECT_EQ(all.kvs[0].mod_revision, r1);
   EXPECT_EQ(all.revision, r2);
   // A transaction on mod_revision: the stale one fails, the current one wins.
-  ASSERT_OK_AND_ASSIGN(EtcdTxnResult stale,
-                       c.Txn({{"/a/1", EtcdCompare::Target::kModRevision, r1 - 1}},
-                             {{EtcdOp::Kind::kPut, "/a/1", "x"}}, {{EtcdOp::Kind::kGet, "/a/1", ""}}));
+  ASSERT_OK_AND_ASSIGN(
+      EtcdTxnResult stale,
+      c.Txn({{"/a/1", EtcdCompare::Target::kModRevision, r1 - 1}},
+            {{EtcdOp::Kind::kPut, "/a/1", "x"}},
+            {{EtcdOp::Kind::kGet, "/a/1", ""}}));
   EXPECT_FALSE(stale.succeeded);
   ASSERT_EQ(stale.got.size(), 1u);
   EXPECT_EQ(stale.got[0].value, "one");
@@ -78,14 +84,16 @@ TEST(EtcdProcessTest, WatchStreamsEventsAndIsCancelledWhenCompacted) {
   EtcdClient c(etcd->client_ports());
   ASSERT_OK_AND_ASSIGN(int64_t r1, c.Put("/w/x", "1"));
   EtcdWatchResponse first;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<EtcdWatch> w,
-                       c.Watch("/w/", EtcdClient::PrefixEnd("/w/"), r1, true, false, &first));
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<EtcdWatch> w,
+      c.Watch("/w/", EtcdClient::PrefixEnd("/w/"), r1, true, false, &first));
   EXPECT_TRUE(first.created);
   ASSERT_OK(c.Put("/w/x", "2").status());
   ASSERT_OK(c.DeleteRange("/w/x").status());
   std::vector<EtcdEvent> events;
   while (events.size() < 3) {
-    ASSERT_OK_AND_ASSIGN(EtcdWatchResponse r, w->Next(absl::Now() + absl::Seconds(10)));
+    ASSERT_OK_AND_ASSIGN(EtcdWatchResponse r,
+                         w->Next(absl::Now() + absl::Seconds(10)));
     for (EtcdEvent& e : r.events) events.push_back(std::move(e));
   }
   EXPECT_EQ(events[0].kv.value, "1");
@@ -99,8 +107,9 @@ TEST(EtcdProcessTest, WatchStreamsEventsAndIsCancelledWhenCompacted) {
   // A watch from a compacted revision is cancelled with compact_revision.
   ASSERT_OK_AND_ASSIGN(int64_t now, c.CurrentRevision());
   ASSERT_OK(c.Compact(now));
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<EtcdWatch> old,
-                       c.Watch("/w/", EtcdClient::PrefixEnd("/w/"), r1, false, false, &first));
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<EtcdWatch> old,
+      c.Watch("/w/", EtcdClient::PrefixEnd("/w/"), r1, false, false, &first));
   EtcdWatchResponse r = first;
   while (!r.canceled) {
     ASSERT_OK_AND_ASSIGN(r, old->Next(absl::Now() + absl::Seconds(10)));
@@ -110,7 +119,8 @@ TEST(EtcdProcessTest, WatchStreamsEventsAndIsCancelledWhenCompacted) {
 
 TEST(EtcdProcessTest, ThreeMemberClusterServesWithOneMemberDown) {
   SKIP_WITHOUT_ETCD();
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<EtcdProcess> etcd, EtcdProcess::StartCluster(3));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<EtcdProcess> etcd,
+                       EtcdProcess::StartCluster(3));
   ASSERT_EQ(etcd->members(), 3);
   EtcdClient c(etcd->client_ports());
   ASSERT_OK(c.Put("/ha/k", "before").status());

@@ -34,14 +34,16 @@ TEST_F(KubeApiServerFaultTest, DelayedRequestOutlastsTheClientsTimeout) {
   CreateClaim("c1");
   api_->DelayRequests({"GET", Claims("/c1")}, 1, absl::Seconds(2));
   std::unique_ptr<HttpClient> impatient = FreshClient(absl::Milliseconds(300));
-  EXPECT_THAT(impatient->Get(Claims("/c1")), StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(impatient->Get(Claims("/c1")),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
   // Only one request was delayed.
   std::unique_ptr<HttpClient> next = FreshClient(absl::Milliseconds(1500));
   ASSERT_OK_AND_ASSIGN(HttpResponse r, next->Get(Claims("/c1")));
   EXPECT_EQ(r.status, 200);
 }
 
-TEST_F(KubeApiServerFaultTest, DroppedAfterCommitLeavesTheClientUnsureButTheObjectThere) {
+TEST_F(KubeApiServerFaultTest,
+       DroppedAfterCommitLeavesTheClientUnsureButTheObjectThere) {
   api_->DropAfterCommit({"POST", Claims()});
   std::unique_ptr<HttpClient> once = FreshClient(absl::Seconds(5));
   EXPECT_THAT(once->Post(Claims(), ClaimJson("c1")),
@@ -54,14 +56,18 @@ TEST_F(KubeApiServerFaultTest, DroppedAfterCommitLeavesTheClientUnsureButTheObje
 
 TEST_F(KubeApiServerFaultTest, CutWatchesEndsStreamsWithoutAFinalChunk) {
   KubeReply list = Call("GET", Claims());
-  std::unique_ptr<HttpStream> w = OpenWatch(Claims(Cat("?watch=1&resourceVersion=", list.Rv())));
+  std::unique_ptr<HttpStream> w =
+      OpenWatch(Claims(Cat("?watch=1&resourceVersion=", list.Rv())));
   ASSERT_NE(w, nullptr);
   ASSERT_TRUE(api_->WaitForWatches(1, absl::Seconds(10)));
   EXPECT_GE(api_->CutWatches(), 1);
-  absl::StatusOr<std::optional<std::string>> line = w->ReadLine(absl::Now() + absl::Seconds(10));
-  EXPECT_THAT(line, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("closed")));
+  absl::StatusOr<std::optional<std::string>> line =
+      w->ReadLine(absl::Now() + absl::Seconds(10));
+  EXPECT_THAT(line,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("closed")));
   // The double serves new watches afterwards.
-  std::unique_ptr<HttpStream> again = OpenWatch(Claims(Cat("?watch=1&resourceVersion=", list.Rv())));
+  std::unique_ptr<HttpStream> again =
+      OpenWatch(Claims(Cat("?watch=1&resourceVersion=", list.Rv())));
   ASSERT_NE(again, nullptr);
   CreateClaim("c1");
   std::optional<WatchEvent> e = NextChange(*again);

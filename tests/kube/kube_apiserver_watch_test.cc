@@ -18,8 +18,9 @@ TEST_F(KubeApiServerWatchTest, EventsArriveInOrderWithTheirResourceVersions) {
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->Header("Content-Type"), "application/json");
   KubeReply c = CreateClaim("c1");
-  KubeReply p = Call("PATCH", Claims("/c1"), R"({"metadata":{"labels":{"a":"b"}}})",
-                     "application/merge-patch+json");
+  KubeReply p =
+      Call("PATCH", Claims("/c1"), R"({"metadata":{"labels":{"a":"b"}}})",
+           "application/merge-patch+json");
   KubeReply d = Call("DELETE", Claims("/c1"));
   ASSERT_EQ(d.status, 200);
   std::optional<WatchEvent> e1 = NextChange(*w);
@@ -42,7 +43,8 @@ TEST_F(KubeApiServerWatchTest, EventsArriveInOrderWithTheirResourceVersions) {
 TEST_F(KubeApiServerWatchTest, WatchFromZeroStartsWithTheCurrentObjects) {
   CreateClaim("a");
   CreateClaim("b");
-  std::unique_ptr<HttpStream> w = OpenWatch(Claims("?watch=true&resourceVersion=0"));
+  std::unique_ptr<HttpStream> w =
+      OpenWatch(Claims("?watch=true&resourceVersion=0"));
   ASSERT_NE(w, nullptr);
   std::optional<WatchEvent> a = NextChange(*w);
   std::optional<WatchEvent> b = NextChange(*w);
@@ -58,8 +60,8 @@ TEST_F(KubeApiServerWatchTest, WatchFromZeroStartsWithTheCurrentObjects) {
 
 TEST_F(KubeApiServerWatchTest, BookmarksCarryOnlyAResourceVersionToResumeFrom) {
   KubeReply list = Call("GET", Claims());
-  std::unique_ptr<HttpStream> w =
-      OpenWatch(Claims(Cat("?watch=1&allowWatchBookmarks=true&resourceVersion=", list.Rv())));
+  std::unique_ptr<HttpStream> w = OpenWatch(Claims(
+      Cat("?watch=1&allowWatchBookmarks=true&resourceVersion=", list.Rv())));
   ASSERT_NE(w, nullptr);
   KubeReply c = CreateClaim("c1");
   std::optional<WatchEvent> added = NextChange(*w);
@@ -77,8 +79,10 @@ TEST_F(KubeApiServerWatchTest, BookmarksCarryOnlyAResourceVersionToResumeFrom) {
     }
   }
   ASSERT_TRUE(bookmark.has_value());
-  EXPECT_EQ(kube::GetString(bookmark->object, {"kind"}), "PersistentDeviceClaim");
-  EXPECT_EQ(kube::GetString(bookmark->object, {"apiVersion"}), "pdc.kubevirt.io/v1alpha1");
+  EXPECT_EQ(kube::GetString(bookmark->object, {"kind"}),
+            "PersistentDeviceClaim");
+  EXPECT_EQ(kube::GetString(bookmark->object, {"apiVersion"}),
+            "pdc.kubevirt.io/v1alpha1");
   EXPECT_EQ(kube::Find(bookmark->object, {"metadata", "name"}), nullptr);
   w.reset();
   // Resuming from the bookmark sees only what came after it.
@@ -98,7 +102,8 @@ TEST_F(KubeApiServerWatchTest, WatchFromACompactedVersionGetsExpiredThenEnds) {
   CreateClaim("c3");
   // Compacted at c3's revision: a watch from c1's starts at c2's, gone.
   ASSERT_OK(api_->CompactEtcd().status());
-  std::unique_ptr<HttpStream> w = OpenWatch(Claims(Cat("?watch=1&resourceVersion=", c.Rv())));
+  std::unique_ptr<HttpStream> w =
+      OpenWatch(Claims(Cat("?watch=1&resourceVersion=", c.Rv())));
   ASSERT_NE(w, nullptr);
   std::optional<WatchEvent> e = NextEvent(*w);
   ASSERT_TRUE(e.has_value());
@@ -111,16 +116,20 @@ TEST_F(KubeApiServerWatchTest, WatchFromACompactedVersionGetsExpiredThenEnds) {
   EXPECT_FALSE(NextEvent(*w, /*expect_end=*/true).has_value());
 }
 
-TEST_F(KubeApiServerWatchTest, LabelSelectorTurnsLeavingIntoDeletedAndJoiningIntoAdded) {
+TEST_F(KubeApiServerWatchTest,
+       LabelSelectorTurnsLeavingIntoDeletedAndJoiningIntoAdded) {
   const std::string mp = "application/merge-patch+json";
   KubeReply list = Call("GET", Claims());
-  std::unique_ptr<HttpStream> w =
-      OpenWatch(Claims(Cat("?watch=1&labelSelector=tier%3Dgold&resourceVersion=", list.Rv())));
+  std::unique_ptr<HttpStream> w = OpenWatch(Claims(
+      Cat("?watch=1&labelSelector=tier%3Dgold&resourceVersion=", list.Rv())));
   ASSERT_NE(w, nullptr);
   CreateClaim("c1");  // Not gold: unseen.
-  Call("PATCH", Claims("/c1"), R"({"metadata":{"labels":{"tier":"gold"}}})", mp);
-  Call("PATCH", Claims("/c1"), R"({"metadata":{"labels":{"tier":"gold","x":"y"}}})", mp);
-  Call("PATCH", Claims("/c1"), R"({"metadata":{"labels":{"tier":"lead"}}})", mp);
+  Call("PATCH", Claims("/c1"), R"({"metadata":{"labels":{"tier":"gold"}}})",
+       mp);
+  Call("PATCH", Claims("/c1"),
+       R"({"metadata":{"labels":{"tier":"gold","x":"y"}}})", mp);
+  Call("PATCH", Claims("/c1"), R"({"metadata":{"labels":{"tier":"lead"}}})",
+       mp);
   std::vector<std::string> types;
   for (int i = 0; i < 3; ++i) {
     std::optional<WatchEvent> e = NextChange(*w);
@@ -130,16 +139,20 @@ TEST_F(KubeApiServerWatchTest, LabelSelectorTurnsLeavingIntoDeletedAndJoiningInt
   EXPECT_THAT(types, ElementsAre("ADDED", "MODIFIED", "DELETED"));
 }
 
-TEST_F(KubeApiServerWatchTest, AllNamespacesWatchAndTimeoutSecondsEndsTheStream) {
-  KubeReply list = Call("GET", "/apis/pdc.kubevirt.io/v1alpha1/persistentdeviceclaims");
+TEST_F(KubeApiServerWatchTest,
+       AllNamespacesWatchAndTimeoutSecondsEndsTheStream) {
+  KubeReply list =
+      Call("GET", "/apis/pdc.kubevirt.io/v1alpha1/persistentdeviceclaims");
   ASSERT_EQ(list.status, 200);
-  std::unique_ptr<HttpStream> w = OpenWatch(Cat(
-      "/apis/pdc.kubevirt.io/v1alpha1/persistentdeviceclaims?watch=1&timeoutSeconds=1&"
-      "resourceVersion=",
-      list.Rv()));
+  std::unique_ptr<HttpStream> w =
+      OpenWatch(Cat("/apis/pdc.kubevirt.io/v1alpha1/"
+                    "persistentdeviceclaims?watch=1&timeoutSeconds=1&"
+                    "resourceVersion=",
+                    list.Rv()));
   ASSERT_NE(w, nullptr);
-  ASSERT_EQ(Call("POST", Cat("/apis/pdc.kubevirt.io/v1alpha1/namespaces/", ns_,
-                             "-b/persistentdeviceclaims"),
+  ASSERT_EQ(Call("POST",
+                 Cat("/apis/pdc.kubevirt.io/v1alpha1/namespaces/", ns_,
+                     "-b/persistentdeviceclaims"),
                  ClaimJson("other-ns"))
                 .status,
             201);
@@ -147,7 +160,8 @@ TEST_F(KubeApiServerWatchTest, AllNamespacesWatchAndTimeoutSecondsEndsTheStream)
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->Name(), "other-ns");
   // The stream then ends cleanly (final chunk) after about a second.
-  absl::StatusOr<std::optional<std::string>> end = w->ReadLine(absl::Now() + absl::Seconds(10));
+  absl::StatusOr<std::optional<std::string>> end =
+      w->ReadLine(absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(end.ok()) << end.status();
   EXPECT_FALSE(end->has_value());
 }

@@ -45,7 +45,9 @@ struct KubeReply {
 struct WatchEvent {
   std::string type;
   kube::Document object;
-  std::string Name() const { return kube::GetString(object, {"metadata", "name"}); }
+  std::string Name() const {
+    return kube::GetString(object, {"metadata", "name"});
+  }
   int64_t Rv() const {
     int64_t v = 0;
     Atoi(kube::GetString(object, {"metadata", "resourceVersion"}), &v);
@@ -89,11 +91,12 @@ class KubeDoubleTest : public ::testing::Test {
     o.timeout = absl::Seconds(10);
     client_ = std::move(HttpClient::Create(o)).value();
     // Every test its own namespace, so tests sharing the double never meet.
-    ns_ = absl::StrCat("ns-", ::testing::UnitTest::GetInstance()->random_seed(), "-",
-                       ++namespaces_);
+    ns_ = absl::StrCat("ns-", ::testing::UnitTest::GetInstance()->random_seed(),
+                       "-", ++namespaces_);
   }
 
-  KubeReply Call(std::string_view method, std::string_view target, std::string_view body = {},
+  KubeReply Call(std::string_view method, std::string_view target,
+                 std::string_view body = {},
                  std::string_view content_type = "application/json") {
     HttpRequestOptions o;
     o.content_type = std::string(content_type);
@@ -114,19 +117,24 @@ class KubeDoubleTest : public ::testing::Test {
     return Cat("/api/v1/namespaces/", ns_, "/pods", rest);
   }
   std::string Claims(std::string_view rest = "") const {
-    return Cat("/apis/pdc.kubevirt.io/v1alpha1/namespaces/", ns_, "/persistentdeviceclaims",
-               rest);
+    return Cat("/apis/pdc.kubevirt.io/v1alpha1/namespaces/", ns_,
+               "/persistentdeviceclaims", rest);
   }
   std::string Vms(std::string_view rest = "") const {
-    return Cat("/apis/kubevirt.io/v1/namespaces/", ns_, "/virtualmachines", rest);
+    return Cat("/apis/kubevirt.io/v1/namespaces/", ns_, "/virtualmachines",
+               rest);
   }
   std::string Vmis(std::string_view rest = "") const {
-    return Cat("/apis/kubevirt.io/v1/namespaces/", ns_, "/virtualmachineinstances", rest);
+    return Cat("/apis/kubevirt.io/v1/namespaces/", ns_,
+               "/virtualmachineinstances", rest);
   }
 
-  static std::string ClaimJson(std::string_view name, std::string_view extra = "") {
-    return Cat(R"({"apiVersion":"pdc.kubevirt.io/v1alpha1","kind":"PersistentDeviceClaim",)",
-               R"("metadata":{"name":")", name, R"("},"spec":{"count":1})", extra, "}");
+  static std::string ClaimJson(std::string_view name,
+                               std::string_view extra = "") {
+    return Cat(
+        R"({"apiVersion":"pdc.kubevirt.io/v1alpha1","kind":"PersistentDeviceClaim",)",
+        R"("metadata":{"name":")", name, R"("},"spec":{"count":1})", extra,
+        "}");
   }
 
   // Creates a claim; fails the test unless 201.
@@ -137,7 +145,8 @@ class KubeDoubleTest : public ::testing::Test {
   }
 
   std::unique_ptr<HttpStream> OpenWatch(std::string_view target) {
-    absl::StatusOr<std::unique_ptr<HttpStream>> s = HttpStream::Open(api_->port(), "GET", target);
+    absl::StatusOr<std::unique_ptr<HttpStream>> s =
+        HttpStream::Open(api_->port(), "GET", target);
     if (!s.ok()) {
       ADD_FAILURE() << "watch " << target << ": " << s.status();
       return nullptr;
@@ -148,13 +157,15 @@ class KubeDoubleTest : public ::testing::Test {
 
   // The next event; nullopt (with a test failure unless `expect_end`) when
   // the stream ended or nothing came within 10 s.
-  static std::optional<WatchEvent> NextEvent(HttpStream& s, bool expect_end = false) {
+  static std::optional<WatchEvent> NextEvent(HttpStream& s,
+                                             bool expect_end = false) {
     absl::StatusOr<std::optional<std::string>> line =
         s.ReadLine(absl::Now() + absl::Seconds(10));
     if (!line.ok() || !line->has_value()) {
       if (!expect_end) {
         ADD_FAILURE() << "no watch event: "
-                      << (line.ok() ? std::string("stream ended") : line.status().ToString());
+                      << (line.ok() ? std::string("stream ended")
+                                    : line.status().ToString());
       }
       return std::nullopt;
     }

@@ -1,5 +1,4 @@
 #include "tests/testing/etcd_client.h"
-#include "tests/testing/sv_strings.h"
 
 #include <utility>
 
@@ -11,6 +10,7 @@
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "tests/testing/sv_strings.h"
 
 namespace pdc::testing {
 namespace {
@@ -34,7 +34,8 @@ int64_t GetInt64(const rapidjson::Value& obj, const char* name) {
   if (it == obj.MemberEnd()) return 0;
   int64_t v = 0;
   if (it->value.IsString()) {
-    Atoi(std::string_view(it->value.GetString(), it->value.GetStringLength()), &v);
+    Atoi(std::string_view(it->value.GetString(), it->value.GetStringLength()),
+         &v);
   } else if (it->value.IsInt64()) {
     v = it->value.GetInt64();
   }
@@ -52,8 +53,9 @@ std::string GetBytes(const rapidjson::Value& obj, const char* name) {
   auto it = obj.FindMember(name);
   if (it == obj.MemberEnd() || !it->value.IsString()) return "";
   std::string out;
-  absl::Base64Unescape(absl::string_view(it->value.GetString(), it->value.GetStringLength()),
-                       &out);
+  absl::Base64Unescape(
+      absl::string_view(it->value.GetString(), it->value.GetStringLength()),
+      &out);
   return out;
 }
 
@@ -82,7 +84,8 @@ absl::Status ParseDoc(std::string_view text, rapidjson::Document* doc) {
   doc->Parse(text.data(), text.size());
   if (doc->HasParseError() || !doc->IsObject()) {
     return absl::InternalError(
-        Cat("etcd answered something that is not a JSON object: ", text.substr(0, 200)));
+        Cat("etcd answered something that is not a JSON object: ",
+            text.substr(0, 200)));
   }
   return absl::OkStatus();
 }
@@ -94,14 +97,17 @@ absl::Status EtcdError(int http_status, std::string_view body) {
   int code = static_cast<int>(absl::StatusCode::kUnknown);
   std::string message(body.substr(0, 300));
   if (!doc.HasParseError() && doc.IsObject()) {
-    if (const rapidjson::Value* c = Member(doc, "code"); c != nullptr && c->IsInt()) {
+    if (const rapidjson::Value* c = Member(doc, "code");
+        c != nullptr && c->IsInt()) {
       code = c->GetInt();
     }
-    if (const rapidjson::Value* m = Member(doc, "message"); m != nullptr && m->IsString()) {
+    if (const rapidjson::Value* m = Member(doc, "message");
+        m != nullptr && m->IsString()) {
       message = m->GetString();
     }
   }
-  if (code <= 0 || code > 16) code = static_cast<int>(absl::StatusCode::kUnknown);
+  if (code <= 0 || code > 16)
+    code = static_cast<int>(absl::StatusCode::kUnknown);
   return absl::Status(static_cast<absl::StatusCode>(code),
                       Cat("etcd (HTTP ", http_status, "): ", message));
 }
@@ -138,7 +144,8 @@ std::string EtcdClient::PrefixEnd(std::string_view prefix) {
   std::string end(prefix);
   while (!end.empty()) {
     if (static_cast<unsigned char>(end.back()) < 0xff) {
-      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      end.back() =
+          static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
       return end;
     }
     end.pop_back();
@@ -146,7 +153,8 @@ std::string EtcdClient::PrefixEnd(std::string_view prefix) {
   return std::string(1, '\0');  // Every key.
 }
 
-EtcdClient::EtcdClient(std::vector<uint16_t> client_ports, absl::Duration timeout)
+EtcdClient::EtcdClient(std::vector<uint16_t> client_ports,
+                       absl::Duration timeout)
     : ports_(std::move(client_ports)), timeout_(timeout) {
   absl::MutexLock lock(&mu_);
   idle_.resize(ports_.size());
@@ -173,12 +181,14 @@ std::unique_ptr<HttpClient> EtcdClient::TakeClient(size_t endpoint) {
   return c.ok() ? std::move(*c) : nullptr;
 }
 
-void EtcdClient::ReturnClient(size_t endpoint, std::unique_ptr<HttpClient> client) {
+void EtcdClient::ReturnClient(size_t endpoint,
+                              std::unique_ptr<HttpClient> client) {
   absl::MutexLock lock(&mu_);
   idle_[endpoint].push_back(std::move(client));
 }
 
-absl::StatusOr<std::string> EtcdClient::Call(std::string_view path, const std::string& body) {
+absl::StatusOr<std::string> EtcdClient::Call(std::string_view path,
+                                             const std::string& body) {
   size_t first;
   {
     absl::MutexLock lock(&mu_);
@@ -188,7 +198,8 @@ absl::StatusOr<std::string> EtcdClient::Call(std::string_view path, const std::s
   for (size_t i = 0; i < ports_.size(); ++i) {
     const size_t e = (first + i) % ports_.size();
     std::unique_ptr<HttpClient> c = TakeClient(e);
-    if (c == nullptr) return absl::InternalError("etcd: cannot create an HTTP client");
+    if (c == nullptr)
+      return absl::InternalError("etcd: cannot create an HTTP client");
     absl::StatusOr<HttpResponse> r = c->Post(path, body);
     if (!r.ok()) {
       last = r.status();
@@ -210,7 +221,8 @@ absl::StatusOr<std::string> EtcdClient::Call(std::string_view path, const std::s
 
 absl::StatusOr<EtcdRangeResult> EtcdClient::Range(std::string_view key,
                                                   std::string_view range_end,
-                                                  int64_t revision, int64_t limit) {
+                                                  int64_t revision,
+                                                  int64_t limit) {
   rapidjson::StringBuffer b;
   JsonWriter w(b);
   w.StartObject();
@@ -227,13 +239,16 @@ absl::StatusOr<EtcdRangeResult> EtcdClient::Range(std::string_view key,
   out.revision = HeaderRevision(doc);
   out.more = GetBool(doc, "more");
   out.count = GetInt64(doc, "count");
-  if (const rapidjson::Value* kvs = Member(doc, "kvs"); kvs != nullptr && kvs->IsArray()) {
-    for (const rapidjson::Value& kv : kvs->GetArray()) out.kvs.push_back(ParseKv(kv));
+  if (const rapidjson::Value* kvs = Member(doc, "kvs");
+      kvs != nullptr && kvs->IsArray()) {
+    for (const rapidjson::Value& kv : kvs->GetArray())
+      out.kvs.push_back(ParseKv(kv));
   }
   return out;
 }
 
-absl::StatusOr<int64_t> EtcdClient::Put(std::string_view key, std::string_view value) {
+absl::StatusOr<int64_t> EtcdClient::Put(std::string_view key,
+                                        std::string_view value) {
   rapidjson::StringBuffer b;
   JsonWriter w(b);
   w.StartObject();
@@ -264,9 +279,9 @@ absl::StatusOr<int64_t> EtcdClient::DeleteRange(std::string_view key,
   return HeaderRevision(doc);
 }
 
-absl::StatusOr<EtcdTxnResult> EtcdClient::Txn(const std::vector<EtcdCompare>& compares,
-                                              const std::vector<EtcdOp>& success,
-                                              const std::vector<EtcdOp>& failure) {
+absl::StatusOr<EtcdTxnResult> EtcdClient::Txn(
+    const std::vector<EtcdCompare>& compares,
+    const std::vector<EtcdOp>& success, const std::vector<EtcdOp>& failure) {
   rapidjson::StringBuffer b;
   JsonWriter w(b);
   w.StartObject();
@@ -309,12 +324,15 @@ absl::StatusOr<EtcdTxnResult> EtcdClient::Txn(const std::vector<EtcdCompare>& co
   EtcdTxnResult out;
   out.succeeded = GetBool(doc, "succeeded");
   out.revision = HeaderRevision(doc);
-  if (const rapidjson::Value* rs = Member(doc, "responses"); rs != nullptr && rs->IsArray()) {
+  if (const rapidjson::Value* rs = Member(doc, "responses");
+      rs != nullptr && rs->IsArray()) {
     for (const rapidjson::Value& r : rs->GetArray()) {
       const rapidjson::Value* range = Member(r, "response_range");
       if (range == nullptr) continue;
-      if (const rapidjson::Value* kvs = Member(*range, "kvs"); kvs != nullptr && kvs->IsArray()) {
-        for (const rapidjson::Value& kv : kvs->GetArray()) out.got.push_back(ParseKv(kv));
+      if (const rapidjson::Value* kvs = Member(*range, "kvs");
+          kvs != nullptr && kvs->IsArray()) {
+        for (const rapidjson::Value& kv : kvs->GetArray())
+          out.got.push_back(ParseKv(kv));
       }
     }
   }
@@ -342,30 +360,36 @@ absl::StatusOr<int64_t> EtcdClient::CurrentRevision() {
 absl::StatusOr<EtcdWatchResponse> EtcdWatch::Next(absl::Time deadline) {
   absl::StatusOr<std::optional<std::string>> line = stream_->ReadLine(deadline);
   if (!line.ok()) return line.status();
-  if (!line->has_value()) return absl::UnavailableError("etcd ended the watch stream");
+  if (!line->has_value())
+    return absl::UnavailableError("etcd ended the watch stream");
   rapidjson::Document doc;
   if (absl::Status s = ParseDoc(**line, &doc); !s.ok()) return s;
   const rapidjson::Value* result = Member(doc, "result");
   if (result == nullptr) {
     // {"error": {...}} when the stream fails.
-    return absl::UnavailableError(Cat("etcd watch error: ", (*line)->substr(0, 300)));
+    return absl::UnavailableError(
+        Cat("etcd watch error: ", (*line)->substr(0, 300)));
   }
   EtcdWatchResponse out;
   out.revision = HeaderRevision(*result);
   out.created = GetBool(*result, "created");
   out.canceled = GetBool(*result, "canceled");
   out.compact_revision = GetInt64(*result, "compact_revision");
-  if (const rapidjson::Value* r = Member(*result, "cancel_reason"); r != nullptr && r->IsString()) {
+  if (const rapidjson::Value* r = Member(*result, "cancel_reason");
+      r != nullptr && r->IsString()) {
     out.cancel_reason = r->GetString();
   }
-  if (const rapidjson::Value* evs = Member(*result, "events"); evs != nullptr && evs->IsArray()) {
+  if (const rapidjson::Value* evs = Member(*result, "events");
+      evs != nullptr && evs->IsArray()) {
     for (const rapidjson::Value& e : evs->GetArray()) {
       EtcdEvent ev;
       const rapidjson::Value* type = Member(e, "type");
-      ev.type = type != nullptr && type->IsString() && std::string_view(type->GetString()) == "DELETE"
+      ev.type = type != nullptr && type->IsString() &&
+                        std::string_view(type->GetString()) == "DELETE"
                     ? EtcdEvent::Type::kDelete
                     : EtcdEvent::Type::kPut;
-      if (const rapidjson::Value* kv = Member(e, "kv"); kv != nullptr) ev.kv = ParseKv(*kv);
+      if (const rapidjson::Value* kv = Member(e, "kv"); kv != nullptr)
+        ev.kv = ParseKv(*kv);
       if (const rapidjson::Value* pkv = Member(e, "prev_kv"); pkv != nullptr) {
         ev.prev_kv = ParseKv(*pkv);
       }
@@ -376,8 +400,8 @@ absl::StatusOr<EtcdWatchResponse> EtcdWatch::Next(absl::Time deadline) {
 }
 
 absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(
-    std::string_view key, std::string_view range_end, int64_t start_revision, bool prev_kv,
-    bool progress_notify, EtcdWatchResponse* first) {
+    std::string_view key, std::string_view range_end, int64_t start_revision,
+    bool prev_kv, bool progress_notify, EtcdWatchResponse* first) {
   rapidjson::StringBuffer b;
   JsonWriter w(b);
   w.StartObject();
@@ -404,8 +428,8 @@ absl::StatusOr<std::unique_ptr<EtcdWatch>> EtcdClient::Watch(
   absl::Status last = absl::UnavailableError("etcd: no endpoints");
   for (size_t i = 0; i < ports_.size(); ++i) {
     const size_t e = (first_endpoint + i) % ports_.size();
-    absl::StatusOr<std::unique_ptr<HttpStream>> s =
-        HttpStream::Open(ports_[e], "POST", "/v3/watch", b.GetString(), {}, timeout_);
+    absl::StatusOr<std::unique_ptr<HttpStream>> s = HttpStream::Open(
+        ports_[e], "POST", "/v3/watch", b.GetString(), {}, timeout_);
     if (!s.ok()) {
       last = s.status();
       continue;

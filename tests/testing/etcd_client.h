@@ -91,12 +91,15 @@ struct EtcdWatchResponse {
   std::vector<EtcdEvent> events;
   // A progress notification: no events, not created/canceled; every event
   // up to `revision` has been sent.
-  bool progress_notify() const { return !created && !canceled && events.empty(); }
+  bool progress_notify() const {
+    return !created && !canceled && events.empty();
+  }
 };
 
 class EtcdWatch {
  public:
-  explicit EtcdWatch(std::unique_ptr<HttpStream> stream) : stream_(std::move(stream)) {}
+  explicit EtcdWatch(std::unique_ptr<HttpStream> stream)
+      : stream_(std::move(stream)) {}
   // The next message. DeadlineExceeded when none came before `deadline`
   // (the watch stays usable); Unavailable when the stream ended.
   absl::StatusOr<EtcdWatchResponse> Next(absl::Time deadline);
@@ -125,12 +128,15 @@ class EtcdClient {
 
   // Keys in [key, range_end) ("" range_end: just `key`) at `revision` (0:
   // the newest), at most `limit` (0: all), in key order.
-  absl::StatusOr<EtcdRangeResult> Range(std::string_view key, std::string_view range_end = {},
-                                        int64_t revision = 0, int64_t limit = 0);
+  absl::StatusOr<EtcdRangeResult> Range(std::string_view key,
+                                        std::string_view range_end = {},
+                                        int64_t revision = 0,
+                                        int64_t limit = 0);
   // Revision of the put.
   absl::StatusOr<int64_t> Put(std::string_view key, std::string_view value);
   // Revision after the delete; *deleted (optional) gets the count.
-  absl::StatusOr<int64_t> DeleteRange(std::string_view key, std::string_view range_end = {},
+  absl::StatusOr<int64_t> DeleteRange(std::string_view key,
+                                      std::string_view range_end = {},
                                       int64_t* deleted = nullptr);
   // Every compare holds: `success` runs, else `failure`.
   absl::StatusOr<EtcdTxnResult> Txn(const std::vector<EtcdCompare>& compares,
@@ -143,16 +149,15 @@ class EtcdClient {
   // A watch of [key, range_end) from `start_revision` (0: from now). The
   // first message (created, or canceled with compact_revision when
   // `start_revision` was compacted) has been read when this returns it.
-  absl::StatusOr<std::unique_ptr<EtcdWatch>> Watch(std::string_view key,
-                                                   std::string_view range_end,
-                                                   int64_t start_revision, bool prev_kv,
-                                                   bool progress_notify,
-                                                   EtcdWatchResponse* first);
+  absl::StatusOr<std::unique_ptr<EtcdWatch>> Watch(
+      std::string_view key, std::string_view range_end, int64_t start_revision,
+      bool prev_kv, bool progress_notify, EtcdWatchResponse* first);
 
  private:
   // POST `path` with `body`, trying each endpoint; the parsed JSON answer's
   // text on HTTP 200, the mapped etcd error otherwise.
-  absl::StatusOr<std::string> Call(std::string_view path, const std::string& body);
+  absl::StatusOr<std::string> Call(std::string_view path,
+                                   const std::string& body);
   std::unique_ptr<HttpClient> TakeClient(size_t endpoint);
   void ReturnClient(size_t endpoint, std::unique_ptr<HttpClient> client);
 
@@ -160,8 +165,10 @@ class EtcdClient {
   const absl::Duration timeout_;
   absl::Mutex mu_;
   // Idle kept-alive clients per endpoint.
-  std::vector<std::vector<std::unique_ptr<HttpClient>>> idle_ ABSL_GUARDED_BY(mu_);
-  size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;  // The endpoint that last answered.
+  std::vector<std::vector<std::unique_ptr<HttpClient>>> idle_
+      ABSL_GUARDED_BY(mu_);
+  size_t preferred_ ABSL_GUARDED_BY(mu_) =
+      0;  // The endpoint that last answered.
 };
 
 }  // namespace pdc::testing

@@ -1,5 +1,4 @@
 #include "tests/testing/etcd_process.h"
-#include "tests/testing/sv_strings.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "tests/testing/http_stream.h"
+#include "tests/testing/sv_strings.h"
 
 namespace pdc::testing {
 namespace {
@@ -72,7 +72,9 @@ std::string ReadFileOrEmpty(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::string> EtcdProcess::FindBinary(std::string_view binary) {
-  auto executable = [](const std::string& p) { return ::access(p.c_str(), X_OK) == 0; };
+  auto executable = [](const std::string& p) {
+    return ::access(p.c_str(), X_OK) == 0;
+  };
   if (binary.find('/') != std::string_view::npos) {
     if (executable(std::string(binary))) return std::string(binary);
   } else if (const char* path = std::getenv("PATH")) {
@@ -81,13 +83,14 @@ absl::StatusOr<std::string> EtcdProcess::FindBinary(std::string_view binary) {
       if (executable(candidate)) return candidate;
     }
   }
-  return absl::NotFoundError(Cat(
-      "etcd is not installed: no executable \"", binary,
-      "\" in PATH; on Debian 12 install the package etcd-server "
-      "(apt-get install etcd-server, or scripts/install-deps.sh)"));
+  return absl::NotFoundError(
+      Cat("etcd is not installed: no executable \"", binary,
+          "\" in PATH; on Debian 12 install the package etcd-server "
+          "(apt-get install etcd-server, or scripts/install-deps.sh)"));
 }
 
-absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(EtcdOptions options) {
+absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start(
+    EtcdOptions options) {
   return StartCluster(1, std::move(options));
 }
 
@@ -106,8 +109,8 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::StartCluster(
   }
   std::string tmpl = parent + "/pdc-etcd-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) {
-    return absl::InternalError(
-        Cat("cannot create a directory under ", parent, ": ", std::strerror(errno)));
+    return absl::InternalError(Cat("cannot create a directory under ", parent,
+                                   ": ", std::strerror(errno)));
   }
   std::unique_ptr<EtcdProcess> p(new EtcdProcess(*binary, options, tmpl));
   absl::Status last;
@@ -169,18 +172,30 @@ absl::Status EtcdProcess::Spawn(int i, bool new_cluster) {
   const std::string peer = Cat("http://127.0.0.1:", m.peer_port);
   std::vector<std::string> args = {
       binary_,
-      "--name", m.name,
-      "--data-dir", m.data_dir,
-      "--listen-client-urls", client,
-      "--advertise-client-urls", client,
-      "--listen-peer-urls", peer,
-      "--initial-advertise-peer-urls", peer,
-      "--initial-cluster", InitialCluster(),
-      "--initial-cluster-token", cluster_token_,
-      "--initial-cluster-state", new_cluster ? "new" : "existing",
+      "--name",
+      m.name,
+      "--data-dir",
+      m.data_dir,
+      "--listen-client-urls",
+      client,
+      "--advertise-client-urls",
+      client,
+      "--listen-peer-urls",
+      peer,
+      "--initial-advertise-peer-urls",
+      peer,
+      "--initial-cluster",
+      InitialCluster(),
+      "--initial-cluster-token",
+      cluster_token_,
+      "--initial-cluster-state",
+      new_cluster ? "new" : "existing",
       "--experimental-watch-progress-notify-interval",
       Cat(absl::ToInt64Milliseconds(options_.progress_notify_interval), "ms"),
-      "--logger", "zap", "--log-outputs", "stderr",
+      "--logger",
+      "zap",
+      "--log-outputs",
+      "stderr",
   };
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -192,7 +207,8 @@ absl::Status EtcdProcess::Spawn(int i, bool new_cluster) {
     // Only async-signal-safe calls between fork and exec.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
-    const int log = ::open(m.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const int log =
+        ::open(m.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (log >= 0) {
       ::dup2(log, 1);
       ::dup2(log, 2);
@@ -213,15 +229,16 @@ absl::Status EtcdProcess::WaitHealthy(int i, absl::Time deadline) {
     int status = 0;
     if (::waitpid(m.pid, &status, WNOHANG) == m.pid) {
       m.pid = -1;
-      return absl::UnavailableError(Cat(
-          "etcd member ", m.name, " exited during start-up (status ", status,
-          "); its log:\n", Log(i)));
+      return absl::UnavailableError(Cat("etcd member ", m.name,
+                                        " exited during start-up (status ",
+                                        status, "); its log:\n", Log(i)));
     }
     absl::StatusOr<std::unique_ptr<HttpStream>> s =
-        HttpStream::Open(m.client_port, "GET", "/health", {}, {{"Connection", "close"}},
-                         absl::Seconds(2));
+        HttpStream::Open(m.client_port, "GET", "/health", {},
+                         {{"Connection", "close"}}, absl::Seconds(2));
     if (s.ok()) {
-      absl::StatusOr<std::string> body = (*s)->ReadAll(absl::Now() + absl::Seconds(2));
+      absl::StatusOr<std::string> body =
+          (*s)->ReadAll(absl::Now() + absl::Seconds(2));
       if (body.ok() && (*s)->status() == 200 &&
           Contains(*body, "\"health\":\"true\"")) {
         return absl::OkStatus();
@@ -231,9 +248,9 @@ absl::Status EtcdProcess::WaitHealthy(int i, absl::Time deadline) {
       last = std::string(s.status().message());
     }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(Cat(
-          "etcd member ", m.name, " on 127.0.0.1:", m.client_port,
-          " not healthy in time (last: ", last, "); its log:\n", Log(i)));
+      return absl::DeadlineExceededError(
+          Cat("etcd member ", m.name, " on 127.0.0.1:", m.client_port,
+              " not healthy in time (last: ", last, "); its log:\n", Log(i)));
     }
     // etcd has no readiness descriptor to wait on; poll /health.
     absl::SleepFor(absl::Milliseconds(20));

@@ -51,10 +51,12 @@ class EtcdProcess {
  public:
   // The absolute path of `binary` (PATH lookup); NotFound naming the Debian
   // package etcd-server when there is none.
-  static absl::StatusOr<std::string> FindBinary(std::string_view binary = "etcd");
+  static absl::StatusOr<std::string> FindBinary(
+      std::string_view binary = "etcd");
 
   // One member, healthy on return.
-  static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(EtcdOptions options = {});
+  static absl::StatusOr<std::unique_ptr<EtcdProcess>> Start(
+      EtcdOptions options = {});
   // `members` members (1, 3, 5...) forming one cluster, all healthy on return.
   static absl::StatusOr<std::unique_ptr<EtcdProcess>> StartCluster(
       int members, EtcdOptions options = {});
@@ -65,8 +67,12 @@ class EtcdProcess {
 
   int members() const { return static_cast<int>(members_.size()); }
   // REQUIRES: 0 <= member < members().
-  uint16_t client_port(int member = 0) const { return members_[member].client_port; }
-  uint16_t peer_port(int member = 0) const { return members_[member].peer_port; }
+  uint16_t client_port(int member = 0) const {
+    return members_[member].client_port;
+  }
+  uint16_t peer_port(int member = 0) const {
+    return members_[member].peer_port;
+  }
   // "http://127.0.0.1:<client port>".
   std::string client_url(int member = 0) const;
   // Every member's client port, in member order.
@@ -95,7 +101,9 @@ class EtcdProcess {
     pid_t pid = -1;
   };
   EtcdProcess(std::string binary, EtcdOptions options, std::string root)
-      : binary_(std::move(binary)), options_(std::move(options)), root_(std::move(root)) {}
+      : binary_(std::move(binary)),
+        options_(std::move(options)),
+        root_(std::move(root)) {}
 
   absl::Status TryStart(int members);
   absl::Status Spawn(int member, bool new_cluster);
@@ -104,7 +112,8 @@ class EtcdProcess {
 
   const std::string binary_;
   const EtcdOptions options_;
-  const std::string root_;  // The temporary directory; every member's data is below.
+  const std::string
+      root_;  // The temporary directory; every member's data is below.
   std::string cluster_token_;
   std::vector<Member> members_;
 };

@@ -1,5 +1,4 @@
 #include "tests/testing/http_stream.h"
-#include "tests/testing/sv_strings.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/testing/sv_strings.h"
 
 namespace pdc::testing {
 namespace {
@@ -48,24 +48,27 @@ absl::StatusOr<std::unique_ptr<HttpStream>> HttpStream::Open(
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    return absl::UnavailableError(Cat(
-        "cannot connect to 127.0.0.1:", port, ": ", std::strerror(errno)));
+    return absl::UnavailableError(
+        Cat("cannot connect to 127.0.0.1:", port, ": ", std::strerror(errno)));
   }
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  std::string req = Cat(method, " ", target, " HTTP/1.1\r\nHost: 127.0.0.1:",
-                                 port, "\r\nAccept: application/json\r\n");
+  std::string req =
+      Cat(method, " ", target, " HTTP/1.1\r\nHost: 127.0.0.1:", port,
+          "\r\nAccept: application/json\r\n");
   for (const auto& [k, v] : headers) Append(&req, k, ": ", v, "\r\n");
   if (!body.empty() || method == "POST" || method == "PUT") {
-    Append(&req, "Content-Type: application/json\r\nContent-Length: ",
-                    body.size(), "\r\n");
+    Append(&req,
+           "Content-Type: application/json\r\nContent-Length: ", body.size(),
+           "\r\n");
   }
   Append(&req, "\r\n", body);
   for (size_t sent = 0; sent < req.size();) {
-    const ssize_t n = ::send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
+    const ssize_t n =
+        ::send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) {
-      return absl::UnavailableError(Cat(
-          "sending ", method, " ", target, ": ", std::strerror(errno)));
+      return absl::UnavailableError(
+          Cat("sending ", method, " ", target, ": ", std::strerror(errno)));
     }
     sent += static_cast<size_t>(n);
   }
@@ -74,13 +77,14 @@ absl::StatusOr<std::unique_ptr<HttpStream>> HttpStream::Open(
   while ((end = s->raw_.find("\r\n\r\n")) == std::string::npos) {
     absl::Status st = s->Fill(deadline);
     if (!st.ok()) {
-      return absl::Status(st.code(), Cat(method, " ", target,
-                                                  ": no response headers: ",
-                                                  st.message()));
+      return absl::Status(
+          st.code(),
+          Cat(method, " ", target, ": no response headers: ", st.message()));
     }
     if (s->eof_) {
-      return absl::UnavailableError(Cat(
-          method, " ", target, ": connection closed before the response headers"));
+      return absl::UnavailableError(
+          Cat(method, " ", target,
+              ": connection closed before the response headers"));
     }
   }
   const std::string head = s->raw_.substr(0, end);
@@ -96,13 +100,13 @@ absl::StatusOr<std::unique_ptr<HttpStream>> HttpStream::Open(
   for (size_t i = 1; i < lines.size(); ++i) {
     const size_t colon = lines[i].find(':');
     if (colon == std::string_view::npos) continue;
-    s->headers_.emplace_back(
-        std::string(lines[i].substr(0, colon)),
-        std::string(Strip(lines[i].substr(colon + 1))));
+    s->headers_.emplace_back(std::string(lines[i].substr(0, colon)),
+                             std::string(Strip(lines[i].substr(colon + 1))));
   }
   if (IEquals(s->Header("Transfer-Encoding"), "chunked")) {
     s->chunked_ = true;
-  } else if (const std::string len = s->Header("Content-Length"); !len.empty()) {
+  } else if (const std::string len = s->Header("Content-Length");
+             !len.empty()) {
     uint64_t n = 0;
     if (!Atoi(len, &n)) {
       return absl::UnavailableError(Cat("bad Content-Length \"", len, "\""));
@@ -191,7 +195,8 @@ absl::Status HttpStream::Decode() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<std::string>> HttpStream::ReadLine(absl::Time deadline) {
+absl::StatusOr<std::optional<std::string>> HttpStream::ReadLine(
+    absl::Time deadline) {
   for (;;) {
     size_t eol;
     while ((eol = decoded_.find('\n')) != std::string::npos) {
@@ -208,7 +213,9 @@ absl::StatusOr<std::optional<std::string>> HttpStream::ReadLine(absl::Time deadl
       }
       return std::optional<std::string>();
     }
-    if (eof_) return absl::UnavailableError("connection closed in the middle of the body");
+    if (eof_)
+      return absl::UnavailableError(
+          "connection closed in the middle of the body");
     if (absl::Status st = Fill(deadline); !st.ok()) return st;
     if (absl::Status st = Decode(); !st.ok()) return st;
   }
@@ -216,7 +223,9 @@ absl::StatusOr<std::optional<std::string>> HttpStream::ReadLine(absl::Time deadl
 
 absl::StatusOr<std::string> HttpStream::ReadAll(absl::Time deadline) {
   while (!done_) {
-    if (eof_) return absl::UnavailableError("connection closed in the middle of the body");
+    if (eof_)
+      return absl::UnavailableError(
+          "connection closed in the middle of the body");
     if (absl::Status st = Fill(deadline); !st.ok()) return st;
     if (absl::Status st = Decode(); !st.ok()) return st;
   }

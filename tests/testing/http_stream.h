@@ -4,8 +4,9 @@
 // watches (GET ...?watch=1). Both answer with a chunked body of
 // newline-delimited JSON objects that never ends on its own.
 //
-//   ASSIGN_OR_RETURN(auto s, HttpStream::Open(port, "POST", "/v3/watch", body));
-//   ASSIGN_OR_RETURN(std::optional<std::string> line, s->ReadLine(deadline));
+//   ASSIGN_OR_RETURN(auto s, HttpStream::Open(port, "POST", "/v3/watch",
+//   body)); ASSIGN_OR_RETURN(std::optional<std::string> line,
+//   s->ReadLine(deadline));
 //
 // The body may be chunked (Transfer-Encoding: chunked), sized
 // (Content-Length) or end with the connection; ReadLine hides which.

@@ -1,5 +1,4 @@
 #include "tests/testing/kube_apiserver_double.h"
-#include "tests/testing/sv_strings.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -23,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "tests/testing/kube_json.h"
 #include "tests/testing/kube_list.h"
+#include "tests/testing/sv_strings.h"
 
 namespace pdc::testing {
 
@@ -45,18 +45,24 @@ struct FaultRule {
   int http_status = 500;
 };
 
-bool Matches(const RequestMatcher& m, std::string_view method, std::string_view target) {
+bool Matches(const RequestMatcher& m, std::string_view method,
+             std::string_view target) {
   return (m.method.empty() || m.method == method) &&
          (m.target_substring.empty() || Contains(target, m.target_substring));
 }
 
 std::string ReasonFor(int code) {
   switch (code) {
-    case 500: return "InternalError";
-    case 503: return "ServiceUnavailable";
-    case 504: return "Timeout";
-    case 429: return "TooManyRequests";
-    default: return "InternalError";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    case 429:
+      return "TooManyRequests";
+    default:
+      return "InternalError";
   }
 }
 
@@ -89,7 +95,8 @@ class KubeApiServerDouble::Impl {
     if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(ep, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) return absl::InternalError(Cat("listen on 127.0.0.1:0: ", ec.message()));
+    if (ec)
+      return absl::InternalError(Cat("listen on 127.0.0.1:0: ", ec.message()));
     port_ = acceptor_.local_endpoint().port();
     // Fail early and clearly when etcd is not there.
     absl::StatusOr<int64_t> rev = etcd_.CurrentRevision();
@@ -204,11 +211,13 @@ class KubeApiServerDouble::Impl {
     // Forgets fd while the socket still owns it (no shutdown() of a reused
     // descriptor number).
     absl::MutexLock lock(&mu_);
-    open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
+    open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd),
+                    open_fds_.end());
   }
 
   // False: close the connection.
-  bool Handle(tcp::socket& socket, const http::request<http::string_body>& req) {
+  bool Handle(tcp::socket& socket,
+              const http::request<http::string_body>& req) {
     const std::string method(req.method_string());
     const std::string target(req.target());
     std::optional<FaultRule> fail;
@@ -238,48 +247,55 @@ class KubeApiServerDouble::Impl {
             break;
         }
       }
-      faults_.erase(std::remove_if(faults_.begin(), faults_.end(),
-                                   [](const FaultRule& f) { return f.remaining <= 0; }),
-                    faults_.end());
+      faults_.erase(
+          std::remove_if(faults_.begin(), faults_.end(),
+                         [](const FaultRule& f) { return f.remaining <= 0; }),
+          faults_.end());
     }
     // An injected delay is the one place the double sleeps: the client
     // under test must see a slow answer.
     if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
     if (fail.has_value()) {
-      return Reply(socket, req,
-                   Answer{fail->http_status,
-                          kube::StatusJson(kube::ApiError(
-                              {fail->http_status, ReasonFor(fail->http_status)},
-                              Cat("injected failure of ", method, " ", target)))});
+      return Reply(
+          socket, req,
+          Answer{fail->http_status,
+                 kube::StatusJson(kube::ApiError(
+                     {fail->http_status, ReasonFor(fail->http_status)},
+                     Cat("injected failure of ", method, " ", target)))});
     }
     if (!options_.bearer_token.empty() &&
-        req[http::field::authorization] != Cat("Bearer ", options_.bearer_token)) {
+        req[http::field::authorization] !=
+            Cat("Bearer ", options_.bearer_token)) {
       return Reply(socket, req,
-                   Answer{401, kube::StatusJson(kube::ApiError({401, "Unauthorized"},
-                                                               "Unauthorized"))});
+                   Answer{401, kube::StatusJson(kube::ApiError(
+                                   {401, "Unauthorized"}, "Unauthorized"))});
     }
     const size_t q = target.find('?');
     const std::string path = target.substr(0, q);
-    const kube::Query query =
-        kube::ParseQuery(q == std::string::npos ? "" : std::string_view(target).substr(q + 1));
+    const kube::Query query = kube::ParseQuery(
+        q == std::string::npos ? "" : std::string_view(target).substr(q + 1));
     absl::StatusOr<ResourcePath> p = store_.ParsePath(path);
-    if (p.ok() && method == "GET" && p->name.empty() && TrueParam(query, "watch")) {
+    if (p.ok() && method == "GET" && p->name.empty() &&
+        TrueParam(query, "watch")) {
       ServeWatch(socket, *p, query);
       return false;
     }
     absl::StatusOr<Answer> answer =
-        p.ok() ? Route(method, *p, query, std::string(req[http::field::content_type]), req.body())
+        p.ok() ? Route(method, *p, query,
+                       std::string(req[http::field::content_type]), req.body())
                : absl::StatusOr<Answer>(p.status());
     if (drop) return false;  // Committed, never answered.
     if (!answer.ok()) {
       return Reply(socket, req,
-                   Answer{kube::ApiErrorOf(answer.status()).code, kube::StatusJson(answer.status())});
+                   Answer{kube::ApiErrorOf(answer.status()).code,
+                          kube::StatusJson(answer.status())});
     }
     return Reply(socket, req, *answer);
   }
 
   absl::StatusOr<Answer> Route(const std::string& method, const ResourcePath& p,
-                               const kube::Query& q, const std::string& content_type,
+                               const kube::Query& q,
+                               const std::string& content_type,
                                const std::string& body) {
     if (p.name.empty()) {
       if (method == "GET") return store_.List(p, q);
@@ -290,16 +306,20 @@ class KubeApiServerDouble::Impl {
       if (method == "GET") return store_.Get(p);
       if (method == "PUT") return store_.Update(p, body);
       if (method == "PATCH") return store_.Patch(p, content_type, body);
-      if (method == "DELETE" && p.subresource.empty()) return store_.Delete(p, body, q);
+      if (method == "DELETE" && p.subresource.empty())
+        return store_.Delete(p, body, q);
     }
-    return kube::ApiError({405, "MethodNotAllowed"},
-                          Cat("the server does not allow this method on the requested "
-                                       "resource (", method, ")"));
+    return kube::ApiError(
+        {405, "MethodNotAllowed"},
+        Cat("the server does not allow this method on the requested "
+            "resource (",
+            method, ")"));
   }
 
   bool Reply(tcp::socket& socket, const http::request<http::string_body>& req,
              const Answer& a) {
-    http::response<http::string_body> res{static_cast<http::status>(a.code), req.version()};
+    http::response<http::string_body> res{static_cast<http::status>(a.code),
+                                          req.version()};
     res.set(http::field::content_type, "application/json");
     res.keep_alive(req.keep_alive());
     res.body() = a.body;
@@ -313,7 +333,8 @@ class KubeApiServerDouble::Impl {
   // k8s.io/apiserver/pkg/endpoints/handlers/watch.go streams the events as
   // JSON objects {"type":..., "object":...}, one per line, in a chunked
   // body; the events come from k8s.io/apiserver/pkg/storage/etcd3/watcher.go.
-  void ServeWatch(tcp::socket& socket, const ResourcePath& p, const kube::Query& q) {
+  void ServeWatch(tcp::socket& socket, const ResourcePath& p,
+                  const kube::Query& q) {
     const kube::KubeResource& r = *p.resource;
     auto fail = [&](const absl::Status& s) {
       http::response<http::string_body> res{
@@ -336,15 +357,17 @@ class KubeApiServerDouble::Impl {
     if (const std::string t = param("timeoutSeconds"); !t.empty()) {
       int64_t secs = 0;
       if (!Atoi(t, &secs) || secs < 0) {
-        return fail(kube::BadRequest(Cat("timeoutSeconds: invalid value \"", t, "\"")));
+        return fail(
+            kube::BadRequest(Cat("timeoutSeconds: invalid value \"", t, "\"")));
       }
       if (secs > 0) end = absl::Now() + absl::Seconds(secs);
     }
     const std::string rv_text = param("resourceVersion");
     int64_t rv = 0;
     if (!rv_text.empty() && (!Atoi(rv_text, &rv) || rv < 0)) {
-      return fail(kube::BadRequest(Cat("resourceVersion: invalid value \"", rv_text,
-                                                "\": must be a non-negative integer")));
+      return fail(
+          kube::BadRequest(Cat("resourceVersion: invalid value \"", rv_text,
+                               "\": must be a non-negative integer")));
     }
     const std::string prefix = kube::KubeStore::CollectionPrefix(r, p.ns);
     const std::string range_end = EtcdClient::PrefixEnd(prefix);
@@ -358,12 +381,14 @@ class KubeApiServerDouble::Impl {
       rv = got->revision;
       for (const EtcdKeyValue& kv : got->kvs) {
         absl::StatusOr<Document> obj = kube::KubeStore::Decode(kv);
-        if (obj.ok() && sel->Matches(*obj)) initial.push_back(EventJson("ADDED", *obj));
+        if (obj.ok() && sel->Matches(*obj))
+          initial.push_back(EventJson("ADDED", *obj));
       }
     }
     EtcdWatchResponse first;
     absl::StatusOr<std::unique_ptr<EtcdWatch>> watch =
-        etcd_.Watch(prefix, range_end, rv + 1, /*prev_kv=*/true, /*progress_notify=*/true, &first);
+        etcd_.Watch(prefix, range_end, rv + 1, /*prev_kv=*/true,
+                    /*progress_notify=*/true, &first);
     if (!watch.ok()) return fail(watch.status());
     WatchHandle handle;
     handle.client_fd = socket.native_handle();
@@ -373,19 +398,22 @@ class KubeApiServerDouble::Impl {
       if (stopping_) return;
       watches_.insert(&handle);
     }
-    StreamWatch(socket, r, **watch, *sel, rv, bookmarks, end, initial, first, handle);
+    StreamWatch(socket, r, **watch, *sel, rv, bookmarks, end, initial, first,
+                handle);
     absl::MutexLock lock(&mu_);
     watches_.erase(&handle);
   }
 
   static std::string EventJson(std::string_view type, const kube::Value& obj) {
-    return Cat("{\"type\":\"", type, "\",\"object\":", kube::ToJson(obj), "}\n");
+    return Cat("{\"type\":\"", type, "\",\"object\":", kube::ToJson(obj),
+               "}\n");
   }
 
-  void StreamWatch(tcp::socket& socket, const kube::KubeResource& r, EtcdWatch& watch,
-                   const kube::Selectors& sel, int64_t rv, bool bookmarks, absl::Time end,
-                   const std::vector<std::string>& initial, const EtcdWatchResponse& first,
-                   WatchHandle& handle) {
+  void StreamWatch(tcp::socket& socket, const kube::KubeResource& r,
+                   EtcdWatch& watch, const kube::Selectors& sel, int64_t rv,
+                   bool bookmarks, absl::Time end,
+                   const std::vector<std::string>& initial,
+                   const EtcdWatchResponse& first, WatchHandle& handle) {
     boost::system::error_code ec;
     http::response<http::empty_body> res{http::status::ok, 11};
     res.set(http::field::content_type, "application/json");
@@ -411,11 +439,14 @@ class KubeApiServerDouble::Impl {
     auto handle_response = [&](const EtcdWatchResponse& w) -> bool {
       if (w.canceled) {
         if (w.compact_revision > 0) {
-          // etcd3/errors.go interpretWatchError: ErrCompacted is 410 Expired.
-          error_event(kube::Expired("The resourceVersion for the provided watch is too old."));
+          // k8s.io/apiserver/pkg/storage/etcd3/errors.go interpretWatchError:
+          // ErrCompacted is 410 Expired.
+          error_event(kube::Expired(
+              "The resourceVersion for the provided watch is too old."));
         } else {
-          error_event(kube::ApiError({500, "InternalError"},
-                                     Cat("etcd cancelled the watch: ", w.cancel_reason)));
+          error_event(kube::ApiError(
+              {500, "InternalError"},
+              Cat("etcd cancelled the watch: ", w.cancel_reason)));
         }
         return false;
       }
@@ -436,17 +467,20 @@ class KubeApiServerDouble::Impl {
       if (now >= end) return finish();
       if (bookmarks && now >= next_bookmark) {
         // BOOKMARK: only kind, apiVersion and metadata.resourceVersion
-        // (k8s.io/apiserver/pkg/storage/cacher, watch bookmarks KEP-956).
+        // (k8s.io/apimachinery/pkg/watch/watch.go, Bookmark).
         if (!send(Cat("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"", r.kind,
-                               "\",\"apiVersion\":\"", r.api_version(),
-                               "\",\"metadata\":{\"resourceVersion\":\"", seen, "\"}}}\n"))) {
+                      "\",\"apiVersion\":\"", r.api_version(),
+                      "\",\"metadata\":{\"resourceVersion\":\"", seen,
+                      "\"}}}\n"))) {
           return;
         }
         next_bookmark = now + options_.bookmark_interval;
       }
-      const absl::Time wake = std::min(end, bookmarks ? next_bookmark : absl::InfiniteFuture());
+      const absl::Time wake =
+          std::min(end, bookmarks ? next_bookmark : absl::InfiniteFuture());
       if (!watch.HasBufferedData()) {
-        pollfd fds[2] = {{watch.fd(), POLLIN, 0}, {handle.client_fd, POLLIN, 0}};
+        pollfd fds[2] = {{watch.fd(), POLLIN, 0},
+                         {handle.client_fd, POLLIN, 0}};
         const absl::Duration left = wake - absl::Now();
         const int ms = wake == absl::InfiniteFuture()
                            ? 1000
@@ -462,27 +496,31 @@ class KubeApiServerDouble::Impl {
         }
         if (fds[0].revents == 0) continue;
       }
-      absl::StatusOr<EtcdWatchResponse> w = watch.Next(absl::Now() + absl::Seconds(5));
+      absl::StatusOr<EtcdWatchResponse> w =
+          watch.Next(absl::Now() + absl::Seconds(5));
       if (handle.cut) return;
       if (!w.ok()) {
         if (absl::IsDeadlineExceeded(w.status())) continue;
         // etcd went away: end the watch; the client lists / watches again.
-        error_event(kube::ApiError({500, "InternalError"},
-                                   Cat("etcd watch ended: ", w.status().message())));
+        error_event(
+            kube::ApiError({500, "InternalError"},
+                           Cat("etcd watch ended: ", w.status().message())));
         return finish();
       }
       if (!handle_response(*w)) return finish();
     }
   }
 
-  // etcd3/watcher.go transform(): a put is ADDED when it created the key,
-  // else MODIFIED; a delete is DELETED carrying the last state at the
-  // deletion's revision. With a selector, an object that starts (stops)
-  // matching is ADDED (DELETED).
-  std::optional<std::string> Translate(const EtcdEvent& e, const kube::Selectors& sel) {
+  // k8s.io/apiserver/pkg/storage/etcd3/watcher.go transform(): a put is ADDED
+  // when it created the key, else MODIFIED; a delete is DELETED carrying the
+  // last state at the deletion's revision. With a selector, an object that
+  // starts (stops) matching is ADDED (DELETED).
+  std::optional<std::string> Translate(const EtcdEvent& e,
+                                       const kube::Selectors& sel) {
     std::optional<Document> prev;
     if (e.prev_kv.has_value()) {
-      absl::StatusOr<Document> d = kube::KubeStore::Decode(*e.prev_kv, e.kv.mod_revision);
+      absl::StatusOr<Document> d =
+          kube::KubeStore::Decode(*e.prev_kv, e.kv.mod_revision);
       if (d.ok()) prev = std::move(*d);
     }
     const bool prev_match = prev.has_value() && sel.Matches(*prev);
@@ -494,8 +532,8 @@ class KubeApiServerDouble::Impl {
     if (!cur.ok()) return std::nullopt;
     const bool cur_match = sel.Matches(*cur);
     const bool created = e.kv.create_revision == e.kv.mod_revision;
-    if (created || !prev.has_value()) return cur_match ? std::optional(EventJson("ADDED", *cur))
-                                                       : std::nullopt;
+    if (created || !prev.has_value())
+      return cur_match ? std::optional(EventJson("ADDED", *cur)) : std::nullopt;
     if (cur_match && prev_match) return EventJson("MODIFIED", *cur);
     if (cur_match) return EventJson("ADDED", *cur);
     if (prev_match) return EventJson("DELETED", *prev);
@@ -531,12 +569,15 @@ class KubeApiServerDouble::Impl {
   }
 
   void CollectOnce() {
-    absl::StatusOr<std::vector<kube::KubeStore::Stored>> all = store_.ListEverything();
+    absl::StatusOr<std::vector<kube::KubeStore::Stored>> all =
+        store_.ListEverything();
     if (!all.ok()) return;
     std::set<std::string> live;
-    for (const auto& s : *all) live.insert(kube::GetString(s.object, {"metadata", "uid"}));
+    for (const auto& s : *all)
+      live.insert(kube::GetString(s.object, {"metadata", "uid"}));
     for (const auto& s : *all) {
-      const kube::Value* refs = kube::Find(s.object, {"metadata", "ownerReferences"});
+      const kube::Value* refs =
+          kube::Find(s.object, {"metadata", "ownerReferences"});
       if (refs == nullptr || !refs->IsArray() || refs->Empty()) continue;
       std::vector<std::string> dead;
       for (const kube::Value& ref : refs->GetArray()) {
@@ -544,12 +585,16 @@ class KubeApiServerDouble::Impl {
         if (!live.count(uid)) dead.push_back(uid);
       }
       if (dead.empty()) continue;
-      const std::string ns = kube::GetString(s.object, {"metadata", "namespace"});
+      const std::string ns =
+          kube::GetString(s.object, {"metadata", "namespace"});
       const std::string name = kube::GetString(s.object, {"metadata", "name"});
       if (dead.size() == refs->Size()) {
-        if (kube::Find(s.object, {"metadata", "deletionTimestamp"}) != nullptr) continue;
+        if (kube::Find(s.object, {"metadata", "deletionTimestamp"}) != nullptr)
+          continue;
         // Its removal (if it happens now) queues another pass.
-        store_.DeleteIfUid(*s.resource, ns, name, kube::GetString(s.object, {"metadata", "uid"}))
+        store_
+            .DeleteIfUid(*s.resource, ns, name,
+                         kube::GetString(s.object, {"metadata", "uid"}))
             .IgnoreError();
       } else {
         store_.DropOwnerReferences(*s.resource, ns, name, dead).IgnoreError();
@@ -580,12 +625,15 @@ class KubeApiServerDouble::Impl {
 
 absl::StatusOr<std::unique_ptr<KubeApiServerDouble>> KubeApiServerDouble::Start(
     std::vector<uint16_t> etcd_client_ports, KubeApiServerOptions options) {
-  auto impl = std::make_unique<Impl>(std::move(etcd_client_ports), std::move(options));
+  auto impl =
+      std::make_unique<Impl>(std::move(etcd_client_ports), std::move(options));
   if (absl::Status s = impl->Start(); !s.ok()) return s;
-  return std::unique_ptr<KubeApiServerDouble>(new KubeApiServerDouble(std::move(impl)));
+  return std::unique_ptr<KubeApiServerDouble>(
+      new KubeApiServerDouble(std::move(impl)));
 }
 
-KubeApiServerDouble::KubeApiServerDouble(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+KubeApiServerDouble::KubeApiServerDouble(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
 KubeApiServerDouble::~KubeApiServerDouble() = default;
 
 uint16_t KubeApiServerDouble::port() const { return impl_->port(); }
@@ -598,20 +646,29 @@ void KubeApiServerDouble::DelayRequests(const RequestMatcher& match, int count,
                                         absl::Duration delay) {
   impl_->AddFault({FaultRule::Kind::kDelay, match, count, delay, 0});
 }
-void KubeApiServerDouble::FailRequests(const RequestMatcher& match, int count, int http_status) {
-  impl_->AddFault({FaultRule::Kind::kFail, match, count, absl::ZeroDuration(), http_status});
+void KubeApiServerDouble::FailRequests(const RequestMatcher& match, int count,
+                                       int http_status) {
+  impl_->AddFault({FaultRule::Kind::kFail, match, count, absl::ZeroDuration(),
+                   http_status});
 }
-void KubeApiServerDouble::DropAfterCommit(const RequestMatcher& match, int count) {
-  impl_->AddFault({FaultRule::Kind::kDrop, match, count, absl::ZeroDuration(), 0});
+void KubeApiServerDouble::DropAfterCommit(const RequestMatcher& match,
+                                          int count) {
+  impl_->AddFault(
+      {FaultRule::Kind::kDrop, match, count, absl::ZeroDuration(), 0});
 }
 int KubeApiServerDouble::CutWatches() { return impl_->CutWatches(); }
-absl::StatusOr<int64_t> KubeApiServerDouble::CompactEtcd() { return impl_->CompactEtcd(); }
-std::vector<std::string> KubeApiServerDouble::requests() const { return impl_->requests(); }
+absl::StatusOr<int64_t> KubeApiServerDouble::CompactEtcd() {
+  return impl_->CompactEtcd();
+}
+std::vector<std::string> KubeApiServerDouble::requests() const {
+  return impl_->requests();
+}
 int KubeApiServerDouble::open_watches() const { return impl_->open_watches(); }
 bool KubeApiServerDouble::WaitForWatches(int n, absl::Duration timeout) const {
   return impl_->WaitForWatches(n, timeout);
 }
-bool KubeApiServerDouble::WaitGarbageCollectorIdle(absl::Duration timeout) const {
+bool KubeApiServerDouble::WaitGarbageCollectorIdle(
+    absl::Duration timeout) const {
   return impl_->WaitGarbageCollectorIdle(timeout);
 }
 

@@ -28,8 +28,9 @@
 // substring, cut every open watch, compact etcd.
 //
 //   ASSIGN_OR_RETURN(auto etcd, EtcdProcess::Start());
-//   ASSIGN_OR_RETURN(auto api, KubeApiServerDouble::Start(etcd->client_ports()));
-//   HttpClient to api->url(): POST /api/v1/namespaces/ns1/pods ...
+//   ASSIGN_OR_RETURN(auto api,
+//   KubeApiServerDouble::Start(etcd->client_ports())); HttpClient to
+//   api->url(): POST /api/v1/namespaces/ns1/pods ...
 //
 // Thread-safety: every public method is thread-safe. One thread per
 // connection (a test double; watches block their thread).
@@ -77,7 +78,8 @@ class KubeApiServerDouble {
  public:
   // `etcd_client_ports`: EtcdProcess::client_ports().
   static absl::StatusOr<std::unique_ptr<KubeApiServerDouble>> Start(
-      std::vector<uint16_t> etcd_client_ports, KubeApiServerOptions options = {});
+      std::vector<uint16_t> etcd_client_ports,
+      KubeApiServerOptions options = {});
   ~KubeApiServerDouble();
   KubeApiServerDouble(const KubeApiServerDouble&) = delete;
   KubeApiServerDouble& operator=(const KubeApiServerDouble&) = delete;
@@ -89,10 +91,12 @@ class KubeApiServerDouble {
 
   // --- Fault injection (each applies to the next matching requests) -----
   // Waits `delay` before handling each of the next `count` matching requests.
-  void DelayRequests(const RequestMatcher& match, int count, absl::Duration delay);
+  void DelayRequests(const RequestMatcher& match, int count,
+                     absl::Duration delay);
   // Answers the next `count` matching requests with `http_status` (a v1
   // Status, reason InternalError / ServiceUnavailable...) without doing them.
-  void FailRequests(const RequestMatcher& match, int count, int http_status = 500);
+  void FailRequests(const RequestMatcher& match, int count,
+                    int http_status = 500);
   // Does the next `count` matching requests (the write is committed to
   // etcd), then closes the connection without answering: the client cannot
   // know whether it happened.

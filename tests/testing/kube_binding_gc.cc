@@ -12,7 +12,8 @@ namespace pdc::testing::kube {
 // setPodHostAndAnnotations: the pod must exist, not be deleting, and have
 // no node; a binding's metadata.uid is a precondition. Errors other than
 // NotFound are Conflicts on "pods/binding".
-absl::StatusOr<Answer> KubeStore::Bind(const ResourcePath& p, std::string_view body) {
+absl::StatusOr<Answer> KubeStore::Bind(const ResourcePath& p,
+                                       std::string_view body) {
   absl::StatusOr<Document> binding = ParseObject(body, "a Binding");
   if (!binding.ok()) return binding.status();
   const std::string name = GetString(*binding, {"metadata", "name"});
@@ -22,36 +23,47 @@ absl::StatusOr<Answer> KubeStore::Bind(const ResourcePath& p, std::string_view b
   const std::string target_kind = GetString(*binding, {"target", "kind"});
   const std::string node = GetString(*binding, {"target", "name"});
   if (!target_kind.empty() && target_kind != "Node") {
-    return Invalid("Binding", "", name, "target.kind: Invalid value: must be empty or 'Node'");
+    return Invalid("Binding", "", name,
+                   "target.kind: Invalid value: must be empty or 'Node'");
   }
-  if (node.empty()) return Invalid("Binding", "", name, "target.name: Required value");
+  if (node.empty())
+    return Invalid("Binding", "", name, "target.name: Required value");
   const std::string want_uid = GetString(*binding, {"metadata", "uid"});
   const Value* annotations = Find(*binding, {"metadata", "annotations"});
   const std::string now = Rfc3339(clock_->Now());
   absl::StatusOr<Written> w = GuaranteedUpdate(
-      *p.resource, p.ns, p.name, [&](const Document& old, Document& pod) -> absl::Status {
-        auto conflict = [&](std::string_view why) { return Conflict("pods/binding", p.name, why); };
+      *p.resource, p.ns, p.name,
+      [&](const Document& old, Document& pod) -> absl::Status {
+        auto conflict = [&](std::string_view why) {
+          return Conflict("pods/binding", p.name, why);
+        };
         const std::string uid = GetString(old, {"metadata", "uid"});
         if (!want_uid.empty() && want_uid != uid) {
-          return conflict(Cat("Precondition failed: UID in precondition: ", want_uid,
-                                       ", UID in object meta: ", uid));
+          return conflict(Cat("Precondition failed: UID in precondition: ",
+                              want_uid, ", UID in object meta: ", uid));
         }
         if (Find(old, {"metadata", "deletionTimestamp"}) != nullptr) {
           return conflict(
-              Cat("pod ", p.name, " is being deleted, cannot be assigned to a host"));
+              Cat("pod ", p.name,
+                  " is being deleted, cannot be assigned to a host"));
         }
         const std::string assigned = GetString(old, {"spec", "nodeName"});
         if (!assigned.empty()) {
-          return conflict(
-              Cat("pod ", p.name, " is already assigned to node \"", assigned, "\""));
+          return conflict(Cat("pod ", p.name, " is already assigned to node \"",
+                              assigned, "\""));
         }
         auto& a = pod.GetAllocator();
         SetString(pod, {"spec", "nodeName"}, node, a);
         if (annotations != nullptr && annotations->IsObject()) {
-          for (auto m = annotations->MemberBegin(); m != annotations->MemberEnd(); ++m) {
+          for (auto m = annotations->MemberBegin();
+               m != annotations->MemberEnd(); ++m) {
             if (!m->value.IsString()) continue;
-            SetString(pod, {"metadata", "annotations", std::string_view(m->name.GetString())},
-                      std::string_view(m->value.GetString(), m->value.GetStringLength()), a);
+            SetString(pod,
+                      {"metadata", "annotations",
+                       std::string_view(m->name.GetString())},
+                      std::string_view(m->value.GetString(),
+                                       m->value.GetStringLength()),
+                      a);
           }
         }
         // api.UpdatePodCondition(PodScheduled=True).
@@ -94,7 +106,8 @@ absl::StatusOr<std::vector<KubeStore::Stored>> KubeStore::ListEverything() {
 }
 
 absl::Status KubeStore::DeleteIfUid(const KubeResource& r, std::string_view ns,
-                                    std::string_view name, std::string_view uid) {
+                                    std::string_view name,
+                                    std::string_view uid) {
   ResourcePath p{&r, std::string(ns), std::string(name), ""};
   absl::StatusOr<Answer> a = RemoveOrMark(p, uid, "", std::nullopt);
   if (a.ok() || absl::IsNotFound(a.status()) || absl::IsAborted(a.status())) {
@@ -103,9 +116,9 @@ absl::Status KubeStore::DeleteIfUid(const KubeResource& r, std::string_view ns,
   return a.status();
 }
 
-absl::Status KubeStore::DropOwnerReferences(const KubeResource& r, std::string_view ns,
-                                            std::string_view name,
-                                            const std::vector<std::string>& dead) {
+absl::Status KubeStore::DropOwnerReferences(
+    const KubeResource& r, std::string_view ns, std::string_view name,
+    const std::vector<std::string>& dead) {
   absl::StatusOr<Written> w =
       GuaranteedUpdate(r, ns, name, [&](const Document&, Document& obj) {
         Value* refs = FindMutable(obj, {"metadata", "ownerReferences"});

@@ -1,5 +1,4 @@
 #include "tests/testing/kube_json.h"
-#include "tests/testing/sv_strings.h"
 
 #include <optional>
 #include <random>
@@ -16,6 +15,7 @@
 #include "api/json_util.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
+#include "tests/testing/sv_strings.h"
 
 namespace pdc::testing::kube {
 namespace {
@@ -28,18 +28,30 @@ constexpr char kKindUrl[] = "pdc.kube/kind";
 
 absl::StatusCode CodeFor(int http) {
   switch (http) {
-    case 400: return absl::StatusCode::kInvalidArgument;
-    case 401: return absl::StatusCode::kUnauthenticated;
-    case 403: return absl::StatusCode::kPermissionDenied;
-    case 404: return absl::StatusCode::kNotFound;
-    case 405: return absl::StatusCode::kUnimplemented;
-    case 409: return absl::StatusCode::kAborted;
-    case 410: return absl::StatusCode::kOutOfRange;
-    case 415: return absl::StatusCode::kInvalidArgument;
-    case 422: return absl::StatusCode::kInvalidArgument;
-    case 503: return absl::StatusCode::kUnavailable;
-    case 504: return absl::StatusCode::kDeadlineExceeded;
-    default: return absl::StatusCode::kInternal;
+    case 400:
+      return absl::StatusCode::kInvalidArgument;
+    case 401:
+      return absl::StatusCode::kUnauthenticated;
+    case 403:
+      return absl::StatusCode::kPermissionDenied;
+    case 404:
+      return absl::StatusCode::kNotFound;
+    case 405:
+      return absl::StatusCode::kUnimplemented;
+    case 409:
+      return absl::StatusCode::kAborted;
+    case 410:
+      return absl::StatusCode::kOutOfRange;
+    case 415:
+      return absl::StatusCode::kInvalidArgument;
+    case 422:
+      return absl::StatusCode::kInvalidArgument;
+    case 503:
+      return absl::StatusCode::kUnavailable;
+    case 504:
+      return absl::StatusCode::kDeadlineExceeded;
+    default:
+      return absl::StatusCode::kInternal;
   }
 }
 
@@ -53,7 +65,8 @@ std::string Payload(const absl::Status& s, const char* url) {
 void SplitQualified(std::string_view resource, ApiErrorInfo* info) {
   const size_t dot = resource.find('.');
   info->kind = std::string(resource.substr(0, dot));
-  if (dot != std::string_view::npos) info->group = std::string(resource.substr(dot + 1));
+  if (dot != std::string_view::npos)
+    info->group = std::string(resource.substr(dot + 1));
 }
 
 absl::Mutex& RandomMu() {
@@ -103,29 +116,46 @@ std::string StatusJson(const absl::Status& s) {
   rapidjson::StringBuffer b;
   api::json::Writer w(b);
   w.StartObject();
-  w.Text("kind"); w.Text("Status");
-  w.Text("apiVersion"); w.Text("v1");
-  w.Text("metadata"); w.StartObject(); w.EndObject();
-  w.Text("status"); w.Text("Failure");
-  w.Text("message"); w.Text(StdSv(s.message()));
-  w.Text("reason"); w.Text(info.reason);
+  w.Text("kind");
+  w.Text("Status");
+  w.Text("apiVersion");
+  w.Text("v1");
+  w.Text("metadata");
+  w.StartObject();
+  w.EndObject();
+  w.Text("status");
+  w.Text("Failure");
+  w.Text("message");
+  w.Text(StdSv(s.message()));
+  w.Text("reason");
+  w.Text(info.reason);
   if (!info.name.empty() || !info.kind.empty()) {
     w.Text("details");
     w.StartObject();
-    if (!info.name.empty()) { w.Text("name"); w.Text(info.name); }
-    if (!info.group.empty()) { w.Text("group"); w.Text(info.group); }
-    if (!info.kind.empty()) { w.Text("kind"); w.Text(info.kind); }
+    if (!info.name.empty()) {
+      w.Text("name");
+      w.Text(info.name);
+    }
+    if (!info.group.empty()) {
+      w.Text("group");
+      w.Text(info.group);
+    }
+    if (!info.kind.empty()) {
+      w.Text("kind");
+      w.Text(info.kind);
+    }
     w.EndObject();
   }
-  w.Text("code"); w.Int(info.code);
+  w.Text("code");
+  w.Int(info.code);
   w.EndObject();
   return std::string(b.GetString(), b.GetSize());
 }
 
 std::string SuccessStatusJson(int code) {
   return Cat(
-      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":)", code,
-      "}");
+      R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","code":)",
+      code, "}");
 }
 
 absl::Status NotFound(std::string_view resource, std::string_view name) {
@@ -140,33 +170,39 @@ absl::Status AlreadyExists(std::string_view resource, std::string_view name) {
   return ApiError(info, Cat(resource, " \"", name, "\" already exists"));
 }
 
-absl::Status Conflict(std::string_view resource, std::string_view name, std::string_view why) {
+absl::Status Conflict(std::string_view resource, std::string_view name,
+                      std::string_view why) {
   ApiErrorInfo info{409, "Conflict", std::string(name)};
   SplitQualified(resource, &info);
-  return ApiError(info, Cat("Operation cannot be fulfilled on ", resource, " \"",
-                                     name, "\": ", why));
+  return ApiError(info, Cat("Operation cannot be fulfilled on ", resource,
+                            " \"", name, "\": ", why));
 }
 
 absl::Status BadRequest(std::string_view message) {
   return ApiError({400, "BadRequest"}, message);
 }
 
-absl::Status Invalid(std::string_view kind, std::string_view group, std::string_view name,
-                     std::string_view why) {
+absl::Status Invalid(std::string_view kind, std::string_view group,
+                     std::string_view name, std::string_view why) {
   ApiErrorInfo info{422, "Invalid", std::string(name)};
   info.kind = std::string(kind);
   info.group = std::string(group);
-  const std::string group_kind = group.empty() ? std::string(kind) : Cat(kind, ".", group);
+  const std::string group_kind =
+      group.empty() ? std::string(kind) : Cat(kind, ".", group);
   return ApiError(info, Cat(group_kind, " \"", name, "\" is invalid: ", why));
 }
 
-absl::Status Expired(std::string_view message) { return ApiError({410, "Expired"}, message); }
+absl::Status Expired(std::string_view message) {
+  return ApiError({410, "Expired"}, message);
+}
 
-absl::StatusOr<Document> ParseObject(std::string_view text, std::string_view what) {
+absl::StatusOr<Document> ParseObject(std::string_view text,
+                                     std::string_view what) {
   Document doc;
   absl::Status s = api::json::ParseObject(text, &doc);
   if (!s.ok()) {
-    return BadRequest(Cat("the body of ", what, " is not a JSON object: ", s.message()));
+    return BadRequest(
+        Cat("the body of ", what, " is not a JSON object: ", s.message()));
   }
   return doc;
 }
@@ -178,7 +214,8 @@ std::string ToJson(const Value& v) {
   return std::string(b.GetString(), b.GetSize());
 }
 
-const Value* Find(const Value& obj, std::initializer_list<std::string_view> path) {
+const Value* Find(const Value& obj,
+                  std::initializer_list<std::string_view> path) {
   const Value* v = &obj;
   for (std::string_view k : path) {
     if (!v->IsObject()) return nullptr;
@@ -195,7 +232,8 @@ const Value* Find(const Value& obj, std::initializer_list<std::string_view> path
 Value* Child(Value& obj, std::string_view k) {
   for (rapidjson::SizeType i = 0; i < obj.MemberCount(); ++i) {
     auto& m = obj.MemberBegin()[i];
-    if (std::string_view(m.name.GetString(), m.name.GetStringLength()) == k) return &m.value;
+    if (std::string_view(m.name.GetString(), m.name.GetStringLength()) == k)
+      return &m.value;
   }
   return nullptr;
 }
@@ -204,10 +242,12 @@ Value* FindMutable(Value& obj, std::initializer_list<std::string_view> path) {
   return const_cast<Value*>(Find(obj, path));
 }
 
-std::string GetString(const Value& obj, std::initializer_list<std::string_view> path) {
+std::string GetString(const Value& obj,
+                      std::initializer_list<std::string_view> path) {
   const Value* v = Find(obj, path);
-  return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength())
-                                       : std::string();
+  return v != nullptr && v->IsString()
+             ? std::string(v->GetString(), v->GetStringLength())
+             : std::string();
 }
 
 int64_t GetInt(const Value& obj, std::initializer_list<std::string_view> path) {
@@ -215,7 +255,8 @@ int64_t GetInt(const Value& obj, std::initializer_list<std::string_view> path) {
   return v != nullptr && v->IsInt64() ? v->GetInt64() : 0;
 }
 
-void Set(Value& obj, std::initializer_list<std::string_view> path, Value v, Allocator& a) {
+void Set(Value& obj, std::initializer_list<std::string_view> path, Value v,
+         Allocator& a) {
   Value* cur = &obj;
   size_t i = 0;
   for (std::string_view k : path) {
@@ -225,22 +266,26 @@ void Set(Value& obj, std::initializer_list<std::string_view> path, Value v, Allo
       if (child != nullptr) {
         *child = v;
       } else {
-        cur->AddMember(Value(k.data(), static_cast<rapidjson::SizeType>(k.size()), a), v, a);
+        cur->AddMember(
+            Value(k.data(), static_cast<rapidjson::SizeType>(k.size()), a), v,
+            a);
       }
       return;
     }
     if (child == nullptr) {
-      cur->AddMember(Value(k.data(), static_cast<rapidjson::SizeType>(k.size()), a),
-                     Value(rapidjson::kObjectType), a);
+      cur->AddMember(
+          Value(k.data(), static_cast<rapidjson::SizeType>(k.size()), a),
+          Value(rapidjson::kObjectType), a);
       child = Child(*cur, k);
     }
     cur = child;
   }
 }
 
-void SetString(Value& obj, std::initializer_list<std::string_view> path, std::string_view s,
-               Allocator& a) {
-  Set(obj, path, Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a), a);
+void SetString(Value& obj, std::initializer_list<std::string_view> path,
+               std::string_view s, Allocator& a) {
+  Set(obj, path, Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a),
+      a);
 }
 
 void Remove(Value& obj, std::initializer_list<std::string_view> path) {
@@ -259,8 +304,8 @@ void Remove(Value& obj, std::initializer_list<std::string_view> path) {
   }
 }
 
-std::vector<std::string> GetStrings(const Value& obj,
-                                    std::initializer_list<std::string_view> path) {
+std::vector<std::string> GetStrings(
+    const Value& obj, std::initializer_list<std::string_view> path) {
   std::vector<std::string> out;
   const Value* v = Find(obj, path);
   if (v == nullptr || !v->IsArray()) return out;
@@ -282,7 +327,8 @@ void ApplyMergePatch(Value& target, const Value& patch, Allocator& a) {
       target.RemoveMember(m->name);
       continue;
     }
-    Value* have = Child(target, std::string_view(m->name.GetString(), m->name.GetStringLength()));
+    Value* have = Child(target, std::string_view(m->name.GetString(),
+                                                 m->name.GetStringLength()));
     if (have == nullptr) {
       Value fresh(rapidjson::kNullType);
       ApplyMergePatch(fresh, m->value, a);
@@ -297,7 +343,7 @@ absl::StatusOr<LabelSelector> LabelSelector::Parse(std::string_view text) {
   LabelSelector sel;
   auto bad = [&](std::string_view why) {
     return BadRequest(Cat("unable to parse requirement: labelSelector \"", text,
-                                   "\": ", why));
+                          "\": ", why));
   };
   // Split on commas outside parentheses.
   std::vector<std::string> parts;
@@ -372,11 +418,13 @@ bool LabelSelector::Matches(const Value* labels) const {
   for (const Requirement& r : requirements_) {
     const Value* v = nullptr;
     if (labels != nullptr && labels->IsObject()) {
-      auto it = labels->FindMember(Value(rapidjson::StringRef(r.key.data(), r.key.size())));
+      auto it = labels->FindMember(
+          Value(rapidjson::StringRef(r.key.data(), r.key.size())));
       if (it != labels->MemberEnd() && it->value.IsString()) v = &it->value;
     }
     const std::string_view have =
-        v != nullptr ? std::string_view(v->GetString(), v->GetStringLength()) : "";
+        v != nullptr ? std::string_view(v->GetString(), v->GetStringLength())
+                     : "";
     auto in_values = [&] {
       for (const std::string& x : r.values) {
         if (x == have) return true;
@@ -408,17 +456,19 @@ std::string RandomUuid() {
     hi = Random()();
     lo = Random()();
   }
-  hi = (hi & ~uint64_t{0xf000}) | 0x4000;                        // Version 4.
-  lo = (lo & ~(uint64_t{0xc} << 60)) | (uint64_t{0x8} << 60);    // Variant 10.
-  return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32, (hi >> 16) & 0xffff,
-                         hi & 0xffff, lo >> 48, lo & 0xffffffffffffULL);
+  hi = (hi & ~uint64_t{0xf000}) | 0x4000;                      // Version 4.
+  lo = (lo & ~(uint64_t{0xc} << 60)) | (uint64_t{0x8} << 60);  // Variant 10.
+  return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32,
+                         (hi >> 16) & 0xffff, hi & 0xffff, lo >> 48,
+                         lo & 0xffffffffffffULL);
 }
 
 std::string RandomSuffix(int n) {
   static constexpr std::string_view kAlphabet = "bcdfghjklmnpqrstvwxz2456789";
   std::string out;
   absl::MutexLock lock(&RandomMu());
-  for (int i = 0; i < n; ++i) out.push_back(kAlphabet[Random()() % kAlphabet.size()]);
+  for (int i = 0; i < n; ++i)
+    out.push_back(kAlphabet[Random()() % kAlphabet.size()]);
   return out;
 }
 

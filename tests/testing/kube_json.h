@@ -56,41 +56,47 @@ std::string SuccessStatusJson(int code);
 absl::Status NotFound(std::string_view resource, std::string_view name);
 absl::Status AlreadyExists(std::string_view resource, std::string_view name);
 // "Operation cannot be fulfilled on <resource> \"<name>\": <why>".
-absl::Status Conflict(std::string_view resource, std::string_view name, std::string_view why);
+absl::Status Conflict(std::string_view resource, std::string_view name,
+                      std::string_view why);
 absl::Status BadRequest(std::string_view message);
 // 422, reason Invalid: "<Kind>[.<group>] \"<name>\" is invalid: <why>"
 // (errors.NewInvalid names the GroupKind).
-absl::Status Invalid(std::string_view kind, std::string_view group, std::string_view name,
-                     std::string_view why);
+absl::Status Invalid(std::string_view kind, std::string_view group,
+                     std::string_view name, std::string_view why);
 // 410, reason Expired.
 absl::Status Expired(std::string_view message);
 
 // The message of an optimistic-lock conflict (OptimisticLockErrorMsg,
 // k8s.io/apiserver/pkg/registry/generic/registry/store.go).
 inline constexpr std::string_view kOptimisticLockMessage =
-    "the object has been modified; please apply your changes to the latest version and try "
+    "the object has been modified; please apply your changes to the latest "
+    "version and try "
     "again";
 
 // --- JSON ---------------------------------------------------------------
-absl::StatusOr<Document> ParseObject(std::string_view text, std::string_view what);
+absl::StatusOr<Document> ParseObject(std::string_view text,
+                                     std::string_view what);
 std::string ToJson(const Value& v);
 // The member at `path` ({"metadata", "name"}), nullptr when any step is
 // missing or not an object.
-const Value* Find(const Value& obj, std::initializer_list<std::string_view> path);
+const Value* Find(const Value& obj,
+                  std::initializer_list<std::string_view> path);
 Value* FindMutable(Value& obj, std::initializer_list<std::string_view> path);
 // The string at `path`, "" when absent or not a string.
-std::string GetString(const Value& obj, std::initializer_list<std::string_view> path);
+std::string GetString(const Value& obj,
+                      std::initializer_list<std::string_view> path);
 int64_t GetInt(const Value& obj, std::initializer_list<std::string_view> path);
 // Sets `path` (creating objects on the way; a non-object on the way is
 // replaced) to `v`.
-void Set(Value& obj, std::initializer_list<std::string_view> path, Value v, Allocator& a);
-void SetString(Value& obj, std::initializer_list<std::string_view> path, std::string_view s,
-               Allocator& a);
+void Set(Value& obj, std::initializer_list<std::string_view> path, Value v,
+         Allocator& a);
+void SetString(Value& obj, std::initializer_list<std::string_view> path,
+               std::string_view s, Allocator& a);
 // Removes the member at `path` if present.
 void Remove(Value& obj, std::initializer_list<std::string_view> path);
 // The strings of the array at `path` (non-strings skipped).
-std::vector<std::string> GetStrings(const Value& obj,
-                                    std::initializer_list<std::string_view> path);
+std::vector<std::string> GetStrings(
+    const Value& obj, std::initializer_list<std::string_view> path);
 
 // RFC 7386 JSON Merge Patch: `patch` applied to `target` in place. A
 // non-object patch replaces the target.

@@ -1,5 +1,4 @@
 #include "tests/testing/kube_list.h"
-#include "tests/testing/sv_strings.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -9,28 +8,32 @@
 #include "absl/strings/strip.h"
 #include "api/json_util.h"
 #include "rapidjson/stringbuffer.h"
+#include "tests/testing/sv_strings.h"
 
 namespace pdc::testing::kube {
 namespace {
 
 // Messages of k8s.io/apiserver/pkg/storage/etcd3/errors.go
 // (interpretListError).
-constexpr std::string_view kExpiredList = "The resourceVersion for the provided list is too old.";
+constexpr std::string_view kExpiredList =
+    "The resourceVersion for the provided list is too old.";
 constexpr std::string_view kContinueExpired =
-    "The provided continue parameter is too old to display a consistent list result. You can "
+    "The provided continue parameter is too old to display a consistent list "
+    "result. You can "
     "start a new list without the continue parameter.";
 
 // storage.NewTooLargeResourceVersionError: 504, reason Timeout.
 absl::Status TooLarge(int64_t want, int64_t current) {
   return ApiError({504, "Timeout"}, Cat("Too large resource version: ", want,
-                                                 ", current: ", current));
+                                        ", current: ", current));
 }
 
-absl::StatusOr<int64_t> ParseVersion(std::string_view text, std::string_view what) {
+absl::StatusOr<int64_t> ParseVersion(std::string_view text,
+                                     std::string_view what) {
   int64_t v = 0;
   if (!Atoi(text, &v) || v < 0) {
     return BadRequest(Cat(what, ": invalid value \"", text,
-                                   "\": must be a non-negative integer"));
+                          "\": must be a non-negative integer"));
   }
   return v;
 }
@@ -54,11 +57,13 @@ absl::StatusOr<FieldSelector> FieldSelector::Parse(std::string_view text) {
       path = raw.substr(0, op);
       t.value = std::string(Strip(raw.substr(op + 1)));
     } else {
-      return BadRequest(Cat("invalid fieldSelector \"", text,
-                                     "\": expected path=value, path==value or path!=value"));
+      return BadRequest(
+          Cat("invalid fieldSelector \"", text,
+              "\": expected path=value, path==value or path!=value"));
     }
     path = Strip(path);
-    if (path.empty()) return BadRequest(Cat("invalid fieldSelector \"", text, "\""));
+    if (path.empty())
+      return BadRequest(Cat("invalid fieldSelector \"", text, "\""));
     for (std::string_view part : Split(path, '.')) t.path.emplace_back(part);
     sel.terms_.push_back(std::move(t));
   }
@@ -79,7 +84,8 @@ bool FieldSelector::Matches(const Value& obj) const {
     // A missing field reads as "" (fields.Set of the apiserver has every
     // supported field, empty when unset).
     std::string have;
-    if (v != nullptr && v->IsString()) have.assign(v->GetString(), v->GetStringLength());
+    if (v != nullptr && v->IsString())
+      have.assign(v->GetString(), v->GetStringLength());
     if (v != nullptr && v->IsInt64()) have = Cat(v->GetInt64());
     if (v != nullptr && v->IsBool()) have = v->GetBool() ? "true" : "false";
     if ((have == t.value) != t.equal) return false;
@@ -88,7 +94,8 @@ bool FieldSelector::Matches(const Value& obj) const {
 }
 
 bool Selectors::Matches(const Value& obj) const {
-  return labels.Matches(Find(obj, {"metadata", "labels"})) && fields.Matches(obj);
+  return labels.Matches(Find(obj, {"metadata", "labels"})) &&
+         fields.Matches(obj);
 }
 
 absl::StatusOr<Selectors> Selectors::FromQuery(const Query& q) {
@@ -106,7 +113,8 @@ absl::StatusOr<Selectors> Selectors::FromQuery(const Query& q) {
   return s;
 }
 
-std::string EncodeContinue(std::string_view next_key_relative, int64_t revision) {
+std::string EncodeContinue(std::string_view next_key_relative,
+                           int64_t revision) {
   rapidjson::StringBuffer b;
   api::json::Writer w(b);
   w.StartObject();
@@ -117,24 +125,30 @@ std::string EncodeContinue(std::string_view next_key_relative, int64_t revision)
   w.Text("start");
   w.Text(next_key_relative);
   w.EndObject();
-  return absl::WebSafeBase64Escape(absl::string_view(b.GetString(), b.GetSize()));
+  return absl::WebSafeBase64Escape(
+      absl::string_view(b.GetString(), b.GetSize()));
 }
 
-absl::StatusOr<std::pair<std::string, int64_t>> DecodeContinue(std::string_view token) {
+absl::StatusOr<std::pair<std::string, int64_t>> DecodeContinue(
+    std::string_view token) {
   // continue.go DecodeContinue and its messages.
   auto bad = [](std::string_view why) {
     return BadRequest(Cat("continue key is not valid: ", why));
   };
   std::string json;
-  if (!absl::WebSafeBase64Unescape(Sv(token), &json)) return bad("not base64url");
+  if (!absl::WebSafeBase64Unescape(Sv(token), &json))
+    return bad("not base64url");
   Document d;
   d.Parse(json.data(), json.size());
   if (d.HasParseError() || !d.IsObject()) return bad("not a JSON object");
   if (GetString(d, {"v"}) != "meta.k8s.io/v1") {
-    return bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    return bad(
+        "incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
   }
   const int64_t rv = GetInt(d, {"rv"});
-  if (rv <= 0) return bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+  if (rv <= 0)
+    return bad(
+        "incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
   const std::string start = GetString(d, {"start"});
   if (start.empty()) return bad("encoded start key empty");
   // A start key may not climb out of the collection.
@@ -167,27 +181,33 @@ absl::StatusOr<Answer> ListCollection(EtcdClient& etcd, const KubeResource& r,
     if (!v.ok()) return v.status();
     rv = *v;
   }
-  // k8s.io/apiserver/pkg/apis/meta/... validation of ListOptions.
+  // k8s.io/apimachinery/pkg/apis/meta/internalversion/validation/validation.go
+  // ValidateListOptions.
   if (match != "" && match != "Exact" && match != "NotOlderThan") {
     return BadRequest(Cat("resourceVersionMatch: Unsupported value: \"", match,
-                                   "\": supported values: \"Exact\", \"NotOlderThan\""));
+                          "\": supported values: \"Exact\", \"NotOlderThan\""));
   }
   if (!match.empty() && rv_text.empty()) {
-    return BadRequest("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless "
-                      "resourceVersion is provided");
+    return BadRequest(
+        "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden "
+        "unless "
+        "resourceVersion is provided");
   }
   if (match == "Exact" && rv == 0) {
-    return BadRequest("resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is "
-                      "forbidden for resourceVersion \"0\"");
+    return BadRequest(
+        "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is "
+        "forbidden for resourceVersion \"0\"");
   }
   const std::string prefix = KubeStore::CollectionPrefix(r, ns);
   const std::string end = EtcdClient::PrefixEnd(prefix);
   std::string start = prefix;
-  // The revision to read at: etcd3 store.go GetList. 0 is "the newest".
+  // The revision to read at: k8s.io/apiserver/pkg/storage/etcd3/store.go
+  // GetList. 0 is "the newest".
   int64_t with_rev = 0;
   if (!cont.empty()) {
     if (!rv_text.empty() && rv_text != "0") {
-      return BadRequest("specifying resource version is not allowed when using continue");
+      return BadRequest(
+          "specifying resource version is not allowed when using continue");
     }
     absl::StatusOr<std::pair<std::string, int64_t>> c = DecodeContinue(cont);
     if (!c.ok()) return c.status();
@@ -204,7 +224,8 @@ absl::StatusOr<Answer> ListCollection(EtcdClient& etcd, const KubeResource& r,
   bool more = false;
   int64_t remaining = -1;
   for (;;) {
-    absl::StatusOr<EtcdRangeResult> got = etcd.Range(start, end, with_rev, limit);
+    absl::StatusOr<EtcdRangeResult> got =
+        etcd.Range(start, end, with_rev, limit);
     if (!got.ok()) {
       const absl::Status& s = got.status();
       if (absl::IsOutOfRange(s) && Contains(s.message(), "compacted")) {
@@ -216,7 +237,8 @@ absl::StatusOr<Answer> ListCollection(EtcdClient& etcd, const KubeResource& r,
       }
       return s;
     }
-    if (with_rev == 0) with_rev = got->revision;  // Later pages read the same revision.
+    if (with_rev == 0)
+      with_rev = got->revision;  // Later pages read the same revision.
     size_t used = 0;
     for (const EtcdKeyValue& kv : got->kvs) {
       ++used;
@@ -235,7 +257,8 @@ absl::StatusOr<Answer> ListCollection(EtcdClient& etcd, const KubeResource& r,
       break;
     }
     if (limit == 0 || !got->more) break;
-    start = last_key + std::string(1, '\0');  // Fill the page from the next key.
+    start =
+        last_key + std::string(1, '\0');  // Fill the page from the next key.
   }
   if (!exact && rv > 0 && rv > with_rev) return TooLarge(rv, with_rev);
   Document list;
@@ -245,9 +268,13 @@ absl::StatusOr<Answer> ListCollection(EtcdClient& etcd, const KubeResource& r,
   SetString(list, {"apiVersion"}, r.api_version(), a);
   SetString(list, {"metadata", "resourceVersion"}, Cat(with_rev), a);
   if (more) {
-    SetString(list, {"metadata", "continue"},
-              EncodeContinue(last_key.substr(prefix.size()) + std::string(1, '\0'), with_rev), a);
-    if (remaining >= 0) Set(list, {"metadata", "remainingItemCount"}, Value(remaining), a);
+    SetString(
+        list, {"metadata", "continue"},
+        EncodeContinue(last_key.substr(prefix.size()) + std::string(1, '\0'),
+                       with_rev),
+        a);
+    if (remaining >= 0)
+      Set(list, {"metadata", "remainingItemCount"}, Value(remaining), a);
   }
   Value array(rapidjson::kArrayType);
   for (Document& d : items) array.PushBack(Value(d, a), a);

@@ -49,8 +49,10 @@ struct Selectors {
 // EncodeContinue): base64url (no padding) of
 // {"v":"meta.k8s.io/v1","rv":<list revision>,"start":<next key, relative to
 // the collection prefix>}.
-std::string EncodeContinue(std::string_view next_key_relative, int64_t revision);
-absl::StatusOr<std::pair<std::string, int64_t>> DecodeContinue(std::string_view token);
+std::string EncodeContinue(std::string_view next_key_relative,
+                           int64_t revision);
+absl::StatusOr<std::pair<std::string, int64_t>> DecodeContinue(
+    std::string_view token);
 
 // GET on a collection: the <Kind>List answer.
 absl::StatusOr<Answer> ListCollection(EtcdClient& etcd, const KubeResource& r,

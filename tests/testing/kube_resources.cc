@@ -1,5 +1,4 @@
 #include "tests/testing/kube_resources.h"
-#include "tests/testing/sv_strings.h"
 
 #include <algorithm>
 #include <optional>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tests/testing/kube_list.h"
+#include "tests/testing/sv_strings.h"
 
 namespace pdc::testing::kube {
 namespace {
@@ -24,9 +24,12 @@ bool IsDnsSubdomain(std::string_view s) {
   // k8s.io/apimachinery/pkg/util/validation: lower-case alphanumerics, '-'
   // and '.', starting and ending alphanumeric, at most 253 characters.
   if (s.empty() || s.size() > 253) return false;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+  };
   if (!alnum(s.front()) || !alnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [&](char c) { return alnum(c) || c == '-' || c == '.'; });
+  return std::all_of(s.begin(), s.end(),
+                     [&](char c) { return alnum(c) || c == '-' || c == '.'; });
 }
 
 // The stored form: resourceVersion is never stored (etcd's mod_revision is
@@ -72,13 +75,13 @@ bool SpecChanged(const Value& old, const Value& obj) {
   return false;
 }
 
-absl::Status Precondition(const ResourcePath& p, std::string_view what, std::string_view want,
-                          std::string_view have) {
+absl::Status Precondition(const ResourcePath& p, std::string_view what,
+                          std::string_view want, std::string_view have) {
   // k8s.io/apiserver/pkg/storage/interfaces.go Preconditions.Check, turned
   // into a Conflict by storage/errors (InterpretDeleteError/UpdateError).
   return Conflict(p.resource->qualified(), p.name,
-                  Cat("Precondition failed: ", what, " in precondition: ", want, ", ",
-                               what, " in object meta: ", have));
+                  Cat("Precondition failed: ", what, " in precondition: ", want,
+                      ", ", what, " in object meta: ", have));
 }
 
 }  // namespace
@@ -97,13 +100,15 @@ std::vector<KubeResource> StandardResources() {
   return {
       {"", "v1", "pods", "Pod", true, true, true, "/registry/pods/"},
       {"", "v1", "events", "Event", false, false, false, "/registry/events/"},
-      {"pdc.kubevirt.io", "v1alpha1", "persistentdeviceclaims", "PersistentDeviceClaim", true,
-       false, false, "/registry/pdc.kubevirt.io/persistentdeviceclaims/"},
-      {"kubevirt.io", "v1", "virtualmachines", "VirtualMachine", true, false, false,
-       "/registry/kubevirt.io/virtualmachines/"},
-      {"kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance", true, false,
-       false, "/registry/kubevirt.io/virtualmachineinstances/"},
-      {"coordination.k8s.io", "v1", "leases", "Lease", false, false, false, "/registry/leases/"},
+      {"pdc.kubevirt.io", "v1alpha1", "persistentdeviceclaims",
+       "PersistentDeviceClaim", true, false, false,
+       "/registry/pdc.kubevirt.io/persistentdeviceclaims/"},
+      {"kubevirt.io", "v1", "virtualmachines", "VirtualMachine", true, false,
+       false, "/registry/kubevirt.io/virtualmachines/"},
+      {"kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance",
+       true, false, false, "/registry/kubevirt.io/virtualmachineinstances/"},
+      {"coordination.k8s.io", "v1", "leases", "Lease", false, false, false,
+       "/registry/leases/"},
   };
 }
 
@@ -139,13 +144,14 @@ Query ParseQuery(std::string_view query) {
   return out;
 }
 
-KubeStore::KubeStore(EtcdClient* etcd, std::vector<KubeResource> resources, const Clock* clock)
+KubeStore::KubeStore(EtcdClient* etcd, std::vector<KubeResource> resources,
+                     const Clock* clock)
     : etcd_(etcd), resources_(std::move(resources)), clock_(clock) {}
 
 absl::StatusOr<ResourcePath> KubeStore::ParsePath(std::string_view path) const {
-  const absl::Status not_found =
-      ApiError({404, "NotFound"}, Cat("the server could not find the requested resource (",
-                                               path, ")"));
+  const absl::Status not_found = ApiError(
+      {404, "NotFound"},
+      Cat("the server could not find the requested resource (", path, ")"));
   std::vector<std::string_view> parts = Split(path, '/', absl::SkipEmpty());
   std::string group, version;
   size_t i;
@@ -166,7 +172,8 @@ absl::StatusOr<ResourcePath> KubeStore::ParsePath(std::string_view path) const {
   }
   if (i >= parts.size()) return not_found;
   for (const KubeResource& r : resources_) {
-    if (r.group == group && r.version == version && r.resource == parts[i]) p.resource = &r;
+    if (r.group == group && r.version == version && r.resource == parts[i])
+      p.resource = &r;
   }
   if (p.resource == nullptr) return not_found;
   ++i;
@@ -184,11 +191,13 @@ absl::StatusOr<ResourcePath> KubeStore::ParsePath(std::string_view path) const {
   return p;
 }
 
-std::string KubeStore::Key(const KubeResource& r, std::string_view ns, std::string_view name) {
+std::string KubeStore::Key(const KubeResource& r, std::string_view ns,
+                           std::string_view name) {
   return Cat(r.storage_prefix, ns, "/", name);
 }
 
-std::string KubeStore::CollectionPrefix(const KubeResource& r, std::string_view ns) {
+std::string KubeStore::CollectionPrefix(const KubeResource& r,
+                                        std::string_view ns) {
   return ns.empty() ? r.storage_prefix : Cat(r.storage_prefix, ns, "/");
 }
 
@@ -196,10 +205,11 @@ absl::StatusOr<Document> KubeStore::Decode(const EtcdKeyValue& kv, int64_t rv) {
   Document d;
   d.Parse(kv.value.data(), kv.value.size());
   if (d.HasParseError() || !d.IsObject()) {
-    return absl::DataLossError(Cat("etcd key ", kv.key, " holds no JSON object"));
+    return absl::DataLossError(
+        Cat("etcd key ", kv.key, " holds no JSON object"));
   }
-  SetString(d, {"metadata", "resourceVersion"}, Cat(rv > 0 ? rv : kv.mod_revision),
-            d.GetAllocator());
+  SetString(d, {"metadata", "resourceVersion"},
+            Cat(rv > 0 ? rv : kv.mod_revision), d.GetAllocator());
   return d;
 }
 
@@ -210,31 +220,38 @@ void KubeStore::Removed(const Document& obj) {
 
 // k8s.io/apiserver/pkg/registry/generic/registry/store.go Create, with
 // rest.BeforeCreate (k8s.io/apiserver/pkg/registry/rest/create.go) filling
-// the system fields, and etcd3 store.go Create: a transaction that puts the
-// key only when it does not exist (create_revision == 0).
-absl::StatusOr<Answer> KubeStore::Create(const ResourcePath& p, std::string_view body) {
+// the system fields, and k8s.io/apiserver/pkg/storage/etcd3/store.go Create: a
+// transaction that puts the key only when it does not exist (create_revision ==
+// 0).
+absl::StatusOr<Answer> KubeStore::Create(const ResourcePath& p,
+                                         std::string_view body) {
   const KubeResource& r = *p.resource;
-  if (p.ns.empty()) return ApiError({405, "MethodNotAllowed"}, "POST needs a namespace");
+  if (p.ns.empty())
+    return ApiError({405, "MethodNotAllowed"}, "POST needs a namespace");
   absl::StatusOr<Document> parsed = ParseObject(body, Cat("a ", r.kind));
   if (!parsed.ok()) return parsed.status();
   Document& obj = *parsed;
   auto& a = obj.GetAllocator();
   const std::string kind = GetString(obj, {"kind"});
   const std::string api_version = GetString(obj, {"apiVersion"});
-  if ((!kind.empty() && kind != r.kind) || (!api_version.empty() && api_version != r.api_version())) {
-    return BadRequest(Cat("the API version in the data (", api_version, ", kind ", kind,
-                                   ") does not match the expected API version (",
-                                   r.api_version(), ", kind ", r.kind, ")"));
+  if ((!kind.empty() && kind != r.kind) ||
+      (!api_version.empty() && api_version != r.api_version())) {
+    return BadRequest(Cat("the API version in the data (", api_version,
+                          ", kind ", kind,
+                          ") does not match the expected API version (",
+                          r.api_version(), ", kind ", r.kind, ")"));
   }
   const std::string body_ns = GetString(obj, {"metadata", "namespace"});
   if (!body_ns.empty() && body_ns != p.ns) {
     return BadRequest(
-        "the namespace of the provided object does not match the namespace sent on the request");
+        "the namespace of the provided object does not match the namespace "
+        "sent on the request");
   }
   if (!GetString(obj, {"metadata", "resourceVersion"}).empty()) {
-    // etcd3 store.go Create.
-    return ApiError({500, "InternalError"},
-                    "resourceVersion should not be set on objects to be created");
+    // k8s.io/apiserver/pkg/storage/etcd3/store.go Create.
+    return ApiError(
+        {500, "InternalError"},
+        "resourceVersion should not be set on objects to be created");
   }
   SetString(obj, {"kind"}, r.kind, a);
   SetString(obj, {"apiVersion"}, r.api_version(), a);
@@ -255,7 +272,9 @@ absl::StatusOr<Answer> KubeStore::Create(const ResourcePath& p, std::string_view
   std::string name = GetString(obj, {"metadata", "name"});
   const std::string generate = GetString(obj, {"metadata", "generateName"});
   if (name.empty() && generate.empty()) {
-    return Invalid(r.kind, r.group, "", "metadata.name: Required value: name or generateName is required");
+    return Invalid(
+        r.kind, r.group, "",
+        "metadata.name: Required value: name or generateName is required");
   }
   // k8s.io/apiserver/pkg/storage/names/generate.go: generateName + 5
   // random characters; a taken name is tried again with new characters.
@@ -266,11 +285,12 @@ absl::StatusOr<Answer> KubeStore::Create(const ResourcePath& p, std::string_view
       break;
     }
     if (!IsDnsSubdomain(name)) {
-      return Invalid(r.kind, r.group, name,
-                     Cat("metadata.name: Invalid value: \"", name,
-                                  "\": a lowercase RFC 1123 subdomain must consist of lower case "
-                                  "alphanumeric characters, '-' or '.', and must start and end "
-                                  "with an alphanumeric character"));
+      return Invalid(
+          r.kind, r.group, name,
+          Cat("metadata.name: Invalid value: \"", name,
+              "\": a lowercase RFC 1123 subdomain must consist of lower case "
+              "alphanumeric characters, '-' or '.', and must start and end "
+              "with an alphanumeric character"));
     }
     Document stored = Copy(obj);
     SetString(stored, {"metadata", "name"}, name, stored.GetAllocator());
@@ -292,7 +312,8 @@ absl::StatusOr<Answer> KubeStore::Create(const ResourcePath& p, std::string_view
 }
 
 absl::StatusOr<Answer> KubeStore::Get(const ResourcePath& p) {
-  absl::StatusOr<EtcdRangeResult> got = etcd_->Range(Key(*p.resource, p.ns, p.name));
+  absl::StatusOr<EtcdRangeResult> got =
+      etcd_->Range(Key(*p.resource, p.ns, p.name));
   if (!got.ok()) return got.status();
   if (got->kvs.empty()) return NotFound(p.resource->qualified(), p.name);
   absl::StatusOr<Document> obj = Decode(got->kvs[0]);
@@ -304,10 +325,9 @@ absl::StatusOr<Answer> KubeStore::List(const ResourcePath& p, const Query& q) {
   return ListCollection(*etcd_, *p.resource, p.ns, q);
 }
 
-absl::StatusOr<KubeStore::Written> KubeStore::GuaranteedUpdate(const KubeResource& r,
-                                                               std::string_view ns,
-                                                               std::string_view name,
-                                                               const Mutation& mutate) {
+absl::StatusOr<KubeStore::Written> KubeStore::GuaranteedUpdate(
+    const KubeResource& r, std::string_view ns, std::string_view name,
+    const Mutation& mutate) {
   const std::string key = Key(r, ns, name);
   for (int attempt = 0; attempt < kMaxUpdateAttempts; ++attempt) {
     absl::StatusOr<EtcdRangeResult> got = etcd_->Range(key);
@@ -329,53 +349,64 @@ absl::StatusOr<KubeStore::Written> KubeStore::GuaranteedUpdate(const KubeResourc
     if (before == after) return Written{std::move(*old), false};
     // rest.ShouldDeleteDuringUpdate (k8s.io/apiserver/pkg/registry/generic/
     // registry/store.go): the last finalizer of a deleting object is gone.
-    const bool remove = Find(obj, {"metadata", "deletionTimestamp"}) != nullptr &&
-                        GetStrings(obj, {"metadata", "finalizers"}).empty() &&
-                        GetInt(obj, {"metadata", "deletionGracePeriodSeconds"}) == 0;
-    absl::StatusOr<EtcdTxnResult> t = etcd_->Txn(
-        {{key, EtcdCompare::Target::kModRevision, kv.mod_revision}},
-        {remove ? EtcdOp{EtcdOp::Kind::kDelete, key, ""} : EtcdOp{EtcdOp::Kind::kPut, key, stored}},
-        {});
+    const bool remove =
+        Find(obj, {"metadata", "deletionTimestamp"}) != nullptr &&
+        GetStrings(obj, {"metadata", "finalizers"}).empty() &&
+        GetInt(obj, {"metadata", "deletionGracePeriodSeconds"}) == 0;
+    absl::StatusOr<EtcdTxnResult> t =
+        etcd_->Txn({{key, EtcdCompare::Target::kModRevision, kv.mod_revision}},
+                   {remove ? EtcdOp{EtcdOp::Kind::kDelete, key, ""}
+                           : EtcdOp{EtcdOp::Kind::kPut, key, stored}},
+                   {});
     if (!t.ok()) return t.status();
     if (!t->succeeded) continue;  // Someone wrote in between: read again.
-    SetString(obj, {"metadata", "resourceVersion"}, Cat(t->revision), obj.GetAllocator());
+    SetString(obj, {"metadata", "resourceVersion"}, Cat(t->revision),
+              obj.GetAllocator());
     if (remove) Removed(obj);
     return Written{std::move(obj), remove};
   }
   return ApiError({500, "InternalError"},
-                  Cat("gave up updating ", r.qualified(), " \"", name, "\" after ",
-                               kMaxUpdateAttempts, " conflicting writes"));
+                  Cat("gave up updating ", r.qualified(), " \"", name,
+                      "\" after ", kMaxUpdateAttempts, " conflicting writes"));
 }
 
-absl::Status KubeStore::PrepareUpdate(const KubeResource& r, const ResourcePath& p,
-                                      const Document& old, Document& obj) const {
+absl::Status KubeStore::PrepareUpdate(const KubeResource& r,
+                                      const ResourcePath& p,
+                                      const Document& old,
+                                      Document& obj) const {
   auto& a = obj.GetAllocator();
   const std::string name = GetString(obj, {"metadata", "name"});
   if (!name.empty() && name != p.name) {
     return BadRequest(Cat("the name of the object (", name,
-                                   ") does not match the name on the URL (", p.name, ")"));
+                          ") does not match the name on the URL (", p.name,
+                          ")"));
   }
   const std::string ns = GetString(obj, {"metadata", "namespace"});
   if (!ns.empty() && ns != p.ns) {
     return BadRequest(
-        "the namespace of the provided object does not match the namespace sent on the request");
+        "the namespace of the provided object does not match the namespace "
+        "sent on the request");
   }
-  // Optimistic concurrency (api-conventions.md, "Concurrency Control and
-  // Consistency"; etcd3 store.go GuaranteedUpdate): a resourceVersion in
-  // the request must be the current one; none means "unconditionally".
+  // Optimistic concurrency (sig-architecture/api-conventions.md,
+  // "Concurrency Control and Consistency"; etcd3 store.go GuaranteedUpdate): a
+  // resourceVersion in the request must be the current one; none means
+  // "unconditionally".
   const std::string rv = GetString(obj, {"metadata", "resourceVersion"});
   const std::string old_rv = GetString(old, {"metadata", "resourceVersion"});
-  if (!rv.empty() && rv != old_rv) return Conflict(r.qualified(), p.name, kOptimisticLockMessage);
+  if (!rv.empty() && rv != old_rv)
+    return Conflict(r.qualified(), p.name, kOptimisticLockMessage);
   const std::string uid = GetString(obj, {"metadata", "uid"});
   const std::string old_uid = GetString(old, {"metadata", "uid"});
   if (!uid.empty() && uid != old_uid) {
     // k8s.io/apimachinery/pkg/api/validation/objectmeta.go
     // ValidateObjectMetaUpdate.
-    return Invalid(r.kind, r.group, p.name,
-                   Cat("metadata.uid: Invalid value: \"", uid, "\": field is immutable"));
+    return Invalid(
+        r.kind, r.group, p.name,
+        Cat("metadata.uid: Invalid value: \"", uid, "\": field is immutable"));
   }
   if (p.subresource == "status") {
-    // Only .status changes (customresource/status_strategy.go
+    // Only .status changes (k8s.io/apiextensions-apiserver/pkg/registry/
+    // customresource/status_strategy.go
     // PrepareForUpdate: the old object with the new status).
     Document next = Copy(old);
     Remove(next, {"status"});
@@ -387,7 +418,8 @@ absl::Status KubeStore::PrepareUpdate(const KubeResource& r, const ResourcePath&
     return absl::OkStatus();
   }
   if (r.status_subresource) {
-    // The main resource ignores .status (customresource/strategy.go
+    // The main resource ignores .status (k8s.io/apiextensions-apiserver/pkg/
+    // registry/customresource/strategy.go
     // PrepareForUpdate, the pod strategy alike).
     Remove(obj, {"status"});
     if (const Value* st = Find(old, {"status"}); st != nullptr) {
@@ -416,30 +448,35 @@ absl::Status KubeStore::PrepareUpdate(const KubeResource& r, const ResourcePath&
   Set(obj, {"metadata", "generation"}, Value(generation), a);
   if (Find(old, {"metadata", "deletionTimestamp"}) != nullptr) {
     // objectmeta.go ValidateNoNewFinalizers.
-    const std::vector<std::string> before = GetStrings(old, {"metadata", "finalizers"});
+    const std::vector<std::string> before =
+        GetStrings(old, {"metadata", "finalizers"});
     std::vector<std::string> added;
     for (const std::string& f : GetStrings(obj, {"metadata", "finalizers"})) {
-      if (std::find(before.begin(), before.end(), f) == before.end()) added.push_back(f);
+      if (std::find(before.begin(), before.end(), f) == before.end())
+        added.push_back(f);
     }
     if (!added.empty()) {
-      return Invalid(r.kind, r.group, p.name,
-                     Cat("metadata.finalizers: Forbidden: no new finalizers can be "
-                                  "added if the object is being deleted, found new finalizers "
-                                  "[]string{\"",
-                                  absl::StrJoin(added, "\", \""), "\"}"));
+      return Invalid(
+          r.kind, r.group, p.name,
+          Cat("metadata.finalizers: Forbidden: no new finalizers can be "
+              "added if the object is being deleted, found new finalizers "
+              "[]string{\"",
+              absl::StrJoin(added, "\", \""), "\"}"));
     }
   }
   return absl::OkStatus();
 }
 
-// store.go Update (PUT): the object must exist (no create on update for
-// these resources).
-absl::StatusOr<Answer> KubeStore::Update(const ResourcePath& p, std::string_view body) {
-  absl::StatusOr<Document> parsed = ParseObject(body, Cat("a ", p.resource->kind));
+// k8s.io/apiserver/pkg/registry/generic/registry/store.go Update (PUT): the
+// object must exist (no create on update for these resources).
+absl::StatusOr<Answer> KubeStore::Update(const ResourcePath& p,
+                                         std::string_view body) {
+  absl::StatusOr<Document> parsed =
+      ParseObject(body, Cat("a ", p.resource->kind));
   if (!parsed.ok()) return parsed.status();
   const KubeResource& r = *p.resource;
-  absl::StatusOr<Written> w =
-      GuaranteedUpdate(r, p.ns, p.name, [&](const Document& old, Document& obj) {
+  absl::StatusOr<Written> w = GuaranteedUpdate(
+      r, p.ns, p.name, [&](const Document& old, Document& obj) {
         obj.CopyFrom(*parsed, obj.GetAllocator());
         return PrepareUpdate(r, p, old, obj);
       });
@@ -450,21 +487,23 @@ absl::StatusOr<Answer> KubeStore::Update(const ResourcePath& p, std::string_view
 // k8s.io/apiserver/pkg/endpoints/handlers/patch.go: the patch is applied to
 // the current object, then it is an update; a resourceVersion inside the
 // patch is a precondition (and a uid must match).
-absl::StatusOr<Answer> KubeStore::Patch(const ResourcePath& p, std::string_view content_type,
+absl::StatusOr<Answer> KubeStore::Patch(const ResourcePath& p,
+                                        std::string_view content_type,
                                         std::string_view body) {
   const std::string_view media = content_type.substr(0, content_type.find(';'));
   if (media != "application/merge-patch+json") {
-    return ApiError({415, "UnsupportedMediaType"},
-                    Cat("the body of the request was in an unknown format - accepted "
-                                 "media types include: application/merge-patch+json (got \"",
-                                 content_type, "\")"));
+    return ApiError(
+        {415, "UnsupportedMediaType"},
+        Cat("the body of the request was in an unknown format - accepted "
+            "media types include: application/merge-patch+json (got \"",
+            content_type, "\")"));
   }
   absl::StatusOr<Document> patch = ParseObject(body, "a merge patch");
   if (!patch.ok()) return patch.status();
   const KubeResource& r = *p.resource;
   const std::string patch_uid = GetString(*patch, {"metadata", "uid"});
-  absl::StatusOr<Written> w =
-      GuaranteedUpdate(r, p.ns, p.name, [&](const Document& old, Document& obj) {
+  absl::StatusOr<Written> w = GuaranteedUpdate(
+      r, p.ns, p.name, [&](const Document& old, Document& obj) {
         const std::string old_uid = GetString(old, {"metadata", "uid"});
         if (!patch_uid.empty() && patch_uid != old_uid) {
           return Precondition(p, "UID", patch_uid, old_uid);
@@ -476,18 +515,21 @@ absl::StatusOr<Answer> KubeStore::Patch(const ResourcePath& p, std::string_view 
   return Answer{200, ToJson(w->object)};
 }
 
-// store.go Delete with DeleteOptions (body or query): preconditions,
-// graceful deletion (pods), finalizers (markAsDeleting: deletionTimestamp
-// now, deletionGracePeriodSeconds 0, generation + 1); without either the
-// key is deleted in a transaction on mod_revision.
-absl::StatusOr<Answer> KubeStore::Delete(const ResourcePath& p, std::string_view body,
+// k8s.io/apiserver/pkg/registry/generic/registry/store.go Delete with
+// DeleteOptions (body or query): preconditions, graceful deletion (pods),
+// finalizers (markAsDeleting: deletionTimestamp now, deletionGracePeriodSeconds
+// 0, generation + 1); without either the key is deleted in a transaction on
+// mod_revision.
+absl::StatusOr<Answer> KubeStore::Delete(const ResourcePath& p,
+                                         std::string_view body,
                                          const Query& q) {
   std::string pre_uid, pre_rv, policy;
   std::optional<int64_t> grace;
   if (auto it = q.find("gracePeriodSeconds"); it != q.end()) {
     int64_t g = 0;
     if (!Atoi(it->second, &g)) {
-      return BadRequest(Cat("gracePeriodSeconds: not an integer: ", it->second));
+      return BadRequest(
+          Cat("gracePeriodSeconds: not an integer: ", it->second));
     }
     grace = g;
   }
@@ -497,20 +539,25 @@ absl::StatusOr<Answer> KubeStore::Delete(const ResourcePath& p, std::string_view
     if (!opts.ok()) return opts.status();
     pre_uid = GetString(*opts, {"preconditions", "uid"});
     pre_rv = GetString(*opts, {"preconditions", "resourceVersion"});
-    if (const Value* g = Find(*opts, {"gracePeriodSeconds"}); g != nullptr && g->IsInt64()) {
+    if (const Value* g = Find(*opts, {"gracePeriodSeconds"});
+        g != nullptr && g->IsInt64()) {
       grace = g->GetInt64();
     }
-    if (const std::string pp = GetString(*opts, {"propagationPolicy"}); !pp.empty()) policy = pp;
+    if (const std::string pp = GetString(*opts, {"propagationPolicy"});
+        !pp.empty())
+      policy = pp;
   }
   if (!policy.empty() && policy != "Background") {
-    return BadRequest(Cat("propagationPolicy ", policy,
-                                   " is not supported by the kube-apiserver double (Background "
-                                   "only)"));
+    return BadRequest(
+        Cat("propagationPolicy ", policy,
+            " is not supported by the kube-apiserver double (Background "
+            "only)"));
   }
   return RemoveOrMark(p, pre_uid, pre_rv, grace);
 }
 
-absl::StatusOr<Answer> KubeStore::RemoveOrMark(const ResourcePath& p, std::string_view pre_uid,
+absl::StatusOr<Answer> KubeStore::RemoveOrMark(const ResourcePath& p,
+                                               std::string_view pre_uid,
                                                std::string_view pre_rv,
                                                std::optional<int64_t> grace) {
   const KubeResource& r = *p.resource;
@@ -524,11 +571,15 @@ absl::StatusOr<Answer> KubeStore::RemoveOrMark(const ResourcePath& p, std::strin
     if (!obj.ok()) return obj.status();
     const std::string uid = GetString(*obj, {"metadata", "uid"});
     const std::string rv = GetString(*obj, {"metadata", "resourceVersion"});
-    if (!pre_uid.empty() && pre_uid != uid) return Precondition(p, "UID", pre_uid, uid);
-    if (!pre_rv.empty() && pre_rv != rv) return Precondition(p, "ResourceVersion", pre_rv, rv);
+    if (!pre_uid.empty() && pre_uid != uid)
+      return Precondition(p, "UID", pre_uid, uid);
+    if (!pre_rv.empty() && pre_rv != rv)
+      return Precondition(p, "ResourceVersion", pre_rv, rv);
     auto& a = obj->GetAllocator();
-    const bool deleting = Find(*obj, {"metadata", "deletionTimestamp"}) != nullptr;
-    const bool has_finalizers = !GetStrings(*obj, {"metadata", "finalizers"}).empty();
+    const bool deleting =
+        Find(*obj, {"metadata", "deletionTimestamp"}) != nullptr;
+    const bool has_finalizers =
+        !GetStrings(*obj, {"metadata", "finalizers"}).empty();
     // pkg/registry/core/pod/strategy.go CheckGracefulDelete: a pod on a
     // node gets its grace period (the request's, else
     // spec.terminationGracePeriodSeconds, else 30); an unscheduled one none.
@@ -536,13 +587,15 @@ absl::StatusOr<Answer> KubeStore::RemoveOrMark(const ResourcePath& p, std::strin
     if (r.graceful_delete && !GetString(*obj, {"spec", "nodeName"}).empty()) {
       wait = grace.has_value() ? *grace : 30;
       if (!grace.has_value()) {
-        if (const Value* t = Find(*obj, {"spec", "terminationGracePeriodSeconds"});
+        if (const Value* t =
+                Find(*obj, {"spec", "terminationGracePeriodSeconds"});
             t != nullptr && t->IsInt64()) {
           wait = t->GetInt64();
         }
       }
     }
-    const int64_t current_grace = GetInt(*obj, {"metadata", "deletionGracePeriodSeconds"});
+    const int64_t current_grace =
+        GetInt(*obj, {"metadata", "deletionGracePeriodSeconds"});
     if (wait > 0 || has_finalizers) {
       // Stays, marked: rest.BeforeDelete (graceful) / markAsDeleting.
       if (deleting && wait >= current_grace) return Answer{200, ToJson(*obj)};
@@ -556,9 +609,9 @@ absl::StatusOr<Answer> KubeStore::RemoveOrMark(const ResourcePath& p, std::strin
       if (wait == 0 && !has_finalizers) {
         // Graceful deletion over, nothing holds it: fall through to removal.
       } else {
-        absl::StatusOr<EtcdTxnResult> t =
-            etcd_->Txn({{key, EtcdCompare::Target::kModRevision, kv.mod_revision}},
-                       {{EtcdOp::Kind::kPut, key, StoredJson(*obj)}}, {});
+        absl::StatusOr<EtcdTxnResult> t = etcd_->Txn(
+            {{key, EtcdCompare::Target::kModRevision, kv.mod_revision}},
+            {{EtcdOp::Kind::kPut, key, StoredJson(*obj)}}, {});
         if (!t.ok()) return t.status();
         if (!t->succeeded) continue;
         SetString(*obj, {"metadata", "resourceVersion"}, Cat(t->revision), a);
@@ -575,8 +628,9 @@ absl::StatusOr<Answer> KubeStore::RemoveOrMark(const ResourcePath& p, std::strin
     Removed(*obj);
     return Answer{200, ToJson(*obj)};
   }
-  return ApiError({500, "InternalError"}, Cat("gave up deleting ", r.qualified(), " \"",
-                                                       p.name, "\" after conflicting writes"));
+  return ApiError({500, "InternalError"},
+                  Cat("gave up deleting ", r.qualified(), " \"", p.name,
+                      "\" after conflicting writes"));
 }
 
 }  // namespace pdc::testing::kube

@@ -30,8 +30,8 @@ namespace pdc::testing::kube {
 struct KubeResource {
   std::string group;  // "" is the core group (paths under /api/v1).
   std::string version;
-  std::string resource;  // Plural, lower case: "pods".
-  std::string kind;      // "Pod"
+  std::string resource;              // Plural, lower case: "pods".
+  std::string kind;                  // "Pod"
   bool status_subresource = false;   // PUT/PATCH .../status
   bool binding_subresource = false;  // POST .../binding (pods)
   // Deleting a pod scheduled to a node waits for its kubelet
@@ -74,30 +74,38 @@ struct Answer {
 class KubeStore {
  public:
   // `etcd` and `clock` must outlive the store.
-  KubeStore(EtcdClient* etcd, std::vector<KubeResource> resources, const Clock* clock);
+  KubeStore(EtcdClient* etcd, std::vector<KubeResource> resources,
+            const Clock* clock);
 
   // Called with the UID of every object really removed from etcd (not for
   // one only marked deleting); may be called from any request's thread.
-  void set_on_removed(std::function<void(const std::string& uid)> f) { on_removed_ = std::move(f); }
+  void set_on_removed(std::function<void(const std::string& uid)> f) {
+    on_removed_ = std::move(f);
+  }
 
   const std::vector<KubeResource>& resources() const { return resources_; }
   // /api/v1/[namespaces/<ns>/]<resource>[/<name>[/<sub>]] and
   // /apis/<group>/<version>/... ; NotFound (404) for anything else.
   absl::StatusOr<ResourcePath> ParsePath(std::string_view path) const;
   // The etcd key of one object, and the prefix of a collection ("" ns: all).
-  static std::string Key(const KubeResource& r, std::string_view ns, std::string_view name);
-  static std::string CollectionPrefix(const KubeResource& r, std::string_view ns);
+  static std::string Key(const KubeResource& r, std::string_view ns,
+                         std::string_view name);
+  static std::string CollectionPrefix(const KubeResource& r,
+                                      std::string_view ns);
   // The object stored in `kv`, with metadata.resourceVersion = `rv`
   // (0: kv.mod_revision).
-  static absl::StatusOr<Document> Decode(const EtcdKeyValue& kv, int64_t rv = 0);
+  static absl::StatusOr<Document> Decode(const EtcdKeyValue& kv,
+                                         int64_t rv = 0);
 
   absl::StatusOr<Answer> Create(const ResourcePath& p, std::string_view body);
   absl::StatusOr<Answer> Get(const ResourcePath& p);
   absl::StatusOr<Answer> List(const ResourcePath& p, const Query& q);
   absl::StatusOr<Answer> Update(const ResourcePath& p, std::string_view body);
-  absl::StatusOr<Answer> Patch(const ResourcePath& p, std::string_view content_type,
+  absl::StatusOr<Answer> Patch(const ResourcePath& p,
+                               std::string_view content_type,
                                std::string_view body);
-  absl::StatusOr<Answer> Delete(const ResourcePath& p, std::string_view body, const Query& q);
+  absl::StatusOr<Answer> Delete(const ResourcePath& p, std::string_view body,
+                                const Query& q);
   absl::StatusOr<Answer> Bind(const ResourcePath& p, std::string_view body);
 
   // For the garbage collector: every stored object of every resource.
@@ -108,11 +116,12 @@ class KubeStore {
   absl::StatusOr<std::vector<Stored>> ListEverything();
   // Deletes one object (as a DELETE with a UID precondition would); a
   // NotFound or a UID mismatch is not an error (already gone).
-  absl::Status DeleteIfUid(const KubeResource& r, std::string_view ns, std::string_view name,
-                           std::string_view uid);
+  absl::Status DeleteIfUid(const KubeResource& r, std::string_view ns,
+                           std::string_view name, std::string_view uid);
   // Drops the ownerReferences whose UIDs are in `dead` from one object.
   absl::Status DropOwnerReferences(const KubeResource& r, std::string_view ns,
-                                   std::string_view name, const std::vector<std::string>& dead);
+                                   std::string_view name,
+                                   const std::vector<std::string>& dead);
 
  private:
   // The outcome of one read-modify-write.
@@ -122,18 +131,23 @@ class KubeStore {
   };
   // Mutation: `obj` starts as a copy of `old` (both with resourceVersion
   // set) and is changed in place; an error aborts the update.
-  using Mutation = std::function<absl::Status(const Document& old, Document& obj)>;
+  using Mutation =
+      std::function<absl::Status(const Document& old, Document& obj)>;
   // k8s.io/apiserver/pkg/storage/etcd3/store.go GuaranteedUpdate: read,
   // mutate, write in a transaction comparing mod_revision, retry when
   // someone wrote in between; an unchanged object is not written (its
   // resourceVersion stays).
-  absl::StatusOr<Written> GuaranteedUpdate(const KubeResource& r, std::string_view ns,
-                                           std::string_view name, const Mutation& mutate);
+  absl::StatusOr<Written> GuaranteedUpdate(const KubeResource& r,
+                                           std::string_view ns,
+                                           std::string_view name,
+                                           const Mutation& mutate);
   // The update rules shared by PUT and PATCH (object or status).
-  absl::Status PrepareUpdate(const KubeResource& r, const ResourcePath& p, const Document& old,
-                             Document& obj) const;
-  absl::StatusOr<Answer> RemoveOrMark(const ResourcePath& p, std::string_view pre_uid,
-                                      std::string_view pre_rv, std::optional<int64_t> grace);
+  absl::Status PrepareUpdate(const KubeResource& r, const ResourcePath& p,
+                             const Document& old, Document& obj) const;
+  absl::StatusOr<Answer> RemoveOrMark(const ResourcePath& p,
+                                      std::string_view pre_uid,
+                                      std::string_view pre_rv,
+                                      std::optional<int64_t> grace);
   void Removed(const Document& obj);
 
   EtcdClient* const etcd_;

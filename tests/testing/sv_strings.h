@@ -77,9 +77,11 @@ bool HexAtoi(std::string_view s, T* out) {
 }
 // absl::StrSplit into std::string_views (of `s`).
 template <typename Delimiter, typename Predicate = absl::AllowEmpty>
-std::vector<std::string_view> Split(std::string_view s, Delimiter d, Predicate p = Predicate()) {
+std::vector<std::string_view> Split(std::string_view s, Delimiter d,
+                                    Predicate p = Predicate()) {
   std::vector<std::string_view> out;
-  for (absl::string_view part : absl::StrSplit(Sv(s), d, p)) out.push_back(StdSv(part));
+  for (absl::string_view part : absl::StrSplit(Sv(s), d, p))
+    out.push_back(StdSv(part));
   return out;
 }
 
