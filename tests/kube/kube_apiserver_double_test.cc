@@ -5,6 +5,7 @@
 // collection of dependents, pods/binding, graceful pod deletion, errors as
 // v1 Status objects.
 #include "tests/kube/kube_test_util.h"
+#include "tests/testing/fake_clock.h"
 
 namespace pdc::testing {
 namespace {
@@ -518,6 +519,36 @@ TEST(KubeApiServerDoubleAuthTest, BearerTokenIsRequiredWhenConfigured) {
   ASSERT_OK_AND_ASSIGN(HttpResponse ok,
                        client->Get("/api/v1/namespaces/a/pods"));
   EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+TEST(KubeApiServerDoubleClockTest, TimestampsComeFromTheInjectedClock) {
+  if (absl::StatusOr<std::string> bin = EtcdProcess::FindBinary(); !bin.ok()) {
+    GTEST_SKIP() << bin.status().message();
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<EtcdProcess> etcd, EtcdProcess::Start());
+  FakeClock clock(
+      absl::FromUnixSeconds(1'700'000'000));  // 2023-11-14T22:13:20Z
+  KubeApiServerOptions o;
+  o.clock = &clock;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KubeApiServerDouble> api,
+                       KubeApiServerDouble::Start(etcd->client_ports(), o));
+  HttpClientOptions co;
+  co.base_url = api->url();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<HttpClient> client,
+                       HttpClient::Create(co));
+  ASSERT_OK_AND_ASSIGN(
+      HttpResponse created,
+      client->Post("/api/v1/namespaces/t/pods",
+                   R"({"metadata":{"name":"p1"},"spec":{"nodeName":"n1"}})"));
+  EXPECT_THAT(created.body,
+              HasSubstr(R"("creationTimestamp":"2023-11-14T22:13:20Z")"));
+  clock.Advance(absl::Seconds(10));
+  // A scheduled pod without terminationGracePeriodSeconds gets 30 s.
+  ASSERT_OK_AND_ASSIGN(HttpResponse deleted,
+                       client->Delete("/api/v1/namespaces/t/pods/p1"));
+  EXPECT_THAT(deleted.body,
+              HasSubstr(R"("deletionTimestamp":"2023-11-14T22:14:00Z")"));
+  EXPECT_THAT(deleted.body, HasSubstr(R"("deletionGracePeriodSeconds":30)"));
 }
 
 }  // namespace
