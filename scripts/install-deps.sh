@@ -34,6 +34,8 @@ TEST_PACKAGES=(
   # tests: deploy checks (promtool, a real Prometheus), QEMU real-kernel vfio test
   prometheus python3 python3-yaml
   qemu-system-x86 busybox-static e2fsprogs bc
+  # tests/kube: the kube-apiserver double stores objects in a real etcd (/usr/bin/etcd 3.4)
+  etcd-server
   # CI: the trace of the programs the tests execute; scripts/fresh-machine-check.sh
   strace debootstrap
 )
