@@ -14,11 +14,6 @@
 
 namespace pdc::driver {
 
-absl::Duration NextBackoff(absl::Duration current, absl::Duration initial, absl::Duration max) {
-  if (current <= absl::ZeroDuration()) return std::min(initial, max);
-  return std::min(current * 2, max);
-}
-
 Reconciler::Reconciler(Sysfs* sys, VfioBinder* binder, BindJournal* journal, ExtenderApi* api,
                        NodeMetrics* metrics, const Clock* clock, ReconcilerOptions options)
     : sys_(sys),

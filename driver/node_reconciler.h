@@ -26,6 +26,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "model/types.h"
+#include "common/backoff.h"
 #include "common/clock.h"
 #include "driver/bind_journal.h"
 #include "driver/node_extender_api.h"
@@ -68,8 +69,7 @@ struct PassResult {
   std::vector<std::string> errors;
 };
 
-// Exponential backoff: initial, doubled, capped at max.
-absl::Duration NextBackoff(absl::Duration current, absl::Duration initial, absl::Duration max);
+// Retries back off with pdc::NextBackoff (common/backoff.h).
 
 class Reconciler {
  public:

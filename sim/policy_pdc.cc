@@ -176,13 +176,22 @@ class PdcPolicy final : public Policy {
       keys.push_back(ClaimKey{ctx_.scenario->ns, ExplicitClaimName(vm)});
     }
     // Template claims are owned by the VM and go with it; the explicit one is
-    // deleted with it too so that the device returns to the pool.
+    // deleted with it too. With reclaimPolicy Retain their devices are then
+    // Released (they hold the VM's data) until an administrator releases
+    // them: modelled here as done at once (pdcctl release device), so the
+    // device returns to the pool.
     for (const ClaimKey& key : keys) {
       absl::Status s = allocator_->DeleteClaim(key, /*force=*/true);
       if (!s.ok() && !absl::IsNotFound(s)) return s;
     }
     if (static_cast<size_t>(vm.id) < devices_of_.size()) {
-      for (int d : devices_of_[vm.id]) held_by_[d] = -1;
+      for (int d : devices_of_[vm.id]) {
+        held_by_[d] = -1;
+        const SimDevice& dev = ctx_.cluster->devices[d];
+        absl::Status s =
+            allocator_->ReleaseDevice(ctx_.cluster->nodes[dev.node].name, dev.address);
+        if (!s.ok() && !absl::IsNotFound(s) && !absl::IsFailedPrecondition(s)) return s;
+      }
       devices_of_[vm.id].clear();
     }
     return absl::OkStatus();

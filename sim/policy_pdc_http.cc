@@ -215,8 +215,17 @@ class PdcHttpPolicy final : public Policy {
           Rest("claim-delete", [&] { return pdc_->DeleteClaim(key, /*force=*/true); });
       if (!r.ok() && !Refused(r.status(), {404})) return Failed("claim-delete", r.status());
     }
+    // Their devices are Released (Retain); the administrator's release
+    // (pdcctl release device) is modelled as done at once.
     if (auto it = devices_of_.find(vm.id); it != devices_of_.end()) {
-      for (int d : it->second) held_by_[d] = -1;
+      for (int d : it->second) {
+        held_by_[d] = -1;
+        const SimDevice& dev = ctx_.cluster->devices[d];
+        absl::StatusOr<api::NodeDetail> r = Rest("device-release", [&] {
+          return pdc_->ReleaseDevice(ctx_.cluster->nodes[dev.node].name, dev.address);
+        });
+        if (!r.ok() && !Refused(r.status(), {404, 409})) return Failed("device-release", r.status());
+      }
       devices_of_.erase(it);
     }
     return absl::OkStatus();

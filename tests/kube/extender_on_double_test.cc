@@ -1,0 +1,213 @@
+// The whole pdc-extender in Kubernetes mode (kubeconfig) against the
+// kube-apiserver double on a real etcd, driven as kube-scheduler and
+// virt-controller would: it is ready only once its VirtualMachine and
+// VirtualMachineInstance caches synced; it binds a VM pod through
+// pods/binding, also when the apiserver committed the Binding and then
+// dropped the connection (the pod read back says it is bound); and a pod of
+// a VM deleted and re-created under the same name is nobody's.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "api/rest_json.h"
+#include "common/file_util.h"
+#include "config/config.h"
+#include "extender/extender_app.h"
+#include "tests/kube/kube_test_util.h"
+#include "tests/testing/inventory_builders.h"
+#include "tests/testing/scheduler_requests.h"
+#include "tests/testing/temp_dir.h"
+
+namespace pdc::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ExtenderOnDoubleTest : public KubeDoubleTest {
+ protected:
+  void SetUp() override {
+    KubeDoubleTest::SetUp();
+    if (IsSkipped()) return;
+    kubeconfig_ = dir_.Join("kubeconfig");
+    ASSERT_OK(WriteFileAtomically(kubeconfig_, absl::StrCat(R"(apiVersion: v1
+kind: Config
+current-context: t
+contexts:
+- name: t
+  context: {cluster: c, user: u}
+clusters:
+- name: c
+  cluster: {server: ")", Url(), R"("}
+users:
+- name: u
+  user: {token: t0ken}
+)")));
+  }
+  void TearDown() override {
+    if (app_) app_->Stop();
+  }
+
+  void StartExtender() {
+    PdcConfig c;
+    c.extender.listen = "127.0.0.1:0";
+    c.extender.store = StoreKind::kMemory;
+    c.extender.worker_threads = 2;
+    c.extender.bind_deadline = absl::Seconds(8);
+    c.extender.kubernetes.mode = KubernetesMode::kKubeconfig;
+    c.extender.kubernetes.kubeconfig = kubeconfig_;
+    absl::StatusOr<std::unique_ptr<extender::ExtenderApp>> app =
+        extender::ExtenderApp::Start(c, {.version = "test"});
+    ASSERT_TRUE(app.ok()) << app.status();
+    app_ = *std::move(app);
+    HttpClientOptions o;
+    o.base_url = absl::StrCat("http://127.0.0.1:", app_->port());
+    o.timeout = absl::Seconds(20);
+    pdc_ = std::move(HttpClient::Create(o)).value();
+  }
+
+  bool AwaitReady() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(15);
+    while (absl::Now() < deadline) {
+      absl::StatusOr<HttpResponse> r = pdc_->Get("/readyz");
+      if (r.ok() && r->status == 200) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
+  void ReportNodeA() {
+    ASSERT_OK_AND_ASSIGN(
+        HttpResponse r,
+        pdc_->Put("/v1/nodes/node-a/inventory",
+                  api::WriteInventory(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 12, 0, "SNA0"),
+                                                           NvmeDevice("0000:5e:00.0", 13, 0, "SNA1")}))));
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+
+  // Creates an object and returns its uid.
+  std::string Create(const std::string& path, const std::string& json) {
+    KubeReply r = Call("POST", path, json);
+    EXPECT_EQ(r.status, 201) << r.text;
+    return r.Str({"metadata", "uid"});
+  }
+  static std::string Owner(const std::string& kind, const std::string& name,
+                           const std::string& uid) {
+    return absl::StrCat(R"("ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":")", kind,
+                        R"(","name":")", name, R"(","uid":")", uid,
+                        R"(","controller":true,"blockOwnerDeletion":true}])");
+  }
+  // A VirtualMachine and its VirtualMachineInstance, as virt-controller
+  // makes them; returns the VMI's uid.
+  std::string CreateVm(const std::string& vm) {
+    const std::string vm_uid = Create(
+        Vms(), absl::StrCat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":")",
+                            vm, R"("},"spec":{"running":true}})"));
+    return Create(Vmis(), absl::StrCat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":")",
+                                       vm, R"(",)", Owner("VirtualMachine", vm, vm_uid),
+                                       R"(},"spec":{}})"));
+  }
+  // The virt-launcher pod of a VMI, created in the API; returns it as
+  // kube-scheduler sees it (the stored object).
+  std::string CreatePod(const std::string& vm, const std::string& pod, const std::string& vmi_uid) {
+    KubeReply r = Call(
+        "POST", Pods(),
+        absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")", pod,
+                     R"(","labels":{"kubevirt.io":"virt-launcher","vm.kubevirt.io/name":")", vm,
+                     R"("},)", Owner("VirtualMachineInstance", vm, vmi_uid),
+                     R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
+    EXPECT_EQ(r.status, 201) << r.text;
+    return r.text;
+  }
+
+  HttpResponse Filter(const std::string& pod) {
+    absl::StatusOr<HttpResponse> r = pdc_->Post("/scheduler/filter", NamesArgs(pod, {"node-a"}));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : HttpResponse{};
+  }
+  HttpResponse Bind(const std::string& pod, const std::string& uid) {
+    absl::StatusOr<HttpResponse> r = pdc_->Post(
+        "/scheduler/bind", absl::StrCat(R"({"PodName":")", pod, R"(","PodNamespace":")", ns_,
+                                        R"(","PodUID":")", uid, R"(","Node":"node-a"})"));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : HttpResponse{};
+  }
+
+  TempDir dir_;
+  std::string kubeconfig_;
+  std::unique_ptr<extender::ExtenderApp> app_;
+  std::unique_ptr<HttpClient> pdc_;
+};
+
+TEST_F(ExtenderOnDoubleTest, ReadyOnlyOnceTheVmCachesSynced) {
+  // The first list of VirtualMachineInstances takes a while.
+  api_->DelayRequests({"GET", "virtualmachineinstances?limit="}, 1, absl::Seconds(2));
+  StartExtender();
+  ASSERT_OK_AND_ASSIGN(HttpResponse early, pdc_->Get("/readyz"));
+  EXPECT_EQ(early.status, 503);
+  EXPECT_THAT(early.body, HasSubstr("watch caches have not synced yet"));
+  EXPECT_TRUE(AwaitReady());
+}
+
+TEST_F(ExtenderOnDoubleTest, BindsThroughTheApiEvenWhenTheAnswerIsLost) {
+  const std::string vmi_uid = CreateVm("vm1");
+  const std::string pod = CreatePod("vm1", "virt-launcher-vm1-abcde", vmi_uid);
+  rapidjson::Document d;
+  d.Parse(pod.data(), pod.size());
+  const std::string pod_uid = kube::GetString(d, {"metadata", "uid"});
+  StartExtender();
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  EXPECT_THAT(Filter(pod).body, HasSubstr(R"("NodeNames":["node-a"])"));
+
+  // The apiserver commits the Binding and drops the connection: pdc never
+  // re-sends the POST; it reads the pod back and finds it bound.
+  api_->DropAfterCommit({"POST", "/binding"});
+  EXPECT_EQ(Bind("virt-launcher-vm1-abcde", pod_uid).body, R"({"Error":""})");
+
+  KubeReply stored = Call("GET", Pods("/virt-launcher-vm1-abcde"));
+  EXPECT_EQ(stored.Str({"spec", "nodeName"}), "node-a");
+  EXPECT_THAT(stored.Str({"metadata", "annotations", "pdc.kubevirt.io/devices"}),
+              HasSubstr("devices.kubevirt.io/nvme"));
+  ASSERT_OK_AND_ASSIGN(HttpResponse claim,
+                       pdc_->Get(absl::StrCat("/v1/namespaces/", ns_, "/claims/vm1-nvme")));
+  EXPECT_THAT(claim.body, HasSubstr(R"("node":"node-a")"));
+  ASSERT_OK_AND_ASSIGN(HttpResponse metrics, pdc_->Get("/metrics"));
+  EXPECT_THAT(metrics.body, HasSubstr(R"(pdc_bind_read_backs_total{result="bound"} 1)"));
+  // One Binding POST reached the apiserver.
+  int bindings = 0;
+  for (const std::string& r : api_->requests()) {
+    if (r.starts_with("POST ") && r.find("/binding") != std::string::npos) ++bindings;
+  }
+  EXPECT_EQ(bindings, 1);
+}
+
+// delete a VM, create one under the same name: the old VM's pod is nobody's.
+TEST_F(ExtenderOnDoubleTest, APodOfARecreatedVmIsNobodys) {
+  const std::string old_vmi = CreateVm("vm2");
+  const std::string old_pod = CreatePod("vm2", "virt-launcher-vm2-aaaaa", old_vmi);
+  StartExtender();
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  EXPECT_THAT(Filter(old_pod).body, HasSubstr(R"("NodeNames":["node-a"])"));
+
+  ASSERT_EQ(Call("DELETE", Vms("/vm2")).status, 200);
+  ASSERT_TRUE(api_->WaitGarbageCollectorIdle(absl::Seconds(10)));
+  const std::string new_vmi = CreateVm("vm2");
+  const std::string new_pod = CreatePod("vm2", "virt-launcher-vm2-bbbbb", new_vmi);
+
+  // The watches bring the new objects; the old pod then points at a VMI
+  // that is gone, though its label still says vm2.
+  std::string answer;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    answer = Filter(old_pod).body;
+    if (answer.find("which is gone") != std::string::npos) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(answer, HasSubstr(absl::StrCat("the pod belongs to VirtualMachineInstance ", ns_,
+                                             "/vm2 with uid ", old_vmi, ", which is gone")));
+  EXPECT_THAT(Filter(new_pod).body, HasSubstr(R"("NodeNames":["node-a"])"));
+}
+
+}  // namespace
+}  // namespace pdc::testing
