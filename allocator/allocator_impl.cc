@@ -203,11 +203,13 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
     std::vector<Mutation> mutations;
     if (node != nullptr) {
       // Devices back on their host driver and healthy (pdc-node reports a
-      // device unhealthy until its erase is done) leave the return list.
+      // device unhealthy until its erase is done) leave the return list. One
+      // the node does not report now stays on it: it may come back on
+      // vfio-pci with the deleted claim's data.
       for (PciAddress a : node->return_to_host) {
         const Device* d = FindDevice(inventory, a);
-        if (d != nullptr && (d->driver == "vfio-pci" || d->driver.empty() ||
-                             d->health != DeviceHealth::kHealthy)) {
+        if (d == nullptr || d->driver == "vfio-pci" || d->driver.empty() ||
+            d->health != DeviceHealth::kHealthy) {
           next.return_to_host.push_back(a);
         }
       }
@@ -256,14 +258,16 @@ absl::Status AllocatorImpl::RemoveNode(std::string_view name) {
       return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
     }
     std::vector<Mutation> mutations;
-    if (node->released.empty()) {
+    if (node->released.empty() && node->return_to_host.empty()) {
       mutations.push_back(DeleteNode{std::string(name)});
     } else {
-      // Released devices keep their mark should the node come back with
-      // them: the node stays known, with no devices, until then.
+      // Released devices, and devices still to be erased and handed back,
+      // keep their hold should the node come back with them: the node stays
+      // known, with no devices, until then.
       NodeRecord rec;
       rec.inventory.node = std::string(name);
       rec.released = node->released;
+      rec.return_to_host = node->return_to_host;
       mutations.push_back(PutNode{std::move(rec)});
     }
     std::vector<const Claim*> claims(node->claims.begin(), node->claims.end());
@@ -340,11 +344,14 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
     mutations.push_back(pdc::DeleteClaim{key});
     const NodeState* node = state_.FindNode(c->status.node);
     if (c->spec.reclaim_policy == ReclaimPolicy::kDelete && node != nullptr &&
-        node->has_record && !c->status.devices.empty()) {
-      NodeRecord rec = node->ToRecord();
-      for (const BoundDevice& b : c->status.devices) {
-        if (node->Find(b.address) != nullptr) rec.return_to_host.push_back(b.address);
-      }
+        !c->status.devices.empty()) {
+      // Every device goes on the return list, also one the node does not
+      // report now: until it is back on its host driver (erased), it holds
+      // the claim's data. Without a record (the node was removed) one with
+      // no devices keeps the list.
+      NodeRecord rec = node->has_record ? node->ToRecord() : NodeRecord{};
+      rec.inventory.node = node->name;
+      for (const BoundDevice& b : c->status.devices) rec.return_to_host.push_back(b.address);
       std::sort(rec.return_to_host.begin(), rec.return_to_host.end());
       rec.return_to_host.erase(std::unique(rec.return_to_host.begin(), rec.return_to_host.end()),
                                rec.return_to_host.end());

@@ -151,6 +151,7 @@ void Reconciler::Apply(const NodeAllocations& allocations, PassResult* result) {
 void Reconciler::ReturnToHost(PciAddress a, PassResult* result) {
   const std::string key = a.ToString();
   auto info = ReadPciFunction(*sys_, a);
+  if (absl::IsNotFound(info.status())) return;  // Not here now: handed back when it is.
   if (!info.ok()) {
     NoteError(key, info.status(), "restore", result);
     return;

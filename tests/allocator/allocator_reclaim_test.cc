@@ -137,6 +137,39 @@ TEST_F(ReclaimTest, DeleteFreesTheDeviceOnlyBackOnItsHostDriverAndHealthy) {
   EXPECT_THAT(b.claims[0].devices, ElementsAre(Addr(kA)));
 }
 
+// A device the node does not report when its claim is deleted, or that
+// vanishes before it was erased, still holds the claim's data: it stays on
+// the return list until it is reported back on its host driver, healthy.
+TEST_F(ReclaimTest, DeleteKeepsAnAbsentDeviceUntilItIsBackErased) {
+  AllocatorOptions o = TestOptions();
+  o.template_reclaim_policy = ReclaimPolicy::kDelete;
+  Reopen(o);
+  Report(Inventory("node-a", {OnDriver(kA, 1, "nvme")}));
+  ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-a").status());
+  ASSERT_OK(allocator_->Release({"default", "vm1-nvme"}, ""));
+  Report(Inventory("node-a", {}));  // The drive went away (hot-unplugged, a bad slot).
+  ASSERT_OK(allocator_->DeleteClaim({"default", "vm1-nvme"}, false));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kA)));
+  Report(Inventory("node-a", {}));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kA)));
+  // Back, still on vfio-pci with the data: not offered.
+  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci")}));
+  EXPECT_EQ(Filter(VmPod("vm2", "u2"), {"node-a"}).nodes[0].verdict, Verdict::kUnresolvable);
+  ExpectInvariants();
+  Report(Inventory("node-a", {OnDriver(kA, 1, "nvme")}));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, IsEmpty());
+  EXPECT_OK(allocator_->Bind(VmPod("vm2", "u2"), "node-a").status());
+}
+
+TEST_F(ReclaimTest, RemovingTheNodeKeepsItsReturningDevices) {
+  BindAndDelete(ReclaimPolicy::kDelete);
+  ASSERT_OK(allocator_->RemoveNode("node-a"));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kA)));
+  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci")}));
+  EXPECT_EQ(Filter(VmPod("vm2", "u2"), {"node-a"}).nodes[0].verdict, Verdict::kUnresolvable);
+  ExpectInvariants();
+}
+
 // --- Retain: Released, only for a pin, until an administrator releases it. --
 
 // Deleted after its VM released it, or force-deleted while reserved.
