@@ -38,7 +38,7 @@ void Reflector::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    if (watching_ != nullptr) watching_->Cancel();
+    if (active_ != nullptr) active_->Cancel();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -78,6 +78,7 @@ void Reflector::Run() {
         backoff = absl::ZeroDuration();
         continue;
       }
+      if (absl::IsCancelled(s)) return;  // Stop() ended it.
       why = std::string(s.message());
     } else {
       switch (Watch(&why)) {
@@ -106,8 +107,24 @@ void Reflector::Run() {
   }
 }
 
+bool Reflector::SetActive(HttpClient* client) {
+  absl::MutexLock lock(&mu_);
+  active_ = client;
+  return !stopping_;
+}
+
 absl::Status Reflector::List() {
   ASSIGN_OR_RETURN(std::unique_ptr<HttpClient> client, endpoint_->NewClient());
+  if (!SetActive(client.get())) {
+    SetActive(nullptr);
+    return absl::CancelledError("stopping");
+  }
+  absl::Status s = ListPages(*client);
+  SetActive(nullptr);
+  return s;
+}
+
+absl::Status Reflector::ListPages(HttpClient& client) {
   // The pages stay parsed until the sink has seen them all.
   std::vector<std::unique_ptr<rapidjson::Document>> pages;
   std::vector<const json::Value*> items;
@@ -119,7 +136,7 @@ absl::Status Reflector::List() {
     std::string query = absl::StrCat("limit=", options_.page_size);
     if (!cont.empty()) absl::StrAppend(&query, "&continue=", PercentEncode(cont));
     const std::string target = Target(query);
-    ASSIGN_OR_RETURN(pdc::HttpResponse r, client->Get(target, ro));
+    ASSIGN_OR_RETURN(pdc::HttpResponse r, client.Get(target, ro));
     if (r.status == 410 && !cont.empty()) {
       // The list's snapshot was compacted between pages: from the start.
       pages.clear();
@@ -203,7 +220,7 @@ Reflector::WatchEnd Reflector::Watch(std::string* why) {
     absl::MutexLock lock(&mu_);
     if (stopping_) return WatchEnd::kStopped;
     rv = resource_version_;
-    watching_ = client->get();
+    active_ = client->get();
   }
   ++watches_;
   const std::string target =
@@ -246,7 +263,7 @@ Reflector::WatchEnd Reflector::Watch(std::string* why) {
   const absl::Status s = (*client)->Stream("GET", target, "", *ro, options_.idle_timeout, cb);
   {
     absl::MutexLock lock(&mu_);
-    watching_ = nullptr;
+    active_ = nullptr;
     if (stopping_) return WatchEnd::kStopped;
   }
   if (gone) {

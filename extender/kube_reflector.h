@@ -117,6 +117,10 @@ class Reflector {
   void Run();
   // Lists every page and hands the list to the sink.
   absl::Status List();
+  absl::Status ListPages(HttpClient& client);
+  // Registers `client` as the one Stop cancels (nullptr: none); false when
+  // stopping.
+  bool SetActive(HttpClient* client);
   // One watch from resource_version_; `why` says what failed.
   WatchEnd Watch(std::string* why);
   // Parses and applies one line of the watch stream.
@@ -137,8 +141,8 @@ class Reflector {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::string resource_version_ ABSL_GUARDED_BY(mu_);
-  // The client of the watch in progress, so Stop can cancel it.
-  HttpClient* watching_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The client of the list or watch in progress, so Stop can cancel it.
+  HttpClient* active_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread thread_;
 };
 

@@ -239,5 +239,18 @@ TEST_F(ReflectorTest, StopEndsAnOpenWatchAtOnce) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
+TEST_F(ReflectorTest, StopEndsAHangingListAtOnce) {
+  Start([&](const TestRequest&) {
+    TestReply reply;
+    reply.hang = true;  // An apiserver that never answers the list.
+    return reply;
+  });
+  while (server_->requests().empty()) absl::SleepFor(absl::Milliseconds(5));
+  const absl::Time start = absl::Now();
+  reflector_->Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_FALSE(reflector_->HasSynced());
+}
+
 }  // namespace
 }  // namespace pdc::extender
