@@ -38,16 +38,7 @@ absl::StatusOr<std::string> ReadTrimmed(const std::string& path,
 
 class HttpKubeClient final : public KubeClient {
  public:
-  explicit HttpKubeClient(KubeClientConfig config)
-      : config_(config), endpoint_(std::move(config)) {}
-
-  absl::Status Init() {
-    // One client to validate the URL and TLS files now, not at first bind.
-    ASSIGN_OR_RETURN(std::unique_ptr<HttpClient> c, MakeClient());
-    absl::MutexLock lock(&mu_);
-    idle_.push_back(std::move(c));
-    return absl::OkStatus();
-  }
+  explicit HttpKubeClient(std::unique_ptr<KubeApi> api) : api_(std::move(api)) {}
 
   absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name,
                                      absl::Duration timeout) override {
@@ -97,49 +88,14 @@ class HttpKubeClient final : public KubeClient {
     return model::ValidateObjectName("pod name", name);
   }
 
-  absl::StatusOr<std::unique_ptr<HttpClient>> MakeClient() const {
-    return endpoint_.NewClient();
-  }
-
-  absl::StatusOr<pdc::HttpResponse> Call(std::string_view method,
-                                         const std::string& path,
+  absl::StatusOr<pdc::HttpResponse> Call(std::string_view method, const std::string& path,
                                          const std::string& body,
-                                         std::string_view content_type,
-                                         std::string_view what, absl::Duration timeout) {
-    ASSIGN_OR_RETURN(HttpRequestOptions ro, endpoint_.RequestOptions());
-    ro.timeout = std::min(timeout, config_.timeout);
-    if (ro.timeout <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(absl::StrCat(Sv(what), ": no time left"));
-    }
-    if (!content_type.empty()) ro.content_type = std::string(content_type);
-
-    std::unique_ptr<HttpClient> client;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!idle_.empty()) {
-        client = std::move(idle_.back());
-        idle_.pop_back();
-      }
-    }
-    if (client == nullptr) {
-      ASSIGN_OR_RETURN(client, MakeClient());
-    }
-    absl::StatusOr<pdc::HttpResponse> r = client->Do(method, path, body, ro);
-    if (r.ok()) {
-      absl::MutexLock lock(&mu_);
-      if (idle_.size() < 8) idle_.push_back(std::move(client));
-    }
-    if (!r.ok()) {
-      return absl::Status(r.status().code(),
-                          absl::StrCat(Sv(what), ": ", r.status().message()));
-    }
-    return r;
+                                         std::string_view content_type, std::string_view what,
+                                         absl::Duration timeout) {
+    return api_->Call(method, path, body, content_type, what, timeout);
   }
 
-  const KubeClientConfig config_;
-  const KubeEndpoint endpoint_;
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<HttpClient>> idle_ ABSL_GUARDED_BY(mu_);
+  const std::unique_ptr<KubeApi> api_;
 };
 
 std::string Resolve(const std::filesystem::path& base, const std::string& p) {
@@ -387,11 +343,50 @@ absl::StatusOr<KubeClientConfig> KubeconfigFile(const std::string& path,
   return c;
 }
 
-absl::StatusOr<std::unique_ptr<KubeClient>> NewHttpKubeClient(
-    KubeClientConfig config) {
-  auto c = std::make_unique<HttpKubeClient>(std::move(config));
-  RETURN_IF_ERROR(c->Init());
-  return std::unique_ptr<KubeClient>(std::move(c));
+absl::StatusOr<std::unique_ptr<KubeApi>> KubeApi::Connect(KubeClientConfig config) {
+  std::unique_ptr<KubeApi> api(new KubeApi(std::move(config)));
+  // One client to validate the URL and TLS files now, not at first use.
+  ASSIGN_OR_RETURN(std::unique_ptr<HttpClient> c, api->endpoint_.NewClient());
+  absl::MutexLock lock(&api->mu_);
+  api->idle_.push_back(std::move(c));
+  return api;
+}
+
+absl::StatusOr<pdc::HttpResponse> KubeApi::Call(std::string_view method,
+                                               const std::string& path,
+                                               const std::string& body,
+                                               std::string_view content_type,
+                                               std::string_view what, absl::Duration timeout) {
+  ASSIGN_OR_RETURN(HttpRequestOptions ro, endpoint_.RequestOptions());
+  ro.timeout = std::min(timeout, endpoint_.config().timeout);
+  if (ro.timeout <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError(absl::StrCat(Sv(what), ": no time left"));
+  }
+  if (!content_type.empty()) ro.content_type = std::string(content_type);
+
+  std::unique_ptr<HttpClient> client;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!idle_.empty()) {
+      client = std::move(idle_.back());
+      idle_.pop_back();
+    }
+  }
+  if (client == nullptr) {
+    ASSIGN_OR_RETURN(client, endpoint_.NewClient());
+  }
+  absl::StatusOr<pdc::HttpResponse> r = client->Do(method, path, body, ro);
+  if (!r.ok()) {
+    return absl::Status(r.status().code(), absl::StrCat(Sv(what), ": ", r.status().message()));
+  }
+  absl::MutexLock lock(&mu_);
+  if (idle_.size() < 8) idle_.push_back(std::move(client));
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<KubeClient>> NewHttpKubeClient(KubeClientConfig config) {
+  ASSIGN_OR_RETURN(std::unique_ptr<KubeApi> api, KubeApi::Connect(std::move(config)));
+  return std::unique_ptr<KubeClient>(std::make_unique<HttpKubeClient>(std::move(api)));
 }
 
 }  // namespace pdc::extender

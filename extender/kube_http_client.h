@@ -19,8 +19,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "extender/kube_client.h"
 #include "net/http_client.h"
@@ -67,6 +70,31 @@ class KubeEndpoint {
 
  private:
   const KubeClientConfig config_;
+};
+
+// Requests to one apiserver over a small pool of kept-alive connections:
+// the calls pdc makes besides watches (claims, their status, events).
+// Thread-safe; calls block for at most their timeout (and the config's).
+class KubeApi {
+ public:
+  // Checks the URL and TLS files now (one client is made and kept).
+  static absl::StatusOr<std::unique_ptr<KubeApi>> Connect(KubeClientConfig config);
+
+  // `method` `path` with `body` (`content_type` "" = none). A transport
+  // failure is its Status prefixed with `what`; any HTTP answer, 2xx or
+  // not, is returned (FromApiserver turns the others into a Status).
+  // DeadlineExceeded without a request when `timeout` is not positive.
+  absl::StatusOr<HttpResponse> Call(std::string_view method, const std::string& path,
+                                    const std::string& body, std::string_view content_type,
+                                    std::string_view what, absl::Duration timeout);
+  const KubeClientConfig& config() const { return endpoint_.config(); }
+
+ private:
+  explicit KubeApi(KubeClientConfig config) : endpoint_(std::move(config)) {}
+
+  const KubeEndpoint endpoint_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<HttpClient>> idle_ ABSL_GUARDED_BY(mu_);
 };
 
 // The Status for an apiserver answer that is not 2xx, from the v1 Status it
