@@ -141,8 +141,13 @@ class Allocator {
   // --- Claims --------------------------------------------------------------
   // Validates (DNS-1123 names, count >= 1, configured resource name, pins)
   // and stores a Pending claim. AlreadyExists when the key is taken.
-  virtual absl::StatusOr<Claim> CreateClaim(const ClaimKey& key,
-                                            const ClaimSpec& spec) = 0;
+  // `uid` is the claim object's UID where one exists (Kubernetes mode, read
+  // and bounded by api/kube_objects.h); "" lets the allocator make one.
+  virtual absl::StatusOr<Claim> CreateClaim(const ClaimKey& key, const ClaimSpec& spec,
+                                            std::string_view uid) = 0;
+  absl::StatusOr<Claim> CreateClaim(const ClaimKey& key, const ClaimSpec& spec) {
+    return CreateClaim(key, spec, "");
+  }
   virtual absl::StatusOr<Claim> GetClaim(const ClaimKey& key) const = 0;
   // All claims ("" namespace) or those of one namespace, sorted by key.
   virtual std::vector<Claim> ListClaims(std::string_view ns) const = 0;

@@ -285,7 +285,8 @@ absl::Status AllocatorImpl::RemoveNode(std::string_view name) {
   return SyncOrFail(std::move(commit));
 }
 
-absl::StatusOr<Claim> AllocatorImpl::CreateClaim(const ClaimKey& key, const ClaimSpec& spec) {
+absl::StatusOr<Claim> AllocatorImpl::CreateClaim(const ClaimKey& key, const ClaimSpec& spec,
+                                                 std::string_view uid) {
   RETURN_IF_ERROR(ValidateClaimKey(key));
   RETURN_IF_ERROR(ValidateClaimSpec(spec, options_.device_classes));
   Claim claim;
@@ -298,7 +299,7 @@ absl::StatusOr<Claim> AllocatorImpl::CreateClaim(const ClaimKey& key, const Clai
     claim.key = key;
     claim.spec = spec;
     claim.created_revision = state_.revision() + 1;
-    claim.uid = MakeClaimUid(key, claim.created_revision);
+    claim.uid = uid.empty() ? MakeClaimUid(key, claim.created_revision) : std::string(uid);
     ASSIGN_OR_RETURN(commit, CommitLocked({PutClaim{claim}}));
   }
   RETURN_IF_ERROR(SyncOrFail(std::move(commit)));

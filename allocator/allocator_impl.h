@@ -30,7 +30,9 @@ class AllocatorImpl final : public Allocator {
 
   absl::Status ReplaceInventory(NodeInventory inventory) override;
   absl::Status RemoveNode(std::string_view node) override;
-  absl::StatusOr<Claim> CreateClaim(const ClaimKey& key, const ClaimSpec& spec) override;
+  using Allocator::CreateClaim;
+  absl::StatusOr<Claim> CreateClaim(const ClaimKey& key, const ClaimSpec& spec,
+                                    std::string_view uid) override;
   absl::StatusOr<Claim> GetClaim(const ClaimKey& key) const override;
   std::vector<Claim> ListClaims(std::string_view ns) const override;
   absl::Status DeleteClaim(const ClaimKey& key, bool force) override;

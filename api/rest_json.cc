@@ -372,8 +372,7 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
   return c;
 }
 
-// The spec fields shared by a create request and a claim object.
-static void WriteClaimSpecFields(Writer& w, const ClaimSpec& spec) {
+void WriteClaimSpecFields(Writer& w, const ClaimSpec& spec) {
   Key(w, "resourceName");
   Str(w, spec.resource_name);
   Key(w, "count");
@@ -403,6 +402,30 @@ std::string WriteClaimCreate(const ClaimCreate& c) {
   return std::string(json::Output(buf));
 }
 
+void WriteClaimStatusFields(Writer& w, const ClaimStatus& status) {
+  Key(w, "phase");
+  Str(w, ToString(status.phase));
+  Key(w, "node");
+  Str(w, status.node);
+  Key(w, "devices");
+  w.StartArray();
+  for (const BoundDevice& d : status.devices) {
+    w.StartObject();
+    Key(w, "address");
+    Str(w, d.address.ToString());
+    Key(w, "serial");
+    Str(w, d.serial);
+    w.EndObject();
+  }
+  w.EndArray();
+  Key(w, "lostReason");
+  Str(w, status.lost_reason);
+  Key(w, "reservedFor");
+  WriteReservation(w, status.reserved_for);
+  Key(w, "handedOffTo");
+  Str(w, status.handed_off_to);
+}
+
 void WriteClaimObject(Writer& w, const Claim& c) {
   w.StartObject();
   Key(w, "namespace");
@@ -416,27 +439,7 @@ void WriteClaimObject(Writer& w, const Claim& c) {
   Str(w, c.spec.owner_vm);
   Key(w, "status");
   w.StartObject();
-  Key(w, "phase");
-  Str(w, ToString(c.status.phase));
-  Key(w, "node");
-  Str(w, c.status.node);
-  Key(w, "devices");
-  w.StartArray();
-  for (const BoundDevice& d : c.status.devices) {
-    w.StartObject();
-    Key(w, "address");
-    Str(w, d.address.ToString());
-    Key(w, "serial");
-    Str(w, d.serial);
-    w.EndObject();
-  }
-  w.EndArray();
-  Key(w, "lostReason");
-  Str(w, c.status.lost_reason);
-  Key(w, "reservedFor");
-  WriteReservation(w, c.status.reserved_for);
-  Key(w, "handedOffTo");
-  Str(w, c.status.handed_off_to);
+  WriteClaimStatusFields(w, c.status);
   w.EndObject();
   w.EndObject();
 }

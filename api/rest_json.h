@@ -66,6 +66,11 @@ struct ClaimCreate {
 absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
                                              std::string_view ns);
 std::string WriteClaimCreate(const ClaimCreate& c);
+// The members of a claim's spec (resourceName, count, pins, reclaimPolicy)
+// and of its status, written into an object the caller opened: shared by the
+// REST claim and the PersistentDeviceClaim object (api/claim_object.h).
+void WriteClaimSpecFields(json::Writer& w, const ClaimSpec& spec);
+void WriteClaimStatusFields(json::Writer& w, const ClaimStatus& status);
 void WriteClaimObject(json::Writer& w, const Claim& c);
 std::string WriteClaim(const Claim& c);
 std::string WriteClaimList(const std::vector<Claim>& claims);

@@ -41,7 +41,7 @@
 
 namespace pdc {
 
-enum class StoreKind : uint8_t { kFile, kMemory };
+enum class StoreKind : uint8_t { kFile, kMemory, kKubernetes };
 enum class LogFormat : uint8_t { kText, kJson };
 enum class KubernetesMode : uint8_t { kNone, kInCluster, kKubeconfig };
 
@@ -71,6 +71,10 @@ struct KubernetesConfig {
   // `kubeconfig` (the file below). Default none.
   KubernetesMode mode = KubernetesMode::kNone;
   std::string kubeconfig;  // kubeconfig: path; required for mode kubeconfig.
+  // namespace: pdc-extender's own namespace, where `store: kubernetes` keeps
+  // each node's device holds (ConfigMaps pdc-holds-*). "" = the service
+  // account's namespace in-cluster, else pdc-system.
+  std::string ns;
 };
 
 // Section `extender:`.
@@ -127,8 +131,11 @@ struct ExtenderConfig {
   bool allow_unauthenticated = false;
   // dataDir: where the file store keeps its log and snapshots.
   std::string data_dir = "/var/lib/pdc";
-  // store: `file` (durable write-ahead log + snapshots in dataDir) or
-  // `memory` (lost on restart; tests and demos only).
+  // store: `file` (durable write-ahead log + snapshots in dataDir),
+  // `kubernetes` (the PersistentDeviceClaim objects and their status are
+  // the record, kept by kube-apiserver; needs kubernetes.mode in-cluster or
+  // kubeconfig, and no volume), or `memory` (lost on restart; tests and
+  // demos only).
   StoreKind store = StoreKind::kFile;
   // nodeStaleAfter: a node whose driver has not reported for longer fails
   // filter with "node driver not reporting".

@@ -293,7 +293,8 @@ std::vector<FieldSpec> MakeFields() {
   const std::vector<std::pair<std::string, LogFormat>> log_formats = {
       {"text", LogFormat::kText}, {"json", LogFormat::kJson}};
   const std::vector<std::pair<std::string, StoreKind>> stores = {
-      {"file", StoreKind::kFile}, {"memory", StoreKind::kMemory}};
+      {"file", StoreKind::kFile}, {"memory", StoreKind::kMemory},
+      {"kubernetes", StoreKind::kKubernetes}};
   const std::vector<std::pair<std::string, ScoringPolicy>> scorings = {
       {"binpack", ScoringPolicy::kBinPack}, {"spread", ScoringPolicy::kSpread}};
   const std::vector<std::pair<std::string, ReclaimPolicy>> reclaims = {
@@ -383,6 +384,9 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Str(
       "extender.kubernetes.kubeconfig",
       [](auto& c) -> auto& { return c.extender.kubernetes.kubeconfig; }));
+  f.push_back(Str(
+      "extender.kubernetes.namespace",
+      [](auto& c) -> auto& { return c.extender.kubernetes.ns; }));
 
   f.push_back(Str(
       "node.nodeName", [](auto& c) -> auto& { return c.node.node_name; }));

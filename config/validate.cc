@@ -16,6 +16,7 @@
 #include "common/strings.h"
 #include "config/config.h"
 #include "config/fields.h"
+#include "model/names.h"
 
 namespace pdc {
 namespace {
@@ -210,6 +211,14 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
     return Bad("extender.kubernetes.kubeconfig",
                "required when extender.kubernetes.mode is kubeconfig");
   }
+  if (e.store == StoreKind::kKubernetes && e.kubernetes.mode == KubernetesMode::kNone) {
+    return Bad("extender.store",
+               "kubernetes needs a Kubernetes API: set extender.kubernetes.mode to in-cluster "
+               "or kubeconfig");
+  }
+  if (!e.kubernetes.ns.empty()) {
+    RETURN_IF_ERROR(model::ValidateNamespace("extender.kubernetes.namespace", e.kubernetes.ns));
+  }
   return absl::OkStatus();
 }
 
@@ -311,7 +320,15 @@ AllocatorOptions ToAllocatorOptions(const PdcConfig& config) {
 }
 
 std::string_view ToString(StoreKind v) {
-  return v == StoreKind::kFile ? "file" : "memory";
+  switch (v) {
+    case StoreKind::kFile:
+      return "file";
+    case StoreKind::kMemory:
+      return "memory";
+    case StoreKind::kKubernetes:
+      return "kubernetes";
+  }
+  return "?";
 }
 std::string_view ToString(LogFormat v) {
   return v == LogFormat::kText ? "text" : "json";

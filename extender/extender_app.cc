@@ -31,6 +31,19 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
   return token;
 }
 
+// Where the device holds live: the configured namespace, else the service
+// account's (in a pod), else pdc-system (deploy/namespace.yaml).
+std::string OwnNamespace(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  absl::StatusOr<std::string> sa =
+      ReadFileToString("/var/run/secrets/kubernetes.io/serviceaccount/namespace");
+  if (sa.ok()) {
+    std::string ns(absl::StripAsciiWhitespace(*sa));
+    if (!ns.empty()) return ns;
+  }
+  return "pdc-system";
+}
+
 }  // namespace
 
 ExtenderApp::ExtenderApp(const PdcConfig& config, Options options)
@@ -56,9 +69,34 @@ absl::Status ExtenderApp::Init() {
   absl::StatusOr<std::string> token = ReadToken(ec.token_file);
   if (!token.ok()) return token.status();
 
+  std::optional<KubeClientConfig> kc;
+  if (ec.kubernetes.mode != KubernetesMode::kNone) {
+    absl::StatusOr<KubeClientConfig> c = ec.kubernetes.mode == KubernetesMode::kInCluster
+                                             ? InClusterConfig()
+                                             : KubeconfigFile(ec.kubernetes.kubeconfig);
+    if (!c.ok()) return c.status();
+    kc = *std::move(c);
+    vms_ = std::make_unique<VmDirectory>();
+  }
+
   if (ec.store == StoreKind::kMemory) {
     spdlog::warn("store: memory - claims are lost when pdc-extender exits");
     base_store_ = std::make_unique<MemoryStore>();
+  } else if (ec.store == StoreKind::kKubernetes) {
+    absl::StatusOr<std::unique_ptr<KubeApi>> api = KubeApi::Connect(*kc);
+    if (!api.ok()) return api.status();
+    kube_api_ = *std::move(api);
+    KubeApiStore::Options so;
+    so.holds_namespace = OwnNamespace(ec.kubernetes.ns);
+    so.clock = clock;
+    so.owner_of = [vms = vms_.get()](std::string_view ns, std::string_view vm,
+                                     std::string_view uid) { return vms->OwnerOf(ns, vm, uid); };
+    auto store = std::make_unique<KubeApiStore>(kube_api_.get(), std::move(so));
+    api_store_ = store.get();
+    base_store_ = std::move(store);
+    spdlog::info("store: kubernetes - claims are PersistentDeviceClaim objects, device holds "
+                 "are ConfigMaps in namespace {}",
+                 OwnNamespace(ec.kubernetes.ns));
   } else {
     absl::StatusOr<std::unique_ptr<FileStore>> fs = FileStore::Open(ec.data_dir);
     if (!fs.ok()) return fs.status();
@@ -96,22 +134,29 @@ absl::Status ExtenderApp::Init() {
                                                options_.version);
   pods_ = std::make_unique<PodCache>(clock, 10000, absl::Minutes(10));
 
-  if (ec.kubernetes.mode != KubernetesMode::kNone) {
-    absl::StatusOr<KubeClientConfig> kc =
-        ec.kubernetes.mode == KubernetesMode::kInCluster
-            ? InClusterConfig()
-            : KubeconfigFile(ec.kubernetes.kubeconfig);
-    if (!kc.ok()) return kc.status();
+  if (kc.has_value()) {
     absl::StatusOr<std::unique_ptr<KubeClient>> c = NewHttpKubeClient(*kc);
     if (!c.ok()) return c.status();
     kube_ = *std::move(c);
     spdlog::info("Kubernetes API: {}", kc->server);
     // Which VM a pod belongs to comes from the owner chain (UIDs), read
-    // from these two watches.
+    // from these two watches; with store: kubernetes, the claims from a
+    // third.
     endpoint_ = std::make_unique<KubeEndpoint>(*kc);
-    vms_ = std::make_unique<VmDirectory>();
-    for (auto [path, sink] : {std::pair{kVmiPath, vms_->vmi_sink()},
-                              std::pair{kVmPath, vms_->vm_sink()}}) {
+    std::vector<std::pair<std::string_view, ReflectorSink*>> watches = {
+        {kVmiPath, vms_->vmi_sink()}, {kVmPath, vms_->vm_sink()}};
+    if (api_store_ != nullptr) {
+      claims_ = std::make_unique<ClaimController>(allocator_.get(), api_store_, kube_.get(),
+                                                  ClaimController::Options{});
+      watches.emplace_back(kClaimsPath, claims_.get());
+      claims_->Start();
+    } else {
+      spdlog::warn("store: {} with a Kubernetes API - PersistentDeviceClaim objects are not "
+                   "read; claims are made through the REST API (store: kubernetes makes the "
+                   "objects the claims)",
+                   ToString(ec.store));
+    }
+    for (auto [path, sink] : watches) {
       ReflectorOptions o;
       o.path = std::string(path);
       reflectors_.push_back(std::make_unique<Reflector>(endpoint_.get(), o, sink));
@@ -163,8 +208,11 @@ absl::Status ExtenderApp::Init() {
           if (stopping_.HasBeenNotified()) return;
         }
       }
-      spdlog::info("Kubernetes caches synced: {} VirtualMachines, {} VirtualMachineInstances",
-                   vms_->vms(), vms_->vmis());
+      spdlog::info("Kubernetes caches synced: {} VirtualMachines, {} VirtualMachineInstances{}",
+                   vms_->vms(), vms_->vmis(),
+                   claims_ == nullptr
+                       ? std::string()
+                       : absl::StrCat(", ", allocator_->ListClaims("").size(), " claims"));
       router_->SetReady(true);
     });
   }
@@ -235,6 +283,7 @@ void ExtenderApp::Stop() {
   stopping_.Notify();
   if (ready_waiter_.joinable()) ready_waiter_.join();
   for (auto& r : reflectors_) r->Stop();
+  if (claims_ != nullptr) claims_->Stop();
   if (sweeper_ != nullptr) sweeper_->Stop();
   if (server_ != nullptr) server_->Shutdown();
   // Binds already talking to the apiserver end; waiting ones are dropped.

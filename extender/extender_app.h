@@ -28,6 +28,8 @@
 #include "common/metrics.h"
 #include "config/config.h"
 #include "extender/checkpointer.h"
+#include "extender/claim_controller.h"
+#include "extender/kube_api_store.h"
 #include "extender/extender_context.h"
 #include "extender/extender_metrics.h"
 #include "extender/handoff_sweeper.h"
@@ -83,6 +85,11 @@ class ExtenderApp {
   // Kubernetes mode: the watches of VirtualMachines and their instances.
   std::unique_ptr<KubeEndpoint> endpoint_;
   std::unique_ptr<VmDirectory> vms_;
+  // store: kubernetes: the API calls of the store, and the controller that
+  // follows the claim objects.
+  std::unique_ptr<KubeApi> kube_api_;
+  KubeApiStore* api_store_ = nullptr;  // base_store_, when it is one.
+  std::unique_ptr<ClaimController> claims_;
   std::vector<std::unique_ptr<Reflector>> reflectors_;
   std::thread ready_waiter_;  // Sets the Router ready once they synced.
   absl::Notification stopping_;

@@ -22,8 +22,9 @@ HandoffSweeper::HandoffSweeper(Options options, Allocator* allocator, KubeClient
 
 HandoffSweeper::~HandoffSweeper() { Stop(); }
 
-HandoffSweeper::PodFate HandoffSweeper::AskApiserver(const PendingHandoff& p, std::string* why) {
-  absl::StatusOr<std::string> pod = kube_->GetPod(p.ns, p.pod.pod_name, options_.api_timeout);
+PodFate AskPodFate(KubeClient* kube, std::string_view ns, std::string_view pod_name,
+                   std::string_view pod_uid, absl::Duration timeout, std::string* why) {
+  absl::StatusOr<std::string> pod = kube->GetPod(ns, pod_name, timeout);
   if (!pod.ok()) {
     if (pod.status().code() == absl::StatusCode::kNotFound) {
       *why = "the pod was deleted";
@@ -49,7 +50,7 @@ HandoffSweeper::PodFate HandoffSweeper::AskApiserver(const PendingHandoff& p, st
       phase = json::StringOf(*ph);
     }
   }
-  if (!uid.empty() && uid != p.pod.pod_uid) {
+  if (!uid.empty() && uid != pod_uid) {
     *why = absl::StrCat("the pod was replaced (now UID ", Sv(uid), ")");
     return PodFate::kGone;
   }
@@ -58,6 +59,10 @@ HandoffSweeper::PodFate HandoffSweeper::AskApiserver(const PendingHandoff& p, st
     return PodFate::kGone;
   }
   return PodFate::kAlive;
+}
+
+PodFate HandoffSweeper::AskApiserver(const PendingHandoff& p, std::string* why) {
+  return AskPodFate(kube_, p.ns, p.pod.pod_name, p.pod.pod_uid, options_.api_timeout, why);
 }
 
 size_t HandoffSweeper::SweepOnce() {

@@ -33,6 +33,13 @@
 
 namespace pdc::extender {
 
+// Whether pod `ns`/`pod_name` with `pod_uid` still runs, as the apiserver
+// says: gone when it is deleted, replaced by another UID, or ended
+// (Failed/Succeeded); unknown when the apiserver cannot tell (`why` says).
+enum class PodFate { kAlive, kGone, kUnknown };
+PodFate AskPodFate(KubeClient* kube, std::string_view ns, std::string_view pod_name,
+                   std::string_view pod_uid, absl::Duration timeout, std::string* why);
+
 class HandoffSweeper {
  public:
   struct Options {
@@ -52,7 +59,6 @@ class HandoffSweeper {
   void Stop();
 
  private:
-  enum class PodFate { kAlive, kGone, kUnknown };
   PodFate AskApiserver(const PendingHandoff& p, std::string* why);
 
   const Options options_;

@@ -124,23 +124,20 @@ absl::Status Reflector::List() {
   return s;
 }
 
-absl::Status Reflector::ListPages(HttpClient& client) {
-  // The pages stay parsed until the sink has seen them all.
-  std::vector<std::unique_ptr<rapidjson::Document>> pages;
-  std::vector<const json::Value*> items;
+absl::Status ListCollection(const PageGetter& get, std::string_view path,
+                            std::string_view selector, int64_t page_size, CollectionList* out) {
+  out->pages.clear();
+  out->items.clear();
   std::string cont;
-  std::string rv;
   for (;;) {
-    ASSIGN_OR_RETURN(HttpRequestOptions ro, endpoint_->RequestOptions());
-    ro.timeout = options_.list_timeout;
-    std::string query = absl::StrCat("limit=", options_.page_size);
-    if (!cont.empty()) absl::StrAppend(&query, "&continue=", PercentEncode(cont));
-    const std::string target = Target(query);
-    ASSIGN_OR_RETURN(pdc::HttpResponse r, client.Get(target, ro));
+    std::string target = absl::StrCat(Sv(path), "?limit=", page_size);
+    if (!cont.empty()) absl::StrAppend(&target, "&continue=", PercentEncode(cont));
+    if (!selector.empty()) absl::StrAppend(&target, "&", Sv(selector));
+    ASSIGN_OR_RETURN(pdc::HttpResponse r, get(target));
     if (r.status == 410 && !cont.empty()) {
       // The list's snapshot was compacted between pages: from the start.
-      pages.clear();
-      items.clear();
+      out->pages.clear();
+      out->items.clear();
       cont.clear();
       continue;
     }
@@ -150,17 +147,28 @@ absl::Status Reflector::ListPages(HttpClient& client) {
     ASSIGN_OR_RETURN(api::ListMeta meta, api::ReadListMeta(*doc));
     ASSIGN_OR_RETURN(const json::Value* list, json::OptArray(*doc, "items", "List.items"));
     if (list != nullptr) {
-      for (const json::Value& item : list->GetArray()) items.push_back(&item);
+      for (const json::Value& item : list->GetArray()) out->items.push_back(&item);
     }
-    pages.push_back(std::move(doc));
-    rv = meta.resource_version;
-    if (meta.continue_token.empty()) break;
+    out->pages.push_back(std::move(doc));
+    out->resource_version = meta.resource_version;
+    if (meta.continue_token.empty()) return absl::OkStatus();
     cont = meta.continue_token;
   }
-  sink_->Replace(items);
+}
+
+absl::Status Reflector::ListPages(HttpClient& client) {
+  CollectionList list;
+  RETURN_IF_ERROR(ListCollection(
+      [&](const std::string& target) -> absl::StatusOr<pdc::HttpResponse> {
+        ASSIGN_OR_RETURN(HttpRequestOptions ro, endpoint_->RequestOptions());
+        ro.timeout = options_.list_timeout;
+        return client.Get(target, ro);
+      },
+      options_.path, options_.selector, options_.page_size, &list));
+  sink_->Replace(list.items);
   {
     absl::MutexLock lock(&mu_);
-    resource_version_ = rv;
+    resource_version_ = list.resource_version;
   }
   ++lists_;
   if (!synced_.HasBeenNotified()) synced_.Notify();

@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,6 +62,20 @@ class ReflectorSink {
   // DELETED: the object as it was last.
   virtual void Remove(const api::json::Value& object) = 0;
 };
+
+// A whole collection read in pages (`limit`/`continue`, starting again when
+// a continue token expired): the parsed pages, which own the items.
+struct CollectionList {
+  std::vector<std::unique_ptr<rapidjson::Document>> pages;
+  std::vector<const api::json::Value*> items;
+  std::string resource_version;  // Of the list.
+};
+// GETs one target ("<path>?limit=...").
+using PageGetter = std::function<absl::StatusOr<HttpResponse>(const std::string& target)>;
+// Lists `path` (with `selector` added to every page's query, "" = none);
+// an answer that is not 200 is the apiserver's error (FromApiserver).
+absl::Status ListCollection(const PageGetter& get, std::string_view path,
+                            std::string_view selector, int64_t page_size, CollectionList* out);
 
 struct ReflectorOptions {
   // The collection, all namespaces or one: "/api/v1/pods",

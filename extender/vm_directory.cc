@@ -115,6 +115,19 @@ absl::StatusOr<VmRef> VmDirectory::Resolve(std::string_view ns,
   return VmRef{vm->name, vm->uid, /*standalone_vmi=*/false};
 }
 
+std::optional<api::OwnerReference> VmDirectory::OwnerOf(std::string_view ns,
+                                                        std::string_view vm,
+                                                        std::string_view uid) const {
+  if (uid.empty()) return std::nullopt;
+  if (std::optional<api::ObjectMeta> m = vms_.Get(ns, vm); m.has_value() && m->uid == uid) {
+    return api::OwnerReference{"kubevirt.io/v1", "VirtualMachine", m->name, m->uid, true};
+  }
+  if (std::optional<api::ObjectMeta> m = vmis_.Get(ns, vm); m.has_value() && m->uid == uid) {
+    return api::OwnerReference{"kubevirt.io/v1", "VirtualMachineInstance", m->name, m->uid, true};
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<api::PodRequest> PodForScheduling(const api::json::Value& pod,
                                                  const api::ManagedResources& managed,
                                                  const VmDirectory* directory) {

@@ -74,6 +74,12 @@ class VmDirectory {
   absl::StatusOr<VmRef> Resolve(std::string_view ns,
                                 const api::OwnerReference* controller) const;
 
+  // The object that is the VM `vm` with `uid` in `ns` (a VirtualMachine,
+  // or a VirtualMachineInstance that is its own VM), as an owner reference
+  // for what belongs to the VM; nullopt when neither is known.
+  std::optional<api::OwnerReference> OwnerOf(std::string_view ns, std::string_view vm,
+                                             std::string_view uid) const;
+
   size_t vmis() const { return vmis_.size(); }
   size_t vms() const { return vms_.size(); }
 

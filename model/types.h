@@ -110,6 +110,8 @@ struct ClaimSpec {
   // Name of the VM (same namespace) for claims generated from a template;
   // "" for claims people created.
   std::string owner_vm;
+  // UID of that VM where it is known (Kubernetes mode); "" otherwise.
+  std::string owner_vm_uid;
 
   bool operator==(const ClaimSpec&) const = default;
 };

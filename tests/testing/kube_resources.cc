@@ -100,6 +100,7 @@ std::vector<KubeResource> StandardResources() {
   return {
       {"", "v1", "pods", "Pod", true, true, true, "/registry/pods/"},
       {"", "v1", "events", "Event", false, false, false, "/registry/events/"},
+      {"", "v1", "configmaps", "ConfigMap", false, false, false, "/registry/configmaps/"},
       {"pdc.kubevirt.io", "v1alpha1", "persistentdeviceclaims",
        "PersistentDeviceClaim", true, false, false,
        "/registry/pdc.kubevirt.io/persistentdeviceclaims/"},

@@ -1,0 +1,92 @@
+// The PersistentDeviceClaim object (pdc.kubevirt.io/v1alpha1, the CRD in
+// deploy/crd/) as pdc-extender reads and writes it in Kubernetes mode
+// (docs/design.md §4.8): metadata from api/kube_objects.h, spec and status
+// with the same members, names and bounds as the REST API's claim
+// (api/rest_json.h), so one codec decides what a claim may hold.
+//
+// The status is pdc's durable record of the claim in this mode; it is
+// written through the status subresource as a JSON merge patch that carries
+// metadata.uid and metadata.resourceVersion, which kube-apiserver treats as
+// preconditions (a stale one is 409 Conflict).
+// Thread-safety: pure functions.
+#ifndef PDC_API_CLAIM_OBJECT_H_
+#define PDC_API_CLAIM_OBJECT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "api/json_util.h"
+#include "api/kube_objects.h"
+#include "model/types.h"
+
+namespace pdc::api {
+
+inline constexpr std::string_view kClaimGroupVersion = "pdc.kubevirt.io/v1alpha1";
+inline constexpr std::string_view kClaimKind = "PersistentDeviceClaim";
+// Kept on every claim pdc manages, like kubernetes.io/pvc-protection: the
+// object stays until pdc has let the claim go (no VM pod uses it, its
+// devices are dealt with by the reclaim policy).
+inline constexpr std::string_view kClaimFinalizer = "pdc.kubevirt.io/device-protection";
+
+// /apis/pdc.kubevirt.io/v1alpha1/[namespaces/<ns>/]persistentdeviceclaims;
+// `ns` "" for all namespaces. Names must be valid (they go into a path).
+std::string ClaimCollectionPath(std::string_view ns);
+// .../namespaces/<ns>/persistentdeviceclaims/<name>
+std::string ClaimObjectPath(const ClaimKey& key);
+
+struct ClaimObject {
+  ObjectMeta meta;
+  // key and uid from the metadata; status as pdc last wrote it, Pending
+  // (empty) when it never did.
+  Claim claim;
+  bool has_status = false;  // status.phase is set: pdc wrote a status.
+  int64_t observed_generation = 0;
+};
+
+// One object of the list or watch. Errors name the field
+// ("PersistentDeviceClaim.spec.count"); nothing out of bounds is kept.
+absl::StatusOr<ClaimObject> ReadClaimObject(const json::Value& object);
+
+// The body that creates a claim generated from a VM's template: name,
+// namespace, the VM as controlling owner (so Kubernetes' garbage collector
+// deletes the claim with the VM), pdc's finalizer, and the spec.
+std::string WriteNewClaimObject(const Claim& claim, const std::optional<OwnerReference>& owner);
+
+// The merge patch for .../status: metadata.uid and resourceVersion (the
+// preconditions) and every status member (a member pdc no longer sets is
+// written empty or null, so nothing stale survives the merge).
+std::string WriteClaimStatusPatch(std::string_view uid, std::string_view resource_version,
+                                  const ClaimStatus& status, int64_t observed_generation);
+
+// The merge patch that sets metadata.finalizers to `finalizers`, with the
+// same preconditions.
+std::string WriteFinalizersPatch(std::string_view uid, std::string_view resource_version,
+                                 const std::vector<std::string>& finalizers);
+
+// The holds of one node (devices to return to their host driver, devices
+// Released by deleted Retain claims) as pdc keeps them in a ConfigMap:
+// data.node is the node's name, data.holds a JSON object
+// {"returnToHost": ["<address>", ...],
+//  "released": [{"address", "serial", "claim": "<ns>/<name>"}, ...]}.
+struct NodeHoldsObject {
+  ObjectMeta meta;
+  std::string node;
+  std::vector<PciAddress> return_to_host;  // Sorted, no repeats.
+  std::vector<ReleasedDevice> released;    // Sorted by address, no repeats.
+};
+absl::StatusOr<NodeHoldsObject> ReadNodeHolds(const json::Value& configmap);
+// The ConfigMap `name` in `ns` with those holds: the body of a create
+// (`uid` "") or of a merge patch with `uid` and `resource_version` as
+// preconditions.
+std::string WriteNodeHolds(std::string_view name, std::string_view ns, std::string_view uid,
+                           std::string_view resource_version, std::string_view node,
+                           const std::vector<PciAddress>& return_to_host,
+                           const std::vector<ReleasedDevice>& released);
+
+}  // namespace pdc::api
+
+#endif  // PDC_API_CLAIM_OBJECT_H_

@@ -1,0 +1,258 @@
+#include "extender/claim_controller.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+#include "extender/handoff_sweeper.h"
+#include "spdlog/spdlog.h"
+
+namespace pdc::extender {
+
+namespace {
+
+bool HasFinalizer(const api::ObjectMeta& meta) {
+  return std::find(meta.finalizers.begin(), meta.finalizers.end(), api::kClaimFinalizer) !=
+         meta.finalizers.end();
+}
+
+// How long a read that decides whether a claim is gone may take.
+constexpr absl::Duration kReadDeadline = absl::Seconds(10);
+
+}  // namespace
+
+ClaimController::ClaimController(Allocator* allocator, KubeApiStore* store, KubeClient* kube,
+                                 Options options)
+    : allocator_(allocator), store_(store), kube_(kube), options_(options) {}
+
+ClaimController::~ClaimController() { Stop(); }
+
+void ClaimController::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { RetryLoop(); });
+}
+
+void ClaimController::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+size_t ClaimController::waiting() const {
+  absl::MutexLock lock(&mu_);
+  return waiting_.size();
+}
+
+size_t ClaimController::refused() const {
+  absl::MutexLock lock(&mu_);
+  return refused_.size();
+}
+
+bool ClaimController::SameClaim(const Claim& claim, const api::ClaimObject& object) const {
+  if (claim.uid == object.meta.uid) return true;
+  // A template claim this process created: the allocator named it first.
+  std::optional<KubeApiStore::ObjectState> st = store_->Object(claim.key);
+  if (st.has_value() && st->uid == object.meta.uid && st->claim_uid == claim.uid) return true;
+  // ... or its object's answer was lost and the watch was first.
+  return !claim.spec.owner_vm_uid.empty() &&
+         claim.spec.owner_vm == object.claim.spec.owner_vm &&
+         claim.spec.owner_vm_uid == object.claim.spec.owner_vm_uid;
+}
+
+absl::Status ClaimController::LetGo(const Claim& claim) {
+  absl::Status s = allocator_->DeleteClaim(claim.key, /*force=*/false);
+  if (!absl::IsFailedPrecondition(s) || !claim.status.reserved_for.has_value()) return s;
+  const Reservation& r = *claim.status.reserved_for;
+  std::string why;
+  const PodFate fate = AskPodFate(kube_, claim.key.ns, r.pod_name, r.pod_uid, kReadDeadline, &why);
+  if (fate == PodFate::kAlive) {
+    return absl::FailedPreconditionError(absl::StrCat("pod ", r.pod_name, " of VM ", r.vm,
+                                                      " uses it"));
+  }
+  if (fate == PodFate::kUnknown) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot tell whether pod ", r.pod_name, " of VM ", r.vm, " runs: ", why));
+  }
+  spdlog::info("claim {} is being deleted and {} ({}): its reservation ends",
+               claim.key.ToString(), r.pod_name, why);
+  if (absl::Status rs = allocator_->Release(claim.key, r.pod_uid);
+      !rs.ok() && !absl::IsNotFound(rs)) {
+    return rs;
+  }
+  return allocator_->DeleteClaim(claim.key, /*force=*/false);
+}
+
+void ClaimController::Track(const ClaimKey& key, bool done) {
+  if (done) {
+    waiting_.erase(key);
+  } else {
+    waiting_.insert(key);
+  }
+}
+
+bool ClaimController::Reconcile(const ClaimKey& key,
+                                const std::optional<api::ClaimObject>& object) {
+  absl::StatusOr<Claim> have = allocator_->GetClaim(key);
+  if (!object.has_value()) {
+    if (!have.ok()) return true;
+    // Gone from the watch's view: make sure before letting the claim go
+    // (a template claim a bind just created may not have reached the
+    // watch yet).
+    absl::StatusOr<KubeApiStore::ObjectState> st =
+        store_->Reread(key, absl::Now() + kReadDeadline);
+    if (st.ok()) return true;  // It exists; its events will come.
+    if (!absl::IsNotFound(st.status())) {
+      spdlog::warn("claim {}: cannot tell whether its object is gone: {}", key.ToString(),
+                   StdSv(st.status().message()));
+      return false;
+    }
+    spdlog::warn("claim {}: its object was deleted without pdc's finalizer; its devices go by "
+                 "the reclaim policy",
+                 key.ToString());
+    absl::Status s = allocator_->DeleteClaim(key, /*force=*/true);
+    return s.ok() || absl::IsNotFound(s);
+  }
+
+  const api::ClaimObject& o = *object;
+  if (have.ok() && !SameClaim(*have, o)) {
+    // The name was deleted and used again: the old claim is gone.
+    spdlog::warn("claim {}: the object was re-created (UID {}, the claim had {}); the old "
+                 "claim's devices go by its reclaim policy",
+                 key.ToString(), o.meta.uid, have->uid);
+    absl::Status s = allocator_->DeleteClaim(key, /*force=*/true);
+    if (!s.ok() && !absl::IsNotFound(s)) return false;
+    have = absl::NotFoundError("deleted");
+  }
+
+  if (o.meta.deleting) {
+    if (!HasFinalizer(o.meta)) return true;  // Not pdc's to hold.
+    if (!have.ok()) return store_->SetFinalizer(key, false).ok();
+    absl::Status s = LetGo(*have);
+    if (s.ok() || absl::IsNotFound(s)) {
+      spdlog::info("claim {} deleted", key.ToString());
+      return store_->SetFinalizer(key, false).ok();
+    }
+    if (absl::IsFailedPrecondition(s)) {
+      if (!waiting_.contains(key)) {
+        spdlog::info("claim {} is being deleted; kept while {}", key.ToString(),
+                     StdSv(s.message()));
+      }
+    } else {
+      spdlog::warn("claim {}: delete failed: {}", key.ToString(), StdSv(s.message()));
+    }
+    return false;
+  }
+
+  const std::vector<ClaimConflict> conflicts = store_->conflicts();
+  for (const ClaimConflict& c : conflicts) {
+    if (std::find(c.claims.begin(), c.claims.end(), key) != c.claims.end()) return true;
+  }
+
+  if (!HasFinalizer(o.meta)) {
+    absl::Status s = store_->SetFinalizer(key, true);
+    if (!s.ok()) {
+      spdlog::warn("claim {}: {}", key.ToString(), StdSv(s.message()));
+      return false;
+    }
+  }
+  if (have.ok()) return true;
+  absl::StatusOr<Claim> created = allocator_->CreateClaim(key, o.claim.spec, o.meta.uid);
+  if (created.ok()) {
+    refused_.erase(key);
+    spdlog::info("claim {} ({}) is Pending", key.ToString(), o.meta.uid);
+    return true;
+  }
+  const absl::Status& s = created.status();
+  if (absl::IsInvalidArgument(s) || absl::IsFailedPrecondition(s)) {
+    // The spec will not do (say, a resource name that is no device class);
+    // nothing changes until the object does.
+    const std::string why(StdSv(s.message()));
+    auto [it, added] = refused_.try_emplace(key, why);
+    if (added || it->second != why) {
+      it->second = why;
+      spdlog::warn("claim {} is not accepted: {}", key.ToString(), why);
+    }
+    return true;
+  }
+  spdlog::warn("claim {}: cannot be added: {}", key.ToString(), StdSv(s.message()));
+  return false;
+}
+
+void ClaimController::Replace(const std::vector<const api::json::Value*>& items) {
+  absl::flat_hash_map<ClaimKey, api::ClaimObject> fresh;
+  for (const api::json::Value* item : items) {
+    absl::StatusOr<api::ClaimObject> o = api::ReadClaimObject(*item);
+    if (!o.ok()) {
+      spdlog::error("ignoring a PersistentDeviceClaim: {}", StdSv(o.status().message()));
+      continue;
+    }
+    store_->Observe(o->meta);
+    ClaimKey key = o->claim.key;
+    fresh.insert_or_assign(std::move(key), *std::move(o));
+  }
+  absl::MutexLock lock(&mu_);
+  objects_ = std::move(fresh);
+  std::vector<ClaimKey> keys;
+  keys.reserve(objects_.size());
+  for (const auto& [key, o] : objects_) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  for (const ClaimKey& key : keys) Track(key, Reconcile(key, objects_.at(key)));
+  // Claims whose objects were deleted while nobody watched.
+  for (const Claim& c : allocator_->ListClaims("")) {
+    if (objects_.contains(c.key)) continue;
+    Track(c.key, Reconcile(c.key, std::nullopt));
+  }
+  if (!synced_.HasBeenNotified()) synced_.Notify();
+}
+
+void ClaimController::Upsert(const api::json::Value& object) {
+  absl::StatusOr<api::ClaimObject> o = api::ReadClaimObject(object);
+  if (!o.ok()) {
+    spdlog::error("ignoring a PersistentDeviceClaim: {}", StdSv(o.status().message()));
+    return;
+  }
+  store_->Observe(o->meta);
+  const ClaimKey key = o->claim.key;
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = objects_.insert_or_assign(key, *std::move(o));
+  Track(key, Reconcile(key, it->second));
+}
+
+void ClaimController::Remove(const api::json::Value& object) {
+  absl::StatusOr<api::ObjectMeta> meta = api::ReadObjectMeta(object, api::kClaimKind);
+  if (!meta.ok()) {
+    spdlog::error("ignoring a deleted PersistentDeviceClaim: {}", StdSv(meta.status().message()));
+    return;
+  }
+  const ClaimKey key{meta->ns, meta->name};
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  if (it != objects_.end() && it->second.meta.uid == meta->uid) objects_.erase(it);
+  store_->Forget(key, meta->uid);
+  if (objects_.contains(key)) return;  // A newer object of that name.
+  Track(key, Reconcile(key, std::nullopt));
+}
+
+void ClaimController::RetryLoop() {
+  for (;;) {
+    absl::MutexLock lock(&mu_);
+    const absl::Time until = absl::Now() + options_.retry;
+    while (!stopping_ && absl::Now() < until) {
+      mu_.AwaitWithDeadline(absl::Condition(&stopping_), until);
+    }
+    if (stopping_) return;
+    std::vector<ClaimKey> keys(waiting_.begin(), waiting_.end());
+    std::sort(keys.begin(), keys.end());
+    for (const ClaimKey& key : keys) {
+      auto it = objects_.find(key);
+      Track(key, Reconcile(key, it == objects_.end() ? std::nullopt
+                                                     : std::optional(it->second)));
+    }
+  }
+}
+
+}  // namespace pdc::extender

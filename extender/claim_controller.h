@@ -1,0 +1,99 @@
+// ClaimController: PersistentDeviceClaim objects -> the allocator, in
+// Kubernetes mode (docs/design.md §4.8). It is the claim reflector's sink
+// and acts on each object as the watch delivers it, the way Kubernetes'
+// PVC protection controller and binder do for volumes:
+//  - an object the allocator does not have becomes a Pending claim with the
+//    object's UID, and gets pdc's finalizer (pdc.kubevirt.io/device-
+//    protection), so it cannot vanish while pdc still holds devices for it;
+//    a spec the allocator refuses is logged with the reason;
+//  - an object being deleted (deletionTimestamp) is deleted from the
+//    allocator unless a VM pod still uses it (the claim is reserved for a
+//    pod the apiserver still has, running): then it waits, and is tried
+//    again every `retry`. A reservation whose pod is gone is released. Once the allocator let it go (its devices on their way
+//    back, or Released, by the reclaim policy, and durable), the store
+//    removes the finalizer and the API deletes the object;
+//  - an object gone without pdc's consent (its finalizer removed by hand)
+//    is deleted from the allocator at once; so is one that a relist no
+//    longer shows and that a read confirms is gone;
+//  - an object re-created under the same name (another UID) is another
+//    claim: the old one is deleted, the new one created.
+// The status is the allocator's to write (KubeApiStore); the controller
+// never writes it.
+// Thread-safety: the sink methods on the reflector's thread, the retries on
+// the controller's own; one mutex orders them.
+#ifndef PDC_EXTENDER_CLAIM_CONTROLLER_H_
+#define PDC_EXTENDER_CLAIM_CONTROLLER_H_
+
+#include <atomic>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "allocator/allocator.h"
+#include "api/claim_object.h"
+#include "extender/kube_api_store.h"
+#include "extender/kube_client.h"
+#include "extender/kube_reflector.h"
+
+namespace pdc::extender {
+
+class ClaimController final : public ReflectorSink {
+ public:
+  struct Options {
+    absl::Duration retry = absl::Seconds(5);
+  };
+
+  // `allocator`, `store` and `kube` must outlive the controller.
+  ClaimController(Allocator* allocator, KubeApiStore* store, KubeClient* kube, Options options);
+  ~ClaimController() override;  // Stop().
+
+  void Replace(const std::vector<const api::json::Value*>& items) override;
+  void Upsert(const api::json::Value& object) override;
+  void Remove(const api::json::Value& object) override;
+
+  // Starts the retry thread. Idempotent.
+  void Start();
+  void Stop();
+
+  // The first list has been applied: the allocator holds every claim.
+  bool synced() const { return synced_.HasBeenNotified(); }
+  // Claims waiting for a retry (a deletion a VM blocks, an API failure).
+  size_t waiting() const;
+  // Objects the allocator refused (their spec), and why.
+  size_t refused() const;
+
+ private:
+  // Brings the allocator in line with `object` (nullopt: the object under
+  // `key` is gone). False when it must be tried again later.
+  bool Reconcile(const ClaimKey& key, const std::optional<api::ClaimObject>& object)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool SameClaim(const Claim& claim, const api::ClaimObject& object) const;
+  // Deletes the claim from the allocator, first releasing a reservation
+  // whose pod is gone. FailedPrecondition while the pod lives.
+  absl::Status LetGo(const Claim& claim);
+  void Track(const ClaimKey& key, bool done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RetryLoop();
+
+  Allocator* const allocator_;
+  KubeApiStore* const store_;
+  KubeClient* const kube_;
+  const Options options_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<ClaimKey, api::ClaimObject> objects_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<ClaimKey> waiting_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ClaimKey, std::string> refused_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Notification synced_;
+  std::thread thread_;
+};
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_CLAIM_CONTROLLER_H_

@@ -1,0 +1,664 @@
+#include "extender/kube_api_store.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "api/json_util.h"
+#include "common/backoff.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "extender/kube_reflector.h"
+#include "spdlog/spdlog.h"
+
+namespace pdc::extender {
+
+namespace json = api::json;
+
+namespace {
+
+constexpr std::string_view kMergePatch = "application/merge-patch+json";
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kHoldsPrefix = "pdc-holds-";
+
+bool Retryable(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+}
+
+// resourceVersions are etcd revisions (kube-apiserver's etcd3 storage):
+// numbers that only grow. 0 when one is not a number.
+uint64_t RvNumber(std::string_view rv) {
+  uint64_t n = 0;
+  return absl::SimpleAtoi(Sv(rv), &n) ? n : 0;
+}
+
+KubeApiStore::ObjectState StateOf(const api::ObjectMeta& meta) {
+  return {meta.uid, meta.resource_version, meta.generation, meta.finalizers, meta.deleting,
+          meta.uid};
+}
+
+bool HasFinalizer(const std::vector<std::string>& finalizers) {
+  return std::find(finalizers.begin(), finalizers.end(), api::kClaimFinalizer) != finalizers.end();
+}
+
+std::string ConfigMapsPath(std::string_view ns) {
+  return absl::StrCat("/api/v1/namespaces/", Sv(ns), "/configmaps");
+}
+
+// Devices of a claim that holds some (Bound or Lost).
+bool HoldsDevices(const Claim& c) {
+  return c.status.phase != ClaimPhase::kPending && !c.status.node.empty();
+}
+
+}  // namespace
+
+std::string HoldsConfigMapName(std::string_view node) {
+  // FNV-1a, 64 bits: a node name is up to 253 bytes, a ConfigMap name too,
+  // so the name cannot embed it; the node's name is inside and checked.
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : node) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrFormat("%s%016x", Sv(kHoldsPrefix), h);
+}
+
+KubeApiStore::KubeApiStore(KubeApi* api, Options options)
+    : api_(api), options_(std::move(options)) {}
+
+absl::StatusOr<HttpResponse> KubeApiStore::Call(std::string_view method, const std::string& path,
+                                                const std::string& body,
+                                                std::string_view content_type,
+                                                std::string_view what, absl::Time deadline) {
+  const absl::Duration initial = absl::Milliseconds(100);
+  absl::Duration backoff = initial;
+  for (;;) {
+    const absl::Duration left = deadline - options_.clock->Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::UnavailableError(absl::StrCat(
+          Sv(what), ": the apiserver did not take the write within ",
+          absl::FormatDuration(options_.write_deadline)));
+    }
+    absl::StatusOr<HttpResponse> r =
+        api_->Call(method, path, body, content_type, what, std::min(left, options_.call_timeout));
+    absl::Status s;
+    if (r.ok()) {
+      if (r->status != 429 && r->status < 500) return r;
+      s = FromApiserver(r->status, r->body, what);
+    } else {
+      s = r.status();
+    }
+    if (!Retryable(s)) return s;
+    spdlog::warn("{} failed, retrying in {}: {}", what, absl::FormatDuration(backoff),
+                 StdSv(s.message()));
+    options_.clock->SleepFor(std::min(backoff, left));
+    backoff = NextBackoff(backoff, initial, absl::Seconds(5));
+  }
+}
+
+// --- Recovery ----------------------------------------------------------------
+
+absl::Status KubeApiStore::ListClaims(std::vector<api::ClaimObject>* out) {
+  const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
+  CollectionList list;
+  RETURN_IF_ERROR(ListCollection(
+      [&](const std::string& target) {
+        return Call("GET", target, "", "", "list claims", deadline);
+      },
+      kClaimsPath, "", options_.list_page, &list));
+  for (const json::Value* item : list.items) {
+    absl::StatusOr<api::ClaimObject> c = api::ReadClaimObject(*item);
+    if (c.ok()) {
+      out->push_back(*std::move(c));
+      continue;
+    }
+    // An object pdc cannot read but whose status names devices would leave
+    // those devices free for other claims: refuse to start instead.
+    const json::Value* status = json::Find(*item, "status");
+    const json::Value* devices =
+        status != nullptr && status->IsObject() ? json::Find(*status, "devices") : nullptr;
+    if (devices != nullptr && devices->IsArray() && !devices->Empty()) {
+      return absl::DataLossError(
+          absl::StrCat("a PersistentDeviceClaim that holds devices cannot be read (",
+                       c.status().message(),
+                       "); pdc will not start without knowing which devices it holds"));
+    }
+    spdlog::error("ignoring a PersistentDeviceClaim that cannot be read: {}",
+                  StdSv(c.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KubeApiStore::ListHolds(absl::flat_hash_map<std::string, Holds>* out) {
+  const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
+  CollectionList list;
+  RETURN_IF_ERROR(ListCollection(
+      [&](const std::string& target) {
+        return Call("GET", target, "", "", "list device holds", deadline);
+      },
+      ConfigMapsPath(options_.holds_namespace), "", options_.list_page, &list));
+  for (const json::Value* item : list.items) {
+    const json::Value* meta = json::Find(*item, "metadata");
+    const json::Value* name = meta != nullptr && meta->IsObject() ? json::Find(*meta, "name")
+                                                                  : nullptr;
+    if (name == nullptr || !name->IsString() ||
+        !json::StringOf(*name).starts_with(kHoldsPrefix)) {
+      continue;  // Not one of pdc's.
+    }
+    // Holds keep devices from other claims: one pdc cannot read is fatal.
+    absl::StatusOr<api::NodeHoldsObject> h = api::ReadNodeHolds(*item);
+    if (!h.ok()) return absl::DataLossError(h.status().message());
+    if (h->meta.name != HoldsConfigMapName(h->node)) {
+      return absl::DataLossError(absl::StrCat("ConfigMap ", h->meta.Key(), " holds node ",
+                                              h->node, " but is not named ",
+                                              HoldsConfigMapName(h->node)));
+    }
+    Holds holds{h->return_to_host, h->released};
+    holds_[h->node] = HoldsObject{h->meta.uid, h->meta.resource_version, holds};
+    (*out)[h->node] = std::move(holds);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply) {
+  absl::MutexLock write_lock(&write_mu_);
+  std::vector<api::ClaimObject> objects;
+  RETURN_IF_ERROR(ListClaims(&objects));
+  absl::flat_hash_map<std::string, Holds> holds;
+  RETURN_IF_ERROR(ListHolds(&holds));
+
+  // Which claims' status names each device.
+  std::map<std::pair<std::string, PciAddress>, std::vector<const api::ClaimObject*>> owners;
+  for (const api::ClaimObject& o : objects) {
+    if (!HoldsDevices(o.claim)) continue;
+    for (const BoundDevice& d : o.claim.status.devices) {
+      owners[{o.claim.status.node, d.address}].push_back(&o);
+    }
+  }
+  absl::flat_hash_map<ClaimKey, bool> conflicted;
+  std::vector<ClaimConflict> conflicts;
+  for (auto& [where, claims] : owners) {
+    if (claims.size() < 2) continue;
+    ClaimConflict c{where.first, where.second, {}};
+    for (const api::ClaimObject* o : claims) {
+      c.claims.push_back(o->claim.key);
+      conflicted[o->claim.key] = true;
+    }
+    std::sort(c.claims.begin(), c.claims.end());
+    spdlog::error("device {} on node {} is in the status of {} claims ({}, ...): pdc uses it "
+                  "for none of them until an administrator deletes the wrong claims",
+                  where.second.ToString(), where.first, claims.size(),
+                  c.claims.front().ToString());
+    conflicts.push_back(std::move(c));
+  }
+
+  // The snapshot: holds first, a claim's devices winning over a hold of the
+  // same device (a crash between the two writes of a delete or of a pinned
+  // bind); conflicted claims left out, their devices held as Released.
+  for (const api::ClaimObject& o : objects) {
+    if (!HoldsDevices(o.claim) || conflicted.contains(o.claim.key)) continue;
+    auto it = holds.find(o.claim.status.node);
+    if (it == holds.end()) continue;
+    for (const BoundDevice& d : o.claim.status.devices) {
+      auto& ret = it->second.return_to_host;
+      ret.erase(std::remove(ret.begin(), ret.end(), d.address), ret.end());
+      auto& rel = it->second.released;
+      rel.erase(std::remove_if(rel.begin(), rel.end(),
+                               [&](const ReleasedDevice& r) { return r.address == d.address; }),
+                rel.end());
+    }
+  }
+  for (const ClaimConflict& c : conflicts) {
+    Holds& h = holds[c.node];
+    const bool held = std::any_of(h.released.begin(), h.released.end(),
+                                  [&](const ReleasedDevice& r) { return r.address == c.address; });
+    if (!held) {
+      h.released.push_back(ReleasedDevice{c.address, "", c.claims.front()});
+      std::sort(h.released.begin(), h.released.end(),
+                [](const ReleasedDevice& a, const ReleasedDevice& b) {
+                  return a.address < b.address;
+                });
+    }
+  }
+
+  // Revisions only grow, also across restarts (pdc-node's long-polls
+  // compare them): start from the wall clock in microseconds.
+  Record snapshot;
+  snapshot.revision =
+      std::max<uint64_t>(1, static_cast<uint64_t>(absl::ToUnixMicros(options_.clock->Now())));
+  // Inventories are not stored: until a node's driver reports, its
+  // inventory is what the Bound claims' status says of their devices.
+  std::map<std::string, NodeRecord> records;
+  for (auto& [node, h] : holds) {
+    if (h.empty()) continue;
+    NodeRecord& r = records[node];
+    r.inventory.node = node;
+    r.return_to_host = std::move(h.return_to_host);
+    r.released = std::move(h.released);
+  }
+  for (const api::ClaimObject& o : objects) {
+    const ClaimStatus& st = o.claim.status;
+    if (st.phase != ClaimPhase::kBound || conflicted.contains(o.claim.key)) continue;
+    NodeRecord& r = records[st.node];
+    r.inventory.node = st.node;
+    for (const BoundDevice& d : st.devices) {
+      Device dev;
+      dev.address = d.address;
+      dev.serial = d.serial;
+      r.inventory.devices.push_back(std::move(dev));
+    }
+  }
+  std::vector<std::string> nodes;
+  for (auto& [node, r] : records) {
+    std::sort(r.inventory.devices.begin(), r.inventory.devices.end(),
+              [](const Device& a, const Device& b) { return a.address < b.address; });
+    nodes.push_back(node);
+    snapshot.mutations.push_back(PutNode{std::move(r)});
+  }
+  size_t claims = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const api::ClaimObject& o : objects) {
+      ObjectState st = StateOf(o.meta);
+      objects_[o.claim.key] = st;
+      if (conflicted.contains(o.claim.key)) continue;
+      snapshot.mutations.push_back(PutClaim{o.claim});
+      ++claims;
+    }
+    conflicts_ = conflicts;
+  }
+  if (!snapshot.mutations.empty()) RETURN_IF_ERROR(apply(snapshot));
+  spdlog::info("recovered {} claims and the holds of {} nodes from the Kubernetes API{}",
+               claims, nodes.size(),
+               conflicts.empty() ? ""
+                                 : absl::StrCat("; ", conflicts.size(), " devices in conflict"));
+  RecoveryReport report;
+  report.snapshot_revision = snapshot.revision;
+  report.last_revision = snapshot.revision;
+  {
+    absl::MutexLock lock(&mu_);
+    appended_ = synced_ = 0;
+  }
+  return report;
+}
+
+// --- Writes ------------------------------------------------------------------
+
+absl::StatusOr<Store::Ticket> KubeApiStore::Append(const Record& record) {
+  absl::MutexLock lock(&mu_);
+  if (!failed_.ok()) return failed_;
+  pending_.push_back(Pending{++appended_, record});
+  return appended_;
+}
+
+absl::Status KubeApiStore::Sync(Ticket ticket) {
+  absl::MutexLock write_lock(&write_mu_);
+  std::vector<Pending> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!failed_.ok()) return failed_;
+    if (synced_ >= ticket) return absl::OkStatus();
+    batch.swap(pending_);
+  }
+  if (batch.empty()) return absl::OkStatus();
+  const Ticket last = batch.back().ticket;
+  absl::Status s = WriteBatch(std::move(batch));
+  absl::MutexLock lock(&mu_);
+  if (!s.ok()) {
+    failed_ = absl::UnavailableError(
+        absl::StrCat("the Kubernetes API did not record a change: ", s.message()));
+    spdlog::error("{}", StdSv(failed_.message()));
+    return failed_;
+  }
+  synced_ = last;
+  return absl::OkStatus();
+}
+
+absl::Status KubeApiStore::Health() const {
+  absl::MutexLock lock(&mu_);
+  return failed_;
+}
+
+absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
+  // The net effect of the batch: the last state of each claim and node.
+  std::map<ClaimKey, std::optional<Claim>> claims;
+  std::map<std::string, Holds> nodes;
+  for (Pending& p : batch) {
+    for (Mutation& m : p.record.mutations) {
+      if (auto* put = std::get_if<PutClaim>(&m)) {
+        claims[put->claim.key] = std::move(put->claim);
+      } else if (auto* del = std::get_if<DeleteClaim>(&m)) {
+        claims[del->key] = std::nullopt;
+      } else if (auto* node = std::get_if<PutNode>(&m)) {
+        nodes[node->node.inventory.node] =
+            Holds{std::move(node->node.return_to_host), std::move(node->node.released)};
+      } else if (auto* gone = std::get_if<DeleteNode>(&m)) {
+        nodes[gone->node] = Holds{};
+      }
+    }
+  }
+  auto persisted = [&](const std::string& node) {
+    auto it = holds_.find(node);
+    return it == holds_.end() ? Holds{} : it->second.holds;
+  };
+  // 1. What holds gain.
+  for (const auto& [node, h] : nodes) {
+    Holds now = persisted(node);
+    Holds grown = now;
+    for (PciAddress a : h.return_to_host) {
+      if (std::find(grown.return_to_host.begin(), grown.return_to_host.end(), a) ==
+          grown.return_to_host.end()) {
+        grown.return_to_host.push_back(a);
+      }
+    }
+    for (const ReleasedDevice& r : h.released) {
+      auto it = std::find_if(grown.released.begin(), grown.released.end(),
+                             [&](const ReleasedDevice& x) { return x.address == r.address; });
+      if (it == grown.released.end()) {
+        grown.released.push_back(r);
+      } else {
+        *it = r;
+      }
+    }
+    std::sort(grown.return_to_host.begin(), grown.return_to_host.end());
+    std::sort(grown.released.begin(), grown.released.end(),
+              [](const ReleasedDevice& a, const ReleasedDevice& b) { return a.address < b.address; });
+    if (grown != now) RETURN_IF_ERROR(WriteHolds(node, grown));
+  }
+  // 2. Claims' statuses; 3. claims let go.
+  for (const auto& [key, claim] : claims) {
+    if (claim.has_value()) RETURN_IF_ERROR(WriteClaim(*claim));
+  }
+  for (const auto& [key, claim] : claims) {
+    if (!claim.has_value()) RETURN_IF_ERROR(DropClaim(key));
+  }
+  // 4. What holds lose.
+  for (const auto& [node, h] : nodes) {
+    if (h != persisted(node)) RETURN_IF_ERROR(WriteHolds(node, h));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KubeApiStore::WriteClaim(const Claim& claim) {
+  const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
+  const std::string what = absl::StrCat("write the status of claim ", claim.key.ToString());
+  for (;;) {
+    std::optional<ObjectState> st = Object(claim.key);
+    if (!st.has_value()) {
+      if (claim.spec.owner_vm.empty()) {
+        // A claim people created whose object is gone: the claim
+        // controller removes it from the allocator.
+        spdlog::info("claim {}: its object is gone; status not written", claim.key.ToString());
+        return absl::OkStatus();
+      }
+      RETURN_IF_ERROR(CreateClaimObject(claim));
+      continue;
+    }
+    if (st->claim_uid != claim.uid) {
+      // Another object under the same name (the old one was deleted and
+      // its finalizer removed by hand): not this claim's record.
+      spdlog::warn("claim {}: the object now has UID {}, not the claim's; status not written",
+                   claim.key.ToString(), st->uid);
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(
+        HttpResponse r,
+        Call("PATCH", absl::StrCat(api::ClaimObjectPath(claim.key), "/status"),
+             api::WriteClaimStatusPatch(st->uid, st->resource_version, claim.status,
+                                        st->generation),
+             kMergePatch, what, deadline));
+    if (r.status == 200) {
+      rapidjson::Document doc;
+      RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
+      ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
+      Observe(meta);
+      return absl::OkStatus();
+    }
+    if (r.status == 404) {
+      Forget(claim.key, st->uid);
+      return absl::OkStatus();
+    }
+    if (r.status != 409) return FromApiserver(r.status, r.body, what);
+    // A stale resourceVersion (someone edited the object): read it again.
+    absl::StatusOr<ObjectState> fresh = Reread(claim.key, deadline);
+    if (absl::IsNotFound(fresh.status())) return absl::OkStatus();
+    if (!fresh.ok()) return fresh.status();
+  }
+}
+
+absl::Status KubeApiStore::CreateClaimObject(const Claim& claim) {
+  const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
+  const std::string what = absl::StrCat("create claim ", claim.key.ToString());
+  std::optional<api::OwnerReference> owner;
+  if (options_.owner_of) {
+    owner = options_.owner_of(claim.key.ns, claim.spec.owner_vm, claim.spec.owner_vm_uid);
+  }
+  if (!owner.has_value() && !claim.spec.owner_vm_uid.empty()) {
+    owner = api::OwnerReference{"kubevirt.io/v1", "VirtualMachine", claim.spec.owner_vm,
+                                claim.spec.owner_vm_uid, true};
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    creating_[claim.key] = claim.uid;
+  }
+  absl::StatusOr<HttpResponse> created =
+      Call("POST", api::ClaimCollectionPath(claim.key.ns), api::WriteNewClaimObject(claim, owner),
+           kJson, what, deadline);
+  absl::Cleanup done = [&] {
+    absl::MutexLock lock(&mu_);
+    creating_.erase(claim.key);
+  };
+  if (!created.ok()) return created.status();
+  HttpResponse& r = *created;
+  if (r.status == 409) {
+    // Created by a try whose answer was lost, or by someone else.
+    ASSIGN_OR_RETURN(HttpResponse got, Call("GET", api::ClaimObjectPath(claim.key), "", "",
+                                            what, deadline));
+    if (got.status != 200) return FromApiserver(got.status, got.body, what);
+    rapidjson::Document doc;
+    RETURN_IF_ERROR(json::ParseObject(got.body, &doc));
+    ASSIGN_OR_RETURN(api::ClaimObject existing, api::ReadClaimObject(doc));
+    if (existing.claim.spec.owner_vm != claim.spec.owner_vm ||
+        existing.claim.spec.owner_vm_uid != claim.spec.owner_vm_uid || existing.meta.deleting) {
+      return absl::AbortedError(absl::StrCat(
+          what, ": another PersistentDeviceClaim of that name exists (UID ", existing.meta.uid,
+          ") and is not this VM's"));
+    }
+    ObjectState st = StateOf(existing.meta);
+    st.claim_uid = claim.uid;
+    Remember(claim.key, std::move(st));
+    return absl::OkStatus();
+  }
+  if (r.status != 201 && r.status != 200) return FromApiserver(r.status, r.body, what);
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
+  ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
+  ObjectState st = StateOf(meta);
+  st.claim_uid = claim.uid;
+  Remember(claim.key, std::move(st));
+  spdlog::info("created claim {} for VM {} (UID {})", claim.key.ToString(), claim.spec.owner_vm,
+               claim.spec.owner_vm_uid);
+  return absl::OkStatus();
+}
+
+absl::Status KubeApiStore::DropClaim(const ClaimKey& key) { return SetFinalizer(key, false); }
+
+absl::Status KubeApiStore::SetFinalizer(const ClaimKey& key, bool present) {
+  const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
+  const std::string what =
+      absl::StrCat(present ? "add" : "remove", " the finalizer of claim ", key.ToString());
+  for (;;) {
+    std::optional<ObjectState> st = Object(key);
+    if (!st.has_value()) return absl::OkStatus();
+    if (HasFinalizer(st->finalizers) == present) return absl::OkStatus();
+    // The API refuses new finalizers on an object being deleted.
+    if (present && st->deleting) return absl::OkStatus();
+    std::vector<std::string> finalizers = st->finalizers;
+    if (present) {
+      finalizers.emplace_back(api::kClaimFinalizer);
+    } else {
+      finalizers.erase(std::remove(finalizers.begin(), finalizers.end(), api::kClaimFinalizer),
+                       finalizers.end());
+    }
+    ASSIGN_OR_RETURN(HttpResponse r,
+                     Call("PATCH", api::ClaimObjectPath(key),
+                          api::WriteFinalizersPatch(st->uid, st->resource_version, finalizers),
+                          kMergePatch, what, deadline));
+    if (r.status == 200) {
+      rapidjson::Document doc;
+      RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
+      // The last finalizer of a deleting object gone: the API deleted it
+      // and answers with its last state.
+      ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
+      if (!present && meta.deleting && meta.finalizers.empty()) {
+        Forget(key, meta.uid);
+      } else {
+        Observe(meta);
+      }
+      return absl::OkStatus();
+    }
+    if (r.status == 404) {
+      Forget(key, st->uid);
+      return absl::OkStatus();
+    }
+    if (r.status != 409) return FromApiserver(r.status, r.body, what);
+    absl::StatusOr<ObjectState> fresh = Reread(key, deadline);
+    if (absl::IsNotFound(fresh.status())) return absl::OkStatus();
+    if (!fresh.ok()) return fresh.status();
+    if (fresh->uid != st->uid) return absl::OkStatus();  // Another object now.
+  }
+}
+
+absl::StatusOr<KubeApiStore::ObjectState> KubeApiStore::Reread(const ClaimKey& key,
+                                                               absl::Time deadline) {
+  const std::string what = absl::StrCat("read claim ", key.ToString());
+  ASSIGN_OR_RETURN(HttpResponse r,
+                   Call("GET", api::ClaimObjectPath(key), "", "", what, deadline));
+  if (r.status == 404) {
+    absl::MutexLock lock(&mu_);
+    objects_.erase(key);
+    return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " is gone"));
+  }
+  if (r.status != 200) return FromApiserver(r.status, r.body, what);
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
+  ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
+  Observe(meta);
+  std::optional<ObjectState> st = Object(key);
+  if (!st.has_value()) return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " is gone"));
+  return *st;
+}
+
+absl::Status KubeApiStore::WriteHolds(const std::string& node, const Holds& holds) {
+  const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
+  const std::string name = HoldsConfigMapName(node);
+  const std::string path = absl::StrCat(ConfigMapsPath(options_.holds_namespace), "/", name);
+  const std::string what = absl::StrCat("write the device holds of node ", node);
+  for (;;) {
+    auto it = holds_.find(node);
+    absl::StatusOr<HttpResponse> r;
+    if (holds.empty()) {
+      if (it == holds_.end()) return absl::OkStatus();
+      r = Call("DELETE", path,
+               absl::StrCat(R"({"apiVersion":"v1","kind":"DeleteOptions","preconditions":{"uid":)",
+                            json::Quote(it->second.uid), "}}"),
+               kJson, what, deadline);
+      if (!r.ok()) return r.status();
+      if (r->status == 200 || r->status == 202 || r->status == 404) {
+        holds_.erase(it);
+        return absl::OkStatus();
+      }
+      if (r->status != 409) return FromApiserver(r->status, r->body, what);
+    } else if (it == holds_.end()) {
+      r = Call("POST", ConfigMapsPath(options_.holds_namespace),
+               api::WriteNodeHolds(name, options_.holds_namespace, "", "", node,
+                                   holds.return_to_host, holds.released),
+               kJson, what, deadline);
+    } else {
+      r = Call("PATCH", path,
+               api::WriteNodeHolds(name, options_.holds_namespace, it->second.uid,
+                                   it->second.resource_version, node, holds.return_to_host,
+                                   holds.released),
+               kMergePatch, what, deadline);
+    }
+    if (!r.ok()) return r.status();
+    if (r->status == 200 || r->status == 201) {
+      rapidjson::Document doc;
+      RETURN_IF_ERROR(json::ParseObject(r->body, &doc));
+      ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, "ConfigMap"));
+      holds_[node] = HoldsObject{meta.uid, meta.resource_version, holds};
+      return absl::OkStatus();
+    }
+    if (r->status == 404) {
+      holds_.erase(node);  // Gone: create it again.
+      continue;
+    }
+    if (r->status != 409) return FromApiserver(r->status, r->body, what);
+    // Exists already, or changed under us: take what is there and go on.
+    ASSIGN_OR_RETURN(HttpResponse got, Call("GET", path, "", "", what, deadline));
+    if (got.status == 404) {
+      holds_.erase(node);
+      continue;
+    }
+    if (got.status != 200) return FromApiserver(got.status, got.body, what);
+    rapidjson::Document doc;
+    RETURN_IF_ERROR(json::ParseObject(got.body, &doc));
+    ASSIGN_OR_RETURN(api::NodeHoldsObject cur, api::ReadNodeHolds(doc));
+    holds_[node] = HoldsObject{cur.meta.uid, cur.meta.resource_version,
+                               Holds{cur.return_to_host, cur.released}};
+  }
+}
+
+// --- What the watch says -----------------------------------------------------
+
+void KubeApiStore::Observe(const api::ObjectMeta& meta) {
+  const ClaimKey key{meta.ns, meta.name};
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  if (it != objects_.end() &&
+      RvNumber(meta.resource_version) < RvNumber(it->second.resource_version)) {
+    return;  // Older than what a write of ours answered.
+  }
+  ObjectState st = StateOf(meta);
+  if (it != objects_.end() && it->second.uid == meta.uid) {
+    st.claim_uid = it->second.claim_uid;
+  } else if (auto c = creating_.find(key); c != creating_.end()) {
+    st.claim_uid = c->second;
+  }
+  objects_[key] = std::move(st);
+}
+
+void KubeApiStore::Remember(const ClaimKey& key, ObjectState state) {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  if (it != objects_.end() && it->second.uid == state.uid &&
+      RvNumber(state.resource_version) < RvNumber(it->second.resource_version)) {
+    it->second.claim_uid = state.claim_uid;
+    return;
+  }
+  objects_[key] = std::move(state);
+}
+
+void KubeApiStore::Forget(const ClaimKey& key, std::string_view uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  if (it != objects_.end() && it->second.uid == uid) objects_.erase(it);
+}
+
+std::optional<KubeApiStore::ObjectState> KubeApiStore::Object(const ClaimKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<ClaimConflict> KubeApiStore::conflicts() const {
+  absl::MutexLock lock(&mu_);
+  return conflicts_;
+}
+
+}  // namespace pdc::extender

@@ -1,0 +1,189 @@
+// KubeApiStore: the allocator's Store in Kubernetes mode (docs/design.md
+// §4.8). The durable record is what kube-apiserver holds in etcd, not a
+// volume of pdc-extender's:
+//  - each claim is its PersistentDeviceClaim object; the allocator's view of
+//    it (phase, node, devices, reservation, hand-off) is the object's
+//    status, written through the status subresource with the object's UID
+//    and resourceVersion as preconditions. A claim generated from a VM's
+//    template is created as an object owned by the VM;
+//  - the holds of a node (devices to return to their host driver, devices
+//    Released by a deleted Retain claim) are a ConfigMap per node in
+//    pdc-extender's namespace, `pdc-holds-<hash of the node name>`;
+//  - node inventories are not stored: pdc-node reports them again.
+// Recover lists both and hands the allocator one snapshot. Append queues a
+// record; Sync writes every queued record's net effect (group commit: one
+// writer, the last state of each object) and returns once the apiserver
+// acknowledged all of it, so a bind is answered only when its claims are
+// recorded.
+//
+// Write order, so that a crash between two writes never frees a device:
+// additions to holds, then claim statuses, then finalizer removals of
+// deleted claims, then removals from holds. A claim that still names a
+// device wins over a hold of the same device at the next Recover.
+//
+// Failures: an object that is gone (404, or re-created under another UID)
+// is not written (the claim controller removes the claim); a stale
+// resourceVersion (409) is read again and the write repeated; an apiserver
+// that does not answer is retried with backoff for `write_deadline`, and
+// then the store fails for good (Health), like a file store whose fsync
+// failed: the allocator refuses changes and pdc-extender must restart and
+// recover from the API.
+//
+// Contradictions in what the API holds (one device in the status of two
+// claims) are never resolved silently: both claims are left out of the
+// allocator, the device is held as Released, and conflicts() lists them for
+// the claim controller to report on the objects and in a metric.
+//
+// Thread-safety: as Store; Observe/Forget/Object from any thread.
+#ifndef PDC_EXTENDER_KUBE_API_STORE_H_
+#define PDC_EXTENDER_KUBE_API_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "allocator/store.h"
+#include "api/claim_object.h"
+#include "api/kube_objects.h"
+#include "common/clock.h"
+#include "extender/kube_http_client.h"
+#include "extender/kube_reflector.h"
+
+namespace pdc::extender {
+
+// The claims pdc-extender lists and watches (all namespaces).
+inline constexpr std::string_view kClaimsPath =
+    Reflected("/apis/pdc.kubevirt.io/v1alpha1/persistentdeviceclaims");
+
+// The name of the ConfigMap holding `node`'s holds.
+std::string HoldsConfigMapName(std::string_view node);
+
+// A device in the status of two or more claims.
+struct ClaimConflict {
+  std::string node;
+  PciAddress address;
+  std::vector<ClaimKey> claims;  // Sorted.
+};
+
+class KubeApiStore final : public Store {
+ public:
+  // The controlling owner of a template claim: the VM (or standalone VMI)
+  // `vm` with `uid` in `ns`; nullopt when it is not known any more (the
+  // claim is then created owned by a VirtualMachine of that UID, which
+  // the garbage collector finds gone and deletes the claim).
+  using OwnerOf = std::function<std::optional<api::OwnerReference>(
+      std::string_view ns, std::string_view vm, std::string_view uid)>;
+
+  struct Options {
+    std::string holds_namespace;  // pdc-extender's own namespace.
+    absl::Duration call_timeout = absl::Seconds(10);
+    absl::Duration write_deadline = absl::Seconds(30);
+    int64_t list_page = 500;
+    OwnerOf owner_of;
+    const Clock* clock = RealClock();
+  };
+
+  // `api` must outlive the store.
+  KubeApiStore(KubeApi* api, Options options);
+
+  absl::StatusOr<RecoveryReport> Recover(const RecordVisitor& apply) override;
+  absl::StatusOr<Ticket> Append(const Record& record) override;
+  absl::Status Sync(Ticket ticket) override;
+  // Nothing to compact: the API holds each object once.
+  uint64_t RecordsSinceCheckpoint() const override { return 0; }
+  uint64_t BytesSinceCheckpoint() const override { return 0; }
+  absl::Status BeginCheckpoint(uint64_t) override { return absl::OkStatus(); }
+  absl::Status WriteEncodedCheckpoint(uint64_t, std::string_view) override {
+    return absl::OkStatus();
+  }
+  absl::Status Health() const override;
+
+  // What the store knows of a claim object.
+  struct ObjectState {
+    std::string uid;
+    std::string resource_version;
+    int64_t generation = 0;
+    std::vector<std::string> finalizers;
+    bool deleting = false;
+    // The allocator's UID for the claim this object records: the object's
+    // UID, except for a template claim this process created (the allocator
+    // named it before the object existed).
+    std::string claim_uid;
+  };
+  // News from the claim watch: a newer resourceVersion of an object (an
+  // older one, or one of an object the store has under another UID, is
+  // kept only when the store knows nothing newer).
+  void Observe(const api::ObjectMeta& meta);
+  // The object is gone (only if it still has `uid`).
+  void Forget(const ClaimKey& key, std::string_view uid);
+  std::optional<ObjectState> Object(const ClaimKey& key) const;
+  // Reads the object again (NotFound, and forgotten, when it is gone).
+  absl::StatusOr<ObjectState> Reread(const ClaimKey& key, absl::Time deadline);
+
+  // Sets pdc's finalizer on the object (`present`) or takes it off; OK when
+  // it already is so or the object is gone. Retries a stale
+  // resourceVersion.
+  absl::Status SetFinalizer(const ClaimKey& key, bool present);
+
+  std::vector<ClaimConflict> conflicts() const;
+
+ private:
+  struct Holds {
+    std::vector<PciAddress> return_to_host;
+    std::vector<ReleasedDevice> released;
+    bool operator==(const Holds&) const = default;
+    bool empty() const { return return_to_host.empty() && released.empty(); }
+  };
+  struct HoldsObject {
+    std::string uid;
+    std::string resource_version;
+    Holds holds;
+  };
+  struct Pending {
+    Ticket ticket;
+    Record record;
+  };
+
+  absl::Status ListClaims(std::vector<api::ClaimObject>* out);
+  absl::Status ListHolds(absl::flat_hash_map<std::string, Holds>* out);
+  absl::Status WriteBatch(std::vector<Pending> batch);
+  absl::Status WriteClaim(const Claim& claim);
+  absl::Status CreateClaimObject(const Claim& claim);
+  absl::Status DropClaim(const ClaimKey& key);
+  absl::Status WriteHolds(const std::string& node, const Holds& holds);
+  // One call, retried on Unavailable/DeadlineExceeded until `deadline`.
+  absl::StatusOr<HttpResponse> Call(std::string_view method, const std::string& path,
+                                    const std::string& body, std::string_view content_type,
+                                    std::string_view what, absl::Time deadline);
+  void Remember(const ClaimKey& key, ObjectState state);
+
+  KubeApi* const api_;
+  const Options options_;
+
+  // One batch written at a time; held across the API calls.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::flat_hash_map<std::string, HoldsObject> holds_ ABSL_GUARDED_BY(write_mu_);
+
+  mutable absl::Mutex mu_;
+  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  Ticket appended_ ABSL_GUARDED_BY(mu_) = 0;
+  Ticket synced_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ClaimKey, ObjectState> objects_ ABSL_GUARDED_BY(mu_);
+  // Template claims being created: key -> the allocator's UID, for an
+  // object the watch shows before the create's answer arrives.
+  absl::flat_hash_map<ClaimKey, std::string> creating_ ABSL_GUARDED_BY(mu_);
+  std::vector<ClaimConflict> conflicts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_KUBE_API_STORE_H_

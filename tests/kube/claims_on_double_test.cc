@@ -1,0 +1,184 @@
+// store: kubernetes against the kube-apiserver double on a real etcd: claims
+// are PersistentDeviceClaim objects. A claim created with the API becomes a
+// Pending claim with pdc's finalizer; a VM pod's template claim is created
+// as an object owned by the VM; the status is the record a restarted
+// pdc-extender starts from; a deleted Retain claim leaves its device
+// Released in the node's holds; a device in two claims' status is used for
+// neither.
+#include <string>
+
+#include "api/claim_object.h"
+#include "extender/kube_api_store.h"
+#include "tests/kube/extender_on_double.h"
+
+namespace pdc::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class ClaimsOnDoubleTest : public ExtenderOnDoubleTest {
+ protected:
+  // pdc-extender lists the claims of all namespaces: leave none behind for
+  // the next test.
+  void TearDown() override {
+    ExtenderOnDoubleTest::TearDown();
+    if (IsSkipped()) return;
+    KubeReply list = Call("GET", Claims());
+    const kube::Value* items = kube::Find(list.json, {"items"});
+    if (items == nullptr || !items->IsArray()) return;
+    for (const kube::Value& item : items->GetArray()) {
+      const std::string name = kube::GetString(item, {"metadata", "name"});
+      Call("PATCH", Claims(absl::StrCat("/", name)), R"({"metadata":{"finalizers":null}})",
+           "application/merge-patch+json");
+      Call("DELETE", Claims(absl::StrCat("/", name)));
+    }
+  }
+
+  // Polls the object until `pred` holds (10 s); the last reply.
+  template <typename Pred>
+  KubeReply AwaitObject(const std::string& path, Pred pred) {
+    KubeReply r;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      r = Call("GET", path);
+      if (pred(r)) return r;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ADD_FAILURE() << "waited in vain on " << path << ": " << r.text;
+    return r;
+  }
+  std::string PdcGet(const std::string& path) {
+    absl::StatusOr<HttpResponse> r = pdc_->Get(path);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? absl::StrCat(r->status, " ", r->body) : "";
+  }
+  std::string NvmeClaim(const std::string& name, const std::string& policy) {
+    return absl::StrCat(
+        R"({"apiVersion":"pdc.kubevirt.io/v1alpha1","kind":"PersistentDeviceClaim",)",
+        R"("metadata":{"name":")", name,
+        R"("},"spec":{"resourceName":"devices.kubevirt.io/nvme","count":1,"reclaimPolicy":")",
+        policy, R"("}})");
+  }
+  std::string Holds(const std::string& node) {
+    return absl::StrCat("/api/v1/namespaces/", ns_, "/configmaps/",
+                        extender::HoldsConfigMapName(node));
+  }
+};
+
+TEST_F(ClaimsOnDoubleTest, AClaimObjectIsAClaimAndItsDeletionLeavesTheDeviceReleased) {
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  ASSERT_EQ(Call("POST", Claims(), NvmeClaim("data", "Retain")).status, 201);
+
+  // pdc takes it: finalizer on, status Pending with the generation seen.
+  KubeReply pending = AwaitObject(Claims("/data"), [](const KubeReply& r) {
+    return r.Str({"status", "phase"}) == "Pending";
+  });
+  EXPECT_THAT(pending.text, HasSubstr(R"("finalizers":["pdc.kubevirt.io/device-protection"])"));
+  EXPECT_EQ(pending.Int({"status", "observedGeneration"}), 1);
+  EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/data")),
+              HasSubstr(R"("phase":"Pending")"));
+
+  // A VM pod that names the claim binds it; the status records the binding.
+  const std::string vmi_uid = CreateVm("vm1");
+  KubeReply pod = Call(
+      "POST", Pods(),
+      absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"virt-launcher-vm1-x",)",
+                   R"("annotations":{"pdc.kubevirt.io/claims":"data"},)",
+                   Owner("VirtualMachineInstance", "vm1", vmi_uid),
+                   R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
+  ASSERT_EQ(pod.status, 201) << pod.text;
+  EXPECT_EQ(Bind("virt-launcher-vm1-x", pod.Str({"metadata", "uid"})).body, R"({"Error":""})");
+  KubeReply bound = Call("GET", Claims("/data"));
+  EXPECT_EQ(bound.Str({"status", "phase"}), "Bound");
+  EXPECT_EQ(bound.Str({"status", "node"}), "node-a");
+  EXPECT_EQ(bound.Str({"status", "reservedFor", "podName"}), "virt-launcher-vm1-x");
+  const std::string device = kube::GetString(bound.json, {"status", "devices"}) ;
+  (void)device;
+
+  // A new pdc-extender starts from what the API holds.
+  RestartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  const std::string after = PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/data"));
+  EXPECT_THAT(after, HasSubstr(R"("phase":"Bound")"));
+  EXPECT_THAT(after, HasSubstr(R"("node":"node-a")"));
+  EXPECT_THAT(after, HasSubstr(bound.Str({"metadata", "uid"})));
+
+  // Deleting it while the VM's pod runs: kept, by the finalizer.
+  ASSERT_EQ(Call("DELETE", Claims("/data")).status, 200);
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(Call("GET", Claims("/data")).status, 200);
+  // The pod is gone: the claim goes, its device stays Released (Retain).
+  ASSERT_EQ(Call("DELETE", Pods("/virt-launcher-vm1-x"),
+                 R"({"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0})")
+                .status,
+            200);
+  AwaitObject(Claims("/data"), [](const KubeReply& r) { return r.status == 404; });
+  KubeReply holds = Call("GET", Holds("node-a"));
+  ASSERT_EQ(holds.status, 200) << holds.text;
+  EXPECT_THAT(holds.Str({"data", "holds"}), HasSubstr(absl::StrCat(R"("claim":")", ns_, "/data")));
+  EXPECT_THAT(PdcGet("/v1/devices"), HasSubstr(R"("state":"Released")"));
+
+  // And so it stays after a restart, until an administrator releases it.
+  RestartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  EXPECT_THAT(PdcGet("/v1/devices"), HasSubstr(R"("state":"Released")"));
+}
+
+TEST_F(ClaimsOnDoubleTest, ATemplateClaimIsAnObjectOwnedByTheVm) {
+  const std::string vmi_uid = CreateVm("vm1");
+  const std::string vm_uid = Call("GET", Vms("/vm1")).Str({"metadata", "uid"});
+  const std::string pod = CreatePod("vm1", "virt-launcher-vm1-abcde", vmi_uid);
+  rapidjson::Document d;
+  d.Parse(pod.data(), pod.size());
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  EXPECT_EQ(Bind("virt-launcher-vm1-abcde", kube::GetString(d, {"metadata", "uid"})).body,
+            R"({"Error":""})");
+
+  KubeReply claim = Call("GET", Claims("/vm1-nvme"));
+  ASSERT_EQ(claim.status, 200) << claim.text;
+  EXPECT_EQ(claim.Str({"status", "phase"}), "Bound");
+  EXPECT_EQ(claim.Str({"spec", "ownerVM"}), "vm1");
+  EXPECT_THAT(claim.text, HasSubstr(absl::StrCat(R"("kind":"VirtualMachine","name":"vm1","uid":")",
+                                                 vm_uid, R"(","controller":true)")));
+  EXPECT_THAT(claim.text, HasSubstr("pdc.kubevirt.io/device-protection"));
+
+  // After a restart the allocator holds the same claim, bound where it was.
+  RestartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/vm1-nvme")),
+              HasSubstr(R"("node":"node-a")"));
+}
+
+TEST_F(ClaimsOnDoubleTest, ADeviceInTwoClaimsIsUsedForNeither) {
+  // Two claims whose status (written here as an administrator restoring a
+  // backup might) both name 0000:3b:00.0 on node-a.
+  for (const std::string name : {"one", "two"}) {
+    KubeReply c = Call("POST", Claims(), NvmeClaim(name, "Retain"));
+    ASSERT_EQ(c.status, 201) << c.text;
+    ASSERT_EQ(Call("PATCH", Claims(absl::StrCat("/", name, "/status")),
+                   R"({"status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"}]}})",
+                   "application/merge-patch+json")
+                  .status,
+              200);
+  }
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/one")), HasSubstr("404"));
+  EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/two")), HasSubstr("404"));
+  const std::string devices = PdcGet("/v1/devices");
+  EXPECT_THAT(devices, HasSubstr(R"("address":"0000:3b:00.0")"));
+  EXPECT_THAT(devices, HasSubstr(R"("state":"Released")"));
+  // The API still says what it said: pdc did not pick a winner.
+  EXPECT_EQ(Call("GET", Claims("/one")).Str({"status", "phase"}), "Bound");
+  EXPECT_EQ(Call("GET", Claims("/two")).Str({"status", "phase"}), "Bound");
+}
+
+}  // namespace
+}  // namespace pdc::testing
