@@ -141,6 +141,13 @@ TEST(EventCorrelatorTest, RepeatWithinWindowIsPatchOfTheSameEvent) {
       c.Correlate(Event("ClaimBound", "bound to node-a", kT0 + absl::Minutes(18)));
   EXPECT_EQ(third.action, Action::kPatch);
   EXPECT_EQ(third.count, 3);
+
+  // Exactly the window after the last one still counts (client-go starts
+  // over only when the interval exceeds it).
+  const EventDecision fourth =
+      c.Correlate(Event("ClaimBound", "bound to node-a", kT0 + absl::Minutes(28)));
+  EXPECT_EQ(fourth.action, Action::kPatch);
+  EXPECT_EQ(fourth.count, 4);
 }
 
 TEST(EventCorrelatorTest, RepeatAfterWindowIsNewEvent) {
