@@ -86,14 +86,22 @@ std::string_view ToString(EventType type) {
 
 std::string_view ToString(EventResult result) {
   switch (result) {
-    case EventResult::kSent: return "sent";
-    case EventResult::kAggregated: return "aggregated";
-    case EventResult::kDroppedQueueFull: return "dropped_queue_full";
-    case EventResult::kDroppedSpam: return "dropped_spam";
-    case EventResult::kDroppedInvalid: return "dropped_invalid";
-    case EventResult::kDroppedSendFailed: return "dropped_send_failed";
-    case EventResult::kDroppedShutdown: return "dropped_shutdown";
-    case EventResult::kCount: break;
+    case EventResult::kSent:
+      return "sent";
+    case EventResult::kAggregated:
+      return "aggregated";
+    case EventResult::kDroppedQueueFull:
+      return "dropped_queue_full";
+    case EventResult::kDroppedSpam:
+      return "dropped_spam";
+    case EventResult::kDroppedInvalid:
+      return "dropped_invalid";
+    case EventResult::kDroppedSendFailed:
+      return "dropped_send_failed";
+    case EventResult::kDroppedShutdown:
+      return "dropped_shutdown";
+    case EventResult::kCount:
+      break;
   }
   return "unknown";
 }
@@ -181,16 +189,14 @@ V& EventCorrelator::Lru<V>::Get(const std::string& key, bool* inserted) {
 }
 
 EventCorrelator::EventCorrelator(CorrelatorOptions options)
-    : options_(options),
-      observations_(options.max_entries),
-      buckets_(options.max_entries) {}
+    : options_(options), observations_(options.max_entries), buckets_(options.max_entries) {}
 
 bool EventCorrelator::TakeToken(const EventRecord& e) {
   // client-go's spam key: the involved object (the source is this
   // correlator's, the same for all).
   const ObjectRef& o = e.involved;
-  const std::string key = absl::StrCat(o.api_version, "\x1f", o.kind, "\x1f", o.ns, "\x1f", o.name,
-                                       "\x1f", o.uid);
+  const std::string key =
+      absl::StrCat(o.api_version, "\x1f", o.kind, "\x1f", o.ns, "\x1f", o.name, "\x1f", o.uid);
   bool inserted = false;
   Bucket& b = buckets_.Get(key, &inserted);
   if (options_.spam_refill <= absl::ZeroDuration()) return true;  // No limit.
@@ -381,8 +387,8 @@ void EventRecorder::Process(const EventRecord& e) {
         w.EndObject();
         body.assign(buf.GetString(), buf.GetSize());
       }
-      s = CallWithRetries("PATCH", absl::StrCat(EventsPath(EventNamespace(e.involved)), "/", d.name),
-                          body, kMergePatch, absl::StrCat("patch of event ", d.name));
+      s = Call("PATCH", absl::StrCat(EventsPath(EventNamespace(e.involved)), "/", d.name), body,
+               kMergePatch, absl::StrCat("patch of event ", d.name));
       result = EventResult::kAggregated;
       if (absl::IsNotFound(s)) {
         // The Event expired (kube-apiserver keeps them an hour): a new one
@@ -457,14 +463,13 @@ absl::Status EventRecorder::Create(const EventRecord& e, const EventDecision& d)
   w.Key("reportingInstance");
   w.Text(host_);
   w.EndObject();
-  return CallWithRetries("POST", EventsPath(ns), std::string(buf.GetString(), buf.GetSize()),
-                         "application/json", absl::StrCat("create of event ", d.name));
+  return Call("POST", EventsPath(ns), std::string(buf.GetString(), buf.GetSize()),
+              "application/json", absl::StrCat("create of event ", d.name));
 }
 
-absl::Status EventRecorder::CallWithRetries(std::string_view method, const std::string& path,
-                                            const std::string& body,
-                                            std::string_view content_type,
-                                            std::string_view what) {
+absl::Status EventRecorder::Call(std::string_view method, const std::string& path,
+                                 const std::string& body, std::string_view content_type,
+                                 std::string_view what) {
   absl::Duration backoff = absl::ZeroDuration();
   for (int attempt = 1;; ++attempt) {
     const absl::Duration budget = CallBudget();

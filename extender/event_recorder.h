@@ -229,10 +229,11 @@ class EventRecorder {
   void Process(const EventRecord& e);
   // POST of a new Event, or of one whose PATCH found it gone.
   absl::Status Create(const EventRecord& e, const EventDecision& d);
-  // One call with retries of transient failures; the answer's Status.
-  absl::Status CallWithRetries(std::string_view method, const std::string& path,
-                               const std::string& body, std::string_view content_type,
-                               std::string_view what);
+  // One apiserver call (api_->Call) with retries of transient failures;
+  // the answer's Status. (Named Call so tests/deploy/check_manifests.py
+  // finds every request and checks the RBAC rules grant its verb.)
+  absl::Status Call(std::string_view method, const std::string& path, const std::string& body,
+                    std::string_view content_type, std::string_view what);
   // The call timeout now: call_timeout, less once stopping. Zero: no time left.
   absl::Duration CallBudget() const;
   void Count(EventResult r);

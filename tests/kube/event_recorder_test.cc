@@ -4,6 +4,8 @@
 // Event created again, a full queue and a spammy object dropping and
 // counting, an apiserver that fails, is unreachable or hangs never holding
 // Record, and Stop bounded by its deadline.
+#include "extender/event_recorder.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,7 +19,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/metrics.h"
-#include "extender/event_recorder.h"
 #include "extender/extender_metrics.h"
 #include "extender/kube_http_client.h"
 #include "tests/kube/kube_test_util.h"
@@ -248,7 +249,8 @@ TEST_F(EventRecorderTest, BadInputNeverMakesAnInvalidRequest) {
   EXPECT_EQ(kube::GetString(list[0], {"reason"}), "DeviceConflict");
   const std::string stored = kube::GetString(list[0], {"message"});
   EXPECT_LE(stored.size(), extender::kMaxEventMessage);
-  EXPECT_TRUE(absl::StartsWith(stored, "device \"0000:3b:00.0\"\n\xEF\xBF\xBD\xEF\xBF\xBD conflict x"))
+  EXPECT_TRUE(
+      absl::StartsWith(stored, "device \"0000:3b:00.0\"\n\xEF\xBF\xBD\xEF\xBF\xBD conflict x"))
       << stored.substr(0, 40);
   EXPECT_EQ(events->counts()[EventResult::kSent], 1);
   EXPECT_EQ(events->counts()[EventResult::kDroppedInvalid], 2);
@@ -364,7 +366,8 @@ TEST_F(EventRecorderTest, HangingApiserverStopReturnsWithinItsDeadline) {
   const absl::Time stop_start = absl::Now();
   events->Stop();
   // The call in flight (1 s at most), then the 500 ms drain at most.
-  EXPECT_LT(absl::Now() - stop_start, absl::Seconds(1) + absl::Milliseconds(500) + absl::Seconds(1));
+  EXPECT_LT(absl::Now() - stop_start,
+            absl::Seconds(1) + absl::Milliseconds(500) + absl::Seconds(1));
   const extender::EventCounts c = events->counts();
   EXPECT_EQ(c[EventResult::kSent], 0);
   EXPECT_GE(c[EventResult::kDroppedShutdown], 1);
