@@ -196,7 +196,8 @@ struct EventCounts {
 
 class EventRecorder {
  public:
-  // `api`, `clock` (and options.metrics) must outlive the recorder.
+  // REQUIRES: `api` and `clock` not null; they (and options.metrics) outlive
+  // the recorder.
   // `component` is source.component and reportingComponent ("pdc-extender"),
   // `host` source.host and reportingInstance (the pod or host name).
   EventRecorder(KubeApi* api, std::string component, std::string host, const Clock* clock,

@@ -34,7 +34,7 @@ EventRecord Event(std::string reason, std::string message, absl::Time t,
   return e;
 }
 
-TEST(SanitizeEventReasonTest, Table) {
+TEST(EventInputTest, ReasonBecomesUpperCamelCase) {
   struct Row {
     std::string in;
     std::string want;
@@ -57,7 +57,7 @@ TEST(SanitizeEventReasonTest, Table) {
   }
 }
 
-TEST(SanitizeUtf8Test, Table) {
+TEST(EventInputTest, MessageBecomesBoundedUtf8) {
   const std::string fffd = "\xEF\xBF\xBD";
   struct Row {
     std::string in;
