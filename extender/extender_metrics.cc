@@ -72,6 +72,9 @@ ExtenderMetrics::ExtenderMetrics(MetricsRegistry* registry,
       ExponentialBuckets(0.0001, 2, 16));
   long_polls_ = registry->AddGauge(
       "pdc_long_polls_waiting", "Allocation long-polls parked right now.");
+  events_ = registry->AddCounterFamily(
+      "pdc_events_total",
+      "Kubernetes Events pdc-extender recorded, by what became of them.", {"result"});
   registry->AddCallbackFamily(
       "pdc_build_info", "Build of this pdc-extender.", MetricType::kGauge,
       {"version"}, [v = std::string(version)] {

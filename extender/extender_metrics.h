@@ -17,6 +17,8 @@
 //   pdc_store_sync_duration_seconds             histogram (TimedStore)
 //   pdc_node_inventory_age_seconds{node}        gauge
 //   pdc_long_polls_waiting                      gauge
+//   pdc_events_total{result}                    counter (EventResult labels,
+//                                                         event_recorder.h)
 //   pdc_build_info{version}                     gauge = 1
 // Thread-safety: all methods are thread-safe.
 #ifndef PDC_EXTENDER_EXTENDER_METRICS_H_
@@ -79,6 +81,8 @@ class ExtenderMetrics {
   void CountReadBack(ReadBack result);
   Histogram* store_sync_seconds() { return store_sync_; }
   Gauge* long_polls_waiting() { return long_polls_; }
+  // pdc_events_total{result}, for EventRecorderOptions::metrics.
+  CounterFamily* events() { return events_; }
 
  private:
   // HTTP codes whose counters are cached; others go through WithLabels.
@@ -102,6 +106,7 @@ class ExtenderMetrics {
   Counter* read_back_unknown_;
   Histogram* store_sync_;
   Gauge* long_polls_;
+  CounterFamily* events_;
 };
 
 }  // namespace pdc::extender
