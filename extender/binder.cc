@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "extender/claim_events.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -284,6 +285,7 @@ BindResult Binder::Bind(const BindingArgs& args, absl::Time deadline) const {
   }
   if (ctx_->metrics) ctx_->metrics->CountBind(true);
   ctx_->pod_cache->Erase(args.pod_uid);
+  RecordPodBound(ctx_->events, args.pod_namespace, args.pod_name, args.pod_uid, *outcome);
   spdlog::info("bind vm={}/{} pod={} uid={} node={} claims=[{}] devices=[{}] "
                "revision={}",
                pod->request.ns, pod->request.vm, args.pod_name, args.pod_uid,

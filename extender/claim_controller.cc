@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
+#include "extender/claim_events.h"
 #include "extender/handoff_sweeper.h"
 #include "spdlog/spdlog.h"
 
@@ -134,6 +135,7 @@ bool ClaimController::Reconcile(const ClaimKey& key,
     absl::Status s = LetGo(*have);
     if (s.ok() || absl::IsNotFound(s)) {
       spdlog::info("claim {} deleted", key.ToString());
+      RecordReleased(options_.events, *have, o.meta.uid);
       return store_->SetFinalizer(key, false).ok();
     }
     if (absl::IsFailedPrecondition(s)) {
@@ -206,7 +208,17 @@ void ClaimController::Replace(const std::vector<const api::json::Value*>& items)
     if (objects_.contains(c.key)) continue;
     Track(c.key, Reconcile(c.key, std::nullopt));
   }
-  if (!synced_.HasBeenNotified()) synced_.Notify();
+  if (!synced_.HasBeenNotified()) {
+    for (const ClaimConflict& c : store_->conflicts()) {
+      std::vector<std::string> uids;
+      for (const ClaimKey& k : c.claims) {
+        auto it = objects_.find(k);
+        uids.push_back(it == objects_.end() ? "" : it->second.meta.uid);
+      }
+      RecordConflict(options_.events, c, uids);
+    }
+    synced_.Notify();
+  }
 }
 
 void ClaimController::Upsert(const api::json::Value& object) {

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "allocator/allocator.h"
 #include "api/claim_object.h"
+#include "extender/event_recorder.h"
 #include "extender/kube_api_store.h"
 #include "extender/kube_client.h"
 #include "extender/kube_reflector.h"
@@ -47,6 +48,7 @@ class ClaimController final : public ReflectorSink {
  public:
   struct Options {
     absl::Duration retry = absl::Seconds(5);
+    EventRecorder* events = nullptr;  // Null: no Events.
   };
 
   // `allocator`, `store` and `kube` must outlive the controller.

@@ -1,6 +1,9 @@
 #include "extender/extender_app.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +13,7 @@
 #include "allocator/file_store.h"
 #include "allocator/memory_store.h"
 #include "common/file_util.h"
+#include "extender/claim_events.h"
 #include "extender/kube_http_client.h"
 #include "spdlog/spdlog.h"
 
@@ -42,6 +46,15 @@ std::string OwnNamespace(const std::string& configured) {
     if (!ns.empty()) return ns;
   }
   return "pdc-system";
+}
+
+// Who publishes the Events (source.host, reportingInstance): the pod's name
+// (the Deployment sets $POD_NAME), else the host's.
+std::string InstanceName() {
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') return pod;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0') return host;
+  return "pdc-extender";
 }
 
 }  // namespace
@@ -77,20 +90,25 @@ absl::Status ExtenderApp::Init() {
     if (!c.ok()) return c.status();
     kc = *std::move(c);
     vms_ = std::make_unique<VmDirectory>();
+    absl::StatusOr<std::unique_ptr<KubeApi>> api = KubeApi::Connect(*kc);
+    if (!api.ok()) return api.status();
+    kube_api_ = *std::move(api);
   }
 
   if (ec.store == StoreKind::kMemory) {
     spdlog::warn("store: memory - claims are lost when pdc-extender exits");
     base_store_ = std::make_unique<MemoryStore>();
   } else if (ec.store == StoreKind::kKubernetes) {
-    absl::StatusOr<std::unique_ptr<KubeApi>> api = KubeApi::Connect(*kc);
-    if (!api.ok()) return api.status();
-    kube_api_ = *std::move(api);
     KubeApiStore::Options so;
     so.holds_namespace = OwnNamespace(ec.kubernetes.ns);
     so.clock = clock;
     so.owner_of = [vms = vms_.get()](std::string_view ns, std::string_view vm,
                                      std::string_view uid) { return vms->OwnerOf(ns, vm, uid); };
+    // events_ is made below, before any status is written.
+    so.on_status = [this](const Claim& claim, std::string_view uid,
+                          std::optional<ClaimPhase> before) {
+      RecordStatusChange(events_.get(), claim, uid, before);
+    };
     auto store = std::make_unique<KubeApiStore>(kube_api_.get(), std::move(so));
     api_store_ = store.get();
     base_store_ = std::move(store);
@@ -132,6 +150,12 @@ absl::Status ExtenderApp::Init() {
 
   metrics_ = std::make_unique<ExtenderMetrics>(&registry_, allocator_.get(), clock,
                                                options_.version);
+  if (kube_api_ != nullptr) {
+    EventRecorderOptions eo;
+    eo.metrics = metrics_->events();
+    events_ = std::make_unique<EventRecorder>(kube_api_.get(), "pdc-extender", InstanceName(),
+                                              clock, eo);
+  }
   pods_ = std::make_unique<PodCache>(clock, 10000, absl::Minutes(10));
 
   if (kc.has_value()) {
@@ -146,8 +170,9 @@ absl::Status ExtenderApp::Init() {
     std::vector<std::pair<std::string_view, ReflectorSink*>> watches = {
         {kVmiPath, vms_->vmi_sink()}, {kVmPath, vms_->vm_sink()}};
     if (api_store_ != nullptr) {
-      claims_ = std::make_unique<ClaimController>(allocator_.get(), api_store_, kube_.get(),
-                                                  ClaimController::Options{});
+      ClaimController::Options co;
+      co.events = events_.get();
+      claims_ = std::make_unique<ClaimController>(allocator_.get(), api_store_, kube_.get(), co);
       watches.emplace_back(kClaimsPath, claims_.get());
       claims_->Start();
     } else {
@@ -177,6 +202,7 @@ absl::Status ExtenderApp::Init() {
   }
   ctx_.kube = kube_.get();
   ctx_.metrics = metrics_.get();
+  ctx_.events = events_.get();
   ctx_.registry = &registry_;
   if (kube_ != nullptr) {
     BinderOptions bo;
@@ -297,6 +323,7 @@ void ExtenderApp::Stop() {
     }
   }
   server_.reset();
+  if (events_ != nullptr) events_->Stop();
 }
 
 }  // namespace pdc::extender

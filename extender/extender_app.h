@@ -29,6 +29,7 @@
 #include "config/config.h"
 #include "extender/checkpointer.h"
 #include "extender/claim_controller.h"
+#include "extender/event_recorder.h"
 #include "extender/kube_api_store.h"
 #include "extender/extender_context.h"
 #include "extender/extender_metrics.h"
@@ -90,6 +91,7 @@ class ExtenderApp {
   std::unique_ptr<KubeApi> kube_api_;
   KubeApiStore* api_store_ = nullptr;  // base_store_, when it is one.
   std::unique_ptr<ClaimController> claims_;
+  std::unique_ptr<EventRecorder> events_;
   std::vector<std::unique_ptr<Reflector>> reflectors_;
   std::thread ready_waiter_;  // Sets the Router ready once they synced.
   absl::Notification stopping_;

@@ -18,6 +18,7 @@
 namespace pdc::extender {
 
 class BindQueue;    // bind_queue.h
+class EventRecorder;  // event_recorder.h
 class VmDirectory;  // vm_directory.h
 
 struct ExtenderContext {
@@ -36,6 +37,7 @@ struct ExtenderContext {
   // from its labels (standalone).
   const VmDirectory* vms = nullptr;
   ExtenderMetrics* metrics = nullptr;  // Null: no metrics.
+  EventRecorder* events = nullptr;     // Null: no Kubernetes Events.
   const MetricsRegistry* registry = nullptr;  // Null: /metrics is 404.
 };
 

@@ -38,7 +38,7 @@ uint64_t RvNumber(std::string_view rv) {
 
 KubeApiStore::ObjectState StateOf(const api::ObjectMeta& meta) {
   return {meta.uid, meta.resource_version, meta.generation, meta.finalizers, meta.deleting,
-          meta.uid};
+          meta.uid, std::nullopt};
 }
 
 bool HasFinalizer(const std::vector<std::string>& finalizers) {
@@ -264,6 +264,7 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
     absl::MutexLock lock(&mu_);
     for (const api::ClaimObject& o : objects) {
       ObjectState st = StateOf(o.meta);
+      if (o.has_status) st.phase = o.claim.status.phase;
       objects_[o.claim.key] = st;
       if (conflicted.contains(o.claim.key)) continue;
       snapshot.mutations.push_back(PutClaim{o.claim});
@@ -416,6 +417,13 @@ absl::Status KubeApiStore::WriteClaim(const Claim& claim) {
       RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
       ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
       Observe(meta);
+      {
+        absl::MutexLock lock(&mu_);
+        if (auto it = objects_.find(claim.key); it != objects_.end() && it->second.uid == st->uid) {
+          it->second.phase = claim.status.phase;
+        }
+      }
+      if (options_.on_status) options_.on_status(claim, st->uid, st->phase);
       return absl::OkStatus();
     }
     if (r.status == 404) {
@@ -626,6 +634,7 @@ void KubeApiStore::Observe(const api::ObjectMeta& meta) {
   ObjectState st = StateOf(meta);
   if (it != objects_.end() && it->second.uid == meta.uid) {
     st.claim_uid = it->second.claim_uid;
+    st.phase = it->second.phase;
   } else if (auto c = creating_.find(key); c != creating_.end()) {
     st.claim_uid = c->second;
   }
@@ -635,10 +644,12 @@ void KubeApiStore::Observe(const api::ObjectMeta& meta) {
 void KubeApiStore::Remember(const ClaimKey& key, ObjectState state) {
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(key);
-  if (it != objects_.end() && it->second.uid == state.uid &&
-      RvNumber(state.resource_version) < RvNumber(it->second.resource_version)) {
-    it->second.claim_uid = state.claim_uid;
-    return;
+  if (it != objects_.end() && it->second.uid == state.uid) {
+    if (!state.phase.has_value()) state.phase = it->second.phase;
+    if (RvNumber(state.resource_version) < RvNumber(it->second.resource_version)) {
+      it->second.claim_uid = state.claim_uid;
+      return;
+    }
   }
   objects_[key] = std::move(state);
 }

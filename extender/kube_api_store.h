@@ -88,6 +88,10 @@ class KubeApiStore final : public Store {
     absl::Duration write_deadline = absl::Seconds(30);
     int64_t list_page = 500;
     OwnerOf owner_of;
+    // Called after a claim's status was recorded, with the object's UID and
+    // the phase before (for Events); may be empty.
+    std::function<void(const Claim&, std::string_view uid, std::optional<ClaimPhase> before)>
+        on_status;
     const Clock* clock = RealClock();
   };
 
@@ -117,6 +121,8 @@ class KubeApiStore final : public Store {
     // UID, except for a template claim this process created (the allocator
     // named it before the object existed).
     std::string claim_uid;
+    // The phase its status last had, as far as this process knows.
+    std::optional<ClaimPhase> phase;
   };
   // News from the claim watch: a newer resourceVersion of an object (an
   // older one, or one of an object the store has under another UID, is

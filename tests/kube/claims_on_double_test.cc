@@ -60,6 +60,14 @@ class ClaimsOnDoubleTest : public ExtenderOnDoubleTest {
         R"("},"spec":{"resourceName":"devices.kubevirt.io/nvme","count":1,"reclaimPolicy":")",
         policy, R"("}})");
   }
+  // The Events of this test's namespace, once one has `reason` (10 s).
+  std::string AwaitEvent(const std::string& reason) {
+    const std::string path = absl::StrCat("/api/v1/namespaces/", ns_, "/events");
+    return AwaitObject(path, [&](const KubeReply& r) {
+             return r.text.find(absl::StrCat(R"("reason":")", reason, R"(")")) !=
+                    std::string::npos;
+           }).text;
+  }
   std::string Holds(const std::string& node) {
     return absl::StrCat("/api/v1/namespaces/", ns_, "/configmaps/",
                         extender::HoldsConfigMapName(node));
@@ -95,8 +103,9 @@ TEST_F(ClaimsOnDoubleTest, AClaimObjectIsAClaimAndItsDeletionLeavesTheDeviceRele
   EXPECT_EQ(bound.Str({"status", "phase"}), "Bound");
   EXPECT_EQ(bound.Str({"status", "node"}), "node-a");
   EXPECT_EQ(bound.Str({"status", "reservedFor", "podName"}), "virt-launcher-vm1-x");
-  const std::string device = kube::GetString(bound.json, {"status", "devices"}) ;
-  (void)device;
+  // kubectl describe tells it: on the claim and on the pod.
+  EXPECT_THAT(AwaitEvent("ClaimBound"), HasSubstr("bound to node node-a: 0000:3b:00.0"));
+  EXPECT_THAT(AwaitEvent("DevicesBound"), HasSubstr(R"("kind":"Pod")"));
 
   // A new pdc-extender starts from what the API holds.
   RestartExtender(StoreKind::kKubernetes);
@@ -120,6 +129,7 @@ TEST_F(ClaimsOnDoubleTest, AClaimObjectIsAClaimAndItsDeletionLeavesTheDeviceRele
   ASSERT_EQ(holds.status, 200) << holds.text;
   EXPECT_THAT(holds.Str({"data", "holds"}), HasSubstr(absl::StrCat(R"("claim":")", ns_, "/data")));
   EXPECT_THAT(PdcGet("/v1/devices"), HasSubstr(R"("state":"Released")"));
+  EXPECT_THAT(AwaitEvent("ClaimReleased"), HasSubstr("reclaimPolicy Retain"));
 
   // And so it stays after a restart, until an administrator releases it.
   RestartExtender(StoreKind::kKubernetes);
@@ -175,6 +185,8 @@ TEST_F(ClaimsOnDoubleTest, ADeviceInTwoClaimsIsUsedForNeither) {
   const std::string devices = PdcGet("/v1/devices");
   EXPECT_THAT(devices, HasSubstr(R"("address":"0000:3b:00.0")"));
   EXPECT_THAT(devices, HasSubstr(R"("state":"Released")"));
+  EXPECT_THAT(AwaitEvent("DeviceConflict"),
+              HasSubstr(absl::StrCat("is in the status of claims ", ns_, "/one and ", ns_, "/two")));
   // The API still says what it said: pdc did not pick a winner.
   EXPECT_EQ(Call("GET", Claims("/one")).Str({"status", "phase"}), "Bound");
   EXPECT_EQ(Call("GET", Claims("/two")).Str({"status", "phase"}), "Bound");

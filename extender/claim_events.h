@@ -1,0 +1,40 @@
+// The Kubernetes Events pdc-extender publishes about claims and VM pods
+// (docs/operations.md, "Kubernetes Events"), so that `kubectl describe`
+// tells a claim's story: ClaimBound, ClaimLost, ClaimRecovered,
+// ClaimReleased, DeviceConflict on the PersistentDeviceClaim; DevicesBound
+// on the pod. Every function takes a null recorder (no Kubernetes API) as
+// "publish nothing".
+// Thread-safety: as EventRecorder::Record.
+#ifndef PDC_EXTENDER_CLAIM_EVENTS_H_
+#define PDC_EXTENDER_CLAIM_EVENTS_H_
+
+#include <optional>
+#include <string_view>
+
+#include "allocator/allocator.h"
+#include "extender/event_recorder.h"
+#include "extender/kube_api_store.h"
+#include "model/types.h"
+
+namespace pdc::extender {
+
+// The PersistentDeviceClaim object `key` with `uid`.
+ObjectRef ClaimRef(const ClaimKey& key, std::string_view uid);
+
+// The status of `claim` (object `uid`) was recorded; its phase was
+// `before` (nullopt: unknown). Phase changes become events.
+void RecordStatusChange(EventRecorder* events, const Claim& claim, std::string_view uid,
+                        std::optional<ClaimPhase> before);
+// The claim was deleted and its devices go by its reclaim policy.
+void RecordReleased(EventRecorder* events, const Claim& claim, std::string_view uid);
+// `conflict`'s device is in the status of each of its claims (object UIDs
+// by the same index in `uids`).
+void RecordConflict(EventRecorder* events, const ClaimConflict& conflict,
+                    const std::vector<std::string>& uids);
+// A bind gave pod `ns`/`pod` (`pod_uid`) its claims' devices.
+void RecordPodBound(EventRecorder* events, std::string_view ns, std::string_view pod,
+                    std::string_view pod_uid, const BindOutcome& outcome);
+
+}  // namespace pdc::extender
+
+#endif  // PDC_EXTENDER_CLAIM_EVENTS_H_
