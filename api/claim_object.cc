@@ -53,8 +53,7 @@ void WriteMetaPreconditions(Writer& w, std::string_view uid, std::string_view re
 }  // namespace
 
 std::string ClaimCollectionPath(std::string_view ns) {
-  if (ns.empty()) return absl::StrCat("/apis/", Sv(kClaimGroupVersion), "/persistentdeviceclaims");
-  return absl::StrCat("/apis/", Sv(kClaimGroupVersion), "/namespaces/", Sv(ns),
+  return absl::StrCat("/apis/pdc.kubevirt.io/v1alpha1/namespaces/", Sv(ns),
                       "/persistentdeviceclaims");
 }
 

@@ -32,8 +32,8 @@ inline constexpr std::string_view kClaimKind = "PersistentDeviceClaim";
 // devices are dealt with by the reclaim policy).
 inline constexpr std::string_view kClaimFinalizer = "pdc.kubevirt.io/device-protection";
 
-// /apis/pdc.kubevirt.io/v1alpha1/[namespaces/<ns>/]persistentdeviceclaims;
-// `ns` "" for all namespaces. Names must be valid (they go into a path).
+// /apis/pdc.kubevirt.io/v1alpha1/namespaces/<ns>/persistentdeviceclaims.
+// Names must be valid (they go into a path).
 std::string ClaimCollectionPath(std::string_view ns);
 // .../namespaces/<ns>/persistentdeviceclaims/<name>
 std::string ClaimObjectPath(const ClaimKey& key);

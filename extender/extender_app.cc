@@ -222,6 +222,7 @@ absl::Status ExtenderApp::Init() {
   }
   ro.bearer_token = *token;
   ro.scheduler_requires_client_cert = !ec.tls.client_ca_file.empty();
+  ro.claims_are_objects = ec.store == StoreKind::kKubernetes;
   router_ = std::make_unique<Router>(ro, &ctx_);
   if (reflectors_.empty()) {
     router_->SetReady(true);

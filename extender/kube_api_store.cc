@@ -48,6 +48,9 @@ bool HasFinalizer(const std::vector<std::string>& finalizers) {
 std::string ConfigMapsPath(std::string_view ns) {
   return absl::StrCat("/api/v1/namespaces/", Sv(ns), "/configmaps");
 }
+std::string ConfigMapPath(std::string_view ns, std::string_view name) {
+  return absl::StrCat(ConfigMapsPath(ns), "/", Sv(name));
+}
 
 // Devices of a claim that holds some (Bound or Lost).
 bool HoldsDevices(const Claim& c) {
@@ -140,7 +143,7 @@ absl::Status KubeApiStore::ListHolds(absl::flat_hash_map<std::string, Holds>* ou
       [&](const std::string& target) {
         return Call("GET", target, "", "", "list device holds", deadline);
       },
-      ConfigMapsPath(options_.holds_namespace), "", options_.list_page, &list));
+      Listed(ConfigMapsPath(options_.holds_namespace)), "", options_.list_page, &list));
   for (const json::Value* item : list.items) {
     const json::Value* meta = json::Find(*item, "metadata");
     const json::Value* name = meta != nullptr && meta->IsObject() ? json::Find(*meta, "name")
@@ -563,15 +566,15 @@ absl::StatusOr<KubeApiStore::ObjectState> KubeApiStore::Reread(const ClaimKey& k
 
 absl::Status KubeApiStore::WriteHolds(const std::string& node, const Holds& holds) {
   const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
+  const std::string& ns = options_.holds_namespace;
   const std::string name = HoldsConfigMapName(node);
-  const std::string path = absl::StrCat(ConfigMapsPath(options_.holds_namespace), "/", name);
   const std::string what = absl::StrCat("write the device holds of node ", node);
   for (;;) {
     auto it = holds_.find(node);
     absl::StatusOr<HttpResponse> r;
     if (holds.empty()) {
       if (it == holds_.end()) return absl::OkStatus();
-      r = Call("DELETE", path,
+      r = Call("DELETE", ConfigMapPath(ns, name),
                absl::StrCat(R"({"apiVersion":"v1","kind":"DeleteOptions","preconditions":{"uid":)",
                             json::Quote(it->second.uid), "}}"),
                kJson, what, deadline);
@@ -582,13 +585,13 @@ absl::Status KubeApiStore::WriteHolds(const std::string& node, const Holds& hold
       }
       if (r->status != 409) return FromApiserver(r->status, r->body, what);
     } else if (it == holds_.end()) {
-      r = Call("POST", ConfigMapsPath(options_.holds_namespace),
-               api::WriteNodeHolds(name, options_.holds_namespace, "", "", node,
+      r = Call("POST", ConfigMapsPath(ns),
+               api::WriteNodeHolds(name, ns, "", "", node,
                                    holds.return_to_host, holds.released),
                kJson, what, deadline);
     } else {
-      r = Call("PATCH", path,
-               api::WriteNodeHolds(name, options_.holds_namespace, it->second.uid,
+      r = Call("PATCH", ConfigMapPath(ns, name),
+               api::WriteNodeHolds(name, ns, it->second.uid,
                                    it->second.resource_version, node, holds.return_to_host,
                                    holds.released),
                kMergePatch, what, deadline);
@@ -607,7 +610,7 @@ absl::Status KubeApiStore::WriteHolds(const std::string& node, const Holds& hold
     }
     if (r->status != 409) return FromApiserver(r->status, r->body, what);
     // Exists already, or changed under us: take what is there and go on.
-    ASSIGN_OR_RETURN(HttpResponse got, Call("GET", path, "", "", what, deadline));
+    ASSIGN_OR_RETURN(HttpResponse got, Call("GET", ConfigMapPath(ns, name), "", "", what, deadline));
     if (got.status == 404) {
       holds_.erase(node);
       continue;

@@ -50,6 +50,9 @@ namespace pdc::extender {
 // tests/deploy/check_manifests.py finds it and checks that pdc-extender's
 // RBAC grants exactly list and watch on it.
 constexpr std::string_view Reflected(std::string_view path) { return path; }
+// Marks the path of a collection read with one paged list and no watch
+// (the same check: RBAC grants list on it).
+inline std::string Listed(std::string path) { return path; }
 
 class ReflectorSink {
  public:

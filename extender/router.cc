@@ -29,6 +29,15 @@ HttpResponse MethodNotAllowed(const HttpRequest& req, std::string_view path) {
                                  Sv(path)));
 }
 
+// A create or delete of a claim when the claims are Kubernetes objects.
+HttpResponse ClaimsAreObjects(const HttpRequest& req) {
+  return Error(405, absl::StrCat("method ", req.method,
+                                 " is not allowed on claims here: with extender.store kubernetes "
+                                 "a claim is a PersistentDeviceClaim object; create and delete "
+                                 "it with kubectl (kubectl apply -f claim.yaml, kubectl delete "
+                                 "pdc NAME)"));
+}
+
 // Most of a request's method, path and error answer one debug line shows.
 constexpr size_t kLoggedMethodBytes = 16;
 constexpr size_t kLoggedPathBytes = 256;
@@ -221,11 +230,13 @@ HttpResponse Router::Rest(HttpRequest& req, std::string_view path,
     const std::string_view ns = p[1];
     if (p.size() == 3) {
       if (allow("GET")) return rest_.ListClaims(ns);
+      if (req.method == "POST" && options_.claims_are_objects) return ClaimsAreObjects(req);
       if (allow("POST")) return rest_.CreateClaim(ns, req.body);
       return MethodNotAllowed(req, path);
     }
     if (p.size() == 4) {
       if (allow("GET")) return rest_.GetClaim(ns, p[3]);
+      if (req.method == "DELETE" && options_.claims_are_objects) return ClaimsAreObjects(req);
       if (allow("DELETE")) return rest_.DeleteClaim(ns, p[3], q);
       return MethodNotAllowed(req, path);
     }

@@ -41,6 +41,9 @@ struct RouterOptions {
   std::string bearer_token;  // "" = no token required.
   bool scheduler_requires_client_cert = false;
   absl::Duration max_long_poll = absl::Seconds(60);
+  // store: kubernetes - claims are PersistentDeviceClaim objects: the REST
+  // API does not create or delete them (405 saying so); it still shows them.
+  bool claims_are_objects = false;
 };
 
 class Router {

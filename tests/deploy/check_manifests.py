@@ -224,7 +224,7 @@ def crd_name_collisions(names):
 API_SOURCE_DIRS = {"extender": ["pdc-extender"], "driver": ["pdc-node"],
                    "common": ["pdc-extender", "pdc-node"], "model": ["pdc-extender", "pdc-node"],
                    "allocator": ["pdc-extender", "pdc-node"],
-                   "config": ["pdc-extender", "pdc-node"]}
+                   "config": ["pdc-extender", "pdc-node"], "api": ["pdc-extender", "pdc-node"]}
 HTTP_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
               "DELETE": "delete"}
 
@@ -308,6 +308,29 @@ def _split_args(s):
     return args
 
 
+# `Name(...) [const] { return <expr>; }`: a function that may return a path.
+HELPER_DEF = r"\b(\w+)\s*\([^()]*\)\s*(?:const\s*)?\{\s*return\s+([^;]*);\s*\}"
+
+
+def _resolve(expr, helpers, lit_value):
+    """The path template `expr` builds ("{}" for values), or None."""
+    expr = expr.strip()
+    m = LIT.fullmatch(expr)
+    if m:
+        return lit_value[int(m.group(1))]
+    m = re.fullmatch(r"(?:absl::)?StrCat\s*\((.*)\)", expr, re.S)
+    if m:
+        parts = []
+        for a in _split_args(m.group(1)):
+            r = _resolve(a, helpers, lit_value)
+            parts.append("{}" if r is None else r)
+        return "".join(parts)
+    m = re.fullmatch(r"(?:\w+::)*(\w+)\s*\(.*\)", expr, re.S)
+    if m and m.group(1) in helpers:
+        return helpers[m.group(1)]
+    return None
+
+
 def kube_api_calls(repo, sources=None):
     """(calls, problems). calls: [(component, METHOD, path template, where)] for
     every Kubernetes API request in the C++ sources, found as
@@ -325,6 +348,17 @@ def kube_api_calls(repo, sources=None):
                     with open(path) as f:
                         sources[os.path.relpath(path, repo)] = f.read()
     calls, problems = [], []
+    # Path helpers of every file first: a call may use one defined elsewhere
+    # (api::ClaimObjectPath in api/claim_object.cc).
+    global_helpers = {}
+    for _ in range(2):  # A helper may build on one of a later file.
+        for rel, text in sorted(sources.items()):
+            code, lits = cxx_strip(text)
+            lit_value = {i: v for i, (v, _) in enumerate(lits)}
+            for m in re.finditer(HELPER_DEF, code):
+                r = _resolve(m.group(2), global_helpers, lit_value)
+                if r is not None and r.startswith(("/api/", "/apis/")):
+                    global_helpers[m.group(1)] = r
     for rel, text in sorted(sources.items()):
         code, lits = cxx_strip(text)
         lit_value = {i: v for i, (v, _) in enumerate(lits)}
@@ -332,31 +366,26 @@ def kube_api_calls(repo, sources=None):
         components = API_SOURCE_DIRS.get(rel.split("/")[0], ["pdc-extender", "pdc-node"])
 
         def resolve(expr, helpers):
-            expr = expr.strip()
-            m = LIT.fullmatch(expr)
-            if m:
-                return lit_value[int(m.group(1))]
-            m = re.fullmatch(r"(?:absl::)?StrCat\s*\((.*)\)", expr, re.S)
-            if m:
-                parts = []
-                for a in _split_args(m.group(1)):
-                    r = resolve(a, helpers)
-                    parts.append("{}" if r is None else r)
-                return "".join(parts)
-            m = re.fullmatch(r"(\w+)\s*\(.*\)", expr, re.S)
-            if m and m.group(1) in helpers:
-                return helpers[m.group(1)]
-            return None
+            return _resolve(expr, helpers, lit_value)
 
         # Functions that return a path: `Name(...) [const] { return <expr>; }`.
-        helpers, helper_spans = {}, []
-        for m in re.finditer(r"\b(\w+)\s*\([^()]*\)\s*(?:const\s*)?\{\s*return\s+([^;]*);\s*\}",
-                             code):
+        helpers, helper_spans = dict(global_helpers), []
+        for m in re.finditer(HELPER_DEF, code):
             r = resolve(m.group(2), helpers)
             if r is not None and r.startswith(("/api/", "/apis/")):
                 helpers[m.group(1)] = r
                 helper_spans.append((m.start(), m.end()))
         call_spans = []
+        # Collections read with one list (no watch): `Listed(<path>)`.
+        for m in re.finditer(r"\bListed\s*\(", code):
+            end = _balanced(code, m.end() - 1)
+            args = _split_args(code[m.end():end - 1])
+            path = resolve(args[0], helpers) if args else None
+            if path is None or not path.startswith(("/api/", "/apis/")):
+                continue
+            call_spans.append((m.start(), end))
+            for comp in components:
+                calls.append((comp, "GET", path, f"{rel}:{line_of(m.start())}"))
         # Collections a Reflector lists and watches: `Reflected("<path>")`.
         for m in re.finditer(r"\bReflected\s*\(", code):
             end = _balanced(code, m.end() - 1)
@@ -396,6 +425,10 @@ def kube_api_calls(repo, sources=None):
                         " the code needs; route it through Call or teach kube_api_calls")
         for name in helpers:
             for m in re.finditer(r"\b" + name + r"\s*\(", code):
+                # A declaration (`std::string Name(args);`) builds nothing.
+                after = code[_balanced(code, m.end() - 1):].lstrip()
+                if after.startswith(";") and re.search(r"[\w>]\s+$", code[:m.start()]):
+                    continue
                 if not any(a <= m.start() < b for a, b in covered):
                     problems.append(f"{rel}:{line_of(m.start())}: {name}() builds a Kubernetes API"
                                     " path outside Call(...): its verb cannot be checked")
@@ -752,7 +785,7 @@ def main():
         "Deployment": ["pdc-extender", "pdc-scheduler"],
         "DaemonSet": ["pdc-node"],
         "Service": ["pdc-extender"],
-        "PersistentVolumeClaim": ["pdc-extender-data"],
+        "Role": ["pdc-extender-holds"],
         "PriorityClass": ["pdc-critical"],
         "ValidatingAdmissionPolicy": ["pdc-require-pdc-scheduler"],
         "ValidatingAdmissionPolicyBinding": ["pdc-require-pdc-scheduler"],
@@ -816,7 +849,7 @@ def main():
     check(resource_names == ["devices.kubevirt.io/nvme"],
           f"deviceClasses resource names: {resource_names}")
     check(ext.get("kubernetes", {}).get("mode") == "in-cluster", "extender runs in-cluster")
-    check(ext.get("store") == "file", "the cluster extender uses the durable file store")
+    check(ext.get("store") == "kubernetes", "the cluster extender keeps its record in the Kubernetes API")
     # pdc-extender's start-up rule: beyond loopback every interface is
     # authenticated (REST: tokenFile; scheduler verbs: tls.clientCAFile), or
     # allowUnauthenticated says it need not be.
@@ -829,12 +862,16 @@ def main():
     listen_port = int(ext.get("listen", ":0").rsplit(":", 1)[1])
     if dep and svc:
         check(dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate",
-              "pdc-extender: one replica, strategy Recreate (single-writer store)")
+              "pdc-extender: one replica, strategy Recreate (one allocator at a time)")
         c = dep["spec"]["template"]["spec"]["containers"][0]
         check(c["ports"][0]["containerPort"] == listen_port,
               "pdc-extender containerPort equals extender.listen")
         mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
-        check(mounts.get(ext["dataDir"]) == "data", "extender.dataDir is the PVC mount")
+        check(ext.get("store") == "kubernetes" and "dataDir" not in ext and
+              not any(v.get("persistentVolumeClaim") or v.get("hostPath")
+                      for v in dep["spec"]["template"]["spec"].get("volumes", [])),
+              "pdc-extender keeps its record in the Kubernetes API (store: kubernetes), on no "
+              "volume")
         check(mounts.get(os.path.dirname(ext["tokenFile"])) == "api-token",
               "extender.tokenFile lies in the token Secret mount")
         check(c["readinessProbe"]["httpGet"]["path"] == "/readyz" and

@@ -88,6 +88,12 @@ TEST_F(ClaimsOnDoubleTest, AClaimObjectIsAClaimAndItsDeletionLeavesTheDeviceRele
   EXPECT_EQ(pending.Int({"status", "observedGeneration"}), 1);
   EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/data")),
               HasSubstr(R"("phase":"Pending")"));
+  // The REST API shows claims; kubectl makes and deletes them.
+  ASSERT_OK_AND_ASSIGN(HttpResponse post,
+                       pdc_->Post(absl::StrCat("/v1/namespaces/", ns_, "/claims"),
+                                  R"({"name":"x","resourceName":"devices.kubevirt.io/nvme"})"));
+  EXPECT_EQ(post.status, 405);
+  EXPECT_THAT(post.body, HasSubstr("create and delete it with kubectl"));
 
   // A VM pod that names the claim binds it; the status records the binding.
   const std::string vmi_uid = CreateVm("vm1");

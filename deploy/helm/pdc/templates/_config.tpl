@@ -39,8 +39,9 @@ extender:
     clientCAFile: {{ include "pdc.clientTLSDir" . }}/ca.crt
 {{- end }}
 {{- end }}
-  dataDir: /var/lib/pdc            # the PersistentVolumeClaim pdc-extender-data
-  store: file                      # durable: claims survive extender restarts
+  # The record is the cluster's: PersistentDeviceClaim objects (their
+  # status) and the ConfigMaps pdc-holds-* of pdc-extender's namespace.
+  store: kubernetes
   # Token for every REST call under /v1/ (claims, inventory, reads too): the
   # Secret {{ .Values.apiToken.secretName }}.
   tokenFile: /var/run/secrets/pdc/token
