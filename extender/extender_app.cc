@@ -109,7 +109,11 @@ absl::Status ExtenderApp::Init() {
     // Which VM a pod belongs to comes from the owner chain (UIDs), read
     // from these two watches.
     endpoint_ = std::make_unique<KubeEndpoint>(*kc);
-    vms_ = std::make_unique<VmDirectory>();
+    // A VM deleted (also while pdc-extender was down, found once synced
+    // below) no longer holds its claims.
+    vms_ = std::make_unique<VmDirectory>([a = allocator_.get()](std::string ns, std::string uid) {
+      (void)ReleaseGoneVm(*a, ns, uid);  // Logs what it did.
+    });
     for (auto [path, sink] : {std::pair{kVmiPath, vms_->vmi_sink()},
                               std::pair{kVmPath, vms_->vm_sink()}}) {
       ReflectorOptions o;
@@ -165,6 +169,7 @@ absl::Status ExtenderApp::Init() {
       }
       spdlog::info("Kubernetes caches synced: {} VirtualMachines, {} VirtualMachineInstances",
                    vms_->vms(), vms_->vmis());
+      (void)ReleaseVmsNotInDirectory(*vms_, *allocator_);  // Logs what it did.
       router_->SetReady(true);
     });
   }
