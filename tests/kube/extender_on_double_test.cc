@@ -48,10 +48,12 @@ users:
     if (app_) app_->Stop();
   }
 
-  void StartExtender() {
+  // `data_dir` "": claims in memory only.
+  void StartExtender(const std::string& data_dir = "") {
     PdcConfig c;
     c.extender.listen = "127.0.0.1:0";
-    c.extender.store = StoreKind::kMemory;
+    c.extender.store = data_dir.empty() ? StoreKind::kMemory : StoreKind::kFile;
+    if (!data_dir.empty()) c.extender.data_dir = data_dir;
     c.extender.worker_threads = 2;
     c.extender.bind_deadline = absl::Seconds(8);
     c.extender.kubernetes.mode = KubernetesMode::kKubeconfig;
@@ -259,6 +261,41 @@ TEST_F(ExtenderOnDoubleTest, ARecreatedVmDoesNotInheritTheOldVmsClaim) {
   ASSERT_OK_AND_ASSIGN(Claim after, app_->allocator()->GetClaim(key));
   EXPECT_FALSE(after.status.reserved_for.has_value());
   EXPECT_EQ(after.status.devices, held.status.devices);
+}
+
+// A VM deleted while pdc-extender was down: once its caches synced at the
+// next start, pdc-extender finds no VM with the UID holding the claim and
+// releases it.
+TEST_F(ExtenderOnDoubleTest, ReleasesAVmDeletedWhileItWasDown) {
+  const std::string data = dir_.Join("data");
+  const std::string vmi = CreateVm("vm4");
+  CreatePod("vm4", "virt-launcher-vm4-aaaaa", vmi);
+  StartExtender(data);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  const std::string pod_uid =
+      Call("GET", Pods("/virt-launcher-vm4-aaaaa")).Str({"metadata", "uid"});
+  const std::string pod = Call("GET", Pods("/virt-launcher-vm4-aaaaa")).text;
+  EXPECT_THAT(Filter(pod).body, HasSubstr(R"("NodeNames":["node-a"])"));
+  EXPECT_EQ(Bind("virt-launcher-vm4-aaaaa", pod_uid).body, R"({"Error":""})");
+  const ClaimKey key{ns_, "vm4-nvme"};
+  ASSERT_OK_AND_ASSIGN(Claim held, app_->allocator()->GetClaim(key));
+  ASSERT_TRUE(held.status.reserved_for.has_value());
+  app_->Stop();
+  app_.reset();
+
+  ASSERT_EQ(Call("DELETE", Vms("/vm4")).status, 200);
+  ASSERT_TRUE(api_->WaitGarbageCollectorIdle(absl::Seconds(10)));
+  StartExtender(data);
+  ASSERT_TRUE(AwaitReady());
+  bool released = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!released && absl::Now() < deadline) {
+    absl::StatusOr<Claim> c = app_->allocator()->GetClaim(key);
+    released = c.ok() && !c->status.reserved_for.has_value();
+    if (!released) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(released);
 }
 
 }  // namespace
