@@ -101,6 +101,15 @@ struct BindOutcome {
   std::vector<ReleasedDevice> took_released;
 };
 
+// A VM holding reservations, known by its UID (Kubernetes mode).
+struct ReservingVm {
+  std::string ns;
+  std::string uid;
+  std::string name;
+
+  bool operator==(const ReservingVm&) const = default;
+};
+
 // Counts for metrics (claims by phase, devices by state).
 struct AllocatorStats {
   uint64_t revision = 0;
@@ -160,6 +169,17 @@ class Allocator {
   // Clears the claim's reservation when held by `pod_uid` ("" = any pod).
   virtual absl::Status Release(const ClaimKey& key,
                                std::string_view pod_uid) = 0;
+  // The VM with UID `vm_uid` in `ns` is gone (Kubernetes deleted it): clears
+  // every reservation it holds, as one record, and returns the claims
+  // released, sorted; the named claims among them are free for other VMs.
+  // Nothing held: an empty list and no record. InvalidArgument when
+  // `vm_uid` is empty (a VM without a known UID is never released this way).
+  virtual absl::StatusOr<std::vector<ClaimKey>> ReleaseVm(std::string_view ns,
+                                                          std::string_view vm_uid) = 0;
+  // The VMs with a known UID that hold reservations, in `ns` ("" = every
+  // namespace), sorted by namespace and UID: what to compare with the VMs
+  // that exist, to release those that are gone.
+  virtual std::vector<ReservingVm> ReservingVms(std::string_view ns) const = 0;
   // An administrator's word that the Released device at `address` on `node`
   // may go to any claim: drops its mark. NotFound when the node is unknown,
   // or it has neither the device nor a mark for it; FailedPrecondition when

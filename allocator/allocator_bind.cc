@@ -25,6 +25,11 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
     BuildRequestPlan(state_, options_, request, plan);
     out.revision = state_.revision();
     if (plan.pass_through) return out;
+    if (!plan.problem.empty()) {
+      // Whether or not it may clear later, binding now is refused.
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", Sv(node_name), " cannot run the pod: ", plan.problem));
+    }
     const Evaluation e = EvaluateLocked(plan, node_name, clock_->Now());
     if (e.verdict == Verdict::kFailed) {
       return absl::AbortedError(
@@ -45,7 +50,8 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
     }
 
     const uint64_t revision = state_.revision() + 1;
-    const Reservation reservation{request.vm, request.pod_name, request.pod_uid};
+    const Reservation reservation{request.vm, request.pod_name, request.pod_uid,
+                                  request.vm_uid};
     std::vector<Mutation> mutations;
     std::vector<PciAddress> allocated;
     size_t next_pending = 0;
@@ -71,7 +77,13 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
         ++next_pending;
         bc.allocated = true;
       }
-      const bool changed = bc.created || bc.allocated || c.status.reserved_for != reservation;
+      // A template claim made before VM UIDs were kept is this VM's: it
+      // learns the UID, so a VM re-created under the name does not inherit it.
+      const bool adopted = r.exists && c.spec.owner_vm == request.vm &&
+                           c.spec.owner_vm_uid.empty() && !request.vm_uid.empty();
+      if (adopted) c.spec.owner_vm_uid = request.vm_uid;
+      const bool changed =
+          bc.created || bc.allocated || adopted || c.status.reserved_for != reservation;
       c.status.reserved_for = reservation;
       bc.uid = c.uid;
       for (const BoundDevice& b : c.status.devices) bc.devices.push_back(b.address);

@@ -1,6 +1,7 @@
 #include "allocator/allocator_impl.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -401,6 +402,52 @@ absl::Status AllocatorImpl::Release(const ClaimKey& key, std::string_view pod_ui
     ASSIGN_OR_RETURN(commit, CommitLocked({PutClaim{std::move(updated)}}));
   }
   return SyncOrFail(std::move(commit));
+}
+
+absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ReleaseVm(std::string_view ns,
+                                                               std::string_view vm_uid) {
+  if (vm_uid.empty()) {
+    return absl::InvalidArgumentError("VM uid: must not be empty to release a VM's claims");
+  }
+  std::vector<ClaimKey> keys;
+  Commit commit;
+  {
+    absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(FailedLocked());
+    std::vector<Mutation> mutations;
+    for (const Claim& c : state_.claims()) {
+      if (c.key.ns != ns || !c.status.reserved_for || c.status.reserved_for->vm_uid != vm_uid) {
+        continue;
+      }
+      keys.push_back(c.key);
+      Claim u = c;
+      u.status.reserved_for.reset();
+      mutations.push_back(PutClaim{std::move(u)});
+    }
+    if (mutations.empty()) return keys;
+    ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
+  }
+  RETURN_IF_ERROR(SyncOrFail(std::move(commit)));
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+std::vector<ReservingVm> AllocatorImpl::ReservingVms(std::string_view ns) const {
+  // (namespace, UID) -> name; a UID names one VM, so any of its claims says
+  // the name.
+  std::map<std::pair<std::string, std::string>, std::string> vms;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const Claim& c : state_.claims()) {
+      if (!ns.empty() && c.key.ns != ns) continue;
+      const std::optional<Reservation>& r = c.status.reserved_for;
+      if (r && !r->vm_uid.empty()) vms.try_emplace({c.key.ns, r->vm_uid}, r->vm);
+    }
+  }
+  std::vector<ReservingVm> out;
+  out.reserve(vms.size());
+  for (auto& [key, name] : vms) out.push_back({key.first, key.second, std::move(name)});
+  return out;
 }
 
 absl::Status AllocatorImpl::ReleaseDevice(std::string_view name, PciAddress address) {

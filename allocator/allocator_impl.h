@@ -38,6 +38,9 @@ class AllocatorImpl final : public Allocator {
   absl::Status DeleteClaim(const ClaimKey& key, bool force) override;
   absl::Status Release(const ClaimKey& key, std::string_view pod_uid) override;
   absl::Status ReleaseDevice(std::string_view node, PciAddress address) override;
+  absl::StatusOr<std::vector<ClaimKey>> ReleaseVm(std::string_view ns,
+                                                  std::string_view vm_uid) override;
+  std::vector<ReservingVm> ReservingVms(std::string_view ns) const override;
 
   absl::StatusOr<std::vector<ResolvedClaim>> Resolve(
       const SchedulingRequest& request) const override;

@@ -137,7 +137,8 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
   Evaluation e;
   if (plan.pass_through) return e;
   if (!plan.problem.empty()) {
-    return {Verdict::kUnresolvable, FilterReason::kClaimProblem, plan.problem, {}, nullptr};
+    return {plan.problem_may_clear ? Verdict::kFailed : Verdict::kUnresolvable,
+            FilterReason::kClaimProblem, plan.problem, {}, nullptr};
   }
   if (!plan.bound_node.empty() && plan.bound_node != node_name) {
     return {Verdict::kUnresolvable, FilterReason::kBoundElsewhere, plan.bound_elsewhere, {}, nullptr};
@@ -161,10 +162,15 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
   e.node = node;
   for (size_t i : plan.bound) {
     const Claim& c = plan.claims[i].claim;
-    if (c.status.reserved_for && c.status.reserved_for->vm != plan.vm) {
+    if (c.status.reserved_for && !ReservedBySameVm(c, plan.ns, plan.vm, plan.vm_uid)) {
+      const Reservation& r = *c.status.reserved_for;
       return {Verdict::kFailed, FilterReason::kReservedByOther, {},
-              absl::StrCat("claim ", c.key.ToString(), " is in use by VM ", c.key.ns, "/",
-                           c.status.reserved_for->vm),
+              r.vm == plan.vm
+                  ? absl::StrCat("claim ", c.key.ToString(), " is in use by an earlier VM named ",
+                                 c.key.ns, "/", r.vm, " (uid ", r.vm_uid,
+                                 "); it is released once that VM is deleted")
+                  : absl::StrCat("claim ", c.key.ToString(), " is in use by VM ", c.key.ns, "/",
+                                 r.vm),
               node};
     }
     for (const BoundDevice& b : c.status.devices) {
@@ -236,7 +242,9 @@ const Claim* AllocatorImpl::BlockingHandoffLocked(const RequestPlan& plan,
     // The pod's own claims, or an older pod of the same VM (it is replaced:
     // KubeVirt runs one launcher pod per VM, and this bind takes the
     // reservation over), never block it.
-    if (r.pod_uid == plan.pod_uid || (c->key.ns == plan.ns && r.vm == plan.vm)) continue;
+    if (r.pod_uid == plan.pod_uid || ReservedBySameVm(*c, plan.ns, plan.vm, plan.vm_uid)) {
+      continue;
+    }
     const int16_t cls = state_.ClassIndex(c->spec.resource_name);
     if (cls != kNoClass && plan.uses_class[cls]) return c;
   }

@@ -22,7 +22,9 @@ enum Tag : uint8_t {
 // (their reservations count as handed off: they predate the hand-off gate).
 // Version 3 added NodeRecord::released; older node records have none (their
 // Retain-policy devices were freed at once).
-constexpr uint8_t kFormatVersion = 3;
+// Version 4 added the VM UIDs (ClaimSpec::owner_vm_uid, Reservation::vm_uid)
+// at the end of a claim; older claims decode with "" (unknown).
+constexpr uint8_t kFormatVersion = 4;
 constexpr uint8_t kOldestFormatVersion = 1;
 
 void EncodeDevice(Encoder& e, const Device& d) {
@@ -106,6 +108,8 @@ void EncodeClaim(Encoder& e, const Claim& c) {
   e.String(st.lost_reason);
   EncodeReservation(e, st.reserved_for);
   e.String(st.handed_off_to);
+  e.String(s.owner_vm_uid);
+  if (st.reserved_for) e.String(st.reserved_for->vm_uid);
 }
 
 void DecodeClaim(Decoder& d, uint8_t version, Claim& c) {
@@ -148,6 +152,10 @@ void DecodeClaim(Decoder& d, uint8_t version, Claim& c) {
   } else {
     st.handed_off_to = st.reserved_for ? st.reserved_for->pod_uid : "";
   }
+  s.owner_vm_uid.clear();
+  if (version < 4) return;
+  s.owner_vm_uid = std::string(d.String());
+  if (st.reserved_for) st.reserved_for->vm_uid = std::string(d.String());
 }
 
 void EncodeNode(Encoder& e, const NodeRecord& n) {

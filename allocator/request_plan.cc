@@ -84,6 +84,14 @@ std::string AddTemplateClaims(const ClusterState& state, const AllocatorOptions&
         return absl::StrCat("claim ", key.ToString(), " exists but is not VM ", request.vm,
                             "'s template claim for ", resource);
       }
+      if (!existing->spec.owner_vm_uid.empty() && !request.vm_uid.empty() &&
+          existing->spec.owner_vm_uid != request.vm_uid) {
+        plan.problem_may_clear = true;
+        return absl::StrCat("claim ", key.ToString(), " was made for an earlier VM named ",
+                            request.vm, " (uid ", existing->spec.owner_vm_uid,
+                            "); this VM (uid ", request.vm_uid,
+                            ") gets its own once that claim is deleted");
+      }
       if (static_cast<size_t>(existing->spec.count) != rest) {
         return absl::StrCat("claim ", key.ToString(), " holds ", existing->spec.count, " ",
                             resource, " but the pod requests ", rest,
@@ -100,6 +108,7 @@ std::string AddTemplateClaims(const ClusterState& state, const AllocatorOptions&
     r.claim.spec.count = static_cast<int32_t>(rest);
     r.claim.spec.reclaim_policy = options.template_reclaim_policy;
     r.claim.spec.owner_vm = request.vm;
+    r.claim.spec.owner_vm_uid = request.vm_uid;
     plan.claims.push_back(std::move(r));
   }
   return "";
@@ -188,6 +197,7 @@ void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options
   plan.uses_class.assign(classes.size(), 0);
   plan.ns = request.ns;
   plan.vm = request.vm;
+  plan.vm_uid = request.vm_uid;
   plan.pod_uid = request.pod_uid;
   if (too_many > 0) {
     plan.problem = absl::StrCat("the pod requests ", too_many, " ", too_many_resource,
@@ -201,6 +211,10 @@ void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options
   if (request.vm.empty()) {
     plan.problem = "the pod has no VM identity (label vm.kubevirt.io/name, annotation "
                    "kubevirt.io/domain, or a name)";
+    return;
+  }
+  if (absl::Status s = ValidateVmUid("VM uid", request.vm_uid); !s.ok()) {
+    plan.problem = std::string(s.message());
     return;
   }
   std::vector<size_t> explicit_count(classes.size(), 0);

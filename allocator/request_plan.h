@@ -21,10 +21,15 @@ struct RequestPlan {
   bool pass_through = false;  // The pod needs no managed device.
   std::string ns;             // The pod's (and its claims') namespace.
   std::string vm;             // The requesting VM.
+  std::string vm_uid;         // Its UID, "" when unknown (docs/design.md §4.5).
   std::string pod_uid;        // The requesting pod.
   // Non-empty: no node can run the pod until the claims change (a missing or
   // Lost claim, claims inconsistent with the pod's requests).
   std::string problem;
+  // The problem clears without anyone acting on pdc (Verdict::kFailed, not
+  // kUnresolvable): the template claim of an earlier VM of the same name,
+  // which Kubernetes' garbage collector deletes with that VM.
+  bool problem_may_clear = false;
   std::vector<ResolvedClaim> claims;  // Sorted by key.
   std::string bound_node;             // Where the bound claims are, or "".
   std::string pin_node;               // Node the pending claims are pinned to.

@@ -72,6 +72,22 @@ absl::Status ValidateClaimSpec(const ClaimSpec& spec,
       return s;
     }
   }
+  if (!spec.owner_vm_uid.empty()) {
+    if (spec.owner_vm.empty()) {
+      return Invalid("ownerVMUid", spec.owner_vm_uid, "needs ownerVM (the VM's name)");
+    }
+    if (absl::Status s = ValidateVmUid("ownerVMUid", spec.owner_vm_uid); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateVmUid(std::string_view field, std::string_view uid) {
+  if (uid.size() > kMaxVmUidLength) {
+    return Invalid(field, uid, absl::StrCat("is longer than ", kMaxVmUidLength, " bytes"));
+  }
+  for (char c : uid) {
+    if (c <= 0x20 || c > 0x7e) return Invalid(field, uid, "must be printable ASCII without spaces");
+  }
   return absl::OkStatus();
 }
 

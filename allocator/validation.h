@@ -4,6 +4,7 @@
 #ifndef PDC_ALLOCATOR_VALIDATION_H_
 #define PDC_ALLOCATOR_VALIDATION_H_
 
+#include <cstddef>
 #include <string_view>
 #include <vector>
 
@@ -18,6 +19,12 @@ absl::Status ValidateClaimKey(const ClaimKey& key);
 // REQUIRES: `classes` is the configured list.
 absl::Status ValidateClaimSpec(const ClaimSpec& spec,
                                const std::vector<DeviceClass>& classes);
+
+// A VM UID as the allocator keeps it (ClaimSpec::owner_vm_uid,
+// SchedulingRequest::vm_uid): "" or at most kMaxVmUidLength bytes of
+// printable ASCII without spaces, the bound the API layer holds for UIDs.
+inline constexpr size_t kMaxVmUidLength = 128;
+absl::Status ValidateVmUid(std::string_view field, std::string_view uid);
 
 absl::Status ValidateDeviceClasses(const std::vector<DeviceClass>& classes);
 

@@ -86,6 +86,10 @@ void WriteReservation(Writer& w, const std::optional<Reservation>& r) {
   Str(w, r->pod_name);
   Key(w, "podUid");
   Str(w, r->pod_uid);
+  if (!r->vm_uid.empty()) {
+    Key(w, "vmUid");
+    Str(w, r->vm_uid);
+  }
   w.EndObject();
 }
 
@@ -99,13 +103,16 @@ absl::StatusOr<std::optional<Reservation>> ParseReservation(
   ASSIGN_OR_RETURN(std::string_view vm, json::OptString(*v, "vm", at("vm")));
   ASSIGN_OR_RETURN(std::string_view pn, json::OptString(*v, "podName", at("podName")));
   ASSIGN_OR_RETURN(std::string_view pu, json::OptString(*v, "podUid", at("podUid")));
+  ASSIGN_OR_RETURN(std::string_view vu, json::OptString(*v, "vmUid", at("vmUid")));
   // What a client shows and logs is bounded as the server bounds it.
   if (!vm.empty()) RETURN_IF_ERROR(ValidateObjectName(at("vm"), vm));
   if (!pn.empty()) RETURN_IF_ERROR(ValidateObjectName(at("podName"), pn));
   if (!pu.empty()) RETURN_IF_ERROR(ValidateUid(at("podUid"), pu));
+  if (!vu.empty()) RETURN_IF_ERROR(ValidateUid(at("vmUid"), vu));
   r.vm = std::string(vm);
   r.pod_name = std::string(pn);
   r.pod_uid = std::string(pu);
+  r.vm_uid = std::string(vu);
   return std::optional<Reservation>(std::move(r));
 }
 
@@ -369,6 +376,13 @@ absl::StatusOr<ClaimCreate> ParseClaimCreate(std::string_view body,
                    json::OptString(doc, "ownerVM", "ownerVM"));
   if (!owner.empty()) RETURN_IF_ERROR(ValidateObjectName("ownerVM", owner));
   c.spec.owner_vm = std::string(owner);
+  ASSIGN_OR_RETURN(std::string_view owner_uid,
+                   json::OptString(doc, "ownerVMUid", "ownerVMUid"));
+  if (!owner_uid.empty()) {
+    RETURN_IF_ERROR(ValidateUid("ownerVMUid", owner_uid));
+    if (owner.empty()) return json::FieldError("ownerVMUid", "needs ownerVM (the VM's name)");
+  }
+  c.spec.owner_vm_uid = std::string(owner_uid);
   return c;
 }
 
@@ -397,6 +411,10 @@ std::string WriteClaimCreate(const ClaimCreate& c) {
   if (!c.spec.owner_vm.empty()) {
     Key(w, "ownerVM");
     Str(w, c.spec.owner_vm);
+  }
+  if (!c.spec.owner_vm_uid.empty()) {
+    Key(w, "ownerVMUid");
+    Str(w, c.spec.owner_vm_uid);
   }
   w.EndObject();
   return std::string(json::Output(buf));
@@ -437,6 +455,10 @@ void WriteClaimObject(Writer& w, const Claim& c) {
   WriteClaimSpecFields(w, c.spec);
   Key(w, "ownerVM");
   Str(w, c.spec.owner_vm);
+  if (!c.spec.owner_vm_uid.empty()) {
+    Key(w, "ownerVMUid");
+    Str(w, c.spec.owner_vm_uid);
+  }
   Key(w, "status");
   w.StartObject();
   WriteClaimStatusFields(w, c.status);
@@ -482,6 +504,9 @@ absl::Status CheckClaimStrings(const Claim& c) {
   if (!c.spec.node.empty()) RETURN_IF_ERROR(ValidateObjectName("node", c.spec.node));
   RETURN_IF_ERROR(ValidateSerial("serial", c.spec.serial));
   if (!c.spec.owner_vm.empty()) RETURN_IF_ERROR(ValidateObjectName("ownerVM", c.spec.owner_vm));
+  if (!c.spec.owner_vm_uid.empty()) {
+    RETURN_IF_ERROR(ValidateUid("ownerVMUid", c.spec.owner_vm_uid));
+  }
   if (!c.status.node.empty()) RETURN_IF_ERROR(ValidateObjectName("status.node", c.status.node));
   if (c.status.lost_reason.size() > kMaxReasonBytes) {
     return json::FieldError("status.lostReason",
@@ -527,6 +552,7 @@ absl::StatusOr<Claim> ParseClaim(const Value& v) {
   ASSIGN_OR_RETURN(std::string pol, str(v, "reclaimPolicy", "reclaimPolicy"));
   ASSIGN_OR_RETURN(c.spec.reclaim_policy, ParsePolicy(pol, "reclaimPolicy"));
   ASSIGN_OR_RETURN(c.spec.owner_vm, str(v, "ownerVM", "ownerVM"));
+  ASSIGN_OR_RETURN(c.spec.owner_vm_uid, str(v, "ownerVMUid", "ownerVMUid"));
   const Value* st = Find(v, "status");
   if (!IsNullish(st)) {
     if (!st->IsObject()) return json::TypeError("status", "must be an object");

@@ -6,7 +6,8 @@
 // capitalised names (docs/rest-api.md §2.1).
 //
 // Also: a pod (v1.Pod JSON) -> SchedulingRequest: VM identity via
-// pdc::VmIdentity, explicit claims from the `pdc.kubevirt.io/claims`
+// pdc::VmIdentity (a name; request.vm_uid stays "", which only the owner
+// chain of Kubernetes mode fills in: extender/vm_directory.h), explicit claims from the `pdc.kubevirt.io/claims`
 // annotation, managed resources from container requests/limits including
 // init containers (effective request = max(sum of containers, max of init
 // containers), as the scheduler computes it).

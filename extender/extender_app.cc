@@ -89,7 +89,12 @@ absl::Status ExtenderApp::Init() {
                                              : KubeconfigFile(ec.kubernetes.kubeconfig);
     if (!c.ok()) return c.status();
     kc = *std::move(c);
-    vms_ = std::make_unique<VmDirectory>();
+    // A VM deleted (also while pdc-extender was down, found once synced
+    // below) no longer holds its claims. The watches start after the
+    // allocator exists.
+    vms_ = std::make_unique<VmDirectory>([this](std::string ns, std::string uid) {
+      (void)ReleaseGoneVm(*allocator_, ns, uid);  // Logs what it did.
+    });
     absl::StatusOr<std::unique_ptr<KubeApi>> api = KubeApi::Connect(*kc);
     if (!api.ok()) return api.status();
     kube_api_ = *std::move(api);
@@ -240,6 +245,7 @@ absl::Status ExtenderApp::Init() {
                    claims_ == nullptr
                        ? std::string()
                        : absl::StrCat(", ", allocator_->ListClaims("").size(), " claims"));
+      (void)ReleaseVmsNotInDirectory(*vms_, *allocator_);  // Logs what it did.
       router_->SetReady(true);
     });
   }

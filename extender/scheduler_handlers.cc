@@ -245,7 +245,7 @@ HttpResponse SchedulerHandlers::Preempt(std::string& body) const {
     for (const ResolvedClaim& rc : *claims) {
       const ClaimStatus& st = rc.claim.status;
       if (rc.exists && st.phase == ClaimPhase::kBound && st.reserved_for &&
-          st.reserved_for->vm != pod->request.vm) {
+          !ReservedBySameVm(rc.claim, pod->request.ns, pod->request.vm, pod->request.vm_uid)) {
         holders[st.node].push_back(st.reserved_for->pod_uid);
       }
     }

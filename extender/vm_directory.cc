@@ -1,8 +1,10 @@
 #include "extender/vm_directory.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -33,8 +35,16 @@ void MetaCache::Replace(const std::vector<const api::json::Value*>& items) {
     std::string key = m->Key();
     next.insert_or_assign(std::move(key), *std::move(m));
   }
-  absl::MutexLock lock(&mu_);
-  objects_ = std::move(next);
+  std::vector<api::ObjectMeta> removed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, old] : objects_) {
+      auto it = next.find(key);
+      if (it == next.end() || it->second.uid != old.uid) removed.push_back(std::move(old));
+    }
+    objects_ = std::move(next);
+  }
+  Report(removed);
 }
 
 void MetaCache::Upsert(const api::json::Value& object) {
@@ -44,17 +54,44 @@ void MetaCache::Upsert(const api::json::Value& object) {
     return;
   }
   std::string key = m->Key();
-  absl::MutexLock lock(&mu_);
-  objects_.insert_or_assign(std::move(key), *std::move(m));
+  std::vector<api::ObjectMeta> removed;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = objects_.try_emplace(std::move(key));
+    // Another UID under the name: the old object was deleted unseen.
+    if (!inserted && it->second.uid != m->uid) removed.push_back(std::move(it->second));
+    it->second = *std::move(m);
+  }
+  Report(removed);
 }
 
 void MetaCache::Remove(const api::json::Value& object) {
   absl::StatusOr<api::ObjectMeta> m = api::ReadObjectMeta(object, kind_);
   if (!m.ok()) return;
+  std::vector<api::ObjectMeta> removed;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = objects_.find(m->Key());
+    // Only the object that was deleted: a newer one under the same name stays.
+    if (it != objects_.end() && it->second.uid == m->uid) {
+      removed.push_back(std::move(it->second));
+      objects_.erase(it);
+    }
+  }
+  Report(removed);
+}
+
+void MetaCache::Report(const std::vector<api::ObjectMeta>& removed) const {
+  if (!on_removed_) return;
+  for (const api::ObjectMeta& m : removed) on_removed_(m);
+}
+
+absl::flat_hash_set<std::string> MetaCache::Uids() const {
+  absl::flat_hash_set<std::string> out;
   absl::MutexLock lock(&mu_);
-  auto it = objects_.find(m->Key());
-  // Only the object that was deleted: a newer one under the same name stays.
-  if (it != objects_.end() && it->second.uid == m->uid) objects_.erase(it);
+  out.reserve(objects_.size());
+  for (const auto& [key, m] : objects_) out.insert(m.uid);
+  return out;
 }
 
 std::optional<api::ObjectMeta> MetaCache::Get(std::string_view ns, std::string_view name) const {
@@ -67,6 +104,26 @@ std::optional<api::ObjectMeta> MetaCache::Get(std::string_view ns, std::string_v
 size_t MetaCache::size() const {
   absl::MutexLock lock(&mu_);
   return objects_.size();
+}
+
+VmDirectory::VmDirectory(VmGoneFn on_vm_gone)
+    : on_vm_gone_(std::move(on_vm_gone)),
+      vmis_("VirtualMachineInstance",
+            [this](const api::ObjectMeta& vmi) {
+              // A VMI without a controller is its own VM (see Resolve).
+              if (on_vm_gone_ && vmi.Controller() == nullptr) on_vm_gone_(vmi.ns, vmi.uid);
+            }),
+      vms_("VirtualMachine", [this](const api::ObjectMeta& vm) {
+        if (on_vm_gone_) on_vm_gone_(vm.ns, vm.uid);
+      }) {}
+
+std::vector<bool> VmDirectory::HasUids(const std::vector<std::string>& uids) const {
+  const absl::flat_hash_set<std::string> vms = vms_.Uids();
+  const absl::flat_hash_set<std::string> vmis = vmis_.Uids();
+  std::vector<bool> out;
+  out.reserve(uids.size());
+  for (const std::string& uid : uids) out.push_back(vms.contains(uid) || vmis.contains(uid));
+  return out;
 }
 
 absl::StatusOr<VmRef> VmDirectory::Resolve(std::string_view ns,
@@ -142,6 +199,45 @@ absl::StatusOr<api::PodRequest> PodForScheduling(const api::json::Value& pod,
                      vm.status().message()));
   }
   out->request.vm = vm->name;
+  out->request.vm_uid = vm->uid;
+  return out;
+}
+
+absl::StatusOr<std::vector<ClaimKey>> ReleaseGoneVm(Allocator& allocator, std::string_view ns,
+                                                    std::string_view uid) {
+  absl::StatusOr<std::vector<ClaimKey>> released = allocator.ReleaseVm(ns, uid);
+  if (!released.ok()) {
+    spdlog::error("releasing the claims of VM {}/{} (gone) failed: {}", ns, uid,
+                  released.status().ToString());
+  } else if (!released->empty()) {
+    std::vector<std::string> names;
+    for (const ClaimKey& k : *released) names.push_back(k.ToString());
+    spdlog::info("VM with uid {} in namespace {} is gone: released its claims {}", uid,
+                 ns, absl::StrJoin(names, ", "));
+  }
+  return released;
+}
+
+absl::StatusOr<std::vector<ClaimKey>> ReleaseVmsNotInDirectory(const VmDirectory& directory,
+                                                               Allocator& allocator) {
+  // The reservations first, then the caches: a VM that starts in between
+  // is in the caches already, so it is never taken for gone.
+  const std::vector<ReservingVm> holding = allocator.ReservingVms("");
+  std::vector<std::string> uids;
+  uids.reserve(holding.size());
+  for (const ReservingVm& vm : holding) uids.push_back(vm.uid);
+  const std::vector<bool> known = directory.HasUids(uids);
+  std::vector<ClaimKey> out;
+  for (size_t i = 0; i < holding.size(); ++i) {
+    if (known[i]) continue;
+    spdlog::info("VM {}/{} (uid {}) holds claims but no longer exists", holding[i].ns,
+                 holding[i].name, holding[i].uid);
+    absl::StatusOr<std::vector<ClaimKey>> released =
+        ReleaseGoneVm(allocator, holding[i].ns, holding[i].uid);
+    if (!released.ok()) return released.status();
+    out.insert(out.end(), released->begin(), released->end());
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

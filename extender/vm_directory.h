@@ -11,6 +11,9 @@
 // deleted and re-created under the same name is a different VM (another
 // UID), and a pod that only carries the label vm.kubevirt.io/name of some
 // VM is nobody's.
+// It also says when a VM is gone (a VirtualMachine, or a VirtualMachineInstance
+// that is its own VM, was deleted), so that pdc-extender releases what the
+// VM held.
 // Without a Kubernetes API (standalone) there is no directory and the
 // label rules of api/scheduler_wire.h decide, as documented there.
 // Thread-safety: thread-safe; the sinks are called by the reflectors'
@@ -18,14 +21,17 @@
 #ifndef PDC_EXTENDER_VM_DIRECTORY_H_
 #define PDC_EXTENDER_VM_DIRECTORY_H_
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "allocator/allocator.h"
 #include "api/kube_objects.h"
 #include "api/scheduler_wire.h"
 #include "extender/kube_reflector.h"
@@ -49,22 +55,43 @@ struct VmRef {
 // metadata pdc cannot read are not kept (and logged).
 class MetaCache final : public ReflectorSink {
  public:
-  explicit MetaCache(std::string kind) : kind_(std::move(kind)) {}
+  // Called, outside the cache's lock, with each object that left the cache
+  // because it was deleted: a watch's DELETED, an object a relist no longer
+  // holds, or one replaced by a newer object (another UID) of the same name.
+  using RemovedFn = std::function<void(const api::ObjectMeta& removed)>;
+
+  explicit MetaCache(std::string kind, RemovedFn on_removed = nullptr)
+      : kind_(std::move(kind)), on_removed_(std::move(on_removed)) {}
   void Replace(const std::vector<const api::json::Value*>& items) override;
   void Upsert(const api::json::Value& object) override;
   void Remove(const api::json::Value& object) override;
 
   std::optional<api::ObjectMeta> Get(std::string_view ns, std::string_view name) const;
   size_t size() const;
+  // The UIDs of every object held.
+  absl::flat_hash_set<std::string> Uids() const;
 
  private:
+  void Report(const std::vector<api::ObjectMeta>& removed) const;
+
   const std::string kind_;
+  const RemovedFn on_removed_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, api::ObjectMeta> objects_ ABSL_GUARDED_BY(mu_);
 };
 
 class VmDirectory {
  public:
+  // A VM is gone: its namespace and UID.
+  using VmGoneFn = std::function<void(std::string ns, std::string uid)>;
+
+  // `on_vm_gone` is told, on a reflector's thread and outside the
+  // directory's locks, when a VirtualMachine is deleted, and when a
+  // VirtualMachineInstance without a controller (a standalone VMI: its own
+  // VM) is. A VMI of a VirtualMachine going away (the VM stopped) is not a
+  // VM gone. Not told: what was deleted before the first list.
+  explicit VmDirectory(VmGoneFn on_vm_gone = nullptr);
+
   ReflectorSink* vmi_sink() { return &vmis_; }
   ReflectorSink* vm_sink() { return &vms_; }
 
@@ -82,16 +109,34 @@ class VmDirectory {
 
   size_t vmis() const { return vmis_.size(); }
   size_t vms() const { return vms_.size(); }
+  // Whether a VirtualMachine or a VirtualMachineInstance with `uid` is held.
+  // Answers for many UIDs at once: one pass over each cache.
+  std::vector<bool> HasUids(const std::vector<std::string>& uids) const;
 
  private:
-  MetaCache vmis_{"VirtualMachineInstance"};
-  MetaCache vms_{"VirtualMachine"};
+  const VmGoneFn on_vm_gone_;
+  MetaCache vmis_;
+  MetaCache vms_;
 };
+
+// Releases the reservations of the VM with `uid` in `ns`, which is gone
+// (what pdc-extender does with VmDirectory's VmGoneFn), and logs what it
+// released. Returns the claims released.
+absl::StatusOr<std::vector<ClaimKey>> ReleaseGoneVm(Allocator& allocator, std::string_view ns,
+                                                    std::string_view uid);
+
+// Releases the reservations of every VM with a known UID that `directory`
+// holds neither as a VirtualMachine nor as a VirtualMachineInstance: VMs
+// deleted while pdc-extender was not watching. REQUIRES: both of the
+// directory's caches hold a whole list. Returns the claims released,
+// sorted; the first failure of the allocator, if any.
+absl::StatusOr<std::vector<ClaimKey>> ReleaseVmsNotInDirectory(const VmDirectory& directory,
+                                                               Allocator& allocator);
 
 // What the verbs schedule: api::PodToRequest, and in Kubernetes mode
 // (`directory` not null) the VM of a pod that needs managed devices from
-// its owner chain, never from its labels (request.vm is set to it; a
-// pass-through pod is left alone). A broken chain is the pod's problem
+// its owner chain, never from its labels (request.vm and request.vm_uid are
+// set to it; a pass-through pod is left alone). A broken chain is the pod's problem
 // (FieldError on Pod.metadata.ownerReferences), for filter's answer.
 absl::StatusOr<api::PodRequest> PodForScheduling(const api::json::Value& pod,
                                                  const api::ManagedResources& managed,

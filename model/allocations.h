@@ -38,6 +38,9 @@ struct SchedulingRequest {
   // Resource requests of the pod (resource name -> count). Names that are not
   // a configured device class are ignored.
   std::vector<std::pair<std::string, int64_t>> resources;
+  // UID of the VM in Kubernetes mode (from the pod's owner chain); "" when
+  // unknown (standalone mode: the name alone decides, docs/design.md §4.5).
+  std::string vm_uid = {};
 };
 
 // What a node must prepare (for the node driver's long-poll).

@@ -33,6 +33,13 @@ std::string_view ToString(ReclaimPolicy policy) {
   return "Unknown";
 }
 
+bool ReservedBySameVm(const Claim& claim, std::string_view ns, std::string_view vm,
+                      std::string_view vm_uid) {
+  const std::optional<Reservation>& r = claim.status.reserved_for;
+  if (!r.has_value() || claim.key.ns != ns || r->vm != vm) return false;
+  return r->vm_uid.empty() || vm_uid.empty() || r->vm_uid == vm_uid;
+}
+
 std::string VmIdentity(std::string_view label_vm_name,
                        std::string_view annotation_domain,
                        std::string_view pod_name) {

@@ -110,8 +110,10 @@ struct ClaimSpec {
   // Name of the VM (same namespace) for claims generated from a template;
   // "" for claims people created.
   std::string owner_vm;
-  // UID of that VM where it is known (Kubernetes mode); "" otherwise.
-  std::string owner_vm_uid;
+  // UID of that VM, in Kubernetes mode (docs/design.md §4.5): a VM re-created
+  // under the same name has another UID and does not inherit the claim. ""
+  // when unknown (standalone mode, or a claim made before UIDs were kept).
+  std::string owner_vm_uid = {};
 
   bool operator==(const ClaimSpec&) const = default;
 };
@@ -122,6 +124,7 @@ struct Reservation {
   std::string vm;  // VM name, in the claim's namespace.
   std::string pod_name;
   std::string pod_uid;
+  std::string vm_uid = {};  // VM UID in Kubernetes mode; "" when unknown.
 
   bool operator==(const Reservation&) const = default;
 };
@@ -177,6 +180,13 @@ struct Claim {
 
   bool operator==(const Claim&) const = default;
 };
+
+// Whether `claim` is reserved by the VM named `vm` with UID `vm_uid` in
+// namespace `ns` (docs/design.md §4.5): same namespace, same name and, when
+// both UIDs are known, the same UID. A VM deleted and re-created under the
+// same name is another VM. False when the claim is not reserved.
+bool ReservedBySameVm(const Claim& claim, std::string_view ns, std::string_view vm,
+                      std::string_view vm_uid);
 
 // VM identity of a pod, per docs/design.md §4.5: label `vm.kubevirt.io/name`,
 // else annotation `kubevirt.io/domain`, else the pod's own name. Pure function

@@ -170,15 +170,21 @@ std::string DescribeClaim(const Claim& c) {
       {"Resource", c.spec.resource_name},
       {"Count", absl::StrCat(c.spec.count)},
       {"Reclaim Policy", std::string(ToString(c.spec.reclaim_policy))},
-      {"Owner VM", OrNone(c.spec.owner_vm)},
+      {"Owner VM", c.spec.owner_vm_uid.empty()
+                       ? OrNone(c.spec.owner_vm)
+                       : absl::StrCat(c.spec.owner_vm, " (uid ", c.spec.owner_vm_uid, ")")},
       {"Pinned To", OrNone(absl::StrJoin(pins, ", "))},
       {"Phase", std::string(ToString(c.status.phase))},
       {"Node", OrNone(c.status.node)},
   };
   if (!c.status.lost_reason.empty()) lines.push_back({"Lost Reason", c.status.lost_reason});
   if (const std::optional<Reservation>& r = c.status.reserved_for) {
-    lines.push_back({"Reserved For", absl::StrCat("vm ", r->vm, " (pod ", OrNone(r->pod_name),
-                                                  ", uid ", OrNone(r->pod_uid), ")")});
+    const std::string pod =
+        absl::StrCat("pod ", OrNone(r->pod_name), ", uid ", OrNone(r->pod_uid));
+    lines.push_back({"Reserved For",
+                     r->vm_uid.empty()
+                         ? absl::StrCat("vm ", r->vm, " (", pod, ")")
+                         : absl::StrCat("vm ", r->vm, " (uid ", r->vm_uid, "), ", pod)});
   } else {
     lines.push_back({"Reserved For", std::string(kNone)});
   }

@@ -27,11 +27,12 @@ Record SampleRecord() {
   c.spec.address = *PciAddress::Parse("0000:3b:00.0");
   c.spec.reclaim_policy = ReclaimPolicy::kDelete;
   c.spec.owner_vm = "vm1";
+  c.spec.owner_vm_uid = "vm-uid-1";
   c.status.phase = ClaimPhase::kBound;
   c.status.node = "node-a";
   c.status.devices = {{*PciAddress::Parse("0000:3b:00.0"), "SN1"},
                       {*PciAddress::Parse("0000:5e:00.0"), ""}};
-  c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid"};
+  c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid", "vm-uid-1"};
   c.status.handed_off_to = "older-pod-uid";
   r.mutations.push_back(PutClaim{c});
   r.mutations.push_back(DeleteClaim{{"ns2", "old"}});
@@ -139,10 +140,11 @@ TEST(RecordTest, Version1ClaimsDecodeAsHandedOff) {
   c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid"};
   r.mutations.push_back(PutClaim{c});
   std::string bytes = EncodeRecord(r);
-  // The claim is the last thing encoded; its handed_off_to ("") is the one
-  // trailing length byte. Dropping it and the version gives a v1 record.
-  ASSERT_EQ(bytes.back(), '\0');
-  bytes.pop_back();
+  // The claim is the last thing encoded; its handed_off_to, owner_vm_uid
+  // and reservation's vm_uid ("" each) are the three trailing length bytes.
+  // Dropping them and the version gives a v1 record.
+  ASSERT_EQ(bytes.substr(bytes.size() - 3), std::string(3, '\0'));
+  bytes.resize(bytes.size() - 3);
   bytes[0] = 1;
   ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
   const auto& claim = std::get<PutClaim>(decoded.mutations.at(0)).claim;
@@ -171,6 +173,52 @@ TEST(RecordTest, Version2NodeRecordsDecodeWithNothingReleased) {
   // The same bytes as version 3 are one byte short: the count is missing.
   bytes[0] = 3;
   EXPECT_THAT(DecodeRecord(bytes), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+// Version 3 claims (before VM UIDs) end with handed_off_to; they decode
+// with the UIDs unknown (""), the rest intact.
+TEST(RecordTest, Version3ClaimsDecodeWithoutVmUids) {
+  struct Case {
+    std::string name;
+    bool reserved;
+    size_t uid_bytes;  // Trailing bytes a v4 encoding adds for the UIDs.
+  };
+  for (const Case& tc : {Case{"reserved", true, 2}, Case{"not reserved", false, 1}}) {
+    Record r;
+    r.revision = 8;
+    Claim c;
+    c.key = {"default", "vm1-nvme"};
+    c.spec.resource_name = "devices.kubevirt.io/nvme";
+    c.spec.owner_vm = "vm1";
+    c.status.phase = ClaimPhase::kBound;
+    c.status.node = "node-a";
+    if (tc.reserved) {
+      c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid"};
+      c.status.handed_off_to = "pod-uid";
+    }
+    r.mutations.push_back(PutClaim{c});
+    std::string bytes = EncodeRecord(r);
+    ASSERT_EQ(bytes.substr(bytes.size() - tc.uid_bytes), std::string(tc.uid_bytes, '\0'))
+        << tc.name;
+    bytes.resize(bytes.size() - tc.uid_bytes);
+    bytes[0] = 3;
+    ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
+    EXPECT_EQ(decoded, r) << tc.name;
+    // The same bytes as version 4 are short: the UIDs are missing.
+    bytes[0] = 4;
+    EXPECT_THAT(DecodeRecord(bytes), StatusIs(absl::StatusCode::kDataLoss)) << tc.name;
+  }
+}
+
+// Records are written as version 4, which keeps both VM UIDs.
+TEST(RecordTest, WritesVersion4WithVmUids) {
+  const Record sample = SampleRecord();
+  ASSERT_OK_AND_ASSIGN(Record back, DecodeRecord(EncodeRecord(sample)));
+  const Claim& c = std::get<PutClaim>(back.mutations.at(0)).claim;
+  EXPECT_EQ(c.spec.owner_vm_uid, "vm-uid-1");
+  ASSERT_TRUE(c.status.reserved_for.has_value());
+  EXPECT_EQ(c.status.reserved_for->vm_uid, "vm-uid-1");
+  EXPECT_EQ(EncodeRecord(sample)[0], 4);
 }
 
 }  // namespace

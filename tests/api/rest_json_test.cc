@@ -21,6 +21,7 @@ namespace {
 using ::pdc::testing::Addr;
 using ::pdc::testing::StatusIs;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 NodeInventory OneDevice() {
   return pdc::testing::Inventory(
@@ -192,6 +193,19 @@ TEST(ClaimCreateJsonTest, CountLimitAtTheBoundary) {
   }
 }
 
+// A template claim restored by hand keeps its VM's UID (docs/rest-api.md §3.3).
+TEST(ClaimCreateJsonTest, OwnerVmUidRoundTrips) {
+  ClaimCreate c;
+  c.key = {"default", "vm1-nvme"};
+  c.spec.resource_name = "devices.kubevirt.io/nvme";
+  c.spec.owner_vm = "vm1";
+  c.spec.owner_vm_uid = "5b2d3c1a-0000-4000-8000-00000000a001";
+  ASSERT_OK_AND_ASSIGN(ClaimCreate back, ParseClaimCreate(WriteClaimCreate(c), "default"));
+  EXPECT_EQ(back.spec, c.spec);
+  c.spec.owner_vm_uid.clear();
+  EXPECT_THAT(WriteClaimCreate(c), Not(HasSubstr("ownerVMUid")));
+}
+
 // A claim as a client reads it: a count the server could not have written
 // (outside 1..256, or beyond int32 where a cast would wrap it) is refused.
 TEST(ClaimJsonTest, ParsedCountIsBounded) {
@@ -223,6 +237,8 @@ TEST(ClaimJsonTest, ParsedStringsAreBounded) {
            Row{absl::StrCat(R"({"status":{"lostReason":")", huge, "\"}}"), "status.lostReason"},
            Row{R"({"status":{"handedOffTo":"a b"}})", "status.handedOffTo"},
            Row{R"({"status":{"reservedFor":{"podUid":"a b"}}})", "status.reservedFor.podUid"},
+           Row{R"({"status":{"reservedFor":{"vmUid":"a b"}}})", "status.reservedFor.vmUid"},
+           Row{absl::StrCat(R"({"ownerVM":"vm1","ownerVMUid":")", huge, "\"}"), "ownerVMUid"},
            Row{R"({"status":{"devices":[{"address":"0000:3b:00.0","serial":"S\u0007"}]}})",
                "status.devices[0].serial"},
        }) {
@@ -268,6 +284,10 @@ TEST(RestJsonBoundsTest, ServerSideStringsAreBounded) {
        "resourceName"},
       {"claim policy", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":"x.io/y","reclaimPolicy":")", huge, "\"}"), "default").status(),
        "reclaimPolicy"},
+      {"claim owner uid", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":"x.io/y","ownerVM":"vm1","ownerVMUid":")", huge, "\"}"), "default").status(),
+       "ownerVMUid"},
+      {"claim owner uid alone", ParseClaimCreate(R"({"name":"c","resourceName":"x.io/y","ownerVMUid":"u"})", "default").status(),
+       "ownerVMUid"},
       {"claim namespace", ParseClaimCreate(absl::StrCat(R"({"name":"c","resourceName":"x.io/y","namespace":")", huge, "\"}"), "default").status(),
        "namespace"},
       {"handoff uid", ParseHandoffConfirm(absl::StrCat(R"({"podUid":")", huge, R"(","resourceName":"x.io/y","devices":["0000:3b:00.0"]})")).status(),
@@ -304,6 +324,16 @@ TEST(ClaimJsonTest, ClaimListRoundTrips) {
   ASSERT_OK_AND_ASSIGN(std::vector<Claim> claims, ParseClaimList(WriteClaimList({a, b})));
   EXPECT_EQ(claims, (std::vector<Claim>{a, b}));
   ASSERT_OK_AND_ASSIGN(Claim one, ParseClaim(std::string_view(WriteClaim(a))));
+  EXPECT_EQ(one, a);
+  // VM UIDs (Kubernetes mode) appear only when known, and round-trip.
+  EXPECT_THAT(WriteClaim(a), Not(HasSubstr("Uid\":\"\"")));
+  EXPECT_THAT(WriteClaim(a), Not(HasSubstr("vmUid")));
+  a.spec.owner_vm = "vm1";
+  a.spec.owner_vm_uid = "vm-uid-1";
+  a.status.reserved_for->vm_uid = "vm-uid-1";
+  EXPECT_THAT(WriteClaim(a), HasSubstr(R"("ownerVM":"vm1","ownerVMUid":"vm-uid-1")"));
+  EXPECT_THAT(WriteClaim(a), HasSubstr(R"("podUid":"u1","vmUid":"vm-uid-1"})"));
+  ASSERT_OK_AND_ASSIGN(one, ParseClaim(std::string_view(WriteClaim(a))));
   EXPECT_EQ(one, a);
   EXPECT_THAT(ParseClaimList(R"({"items":[{"status":{"phase":"Gone"}}]})"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("items[0]")));

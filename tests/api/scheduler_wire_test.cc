@@ -34,6 +34,9 @@ TEST(PodToRequestTest, VirtLauncherPod) {
   EXPECT_FALSE(p.pass_through);
   EXPECT_EQ(p.request.ns, "default");
   EXPECT_EQ(p.request.vm, "vm1");
+  // The wire knows the VM by name only; its owner chain's UID is added in
+  // Kubernetes mode (extender/vm_directory.h).
+  EXPECT_EQ(p.request.vm_uid, "");
   EXPECT_EQ(p.request.pod_name, "virt-launcher-vm1-x7k2p");
   EXPECT_EQ(p.request.pod_uid, "uid-1");
   EXPECT_TRUE(p.request.claim_names.empty());

@@ -4,16 +4,22 @@
 // the Router with a directory.
 #include "extender/vm_directory.h"
 
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "rapidjson/document.h"
 #include "tests/extender/extender_fixture.h"
 
 namespace pdc::extender::testing {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 // The VMI uid VirtLauncherPod's owner reference names.
 constexpr char kVmiUid[] = "7f0c1c7e-3f57-4a36-9d0a-1d1f4a2c8b11";
@@ -37,6 +43,17 @@ void Delete(ReflectorSink* sink, const std::string& json) {
   rapidjson::Document d;
   ASSERT_TRUE(api::json::Parse(json, &d).ok());
   sink->Remove(d);
+}
+
+// A relist: `objects` are all there is.
+void List(ReflectorSink* sink, const std::vector<std::string>& objects) {
+  std::vector<rapidjson::Document> docs(objects.size());
+  std::vector<const api::json::Value*> items;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    ASSERT_TRUE(api::json::Parse(objects[i], &docs[i]).ok());
+    items.push_back(&docs[i]);
+  }
+  sink->Replace(items);
 }
 
 api::OwnerReference VmiRef(const std::string& uid = kVmiUid) {
@@ -117,6 +134,58 @@ TEST(VmDirectoryTest, ADeleteOfAnOlderObjectKeepsTheNewerOne) {
   EXPECT_EQ(d.vmis(), 0u);
 }
 
+// What the directory reports gone, as "<ns>/<uid>", step by step.
+TEST(VmDirectoryTest, TellsWhenAVmIsGone) {
+  std::vector<std::string> gone;
+  VmDirectory d([&](std::string ns, std::string uid) { gone.push_back(ns + "/" + uid); });
+  const std::string vm = Object("vm1", kVmUid, "");
+  const std::string vmi = Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVmUid));
+  const std::string standalone = Object("solo", "solo-uid", "");
+  struct Step {
+    std::string name;
+    std::function<void()> act;
+    std::vector<std::string> gone;  // Reported by this step.
+  };
+  const std::vector<Step> steps = {
+      {"first lists report nothing",
+       [&] {
+         List(d.vm_sink(), {vm});
+         List(d.vmi_sink(), {vmi, standalone});
+       },
+       {}},
+      {"a VM's VMI going (the VM stopped) is no VM gone",
+       [&] { Delete(d.vmi_sink(), vmi); }, {}},
+      {"a delete of an object pdc does not hold", [&] { Delete(d.vm_sink(), Object("vm1", "x", "")); },
+       {}},
+      {"a VM deleted", [&] { Delete(d.vm_sink(), vm); }, {"default/" + std::string(kVmUid)}},
+      {"a standalone VMI deleted", [&] { Delete(d.vmi_sink(), standalone); },
+       {"default/solo-uid"}},
+      {"a VM re-created under its name, its delete unseen",
+       [&] {
+         Put(d.vm_sink(), Object("vm2", "vm2-old", ""));
+         Put(d.vm_sink(), Object("vm2", "vm2-new", ""));
+       },
+       {"default/vm2-old"}},
+      {"a modification is no delete", [&] { Put(d.vm_sink(), Object("vm2", "vm2-new", "")); },
+       {}},
+      {"a relist without it", [&] { List(d.vm_sink(), {Object("vm3", "vm3-uid", "")}); },
+       {"default/vm2-new"}},
+      {"a relist with it", [&] { List(d.vm_sink(), {Object("vm3", "vm3-uid", "")}); }, {}},
+  };
+  for (const Step& step : steps) {
+    gone.clear();
+    step.act();
+    EXPECT_EQ(gone, step.gone) << step.name;
+  }
+}
+
+TEST(VmDirectoryTest, KnowsTheUidsOfVmsAndVmis) {
+  VmDirectory d;
+  Put(d.vm_sink(), Object("vm1", kVmUid, ""));
+  Put(d.vmi_sink(), Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVmUid)));
+  EXPECT_EQ(d.HasUids({kVmUid, kVmiUid, "other"}), (std::vector<bool>{true, true, false}));
+}
+
 class KubernetesModeFilterTest : public ExtenderFixture {
  protected:
   void SetUp() override {
@@ -125,7 +194,22 @@ class KubernetesModeFilterTest : public ExtenderFixture {
     ctx_.vms = &directory_;
   }
   void TearDown() override { ctx_.vms = nullptr; }
-  VmDirectory directory_;
+
+  // VM `name` (uid `vm_uid`) running as VMI `name` (uid `vmi_uid`), and a
+  // pod of that VMI.
+  std::string StartVm(const std::string& name, const std::string& vm_uid,
+                      const std::string& vmi_uid, const std::string& pod_uid,
+                      const std::string& annotations = "") {
+    Put(directory_.vm_sink(), Object(name, vm_uid, ""));
+    Put(directory_.vmi_sink(), Object(name, vmi_uid, OwnedBy("VirtualMachine", name, vm_uid)));
+    return absl::StrReplaceAll(VirtLauncherPod(name, pod_uid, 1, annotations),
+                               {{kVmiUid, vmi_uid}});
+  }
+
+  // As pdc-extender wires it: a VM gone releases what it held.
+  VmDirectory directory_{[this](std::string ns, std::string uid) {
+    EXPECT_OK(ReleaseGoneVm(*allocator_, ns, uid).status());
+  }};
 };
 
 TEST_F(KubernetesModeFilterTest, AVmPodIsScheduledAsItsVm) {
@@ -147,6 +231,86 @@ TEST_F(KubernetesModeFilterTest, ALabelAloneMakesNoVmPod) {
   EXPECT_THAT(f.body, HasSubstr("is gone (the one by that name now has uid another-vmi)"));
   EXPECT_THAT(f.body, HasSubstr(R"("NodeNames":null)"));
   EXPECT_EQ(allocator_->Stats().claims_pending + allocator_->Stats().claims_bound, 0u);
+}
+
+// A VM deleted and re-created under the same name is another VM: it does
+// not get the old VM's template claim (nor its device), and filter says why.
+TEST_F(KubernetesModeFilterTest, ARecreatedVmDoesNotGetTheOldVmsTemplateClaim) {
+  const std::string pod = StartVm("vm1", kVmUid, kVmiUid, "uid-1");
+  ASSERT_THAT(Post("/scheduler/filter", NamesArgs(pod, {"node-a"})).body,
+              HasSubstr(R"("NodeNames":["node-a"])"));
+  ASSERT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body, R"({"Error":""})");
+  ASSERT_OK_AND_ASSIGN(Claim old, allocator_->GetClaim({"default", "vm1-nvme"}));
+  EXPECT_EQ(old.spec.owner_vm_uid, kVmUid);
+  ASSERT_TRUE(old.status.reserved_for.has_value());
+  EXPECT_EQ(old.status.reserved_for->vm_uid, kVmUid);
+
+  Delete(directory_.vmi_sink(), Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVmUid)));
+  Delete(directory_.vm_sink(), Object("vm1", kVmUid, ""));
+  ASSERT_OK_AND_ASSIGN(Claim released, allocator_->GetClaim({"default", "vm1-nvme"}));
+  EXPECT_FALSE(released.status.reserved_for.has_value());
+
+  const std::string again = StartVm("vm1", "vm-uid-2", "vmi-uid-2", "uid-2");
+  HttpResponse f = Post("/scheduler/filter", NamesArgs(again, {"node-a", "node-b"}));
+  EXPECT_THAT(f.body, HasSubstr(R"("NodeNames":[])"));
+  EXPECT_THAT(f.body, HasSubstr(absl::StrCat(
+                          "claim default/vm1-nvme was made for an earlier VM named vm1 (uid ",
+                          kVmUid, "); this VM (uid vm-uid-2) gets its own once that claim is "
+                          "deleted")));
+  // Retryable: the claim goes with the old VM.
+  EXPECT_THAT(f.body, HasSubstr(R"("FailedNodes":{"node-a")"));
+  EXPECT_THAT(Post("/scheduler/bind", BindArgs("vm1", "uid-2", "node-a")).body,
+              HasSubstr("was made for an earlier VM named vm1"));
+  ASSERT_OK_AND_ASSIGN(Claim after, allocator_->GetClaim({"default", "vm1-nvme"}));
+  EXPECT_EQ(after, released);
+}
+
+// Deleting a VM releases its named claim for another VM.
+TEST_F(KubernetesModeFilterTest, DeletingAVmReleasesItsNamedClaim) {
+  ClaimSpec spec;
+  spec.resource_name = kNvme;
+  ASSERT_OK(allocator_->CreateClaim({"default", "data"}, spec).status());
+  const std::string claims = R"(,"pdc.kubevirt.io/claims":"data")";
+  const std::string pod1 = StartVm("vm1", kVmUid, kVmiUid, "uid-1", claims);
+  ASSERT_THAT(Post("/scheduler/filter", NamesArgs(pod1, {"node-a"})).body,
+              HasSubstr(R"("NodeNames":["node-a"])"));
+  ASSERT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body, R"({"Error":""})");
+  const std::string pod2 = StartVm("vm2", "vm2-uid", "vmi2-uid", "uid-2", claims);
+  EXPECT_THAT(Post("/scheduler/filter", NamesArgs(pod2, {"node-a"})).body,
+              HasSubstr("claim default/data is in use by VM default/vm1"));
+
+  Delete(directory_.vm_sink(), Object("vm1", kVmUid, ""));
+  EXPECT_THAT(Post("/scheduler/filter", NamesArgs(pod2, {"node-a"})).body,
+              HasSubstr(R"("NodeNames":["node-a"])"));
+  EXPECT_EQ(Post("/scheduler/bind", BindArgs("vm2", "uid-2", "node-a")).body, R"({"Error":""})");
+  ASSERT_OK_AND_ASSIGN(Claim c, allocator_->GetClaim({"default", "data"}));
+  EXPECT_EQ(c.status.reserved_for->vm, "vm2");
+  EXPECT_EQ(c.status.reserved_for->vm_uid, "vm2-uid");
+}
+
+// At start, once the caches are synced: VMs that hold reservations but
+// exist no more (deleted while pdc-extender was down) are released; VMs
+// that exist, and reservations without a VM UID, are left alone.
+TEST_F(KubernetesModeFilterTest, ReleasesVmsDeletedWhileNotWatching) {
+  Put(directory_.vm_sink(), Object("vm1", kVmUid, ""));
+  Put(directory_.vmi_sink(), Object("solo", "solo-uid", ""));
+  auto bind = [&](const std::string& vm, const std::string& vm_uid, const std::string& node) {
+    SchedulingRequest r{"default", vm, "virt-launcher-" + vm, "pod-" + vm, {}, {{kNvme, 1}}};
+    r.vm_uid = vm_uid;
+    ASSERT_OK(allocator_->Bind(r, node).status());
+  };
+  bind("vm1", kVmUid, "node-a");
+  bind("solo", "solo-uid", "node-a");
+  bind("gone", "gone-uid", "node-b");
+  bind("nouid", "", "node-b");
+  ASSERT_OK_AND_ASSIGN(std::vector<ClaimKey> released,
+                       ReleaseVmsNotInDirectory(directory_, *allocator_));
+  EXPECT_THAT(released, ElementsAre(ClaimKey{"default", "gone-nvme"}));
+  for (const Claim& c : allocator_->ListClaims("default")) {
+    EXPECT_EQ(c.status.reserved_for.has_value(), c.key.name != "gone-nvme") << c.key.ToString();
+  }
+  ASSERT_OK_AND_ASSIGN(released, ReleaseVmsNotInDirectory(directory_, *allocator_));
+  EXPECT_THAT(released, IsEmpty());
 }
 
 }  // namespace

@@ -43,10 +43,12 @@ users:
     if (app_) app_->Stop();
   }
 
-  void StartExtender(StoreKind store = StoreKind::kMemory) {
+  // `data_dir`: the file store's (store: file).
+  void StartExtender(StoreKind store = StoreKind::kMemory, const std::string& data_dir = "") {
     PdcConfig c;
     c.extender.listen = "127.0.0.1:0";
     c.extender.store = store;
+    if (!data_dir.empty()) c.extender.data_dir = data_dir;
     c.extender.kubernetes.ns = ns_;
     c.extender.worker_threads = 2;
     c.extender.bind_deadline = absl::Seconds(8);

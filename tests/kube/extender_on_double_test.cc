@@ -3,8 +3,9 @@
 // virt-controller would: it is ready only once its VirtualMachine and
 // VirtualMachineInstance caches synced; it binds a VM pod through
 // pods/binding, also when the apiserver committed the Binding and then
-// dropped the connection (the pod read back says it is bound); and a pod of
-// a VM deleted and re-created under the same name is nobody's.
+// dropped the connection (the pod read back says it is bound); a pod of a
+// VM deleted and re-created under the same name is nobody's, and the
+// re-created VM does not inherit the deleted one's claims.
 #include <string>
 
 #include "tests/kube/extender_on_double.h"
@@ -83,6 +84,93 @@ TEST_F(ExtenderOnDoubleTest, APodOfARecreatedVmIsNobodys) {
   EXPECT_THAT(answer, HasSubstr(absl::StrCat("the pod belongs to VirtualMachineInstance ", ns_,
                                              "/vm2 with uid ", old_vmi, ", which is gone")));
   EXPECT_THAT(Filter(new_pod).body, HasSubstr(R"("NodeNames":["node-a"])"));
+}
+
+
+// Deleting a VM releases what it held; a VM re-created under the same name
+// is another VM (another UID) and does not get the old one's template claim
+// or its device, and filter says why.
+TEST_F(ExtenderOnDoubleTest, ARecreatedVmDoesNotInheritTheOldVmsClaim) {
+  const std::string old_vmi = CreateVm("vm3");
+  const std::string old_pod = CreatePod("vm3", "virt-launcher-vm3-aaaaa", old_vmi);
+  StartExtender();
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  const std::string old_pod_uid =
+      Call("GET", Pods("/virt-launcher-vm3-aaaaa")).Str({"metadata", "uid"});
+  EXPECT_EQ(Bind("virt-launcher-vm3-aaaaa", old_pod_uid).body, R"({"Error":""})");
+  const ClaimKey key{ns_, "vm3-nvme"};
+  ASSERT_OK_AND_ASSIGN(Claim held, app_->allocator()->GetClaim(key));
+  ASSERT_TRUE(held.status.reserved_for.has_value());
+  const std::string old_vm_uid = held.status.reserved_for->vm_uid;
+  EXPECT_EQ(old_vm_uid, Call("GET", Vms("/vm3")).Str({"metadata", "uid"}));
+  EXPECT_EQ(held.spec.owner_vm_uid, old_vm_uid);
+
+  ASSERT_EQ(Call("DELETE", Vms("/vm3")).status, 200);
+  ASSERT_TRUE(api_->WaitGarbageCollectorIdle(absl::Seconds(10)));
+  // The VM's watch event releases its reservation.
+  bool released = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!released && absl::Now() < deadline) {
+    absl::StatusOr<Claim> c = app_->allocator()->GetClaim(key);
+    released = c.ok() && !c->status.reserved_for.has_value();
+    if (!released) absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(released);
+
+  const std::string new_vmi = CreateVm("vm3");
+  const std::string new_pod = CreatePod("vm3", "virt-launcher-vm3-bbbbb", new_vmi);
+  const std::string new_vm_uid = Call("GET", Vms("/vm3")).Str({"metadata", "uid"});
+  ASSERT_NE(new_vm_uid, old_vm_uid);
+  std::string answer;
+  while (absl::Now() < deadline + absl::Seconds(10)) {
+    answer = Filter(new_pod).body;
+    if (answer.find("earlier VM") != std::string::npos) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(answer, HasSubstr(absl::StrCat("claim ", ns_,
+                                             "/vm3-nvme was made for an earlier VM named vm3 (uid ",
+                                             old_vm_uid, "); this VM (uid ", new_vm_uid,
+                                             ") gets its own once that claim is deleted")));
+  EXPECT_THAT(answer, HasSubstr(R"("NodeNames":[])"));
+  ASSERT_OK_AND_ASSIGN(Claim after, app_->allocator()->GetClaim(key));
+  EXPECT_FALSE(after.status.reserved_for.has_value());
+  EXPECT_EQ(after.status.devices, held.status.devices);
+}
+
+// A VM deleted while pdc-extender was down: once its caches synced at the
+// next start, pdc-extender finds no VM with the UID holding the claim and
+// releases it.
+TEST_F(ExtenderOnDoubleTest, ReleasesAVmDeletedWhileItWasDown) {
+  const std::string data = dir_.Join("data");
+  const std::string vmi = CreateVm("vm4");
+  CreatePod("vm4", "virt-launcher-vm4-aaaaa", vmi);
+  StartExtender(StoreKind::kFile, data);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  const std::string pod_uid =
+      Call("GET", Pods("/virt-launcher-vm4-aaaaa")).Str({"metadata", "uid"});
+  const std::string pod = Call("GET", Pods("/virt-launcher-vm4-aaaaa")).text;
+  EXPECT_THAT(Filter(pod).body, HasSubstr(R"("NodeNames":["node-a"])"));
+  EXPECT_EQ(Bind("virt-launcher-vm4-aaaaa", pod_uid).body, R"({"Error":""})");
+  const ClaimKey key{ns_, "vm4-nvme"};
+  ASSERT_OK_AND_ASSIGN(Claim held, app_->allocator()->GetClaim(key));
+  ASSERT_TRUE(held.status.reserved_for.has_value());
+  app_->Stop();
+  app_.reset();
+
+  ASSERT_EQ(Call("DELETE", Vms("/vm4")).status, 200);
+  ASSERT_TRUE(api_->WaitGarbageCollectorIdle(absl::Seconds(10)));
+  StartExtender(StoreKind::kFile, data);
+  ASSERT_TRUE(AwaitReady());
+  bool released = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!released && absl::Now() < deadline) {
+    absl::StatusOr<Claim> c = app_->allocator()->GetClaim(key);
+    released = c.ok() && !c->status.reserved_for.has_value();
+    if (!released) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(released);
 }
 
 }  // namespace

@@ -129,6 +129,13 @@ TEST(PdcctlFormatTest, DescribeClaim) {
             "Devices:\n"
             "  ADDRESS        SERIAL\n"
             "  0000:3b:00.0   SN1\n");
+  // In Kubernetes mode the VM's UID is known and shown.
+  claim.spec.owner_vm_uid = "vm-uid-1";
+  claim.status.reserved_for->vm_uid = "vm-uid-1";
+  const std::string k = DescribeClaim(claim);
+  EXPECT_THAT(k, HasSubstr("Owner VM:        vm1 (uid vm-uid-1)\n"));
+  EXPECT_THAT(k, HasSubstr(
+                     "Reserved For:    vm vm1 (uid vm-uid-1), pod virt-launcher-vm1-abc, uid p1\n"));
 }
 
 TEST(PdcctlFormatTest, HumanAge) {
