@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -109,6 +110,55 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> ProcessesHolding
   return out;
 }
 
+// Every entry of class/block with its resolved sysfs path ("" for one
+// removed meanwhile), read once per check however many functions it covers.
+using BlockIndex = std::vector<std::pair<std::string, std::string>>;
+
+absl::StatusOr<BlockIndex> ReadBlockIndex(Sysfs& sys) {
+  ASSIGN_OR_RETURN(std::vector<std::string> all, sys.List("class/block"));
+  BlockIndex index;
+  for (const std::string& b : all) {
+    auto where = sys.Resolve(absl::StrCat("class/block/", b));
+    if (absl::IsNotFound(where.status())) continue;  // Removed meanwhile.
+    if (!where.ok()) return where.status();
+    index.emplace_back(b, std::move(*where));
+  }
+  return index;
+}
+
+absl::StatusOr<std::vector<std::string>> BlockDevicesIn(Sysfs& sys, const PciFunctionInfo& info,
+                                                        const BlockIndex& index) {
+  std::vector<std::string> disks;
+  std::vector<std::string> partitions;
+  if (info.driver.empty() || info.driver == kVfioPci) return disks;
+  if (info.driver == "nvme" && info.nvme_controller.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        info.address.ToString(), " is on nvme but sysfs shows no controller below it"));
+  }
+  ASSIGN_OR_RETURN(std::string self, sys.Resolve(DevicePath(info.address)));
+  std::vector<std::string> under = {self + "/"};
+  if (!info.nvme_controller.empty()) {
+    ASSIGN_OR_RETURN(std::vector<std::string> heads, NvmeHeads(sys, info));
+    for (const std::string& h : heads) {
+      ASSIGN_OR_RETURN(std::string dir, sys.Resolve(absl::StrCat("class/block/", h)));
+      under.push_back(dir);  // The head itself,
+      under.push_back(dir + "/");  // and its partitions.
+    }
+  }
+  for (const auto& [b, where] : index) {
+    const bool ours = std::any_of(under.begin(), under.end(), [&](const std::string& u) {
+      return u.ends_with("/") ? where.starts_with(u) : where == u;
+    });
+    if (!ours) continue;
+    const std::string dir = absl::StrCat("class/block/", b);
+    // Hidden multipath paths have no device node; their head stands for them.
+    if (auto hidden = ReadTrimmed(sys, dir + "/hidden"); hidden.ok() && *hidden == "1") continue;
+    (sys.Exists(dir + "/partition") ? partitions : disks).push_back(b);
+  }
+  disks.insert(disks.end(), partitions.begin(), partitions.end());
+  return disks;
+}
+
 struct BlockDevice {
   std::string name;
   std::string number;  // major:minor
@@ -197,8 +247,9 @@ const Mount* MountHolding(const std::vector<Mount>& mounts, std::string_view pat
 // The block devices behind a storage function with their numbers; holders
 // are uses.
 absl::StatusOr<std::vector<BlockDevice>> CollectBlocks(Sysfs& sys, const PciFunctionInfo& info,
+                                                       const BlockIndex& index,
                                                        std::vector<std::string>* uses) {
-  ASSIGN_OR_RETURN(std::vector<std::string> names, BlockDevicesOf(sys, info));
+  ASSIGN_OR_RETURN(std::vector<std::string> names, BlockDevicesIn(sys, info, index));
   std::vector<BlockDevice> blocks;
   for (const std::string& b : names) {
     const std::string dir = absl::StrCat("class/block/", b);
@@ -320,39 +371,9 @@ absl::Status NetworkUses(Sysfs& sys, const PciFunctionInfo& info, std::vector<st
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFunctionInfo& info) {
-  std::vector<std::string> disks;
-  std::vector<std::string> partitions;
-  if (info.driver.empty() || info.driver == kVfioPci) return disks;
-  if (info.driver == "nvme" && info.nvme_controller.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        info.address.ToString(), " is on nvme but sysfs shows no controller below it"));
-  }
-  ASSIGN_OR_RETURN(std::string self, sys.Resolve(DevicePath(info.address)));
-  std::vector<std::string> under = {self + "/"};
-  if (!info.nvme_controller.empty()) {
-    ASSIGN_OR_RETURN(std::vector<std::string> heads, NvmeHeads(sys, info));
-    for (const std::string& h : heads) {
-      ASSIGN_OR_RETURN(std::string dir, sys.Resolve(absl::StrCat("class/block/", h)));
-      under.push_back(dir);  // The head itself,
-      under.push_back(dir + "/");  // and its partitions.
-    }
-  }
-  ASSIGN_OR_RETURN(std::vector<std::string> all, sys.List("class/block"));
-  for (const std::string& b : all) {
-    const std::string dir = absl::StrCat("class/block/", b);
-    auto where = sys.Resolve(dir);
-    if (absl::IsNotFound(where.status())) continue;  // Removed meanwhile.
-    if (!where.ok()) return where.status();
-    const bool ours = std::any_of(under.begin(), under.end(), [&](const std::string& u) {
-      return u.ends_with("/") ? where->starts_with(u) : *where == u;
-    });
-    if (!ours) continue;
-    // Hidden multipath paths have no device node; their head stands for them.
-    if (auto hidden = ReadTrimmed(sys, dir + "/hidden"); hidden.ok() && *hidden == "1") continue;
-    (sys.Exists(dir + "/partition") ? partitions : disks).push_back(b);
-  }
-  disks.insert(disks.end(), partitions.begin(), partitions.end());
-  return disks;
+  if (info.driver.empty() || info.driver == kVfioPci) return std::vector<std::string>{};
+  ASSIGN_OR_RETURN(BlockIndex index, ReadBlockIndex(sys));
+  return BlockDevicesIn(sys, info, index);
 }
 
 namespace {
@@ -368,12 +389,18 @@ std::vector<absl::StatusOr<std::vector<std::string>>> CheckEach(
   std::vector<std::vector<BlockDevice>> blocks(n);
   opened->resize(n);
   std::set<std::string> wanted;
+  std::optional<absl::StatusOr<BlockIndex>> block_index;  // Read at the first storage function.
   for (size_t i = 0; i < n; ++i) {
     const PciFunctionInfo& info = queries[i].info;
     if (info.driver.empty() || info.driver == kVfioPci) continue;
     switch (info.class_code >> 16) {
       case 0x01: {
-        auto b = CollectBlocks(*host.sys, info, &uses[i]);
+        if (!block_index.has_value()) block_index = ReadBlockIndex(*host.sys);
+        if (!block_index->ok()) {
+          errors[i] = block_index->status();
+          break;
+        }
+        auto b = CollectBlocks(*host.sys, info, **block_index, &uses[i]);
         if (!b.ok()) {
           errors[i] = b.status();
           break;
