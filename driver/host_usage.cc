@@ -340,12 +340,14 @@ absl::Status NetworkUses(Sysfs& sys, const PciFunctionInfo& info, std::vector<st
   if (!self.ok()) return CannotCheck(info.address.ToString(), self.status());
   auto interfaces = sys.List("class/net");
   if (!interfaces.ok()) return CannotCheck("the host's network interfaces", interfaces.status());
+  int seen = 0;
   for (const std::string& i : *interfaces) {
     const std::string dir = absl::StrCat("class/net/", i);
     auto where = sys.Resolve(dir);
     if (absl::IsNotFound(where.status())) continue;  // Removed meanwhile.
     if (!where.ok()) return CannotCheck(absl::StrCat("interface ", i), where.status());
     if (!where->starts_with(*self + "/")) continue;
+    ++seen;
     auto flags_text = ReadTrimmed(sys, dir + "/flags");
     uint32_t flags = 0;
     if (!flags_text.ok()) return CannotCheck(absl::StrCat("interface ", i), flags_text.status());
@@ -364,6 +366,16 @@ absl::Status NetworkUses(Sysfs& sys, const PciFunctionInfo& info, std::vector<st
         uses->push_back(absl::StrCat("interface ", i, " is part of ", e.substr(6)));
       }
     }
+  }
+  if (seen == 0) {
+    // A network driver without a host interface: the interface was most
+    // likely moved into another network namespace (a pod's), where pdc-node
+    // cannot see whether it is up.
+    return CannotCheck(absl::StrCat("the interfaces of ", info.address.ToString()),
+                       absl::NotFoundError(absl::StrCat(
+                           "it is on ", info.driver,
+                           " but no network interface of it is visible in the host's network "
+                           "namespace (moved into a pod's?)")));
   }
   return absl::OkStatus();
 }

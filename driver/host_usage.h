@@ -12,8 +12,10 @@
 //    is mounted (mountinfo, by major:minor and by /dev/<name>), used as swap,
 //    has holders, backs a loop device (the raw disk, or a file on one of its
 //    mounted file systems), or is open in any process (`<proc>/<pid>/fd`).
-//  - network (0x02): a host interface on the function that is up, or that
-//    is part of a bond, bridge or other upper device.
+//  - network (0x02): a host interface on the function that is up (with or
+//    without addresses: up is enough), or that is part of a bond, bridge or
+//    other upper device. A function on a driver with no interface in the
+//    host's network namespace cannot be checked (moved into a pod's).
 //  - any other class: bound to a host driver that its device class does not
 //    list in `host_drivers`.
 // A function bound to no driver or to vfio-pci has no host use here (see

@@ -300,6 +300,11 @@ INSTANTIATE_TEST_SUITE_P(
                           std::filesystem::canonical(k.sys_root() + "/class/block/nvme0n1") / "dev");
                     },
                     {"0000:00:03.0"}, "host_in_use", "cannot check block device nvme0n1"},
+        RefusalCase{"NicWithoutAVisibleInterfaceFailsClosed",  // Moved into a pod's netns.
+                    [](K& k) { AddNic(k); },
+                    {"0000:02:00.0"}, "host_in_use",
+                    "it is on igb but no network interface of it is visible in the host's "
+                    "network namespace"},
         RefusalCase{"NicCarrierUnreadableFailsClosed",
                     [](K& k) {
                       AddNic(k);
