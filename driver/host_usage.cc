@@ -110,8 +110,8 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> ProcessesHolding
   return out;
 }
 
-// Every entry of class/block with its resolved sysfs path ("" for one
-// removed meanwhile), read once per check however many functions it covers.
+// Every entry of class/block with its resolved sysfs path (entries removed
+// meanwhile left out), read once per check however many functions it covers.
 using BlockIndex = std::vector<std::pair<std::string, std::string>>;
 
 absl::StatusOr<BlockIndex> ReadBlockIndex(Sysfs& sys) {
