@@ -1,7 +1,9 @@
 // Discovery over a sysfs tree of N PCI functions laid out like the kernel's
 // (real directories and links in a temporary directory, read through
 // RealSysfs): 3/4 of them NVMe controllers matched by the class, 1/4 other
-// devices. Also the safety check of one bind (IOMMU group + host usage).
+// devices. Also the safety check of one bind (IOMMU group + host usage),
+// and the host-use check of the inventory over every NVMe at once, with P
+// processes of 16 descriptors each to scan.
 //   build/bench/driver_discovery_bench
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
@@ -28,7 +31,7 @@ void Put(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
 // Builds sys/, dev/ and proc/ under a fresh temp directory.
 class Tree {
  public:
-  explicit Tree(int n) {
+  explicit Tree(int n, int processes = 0) {
     char tmpl[] = "/tmp/pdc-bench-XXXXXX";
     root_ = ::mkdtemp(tmpl);
     const fs::path sys = root_ / "sys";
@@ -66,9 +69,18 @@ class Tree {
         Put(cd / "serial", absl::StrFormat("SN%06d            \n", i));
         Put(cd / "model", "QEMU NVMe Ctrl\n");
         Put(cd / (c + "n1") / "dev", absl::StrFormat("259:%d\n", ctrl));
+        Put(root_ / "dev" / (c + "n1"), "");  // A plain file: opens, is no device.
         fs::create_directory_symlink(
             absl::StrFormat("../../devices/pci0000:00/%s/nvme/%s/%sn1", addr, c, c),
             sys / "class/block" / (c + "n1"));
+      }
+    }
+    for (int p = 0; p < processes; ++p) {
+      const fs::path fd = root_ / "proc" / std::to_string(100 + p) / "fd";
+      fs::create_directories(fd);
+      Put(fd.parent_path() / "comm", "worker\n");
+      for (int k = 0; k < 16; ++k) {
+        fs::create_symlink(root_ / "proc/swaps", fd / std::to_string(k));
       }
     }
   }
@@ -124,6 +136,27 @@ void BM_CheckBindable(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_CheckBindable)->Unit(benchmark::kMicrosecond);
+
+// The inventory's host-use check of every pass (VfioBinder::HostUses): all
+// NVMe of a tree of 64 functions (48), with Arg processes to scan.
+void BM_HostUsesOfTheInventory(benchmark::State& state) {
+  Tree tree(64, static_cast<int>(state.range(0)));
+  RealSysfs sys(tree.sys()), dev(tree.dev()), proc(tree.proc());
+  auto journal = BindJournal::Open(tree.journal());
+  BinderOptions options;
+  options.classes = {Nvme()};
+  VfioBinder binder(&sys, &dev, &proc, journal->get(), options);
+  auto found = Discover(sys, "node-a", {{Nvme()}, {}});
+  std::vector<PciAddress> addresses;
+  for (const Device& d : found->inventory.devices) addresses.push_back(d.address);
+  for (auto _ : state) {
+    auto used = binder.HostUses(addresses);
+    if (!used.empty()) state.SkipWithError(used.begin()->second.c_str());
+  }
+  state.counters["devices"] = static_cast<double>(addresses.size());
+  state.counters["processes"] = static_cast<double>(state.range(0));
+}
+BENCHMARK(BM_HostUsesOfTheInventory)->Arg(0)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace pdc::driver

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -109,19 +110,146 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> ProcessesHolding
   return out;
 }
 
+// Every entry of class/block with its resolved sysfs path (entries removed
+// meanwhile left out), read once per check however many functions it covers.
+using BlockIndex = std::vector<std::pair<std::string, std::string>>;
+
+absl::StatusOr<BlockIndex> ReadBlockIndex(Sysfs& sys) {
+  ASSIGN_OR_RETURN(std::vector<std::string> all, sys.List("class/block"));
+  BlockIndex index;
+  for (const std::string& b : all) {
+    auto where = sys.Resolve(absl::StrCat("class/block/", b));
+    if (absl::IsNotFound(where.status())) continue;  // Removed meanwhile.
+    if (!where.ok()) return where.status();
+    index.emplace_back(b, std::move(*where));
+  }
+  return index;
+}
+
+absl::StatusOr<std::vector<std::string>> BlockDevicesIn(Sysfs& sys, const PciFunctionInfo& info,
+                                                        const BlockIndex& index) {
+  std::vector<std::string> disks;
+  std::vector<std::string> partitions;
+  if (info.driver.empty() || info.driver == kVfioPci) return disks;
+  if (info.driver == "nvme" && info.nvme_controller.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        info.address.ToString(), " is on nvme but sysfs shows no controller below it"));
+  }
+  ASSIGN_OR_RETURN(std::string self, sys.Resolve(DevicePath(info.address)));
+  std::vector<std::string> under = {self + "/"};
+  if (!info.nvme_controller.empty()) {
+    ASSIGN_OR_RETURN(std::vector<std::string> heads, NvmeHeads(sys, info));
+    for (const std::string& h : heads) {
+      ASSIGN_OR_RETURN(std::string dir, sys.Resolve(absl::StrCat("class/block/", h)));
+      under.push_back(dir);  // The head itself,
+      under.push_back(dir + "/");  // and its partitions.
+    }
+  }
+  for (const auto& [b, where] : index) {
+    const bool ours = std::any_of(under.begin(), under.end(), [&](const std::string& u) {
+      return u.ends_with("/") ? where.starts_with(u) : where == u;
+    });
+    if (!ours) continue;
+    const std::string dir = absl::StrCat("class/block/", b);
+    // Hidden multipath paths have no device node; their head stands for them.
+    if (auto hidden = ReadTrimmed(sys, dir + "/hidden"); hidden.ok() && *hidden == "1") continue;
+    (sys.Exists(dir + "/partition") ? partitions : disks).push_back(b);
+  }
+  disks.insert(disks.end(), partitions.begin(), partitions.end());
+  return disks;
+}
+
 struct BlockDevice {
   std::string name;
   std::string number;  // major:minor
 };
 
-// What the host does with the block devices of a storage function. The
-// exclusive descriptors opened along the way go into `opened`.
-absl::Status StorageUses(const HostView& host, const PciFunctionInfo& info,
-                         BlockDeviceHold* opened, std::vector<std::string>* uses) {
-  Sysfs& sys = *host.sys;
-  ASSIGN_OR_RETURN(std::vector<std::string> names, BlockDevicesOf(sys, info));
-  if (names.empty()) return absl::OkStatus();
+struct Mount {
+  std::string number;  // major:minor of the mounted device
+  std::string mount_point;
+  std::string source;  // e.g. "/dev/nvme0n1p1"
+};
 
+struct LoopDevice {
+  std::string name;
+  std::string backing_file;
+};
+
+// The host's tables a storage check reads, read once per check however many
+// functions it covers. Each is an error saying what could not be read.
+struct HostTables {
+  absl::StatusOr<std::map<std::string, std::vector<std::string>>> holding;
+  absl::StatusOr<std::vector<Mount>> mounts;
+  absl::StatusOr<std::vector<std::string>> swaps;
+  absl::StatusOr<std::vector<LoopDevice>> loops;
+};
+
+absl::StatusOr<std::vector<Mount>> ReadMounts(const HostView& host) {
+  auto mountinfo = host.proc->Read(host.mountinfo_path);
+  if (!mountinfo.ok()) return CannotCheck("the host's mounts", mountinfo.status());
+  std::vector<Mount> mounts;
+  for (absl::string_view line : absl::StrSplit(*mountinfo, '\n', absl::SkipEmpty())) {
+    // 36 35 98:0 /root /mnt rw,noatime master:1 - ext3 /dev/root rw
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+    if (f.size() < 5) continue;
+    Mount m{std::string(f[2]), UnescapeMount(f[4]), ""};
+    for (size_t i = 5; i + 2 < f.size(); ++i) {
+      if (f[i] == "-") {
+        m.source = UnescapeMount(f[i + 2]);
+        break;
+      }
+    }
+    mounts.push_back(std::move(m));
+  }
+  return mounts;
+}
+
+absl::StatusOr<std::vector<std::string>> ReadSwaps(Sysfs& proc) {
+  auto swaps = proc.Read("swaps");
+  if (!swaps.ok()) return CannotCheck("the host's swap devices", swaps.status());
+  std::vector<std::string> files;
+  for (absl::string_view line : absl::StrSplit(*swaps, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (f.empty() || f[0] == "Filename") continue;
+    files.push_back(UnescapeMount(f[0]));
+  }
+  return files;
+}
+
+absl::StatusOr<std::vector<LoopDevice>> ReadLoops(Sysfs& sys) {
+  auto all = sys.List("class/block");
+  if (!all.ok()) return CannotCheck("the host's loop devices", all.status());
+  std::vector<LoopDevice> loops;
+  for (const std::string& l : *all) {
+    if (!l.starts_with("loop")) continue;
+    auto backing = ReadTrimmed(sys, absl::StrCat("class/block/", l, "/loop/backing_file"));
+    if (absl::IsNotFound(backing.status())) continue;  // Not attached.
+    if (!backing.ok()) return CannotCheck(absl::StrCat("loop device ", l), backing.status());
+    loops.push_back({l, std::string(absl::StripSuffix(*backing, " (deleted)"))});
+  }
+  return loops;
+}
+
+// The mount whose mount point is the longest prefix of `path` (the last one
+// mounted there when several are), or null.
+const Mount* MountHolding(const std::vector<Mount>& mounts, std::string_view path) {
+  const Mount* best = nullptr;
+  for (const Mount& m : mounts) {
+    const std::string_view mp = m.mount_point;
+    const bool below = mp == "/" ? path.starts_with("/")
+                                 : path == mp || (path.starts_with(mp) && path[mp.size()] == '/');
+    if (below && (best == nullptr || mp.size() >= best->mount_point.size())) best = &m;
+  }
+  return best;
+}
+
+// The block devices behind a storage function with their numbers; holders
+// are uses.
+absl::StatusOr<std::vector<BlockDevice>> CollectBlocks(Sysfs& sys, const PciFunctionInfo& info,
+                                                       const BlockIndex& index,
+                                                       std::vector<std::string>* uses) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, BlockDevicesIn(sys, info, index));
   std::vector<BlockDevice> blocks;
   for (const std::string& b : names) {
     const std::string dir = absl::StrCat("class/block/", b);
@@ -135,15 +263,21 @@ absl::Status StorageUses(const HostView& host, const PciFunctionInfo& info,
     }
     blocks.push_back({b, *number});
   }
+  return blocks;
+}
 
-  // Processes first: the exclusive descriptors below are pdc-node's own.
-  std::set<std::string> wanted;
-  for (const BlockDevice& b : blocks) wanted.insert("b" + b.number);
-  ASSIGN_OR_RETURN(auto holding, ProcessesHolding(*host.proc, wanted));
+// What the host does with the block devices of one storage function. The
+// exclusive descriptors opened along the way go into `opened`.
+absl::Status BlockUses(const HostView& host, const HostTables& tables,
+                       const std::vector<BlockDevice>& blocks, BlockDeviceHold* opened,
+                       std::vector<std::string>* uses) {
+  // Processes first (read before any exclusive descriptor of this check
+  // existed; pdc-node's own are skipped anyway).
+  if (!tables.holding.ok()) return tables.holding.status();
   for (const BlockDevice& b : blocks) {
-    for (const std::string& p : holding["b" + b.number]) {
-      uses->push_back(absl::StrCat(b.name, " is open in ", p));
-    }
+    auto it = tables.holding->find("b" + b.number);
+    if (it == tables.holding->end()) continue;
+    for (const std::string& p : it->second) uses->push_back(absl::StrCat(b.name, " is open in ", p));
   }
 
   for (const BlockDevice& b : blocks) {
@@ -151,9 +285,10 @@ absl::Status StorageUses(const HostView& host, const PciFunctionInfo& info,
     if (fd.ok()) {
       opened->Add(std::move(*fd));
     } else if (absl::IsFailedPrecondition(fd.status())) {
-      uses->push_back(absl::StrCat(b.name, " (", b.number,
-                                   ") is busy: the kernel refuses to open it exclusively (a file "
-                                   "system, md/dm/LVM, swap, ZFS or another program holds it)"));
+      uses->push_back(absl::StrCat("/dev/", b.name, " (", b.number,
+                                   ") is in use by the host (mounted, swap, RAID/LVM member, ZFS "
+                                   "or held open exclusively): the kernel refuses to open it "
+                                   "exclusively"));
     } else {
       return CannotCheck(absl::StrCat(b.name, " (open /dev/", b.name,
                                       " exclusively; is the host's /dev mounted?)"),
@@ -161,52 +296,39 @@ absl::Status StorageUses(const HostView& host, const PciFunctionInfo& info,
     }
   }
 
-  auto mountinfo = host.proc->Read(host.mountinfo_path);
-  if (!mountinfo.ok()) return CannotCheck("the host's mounts", mountinfo.status());
-  for (absl::string_view line : absl::StrSplit(*mountinfo, '\n', absl::SkipEmpty())) {
-    // 36 35 98:0 /root /mnt rw,noatime master:1 - ext3 /dev/root rw
-    std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
-    if (f.size() < 5) continue;
-    const std::string mount_point = UnescapeMount(f[4]);
-    std::string source;
-    for (size_t i = 5; i + 2 < f.size(); ++i) {
-      if (f[i] == "-") {
-        source = UnescapeMount(f[i + 2]);
-        break;
-      }
-    }
+  if (!tables.mounts.ok()) return tables.mounts.status();
+  for (const Mount& m : *tables.mounts) {
     for (const BlockDevice& b : blocks) {
-      if (b.number == f[2] || source == absl::StrCat("/dev/", b.name)) {
-        uses->push_back(absl::StrCat(b.name, " (", b.number, ") is mounted at ", mount_point));
+      if (b.number == m.number || m.source == absl::StrCat("/dev/", b.name)) {
+        uses->push_back(absl::StrCat(b.name, " (", b.number, ") is mounted at ", m.mount_point));
       }
     }
   }
 
-  auto swaps = host.proc->Read("swaps");
-  if (!swaps.ok()) return CannotCheck("the host's swap devices", swaps.status());
-  for (absl::string_view line : absl::StrSplit(*swaps, '\n', absl::SkipEmpty())) {
-    std::vector<absl::string_view> f =
-        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-    if (f.empty() || f[0] == "Filename") continue;
-    const std::string file = UnescapeMount(f[0]);
+  if (!tables.swaps.ok()) return tables.swaps.status();
+  for (const std::string& file : *tables.swaps) {
     for (const BlockDevice& b : blocks) {
       if (file == absl::StrCat("/dev/", b.name)) uses->push_back(absl::StrCat(b.name, " is used as swap"));
     }
   }
 
   // A loop device over the raw disk holds it without a mount, a holder or
-  // a process (the kernel keeps the file open); a loop device over a file
-  // on one of its file systems is covered by the mount and the busy checks.
-  ASSIGN_OR_RETURN(std::vector<std::string> all, sys.List("class/block"));
-  for (const std::string& l : all) {
-    if (!l.starts_with("loop")) continue;
-    auto backing = ReadTrimmed(sys, absl::StrCat("class/block/", l, "/loop/backing_file"));
-    if (absl::IsNotFound(backing.status())) continue;  // Not attached.
-    if (!backing.ok()) return CannotCheck(absl::StrCat("loop device ", l), backing.status());
-    const std::string file(absl::StripSuffix(*backing, " (deleted)"));
+  // a process (the kernel keeps the file open). One over a file on a file
+  // system of the disk keeps that file system alive even once unmounted
+  // lazily (then only the exclusive open above sees it); while mounted,
+  // the mount table says which disk holds the file.
+  if (!tables.loops.ok()) return tables.loops.status();
+  for (const LoopDevice& l : *tables.loops) {
+    const Mount* on = l.backing_file.starts_with("/dev/") ? nullptr
+                                                          : MountHolding(*tables.mounts, l.backing_file);
     for (const BlockDevice& b : blocks) {
-      if (file == absl::StrCat("/dev/", b.name)) {
-        uses->push_back(absl::StrCat(b.name, " backs loop device ", l));
+      if (l.backing_file == absl::StrCat("/dev/", b.name)) {
+        uses->push_back(absl::StrCat(b.name, " backs loop device ", l.name));
+      } else if (on != nullptr &&
+                 (on->number == b.number || on->source == absl::StrCat("/dev/", b.name))) {
+        uses->push_back(absl::StrCat(b.name, " (", b.number, ") holds ", l.backing_file,
+                                     ", the backing file of loop device ", l.name,
+                                     " (mounted at ", on->mount_point, ")"));
       }
     }
   }
@@ -218,12 +340,14 @@ absl::Status NetworkUses(Sysfs& sys, const PciFunctionInfo& info, std::vector<st
   if (!self.ok()) return CannotCheck(info.address.ToString(), self.status());
   auto interfaces = sys.List("class/net");
   if (!interfaces.ok()) return CannotCheck("the host's network interfaces", interfaces.status());
+  int seen = 0;
   for (const std::string& i : *interfaces) {
     const std::string dir = absl::StrCat("class/net/", i);
     auto where = sys.Resolve(dir);
     if (absl::IsNotFound(where.status())) continue;  // Removed meanwhile.
     if (!where.ok()) return CannotCheck(absl::StrCat("interface ", i), where.status());
     if (!where->starts_with(*self + "/")) continue;
+    ++seen;
     auto flags_text = ReadTrimmed(sys, dir + "/flags");
     uint32_t flags = 0;
     if (!flags_text.ok()) return CannotCheck(absl::StrCat("interface ", i), flags_text.status());
@@ -243,74 +367,118 @@ absl::Status NetworkUses(Sysfs& sys, const PciFunctionInfo& info, std::vector<st
       }
     }
   }
+  if (seen == 0) {
+    // A network driver without a host interface: the interface was most
+    // likely moved into another network namespace (a pod's), where pdc-node
+    // cannot see whether it is up.
+    return CannotCheck(absl::StrCat("the interfaces of ", info.address.ToString()),
+                       absl::NotFoundError(absl::StrCat(
+                           "it is on ", info.driver,
+                           " but no network interface of it is visible in the host's network "
+                           "namespace (moved into a pod's?)")));
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFunctionInfo& info) {
-  std::vector<std::string> disks;
-  std::vector<std::string> partitions;
-  if (info.driver.empty() || info.driver == kVfioPci) return disks;
-  if (info.driver == "nvme" && info.nvme_controller.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        info.address.ToString(), " is on nvme but sysfs shows no controller below it"));
-  }
-  ASSIGN_OR_RETURN(std::string self, sys.Resolve(DevicePath(info.address)));
-  std::vector<std::string> under = {self + "/"};
-  if (!info.nvme_controller.empty()) {
-    ASSIGN_OR_RETURN(std::vector<std::string> heads, NvmeHeads(sys, info));
-    for (const std::string& h : heads) {
-      ASSIGN_OR_RETURN(std::string dir, sys.Resolve(absl::StrCat("class/block/", h)));
-      under.push_back(dir);  // The head itself,
-      under.push_back(dir + "/");  // and its partitions.
+  if (info.driver.empty() || info.driver == kVfioPci) return std::vector<std::string>{};
+  ASSIGN_OR_RETURN(BlockIndex index, ReadBlockIndex(sys));
+  return BlockDevicesIn(sys, info, index);
+}
+
+namespace {
+
+// The checks of HostUsesOf for several functions; `opened[i]` receives the
+// exclusive descriptors of function i.
+std::vector<absl::StatusOr<std::vector<std::string>>> CheckEach(
+    const HostView& host, const std::vector<HostUsageQuery>& queries,
+    std::vector<BlockDeviceHold>* opened) {
+  const size_t n = queries.size();
+  std::vector<absl::Status> errors(n);
+  std::vector<std::vector<std::string>> uses(n);
+  std::vector<std::vector<BlockDevice>> blocks(n);
+  opened->resize(n);
+  std::set<std::string> wanted;
+  std::optional<absl::StatusOr<BlockIndex>> block_index;  // Read at the first storage function.
+  for (size_t i = 0; i < n; ++i) {
+    const PciFunctionInfo& info = queries[i].info;
+    if (info.driver.empty() || info.driver == kVfioPci) continue;
+    switch (info.class_code >> 16) {
+      case 0x01: {
+        if (!block_index.has_value()) block_index = ReadBlockIndex(*host.sys);
+        if (!block_index->ok()) {
+          errors[i] = block_index->status();
+          break;
+        }
+        auto b = CollectBlocks(*host.sys, info, **block_index, &uses[i]);
+        if (!b.ok()) {
+          errors[i] = b.status();
+          break;
+        }
+        blocks[i] = std::move(*b);
+        for (const BlockDevice& d : blocks[i]) wanted.insert("b" + d.number);
+        break;
+      }
+      case 0x02:
+        errors[i] = NetworkUses(*host.sys, info, &uses[i]);
+        break;
+      default: {
+        const DeviceClass* c = queries[i].device_class;
+        if (c == nullptr) {
+          errors[i] = absl::InvalidArgumentError(
+              absl::StrCat(info.address.ToString(), " matches no device class"));
+        } else if (std::find(c->host_drivers.begin(), c->host_drivers.end(), info.driver) ==
+                   c->host_drivers.end()) {
+          uses[i].push_back(absl::StrCat("it is bound to the host driver ", info.driver,
+                                         ", which device class ", c->resource_name,
+                                         " does not list in hostDrivers"));
+        }
+        break;
+      }
     }
   }
-  ASSIGN_OR_RETURN(std::vector<std::string> all, sys.List("class/block"));
-  for (const std::string& b : all) {
-    const std::string dir = absl::StrCat("class/block/", b);
-    auto where = sys.Resolve(dir);
-    if (absl::IsNotFound(where.status())) continue;  // Removed meanwhile.
-    if (!where.ok()) return where.status();
-    const bool ours = std::any_of(under.begin(), under.end(), [&](const std::string& u) {
-      return u.ends_with("/") ? where->starts_with(u) : *where == u;
-    });
-    if (!ours) continue;
-    // Hidden multipath paths have no device node; their head stands for them.
-    if (auto hidden = ReadTrimmed(sys, dir + "/hidden"); hidden.ok() && *hidden == "1") continue;
-    (sys.Exists(dir + "/partition") ? partitions : disks).push_back(b);
+  if (!wanted.empty()) {
+    HostTables tables;
+    tables.holding = ProcessesHolding(*host.proc, wanted);
+    tables.mounts = ReadMounts(host);
+    tables.swaps = ReadSwaps(*host.proc);
+    tables.loops = ReadLoops(*host.sys);
+    for (size_t i = 0; i < n; ++i) {
+      if (!errors[i].ok() || blocks[i].empty()) continue;
+      errors[i] = BlockUses(host, tables, blocks[i], &(*opened)[i], &uses[i]);
+    }
   }
-  disks.insert(disks.end(), partitions.begin(), partitions.end());
-  return disks;
+  std::vector<absl::StatusOr<std::vector<std::string>>> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (!errors[i].ok()) {
+      out.push_back(errors[i]);
+      continue;
+    }
+    std::sort(uses[i].begin(), uses[i].end());
+    uses[i].erase(std::unique(uses[i].begin(), uses[i].end()), uses[i].end());
+    out.push_back(std::move(uses[i]));
+  }
+  return out;
 }
+
+}  // namespace
 
 absl::StatusOr<std::vector<std::string>> HostUsesOf(const HostView& host,
                                                     const PciFunctionInfo& info,
                                                     const DeviceClass& device_class,
                                                     BlockDeviceHold* hold) {
-  std::vector<std::string> uses;
-  if (info.driver.empty() || info.driver == kVfioPci) return uses;
-  BlockDeviceHold opened;
-  switch (info.class_code >> 16) {
-    case 0x01:
-      RETURN_IF_ERROR(StorageUses(host, info, &opened, &uses));
-      break;
-    case 0x02:
-      RETURN_IF_ERROR(NetworkUses(*host.sys, info, &uses));
-      break;
-    default:
-      if (std::find(device_class.host_drivers.begin(), device_class.host_drivers.end(),
-                    info.driver) == device_class.host_drivers.end()) {
-        uses.push_back(absl::StrCat("it is bound to the host driver ", info.driver,
-                                    ", which device class ", device_class.resource_name,
-                                    " does not list in hostDrivers"));
-      }
-      break;
-  }
-  std::sort(uses.begin(), uses.end());
-  uses.erase(std::unique(uses.begin(), uses.end()), uses.end());
-  if (uses.empty() && hold != nullptr) hold->Take(std::move(opened));
-  return uses;
+  std::vector<BlockDeviceHold> opened;
+  auto results = CheckEach(host, {HostUsageQuery{info, &device_class}}, &opened);
+  if (results[0].ok() && results[0]->empty() && hold != nullptr) hold->Take(std::move(opened[0]));
+  return std::move(results[0]);
+}
+
+std::vector<absl::StatusOr<std::vector<std::string>>> HostUsesOfEach(
+    const HostView& host, const std::vector<HostUsageQuery>& queries) {
+  std::vector<BlockDeviceHold> opened;
+  return CheckEach(host, queries, &opened);
 }
 
 absl::StatusOr<std::vector<std::string>> VfioGroupUsers(const HostView& host, int32_t group) {
@@ -321,7 +489,16 @@ absl::StatusOr<std::vector<std::string>> VfioGroupUsers(const HostView& host, in
     return absl::NotFoundError(absl::StrCat("/dev/vfio/", name, " does not exist"));
   }
   ASSIGN_OR_RETURN(auto holding, ProcessesHolding(*host.proc, {it->second}));
-  return holding[it->second];
+  if (!holding[it->second].empty()) return holding[it->second];
+  // Closed at once: holding it would refuse the VM that comes to open it.
+  auto fd = host.dev->OpenExclusive(absl::StrCat("vfio/", name));
+  if (fd.ok()) return std::vector<std::string>{};
+  if (absl::IsFailedPrecondition(fd.status())) {
+    return std::vector<std::string>{absl::StrCat(
+        "a process pdc-node cannot see (the kernel refuses to open /dev/vfio/", name,
+        ": EBUSY, the group is open)")};
+  }
+  return CannotCheck(absl::StrCat("/dev/vfio/", name, " (open it)"), fd.status());
 }
 
 absl::Status CheckHostView(Sysfs& proc) {

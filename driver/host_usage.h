@@ -10,17 +10,21 @@
 //    exclusively (a mounted file system, md/dm/LVM, swap, a ZFS pool, a
 //    lazily unmounted file system still alive, any O_EXCL opener), when it
 //    is mounted (mountinfo, by major:minor and by /dev/<name>), used as swap,
-//    has holders, backs a loop device, or is open in any process
-//    (`<proc>/<pid>/fd`).
-//  - network (0x02): a host interface on the function that is up, or that
-//    is part of a bond, bridge or other upper device.
+//    has holders, backs a loop device (the raw disk, or a file on one of its
+//    mounted file systems), or is open in any process (`<proc>/<pid>/fd`).
+//  - network (0x02): a host interface on the function that is up (with or
+//    without addresses: up is enough), or that is part of a bond, bridge or
+//    other upper device. A function on a driver with no interface in the
+//    host's network namespace cannot be checked (moved into a pod's).
 //  - any other class: bound to a host driver that its device class does not
 //    list in `host_drivers`.
 // A function bound to no driver or to vfio-pci has no host use here (see
 // VfioGroupUsers for a vfio-pci device some process already holds).
 //
 // The exclusive descriptors can be kept (BlockDeviceHold) so that nothing
-// mounts or claims a disk between the check and the unbind.
+// mounts or claims a disk between the check and the unbind. HostUsesOfEach
+// checks many functions with one read of the host's processes and tables
+// (the inventory's health) and keeps nothing open.
 // Thread-safety: functions are stateless; BlockDeviceHold is a value.
 #ifndef PDC_DRIVER_HOST_USAGE_H_
 #define PDC_DRIVER_HOST_USAGE_H_
@@ -78,8 +82,23 @@ absl::StatusOr<std::vector<std::string>> HostUsesOf(const HostView& host,
                                                     const DeviceClass& device_class,
                                                     BlockDeviceHold* hold);
 
-// The processes that hold /dev/vfio/<group> open, e.g. "process 4242
-// (qemu-kvm)"; empty when none. NotFound when /dev/vfio/<group> is missing.
+// One function to check and the device class it matched (not null).
+struct HostUsageQuery {
+  PciFunctionInfo info;
+  const DeviceClass* device_class = nullptr;
+};
+
+// HostUsesOf for each query, in order, reading the host's processes, mount
+// table, swaps and loop devices once for all of them. The exclusive
+// descriptors are closed before it returns.
+std::vector<absl::StatusOr<std::vector<std::string>>> HostUsesOfEach(
+    const HostView& host, const std::vector<HostUsageQuery>& queries);
+
+// The users of /dev/vfio/<group>, e.g. "process 4242 (qemu-kvm)"; empty when
+// none. The processes holding it are looked up first (to name them); when
+// none is found the group is opened and closed again: a VFIO group has one
+// opener at a time, so the kernel's EBUSY says that something pdc-node
+// cannot see holds it. NotFound when /dev/vfio/<group> is missing.
 absl::StatusOr<std::vector<std::string>> VfioGroupUsers(const HostView& host, int32_t group);
 
 // OK when `proc` is the host's: pdc-node runs in the host's PID namespace

@@ -33,6 +33,9 @@ NodeMetrics::NodeMetrics(MetricsRegistry* r)
                                     DefaultLatencyBuckets())),
       erases_pending(r->AddGauge("pdc_node_erases_pending",
                                  "NVMe erases journaled and not finished (devices unhealthy).")),
+      host_used(r->AddGauge("pdc_node_devices_host_used",
+                            "Managed devices not offered because the host uses them or the "
+                            "host-use check could not run (devices unhealthy).")),
       extender_errors(r->AddCounterFamily("pdc_node_extender_errors_total",
                                           "Failed calls to pdc-extender, by operation.",
                                           {"operation"})),

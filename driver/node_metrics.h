@@ -34,6 +34,9 @@ class NodeMetrics {
   CounterFamily* erases;
   Histogram* erase_seconds;  // pdc_node_erase_duration_seconds (successful erases)
   Gauge* erases_pending;     // pdc_node_erases_pending (journaled, not done)
+  // pdc_node_devices_host_used: managed devices not offered because the
+  // host uses them (or that could not be checked), from the last discovery.
+  Gauge* host_used;
   // pdc_node_extender_errors_total{operation="inventory|allocations"}
   CounterFamily* extender_errors;
   Counter* reports;          // pdc_node_inventory_reports_total

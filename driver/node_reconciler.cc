@@ -62,12 +62,45 @@ absl::StatusOr<NodeInventory> Reconciler::Discover() {
     if (e && e->state == JournalState::kErasing) dev.health = DeviceHealth::kUnhealthy;
   }
   driver::RefuseSharedSerials(&r);
+  MarkHostUsed(&r.inventory);
   for (const std::string& p : r.problems) {
     if (last_error_.emplace("discovery:" + p, p).second) spdlog::warn("discovery: {}", p);
   }
   if (metrics_) metrics_->SetDevicesByDriver(std::move(by_driver));
   if (options_.on_inventory) options_.on_inventory(r.inventory);
   return std::move(r.inventory);
+}
+
+void Reconciler::MarkHostUsed(NodeInventory* inventory) {
+  // Only devices that would be offered: the others are unhealthy already,
+  // and a bind of them gives its own reason.
+  std::vector<PciAddress> candidates;
+  for (const Device& d : inventory->devices) {
+    if (d.health == DeviceHealth::kHealthy && !d.driver.empty() && d.driver != kVfioPci) {
+      candidates.push_back(d.address);
+    }
+  }
+  const std::map<PciAddress, std::string> used =
+      candidates.empty() ? std::map<PciAddress, std::string>{} : binder_->HostUses(candidates);
+  for (Device& d : inventory->devices) {
+    const std::string key = absl::StrCat("host-use:", d.address.ToString());
+    auto it = used.find(d.address);
+    if (it == used.end()) {
+      if (last_error_.erase(key) > 0 && d.health == DeviceHealth::kHealthy) {
+        spdlog::info("{}: the host no longer uses it, offered again", d.address.ToString());
+      }
+      continue;
+    }
+    // Never offered while the host uses it: the allocator skips unhealthy
+    // devices. The inventory has no field for the reason, so it is logged.
+    d.health = DeviceHealth::kUnhealthy;
+    auto [e, inserted] = last_error_.try_emplace(key, it->second);
+    if (inserted || e->second != it->second) {
+      e->second = it->second;
+      spdlog::warn("{} is not offered (unhealthy): {}", d.address.ToString(), it->second);
+    }
+  }
+  if (metrics_) metrics_->host_used->Set(static_cast<double>(used.size()));
 }
 
 absl::Status Reconciler::Report(const NodeInventory& inventory, bool force) {

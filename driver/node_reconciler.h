@@ -9,7 +9,9 @@
 // When the extender is unreachable the pass fails, devices stay as they
 // are, and Run() retries with exponential backoff, catching up on the next
 // answer. Binding errors are counted by reason, logged once per change of
-// message, and retried on the next pass.
+// message, and retried on the next pass. A device the host uses (by the
+// check a bind makes, see host_usage.h) is reported unhealthy, so it is
+// never allocated; the reason is logged.
 // Thread-safety: RunOnce/Run from one thread; Healthy() and Stop from any.
 #ifndef PDC_DRIVER_NODE_RECONCILER_H_
 #define PDC_DRIVER_NODE_RECONCILER_H_
@@ -94,6 +96,9 @@ class Reconciler {
 
  private:
   absl::StatusOr<NodeInventory> Discover();
+  // Marks unhealthy the devices the host uses (VfioBinder::HostUses) and
+  // logs why, once per change.
+  void MarkHostUsed(NodeInventory* inventory);
   absl::Status Report(const NodeInventory& inventory, bool force);
   void Apply(const NodeAllocations& allocations, PassResult* result);
   void ReturnToHost(PciAddress address, PassResult* result);

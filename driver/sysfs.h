@@ -51,6 +51,8 @@ class Sysfs {
   // mounted file system, md/dm/LVM, swap, a ZFS pool, another exclusive
   // opener) and, once it succeeded, refuses them until the descriptor is
   // closed. FailedPrecondition ("busy") when refused; NotFound when absent.
+  // Also serves a character device whose driver allows one opener at a
+  // time, a VFIO group: its EBUSY is the same FailedPrecondition.
   virtual absl::StatusOr<UniqueFd> OpenExclusive(std::string_view path) = 0;
 
   // The devices the entries of directory `dir` lead to, by entry name:

@@ -83,6 +83,33 @@ absl::Status VfioBinder::CheckBindable(const std::vector<PciAddress>& addresses)
   return CheckBindableLocked(infos, nullptr);
 }
 
+std::map<PciAddress, std::string> VfioBinder::HostUses(const std::vector<PciAddress>& addresses) {
+  absl::MutexLock lock(&mu_);
+  std::vector<HostUsageQuery> queries;
+  std::map<PciAddress, std::string> out;
+  for (PciAddress a : addresses) {
+    auto info = ReadPciFunction(*sys_, a);
+    if (absl::IsNotFound(info.status())) continue;  // Unplugged meanwhile.
+    if (!info.ok()) {
+      out[a] = absl::StrCat("cannot tell whether the host uses it: ", info.status().ToString());
+      continue;
+    }
+    if (info->driver.empty() || info->driver == kVfioPci) continue;
+    const DeviceClass* c = MatchingClass(options_.classes, ToDevice(*info));
+    if (c != nullptr) queries.push_back({std::move(*info), c});
+  }
+  auto results = HostUsesOfEach(host_, queries);
+  for (size_t k = 0; k < queries.size(); ++k) {
+    const PciAddress a = queries[k].info.address;
+    if (!results[k].ok()) {
+      out[a] = absl::StrCat("cannot tell whether the host uses it: ", results[k].status().ToString());
+    } else if (!results[k]->empty()) {
+      out[a] = absl::StrCat("the host uses it: ", absl::StrJoin(*results[k], "; "));
+    }
+  }
+  return out;
+}
+
 absl::Status VfioBinder::CheckBindableLocked(const std::vector<PciFunctionInfo>& infos,
                                              BlockDeviceHold* hold) {
   if (infos.empty()) return absl::InvalidArgumentError("no device to bind");
@@ -187,6 +214,12 @@ absl::StatusOr<BindOutcome> VfioBinder::Bind(const std::vector<PciAddress>& addr
   // Held until this call returns: after the unbind the block devices are gone.
   BlockDeviceHold hold;
   RETURN_IF_ERROR(CheckBindableLocked(infos, &hold));
+  // Taken over (on vfio-pci, free, not journaled): pdc's from now on.
+  for (const PciFunctionInfo& i : infos) {
+    if (i.driver != kVfioPci || journal_->Get(i.address)) continue;
+    RETURN_IF_ERROR(WithReason(
+        journal_->Put(JournalEntry{i.address, JournalState::kBound, "", i.serial}), kReasonJournal));
+  }
 
   const bool all_bound = std::all_of(infos.begin(), infos.end(), [](const auto& i) {
     return i.driver == kVfioPci;

@@ -12,7 +12,9 @@
 // uses (by the rule of its class, see host_usage.h: for storage, also the
 // kernel's refusal of an exclusive open), a device already on vfio-pci that
 // pdc did not bind while some process holds its /dev/vfio/<group> open, a
-// device whose erase is pending (it may hold a previous VM's data).
+// device whose erase is pending (it may hold a previous VM's data). A device
+// taken over that way is journaled as pdc's (original driver unknown), so
+// the group is opened for the check once, not on every Bind.
 //   Erase:   MarkErasePending journals `erasing` before anything moves;
 //            GiveBackForErase hands the device to nvme; CompleteErase drops
 //            the entry once nvme_erase.h erased it.
@@ -25,6 +27,7 @@
 #define PDC_DRIVER_VFIO_BINDER_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,6 +92,13 @@ class VfioBinder {
 
   // The safety checks of Bind, without writing anything.
   absl::Status CheckBindable(const std::vector<PciAddress>& addresses);
+
+  // For each of `addresses` that the host uses, why: "the host uses it:
+  // ..." or "cannot tell whether the host uses it: ...". Functions on no
+  // driver, on vfio-pci, matched by no class, or gone are skipped, and so are
+  // those the host leaves alone. One read of the host's processes and tables
+  // for all (HostUsesOfEach); nothing stays open.
+  std::map<PciAddress, std::string> HostUses(const std::vector<PciAddress>& addresses);
 
   // Binds `addresses` (every allowed device of their IOMMU groups) to
   // vfio-pci, all or nothing: when one device fails, the devices this call

@@ -9,9 +9,13 @@
 //                               to probe), and a device on no driver stays
 //                               in the extender's returnToHost list, so a
 //                               restore of it is always attempted
-//   0000:04:00.0                NVMe on nvme whose namespace is held by dm-0:
-//                               pdc-node refuses to take it from the host
-// Each device is alone in its IOMMU group. Usage: fake_node_tree DIR
+//   0000:04:00.0                NVMe on nvme sharing IOMMU group 4 with a
+//                               USB controller (0000:04:00.1): offered (the
+//                               host does not use it), and every bind of it
+//                               is refused (iommu_group_shared). A device the
+//                               host uses would not do: it is reported
+//                               unhealthy and never allocated.
+// The others are alone in their IOMMU groups. Usage: fake_node_tree DIR
 // (an existing empty directory; sys/ dev/ proc/ are created below it).
 // Thread-safety: a single-threaded program.
 #include <cstdio>
@@ -45,9 +49,14 @@ int main(int argc, char** argv) {
     d.serial = s.serial;
     kernel.AddDevice(d);
   }
-  // nvme<N> numbers NVMe-class devices in creation order: 0000:04:00.0 is
-  // nvme3.
-  kernel.AddHolder("nvme3n1", "dm-0");
+  pdc::driver::testing::FakePciDevice usb;
+  usb.address = "0000:04:00.1";
+  usb.vendor = 0x8086;
+  usb.device = 0x1e31;
+  usb.class_code = 0x0c0330;
+  usb.group = 4;
+  usb.numa = 0;
+  kernel.AddDevice(usb);
   // The host's view, as pdc-node with hostPID sees it: one PID namespace,
   // PID 1's mount table.
   std::error_code ec;

@@ -439,7 +439,8 @@ def workload(ext, procs):
     sched.schedule(pod("vm2", "22222222-0000-0000-0000-000000000002", claims="scratch"), both,
                    "node-a")
     # vm3 (named claim scratch3, Delete) and vm4 -> 0000:03:00.0 and
-    # 0000:04:00.0, which pdc-node cannot take.
+    # 0000:04:00.0, which pdc-node cannot take (its IOMMU group holds a USB
+    # controller; a device the host used would not be offered at all).
     check_code("POST claim scratch3", http("POST", ext + "/v1/namespaces/default/claims", {
         "name": "scratch3", "resourceName": "devices.kubevirt.io/nvme", "count": 1,
         "node": "", "serial": "", "address": "", "reclaimPolicy": "Delete"}, token=TOKEN), 201)

@@ -302,6 +302,7 @@ void FakeKernel::AddProcess(int pid, const std::string& comm,
   int fd = 3;
   for (const std::string& n : nodes) {
     Link(absl::StrCat(dev_root(), "/", n), absl::StrCat(dir, "/fd/", fd++));
+    if (absl::StartsWith(n, "vfio/")) busy_.insert(n);  // A group has one opener.
   }
 }
 

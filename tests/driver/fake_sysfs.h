@@ -75,11 +75,13 @@ class FakeKernel : public RealSysfs {
   // class/block/<name> below the function, with `partitions` partitions
   // (<name>1...), and their nodes in dev/.
   void AddDisk(const std::string& address, const std::string& name, int partitions);
-  // The kernel refuses exclusive opens of `block` (a mount, a holder, ZFS...).
+  // The kernel refuses exclusive opens of `block` (a mount, a holder, ZFS...),
+  // or any open of "vfio/<group>" (a process the proc tree does not show).
   void MarkBusy(const std::string& block);
   bool IsBusy(const std::string& block) const { return busy_.contains(block); }
   // A process `pid` named `comm` holding open the dev/ nodes named in
-  // `nodes` ("nvme0n1", "vfio/7"): proc/<pid>/fd/<n> links to them.
+  // `nodes` ("nvme0n1", "vfio/7"): proc/<pid>/fd/<n> links to them. A VFIO
+  // group among them is then busy (the kernel allows one opener).
   void AddProcess(int pid, const std::string& comm, const std::vector<std::string>& nodes);
   // Loop device `name` backed by `backing_file` (an absolute path).
   void AddLoop(const std::string& name, const std::string& backing_file);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -511,6 +512,34 @@ TEST_F(ReconcilerTest, RefusalsAreCountedByReasonAndRetried) {
   EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
   ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
   EXPECT_TRUE(Rendered("pdc_node_bind_failures_total{operation=\"bind\",reason=\"host_in_use\"} 2"));
+}
+
+// The allocator never picks an unhealthy device: one the host uses is
+// reported unhealthy before any claim asks for it, and offered again once
+// the host lets go.
+TEST_F(ReconcilerTest, ADeviceTheHostUsesIsUnhealthyUntilTheHostLetsGo) {
+  host_.kernel.AddProcess(4242, "postgres", {"nvme1n1"});
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  ASSERT_EQ(api_.inventories.back().devices.size(), 2u);
+  EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kHealthy);
+  EXPECT_EQ(api_.inventories.back().devices[1].health, DeviceHealth::kUnhealthy);
+  EXPECT_TRUE(Rendered("pdc_node_devices_host_used 1"));
+  EXPECT_THAT(host_.kernel.OpenDevNodes(), IsEmpty()) << "the check keeps nothing open";
+
+  std::filesystem::remove_all(host_.kernel.proc_root() + "/4242");
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(api_.inventories.back().devices[1].health, DeviceHealth::kHealthy);
+  EXPECT_TRUE(Rendered("pdc_node_devices_host_used 0"));
+}
+
+// Whatever cannot be checked is not offered either.
+TEST_F(ReconcilerTest, ADeviceThatCannotBeCheckedIsUnhealthy) {
+  std::filesystem::remove(host_.kernel.proc_root() + "/self/mountinfo");
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  ASSERT_EQ(api_.inventories.back().devices.size(), 2u);
+  EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(api_.inventories.back().devices[1].health, DeviceHealth::kUnhealthy);
+  EXPECT_TRUE(Rendered("pdc_node_devices_host_used 2"));
 }
 
 TEST_F(ReconcilerTest, BindsAWholeGroupInOneCall) {

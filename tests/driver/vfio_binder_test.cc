@@ -241,14 +241,15 @@ INSTANTIATE_TEST_SUITE_P(
                       k.MarkBusy("nvme0n1");
                     },
                     {"0000:00:03.0"}, "host_in_use",
-                    "nvme0n1 (259:0) is busy: the kernel refuses to open it exclusively"},
+                    "/dev/nvme0n1 (259:0) is in use by the host (mounted, swap, RAID/LVM member, "
+                    "ZFS or held open exclusively)"},
         RefusalCase{"PartitionBusy",
                     [](K& k) {
                       k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
                                    .partitions = 2});
                       k.MarkBusy("nvme0n1p2");
                     },
-                    {"0000:00:03.0"}, "host_in_use", "nvme0n1p2 (259:2) is busy"},
+                    {"0000:00:03.0"}, "host_in_use", "/dev/nvme0n1p2 (259:2) is in use by the host"},
         RefusalCase{"LoopDeviceOverTheNamespace",
                     [](K& k) {
                       k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
@@ -256,6 +257,61 @@ INSTANTIATE_TEST_SUITE_P(
                       k.AddLoop("loop1", "/dev/nvme0n1");
                     },
                     {"0000:00:03.0"}, "host_in_use", "nvme0n1 backs loop device loop1"},
+        RefusalCase{"LoopDeviceOverAFileOnAPartition",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
+                                   .partitions = 2});
+                      k.AddMount("8:1", "/", "/dev/sda1");
+                      k.AddMount(k.BlockDev("nvme0n1p2"), "/var/lib/images", "/dev/nvme0n1p2");
+                      k.AddLoop("loop4", "/var/lib/images/vm/disk.img (deleted)");
+                    },
+                    {"0000:00:03.0"}, "host_in_use",
+                    "nvme0n1p2 (259:2) holds /var/lib/images/vm/disk.img, the backing file of "
+                    "loop device loop4 (mounted at /var/lib/images)"},
+        RefusalCase{"MountTableUnreadableFailsClosed",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      std::filesystem::remove(k.proc_root() + "/self/mountinfo");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "cannot check the host's mounts"},
+        RefusalCase{"SwapsUnreadableFailsClosed",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      std::filesystem::remove(k.proc_root() + "/swaps");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "cannot check the host's swap devices"},
+        RefusalCase{"LoopBackingUnreadableFailsClosed",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      k.AddLoop("loop0", "/x");
+                      std::filesystem::create_directories(
+                          k.sys_root() + "/devices/virtual/block/loop0/loop/backing_file.d");
+                      std::filesystem::remove(k.sys_root() +
+                                              "/devices/virtual/block/loop0/loop/backing_file");
+                      std::filesystem::rename(
+                          k.sys_root() + "/devices/virtual/block/loop0/loop/backing_file.d",
+                          k.sys_root() + "/devices/virtual/block/loop0/loop/backing_file");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "cannot check loop device loop0"},
+        RefusalCase{"DeviceNumberMissingFailsClosed",
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
+                      std::filesystem::remove(
+                          std::filesystem::canonical(k.sys_root() + "/class/block/nvme0n1") / "dev");
+                    },
+                    {"0000:00:03.0"}, "host_in_use", "cannot check block device nvme0n1"},
+        RefusalCase{"NicWithoutAVisibleInterfaceFailsClosed",  // Moved into a pod's netns.
+                    [](K& k) { AddNic(k); },
+                    {"0000:02:00.0"}, "host_in_use",
+                    "it is on igb but no network interface of it is visible in the host's "
+                    "network namespace"},
+        RefusalCase{"NicCarrierUnreadableFailsClosed",
+                    [](K& k) {
+                      AddNic(k);
+                      k.AddInterface("0000:02:00.0", "enp2s0", 0x1002, "");
+                      std::filesystem::remove(k.sys_root() + "/class/net/enp2s0/flags");
+                    },
+                    {"0000:02:00.0"}, "host_in_use", "cannot check interface enp2s0"},
         RefusalCase{"HoldersUnreadableFailsClosed",
                     [](K& k) {
                       k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
@@ -316,6 +372,14 @@ INSTANTIATE_TEST_SUITE_P(
                     },
                     {"0000:00:03.0"}, "vfio_group_in_use",
                     "/dev/vfio/3 is open in process 77 (qemu-kvm) (another VM or tool uses it)"},
+        RefusalCase{"TakeOverOfAGroupTheKernelSaysIsOpen",  // A process out of sight.
+                    [](K& k) {
+                      k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "vfio-pci"});
+                      k.MarkBusy("vfio/3");
+                    },
+                    {"0000:00:03.0"}, "vfio_group_in_use",
+                    "/dev/vfio/3 is open in a process pdc-node cannot see (the kernel refuses to "
+                    "open /dev/vfio/3: EBUSY, the group is open)"},
         RefusalCase{"VfioPciNotLoaded",
                     [](K& k) {
                       k.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme"});
@@ -371,10 +435,51 @@ TEST_F(VfioBinderTest, OwnDeviceStaysBoundWhileItsVmHoldsTheGroup) {
   EXPECT_EQ(again, BindOutcome::kAlreadyBound);
 }
 
-TEST_F(VfioBinderTest, TakesOverAFreeGroupOnVfioPci) {
+TEST_F(VfioBinderTest, TakesOverAFreeGroupOnVfioPciOnceAndJournalsIt) {
   host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "vfio-pci"});
   ASSERT_OK_AND_ASSIGN(BindOutcome out, binder_->Bind({Addr("0000:00:03.0")}));
   EXPECT_EQ(out, BindOutcome::kAlreadyBound);
+  EXPECT_THAT(host_.kernel.OpenDevNodes(), IsEmpty()) << "the group is closed again for the VM";
+  EXPECT_THAT(journal_->Entries(),
+              ElementsAre(JournalEntry{Addr("0000:00:03.0"), JournalState::kBound, "", ""}));
+  // pdc's now: its VM holding the group does not stop a later Bind.
+  host_.kernel.AddProcess(77, "qemu-kvm", {"vfio/3"});
+  ASSERT_OK_AND_ASSIGN(BindOutcome again, binder_->Bind({Addr("0000:00:03.0")}));
+  EXPECT_EQ(again, BindOutcome::kAlreadyBound);
+}
+
+TEST_F(VfioBinderTest, LoopDeviceOverAFileOnAnotherDiskDoesNotBlock) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme", .partitions = 1});
+  host_.kernel.AddMount("8:1", "/", "/dev/sda1");
+  host_.kernel.AddMount("8:2", "/var/lib/images", "/dev/sda2");
+  // "/var/lib/images2" is not below "/var/lib/images": the file is on "/".
+  host_.kernel.AddLoop("loop0", "/var/lib/images/disk.img");
+  host_.kernel.AddLoop("loop1", "/var/lib/images2/disk.img");
+  EXPECT_THAT(binder_->Bind({Addr("0000:00:03.0")}), IsOk());
+}
+
+TEST_F(VfioBinderTest, HostUsesNamesEachUsedDeviceAndHoldsNothing) {
+  host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme", .serial = "a"});
+  host_.kernel.AddDevice({.address = "0000:00:04.0", .group = 4, .driver = "nvme", .serial = "b"});
+  host_.kernel.AddDevice({.address = "0000:00:05.0", .group = 5, .driver = "nvme", .serial = "c"});
+  host_.kernel.AddDevice({.address = "0000:00:06.0", .group = 6, .driver = "vfio-pci"});
+  AddNic(host_.kernel);
+  host_.kernel.AddInterface("0000:02:00.0", "enp2s0", 0x1003, "");
+  AddGpu(host_.kernel, "nvidia");
+  host_.kernel.MarkBusy("nvme1n1");  // A ZFS pool, say.
+  std::filesystem::remove(host_.kernel.dev_root() + "/nvme2n1");
+  const auto used = binder_->HostUses({Addr("0000:00:03.0"), Addr("0000:00:04.0"),
+                                       Addr("0000:00:05.0"), Addr("0000:00:06.0"),
+                                       Addr("0000:02:00.0"), Addr("0000:03:00.0"),
+                                       Addr("0000:09:00.0")});
+  std::vector<std::string> got;
+  for (const auto& [a, why] : used) got.push_back(a.ToString() + " " + why);
+  EXPECT_THAT(got, ElementsAre(HasSubstr("0000:00:04.0 the host uses it: /dev/nvme1n1 (259:1) is "
+                                         "in use by the host"),
+                               HasSubstr("0000:00:05.0 cannot tell whether the host uses it: "
+                                         "FAILED_PRECONDITION: cannot check nvme2n1"),
+                               "0000:02:00.0 the host uses it: interface enp2s0 is up"));
+  EXPECT_THAT(host_.kernel.OpenDevNodes(), IsEmpty());
 }
 
 TEST_F(VfioBinderTest, MountOfAnotherDiskDoesNotBlock) {

@@ -4,8 +4,10 @@
 // /dev/vfio/<group>, group viable per VFIO_GROUP_GET_STATUS), idempotence,
 // restore to nvme, and the safety refusals (part of a shared IOMMU group, a
 // group with a foreign device, a mounted namespace, a file system detached
-// with umount -l that a process keeps alive, a namespace a process has
-// open, a loop device over a namespace), that pdc-node's host-view check
+// with umount -l that a process keeps alive, a loop device over a file on a
+// namespace's file system, mounted and detached, a namespace a process holds
+// with O_EXCL or has open, a loop device over a namespace, a takeover of a
+// VFIO group a process holds), that pdc-node's host-view check
 // accepts the guest's own PID namespace, and the erase before a device goes
 // back (--erase=<serial>): a drive whose image the host filled with a
 // pattern is bound to vfio-pci, journaled `erasing`, "crashes" (journal
@@ -15,6 +17,7 @@
 // Prints one "PASS:"/"FAIL:" line per check, the bind and restore latencies,
 // and finally "PDC-GUEST-RESULT: PASS" or "PDC-GUEST-RESULT: FAIL".
 // Not part of the product.
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
 #include <linux/vfio.h>
@@ -245,7 +248,7 @@ class Guest {
       auto alive = binder.Bind({m.address});
       Refused(alive.status(), kReasonHostInUse,
               "bind of an NVMe whose detached file system a process keeps alive", m.address);
-      Check(alive.status().message().find("is busy") != std::string::npos,
+      Check(alive.status().message().find("is in use by the host") != std::string::npos,
             "refusal says the kernel holds the namespace");
       keeper.Stop();
       Check(BindWhenFree(binder, m.address), "the same NVMe binds once the file system is gone");
@@ -253,14 +256,62 @@ class Guest {
             "and goes back to nvme");
     }
 
-    // Open in a process (no O_EXCL), then the backing of a loop device: the
-    // descriptor scan and the loop check see them.
+    // A loop device over a file on the namespace's file system: named while
+    // mounted; once detached with umount -l, the loop keeps the file system
+    // alive and only the exclusive open sees it.
+    {
+      const std::string mns = Namespace(m.address);
+      Check(!mns.empty(), "the mounted NVMe's namespace is back");
+      const std::string mdev = "/dev/" + mns;
+      const bool remounted = !mns.empty() && (::mount(mdev.c_str(), "/mnt", "ext2", 0, nullptr) == 0 ||
+                                              ::mount(mdev.c_str(), "/mnt", "ext4", 0, nullptr) == 0);
+      Check(remounted, absl::StrCat("mount ", mdev, " at /mnt again"));
+      const int file = ::open("/mnt/loop.img", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      const bool sized = file >= 0 && ::ftruncate(file, 1 << 20) == 0;
+      const int control = ::open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+      const int n = control >= 0 ? ::ioctl(control, LOOP_CTL_GET_FREE) : -1;
+      const std::string loop = absl::StrCat("/dev/loop", n);
+      const int loop_fd = n >= 0 ? ::open(loop.c_str(), O_RDWR | O_CLOEXEC) : -1;
+      const bool attached = sized && loop_fd >= 0 && ::ioctl(loop_fd, LOOP_SET_FD, file) == 0;
+      if (file >= 0) ::close(file);
+      Check(attached, absl::StrCat(loop, " is backed by /mnt/loop.img"));
+      auto on_fs = binder.Bind({m.address});
+      Refused(on_fs.status(), kReasonHostInUse,
+              "bind of an NVMe holding the backing file of a loop device", m.address);
+      Check(on_fs.status().message().find("/mnt/loop.img, the backing file of loop device loop") !=
+                std::string::npos,
+            "refusal names the loop device and its file");
+      Check(::umount2("/mnt", MNT_DETACH) == 0, "umount -l /mnt with the loop device attached");
+      auto detached = binder.Bind({m.address});
+      Refused(detached.status(), kReasonHostInUse,
+              "bind of an NVMe whose detached file system a loop device keeps alive", m.address);
+      Check(detached.status().message().find("is in use by the host") != std::string::npos,
+            "refusal says the kernel holds the namespace");
+      if (attached) ::ioctl(loop_fd, LOOP_CLR_FD, 0);
+      if (loop_fd >= 0) ::close(loop_fd);
+      if (control >= 0) ::close(control);
+      Check(BindWhenFree(binder, m.address), "the NVMe binds once the loop device is gone");
+      Check(binder.Restore(m.address).ok() && Driver(m.address) == "nvme", "and goes back to nvme");
+    }
+
+    // Open in a process with O_EXCL, then without it, then the backing of a
+    // loop device: the exclusive open, the descriptor scan and the loop
+    // check see them.
     auto solo_info = ReadPciFunction(sys_, solo_dev.address);
     auto blocks = solo_info.ok() ? BlockDevicesOf(sys_, *solo_info)
                                  : absl::StatusOr<std::vector<std::string>>(solo_info.status());
     Check(blocks.ok() && !blocks->empty(), "the solo NVMe has a namespace");
     if (!blocks.ok() || blocks->empty()) return Finish();
     const std::string ns = "/dev/" + blocks->front();
+    {
+      Holder exclusive([&] { return ::open(ns.c_str(), O_RDONLY | O_EXCL) >= 0; });
+      Check(exclusive.ready(), absl::StrCat("a process opens ", ns, " with O_EXCL"));
+      auto held = binder.Bind({solo_dev.address});
+      Refused(held.status(), kReasonHostInUse, "bind of an NVMe a process holds with O_EXCL",
+              solo_dev.address);
+      Check(held.status().message().find("is in use by the host") != std::string::npos,
+            "refusal says the kernel refuses the exclusive open");
+    }
     {
       Holder reader([&] { return ::open(ns.c_str(), O_RDONLY) >= 0; });
       Check(reader.ready(), absl::StrCat("a process opens ", ns));
@@ -289,6 +340,39 @@ class Guest {
       if (control >= 0) ::close(control);
       Check(BindWhenFree(binder, solo_dev.address), "the solo NVMe binds once the loop is gone");
       Check(binder.Restore(solo_dev.address).ok(), "and is restored");
+    }
+
+    // Taking over a device on vfio-pci that pdc did not bind (its journal
+    // entry forgotten): refused while a process holds the group, whose
+    // second open the kernel refuses with EBUSY; taken, and journaled, once
+    // free.
+    {
+      Check(BindWhenFree(binder, solo_dev.address), "the solo NVMe binds for the takeover");
+      Check((*journal)->Remove(solo_dev.address).ok(), "its journal entry is forgotten");
+      const std::string group = absl::StrCat("/dev/vfio/", solo_dev.iommu_group);
+      {
+        Holder vm([&] { return ::open(group.c_str(), O_RDWR) >= 0; });
+        Check(vm.ready(), absl::StrCat("a process opens ", group));
+        const int second = ::open(group.c_str(), O_RDWR | O_CLOEXEC);
+        const int err = errno;
+        if (second >= 0) ::close(second);
+        Check(second < 0 && err == EBUSY,
+              absl::StrCat("the kernel refuses a second open of ", group, " with EBUSY"));
+        auto taken = binder.Bind({solo_dev.address});
+        std::printf("  -> %s\n", taken.status().ToString().c_str());
+        Check(absl::IsFailedPrecondition(taken.status()) &&
+                  FailureReason(taken.status()) == kReasonVfioGroupInUse,
+              "takeover of a group a process holds is refused (vfio_group_in_use)");
+      }
+      auto taken = binder.Bind({solo_dev.address});
+      Check(taken.ok() && *taken == BindOutcome::kAlreadyBound, "takeover of the free group");
+      auto adopted = (*journal)->Get(solo_dev.address);
+      Check(adopted && adopted->state == JournalState::kBound, "the takeover is journaled");
+      const int reopen = ::open(group.c_str(), O_RDWR | O_CLOEXEC);
+      Check(reopen >= 0, "pdc closed the group again (a VM can open it)");
+      if (reopen >= 0) ::close(reopen);
+      Check(binder.Restore(solo_dev.address).ok() && Driver(solo_dev.address) == "nvme",
+            "and the taken device goes back to nvme");
     }
 
     Check(CheckHostView(proc_).ok(), "pdc-node's host-view check accepts the guest's PID namespace");
