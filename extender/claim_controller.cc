@@ -104,7 +104,7 @@ bool ClaimController::Reconcile(const ClaimKey& key,
     // (a template claim a bind just created may not have reached the
     // watch yet).
     absl::StatusOr<KubeApiStore::ObjectState> st =
-        store_->Reread(key, absl::Now() + kReadDeadline);
+        store_->Reread(key, options_.clock->Now() + kReadDeadline);
     if (st.ok()) return true;  // It exists; its events will come.
     if (!absl::IsNotFound(st.status())) {
       spdlog::warn("claim {}: cannot tell whether its object is gone: {}", key.ToString(),
@@ -252,10 +252,8 @@ void ClaimController::Remove(const api::json::Value& object) {
 void ClaimController::RetryLoop() {
   for (;;) {
     absl::MutexLock lock(&mu_);
-    const absl::Time until = absl::Now() + options_.retry;
-    while (!stopping_ && absl::Now() < until) {
-      mu_.AwaitWithDeadline(absl::Condition(&stopping_), until);
-    }
+    // Real time: the retries wait for the apiserver and for pods to end.
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.retry);
     if (stopping_) return;
     std::vector<ClaimKey> keys(waiting_.begin(), waiting_.end());
     std::sort(keys.begin(), keys.end());

@@ -36,6 +36,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "allocator/allocator.h"
+#include "common/clock.h"
 #include "api/claim_object.h"
 #include "extender/event_recorder.h"
 #include "extender/kube_api_store.h"
@@ -49,6 +50,7 @@ class ClaimController final : public ReflectorSink {
   struct Options {
     absl::Duration retry = absl::Seconds(5);
     EventRecorder* events = nullptr;  // Null: no Events.
+    const Clock* clock = RealClock();
   };
 
   // `allocator`, `store` and `kube` must outlive the controller.

@@ -177,6 +177,7 @@ absl::Status ExtenderApp::Init() {
     if (api_store_ != nullptr) {
       ClaimController::Options co;
       co.events = events_.get();
+      co.clock = clock;
       claims_ = std::make_unique<ClaimController>(allocator_.get(), api_store_, kube_.get(), co);
       watches.emplace_back(kClaimsPath, claims_.get());
       claims_->Start();

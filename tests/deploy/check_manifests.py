@@ -963,12 +963,17 @@ def main():
         # The claim JSON of the REST API (POST /v1/namespaces/{ns}/claims), minus
         # name/namespace/uid which are metadata here.
         check(spec_fields == {"resourceName", "count", "node", "serial", "address",
-                              "reclaimPolicy", "ownerVM"}, f"CRD spec fields {spec_fields}")
+                              "reclaimPolicy", "ownerVM", "ownerVMUid"},
+              f"CRD spec fields {spec_fields}")
+        # Every member pdc-extender writes into the status (api/claim_object.cc):
+        # kube-apiserver prunes what the schema does not name, so a missing one
+        # would be lost at the next start.
         status = schema["properties"]["status"]["properties"]
-        check(set(status) == {"phase", "node", "devices", "lostReason", "reservedFor"},
+        check(set(status) == {"phase", "node", "devices", "lostReason", "reservedFor",
+                              "handedOffTo", "observedGeneration"},
               f"CRD status fields {set(status)}")
         check(status["phase"]["enum"] == ["Pending", "Bound", "Lost"], "phases")
-        check(set(status["reservedFor"]["properties"]) == {"vm", "podName", "podUid"},
+        check(set(status["reservedFor"]["properties"]) == {"vm", "vmUid", "podName", "podUid"},
               "reservedFor fields")
         cols = {c["name"]: c["jsonPath"] for c in v["additionalPrinterColumns"]}
         for want in ("Phase", "Node", "Devices", "VM", "Age"):

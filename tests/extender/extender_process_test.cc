@@ -1,21 +1,15 @@
 // pdc-extender as a child process on a temp data dir, driven over real
 // sockets like kube-scheduler and a node driver would: a VM keeps its node
 // across a stop/start (new pod UID) and across kill -9 of the extender.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/types.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/str_replace.h"
 #include "net/http_client.h"
 #include "tests/extender/extender_fixture.h"
+#include "tests/testing/extender_process.h"
 #include "tests/testing/temp_dir.h"
 
 namespace pdc::extender::testing {
@@ -23,62 +17,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class ExtenderProcess {
+// pdc-extender on `data_dir`, with one more flag.
+class ExtenderProcess : public pdc::testing::ExtenderProcess {
  public:
   explicit ExtenderProcess(const std::string& data_dir,
-                           const std::string& extra_flag = "--logLevel=warn") {
-    int out[2];
-    if (::pipe(out) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      ::close(out[0]);
-      ::close(out[1]);
-      const std::string dir = "--extender.dataDir=" + data_dir;
-      execl(PDC_EXTENDER_BINARY, "pdc-extender", "--extender.listen=127.0.0.1:0",
-            dir.c_str(), "--extender.workerThreads=2", extra_flag.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ::close(out[1]);
-    // The first stdout line names the port (the child's logs go to stderr).
-    FILE* f = ::fdopen(out[0], "r");
-    char line[256] = {};
-    if (f != nullptr && std::fgets(line, sizeof(line), f) != nullptr) {
-      std::string s(line);
-      const size_t colon = s.rfind(':');
-      int port = 0;
-      if (s.find("listening on") != std::string::npos && colon != std::string::npos &&
-          absl::SimpleAtoi(absl::StripAsciiWhitespace(s.substr(colon + 1)), &port)) {
-        port_ = static_cast<uint16_t>(port);
-      }
-    }
-    if (f != nullptr) std::fclose(f);
-  }
-  ~ExtenderProcess() {
-    if (pid_ > 0 && !reaped_) Kill(SIGKILL);
-  }
-
-  uint16_t port() const { return port_; }
-  // Sends `sig` and returns the wait status.
-  int Kill(int sig) {
-    ::kill(pid_, sig);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    reaped_ = true;
-    return status;
-  }
-  std::unique_ptr<HttpClient> Client() {
-    HttpClientOptions o;
-    o.base_url = absl::StrCat("http://127.0.0.1:", port_);
-    auto c = HttpClient::Create(o);
-    return c.ok() ? *std::move(c) : nullptr;
-  }
-
- private:
-  pid_t pid_ = -1;
-  uint16_t port_ = 0;
-  bool reaped_ = false;
+                           const std::string& extra_flag = "--logLevel=warn")
+      : pdc::testing::ExtenderProcess(
+            PDC_EXTENDER_BINARY,
+            {"--extender.listen=127.0.0.1:0", "--extender.dataDir=" + data_dir,
+             "--extender.workerThreads=2", extra_flag}) {}
 };
 
 constexpr char kInventoryTemplate[] =

@@ -24,15 +24,7 @@ class ClaimsOnDoubleTest : public ExtenderOnDoubleTest {
   void TearDown() override {
     ExtenderOnDoubleTest::TearDown();
     if (IsSkipped()) return;
-    KubeReply list = Call("GET", Claims());
-    const kube::Value* items = kube::Find(list.json, {"items"});
-    if (items == nullptr || !items->IsArray()) return;
-    for (const kube::Value& item : items->GetArray()) {
-      const std::string name = kube::GetString(item, {"metadata", "name"});
-      Call("PATCH", Claims(absl::StrCat("/", name)), R"({"metadata":{"finalizers":null}})",
-           "application/merge-patch+json");
-      Call("DELETE", Claims(absl::StrCat("/", name)));
-    }
+    DeleteAllClaims();
   }
 
   // Polls the object until `pred` holds (10 s); the last reply.

@@ -73,6 +73,20 @@ users:
     StartExtender(store);
   }
 
+  // pdc-extender (store: kubernetes) lists the claims of all namespaces:
+  // a test that made some removes them, finalizers first, for the next.
+  void DeleteAllClaims() {
+    KubeReply list = Call("GET", Claims());
+    const kube::Value* items = kube::Find(list.json, {"items"});
+    if (items == nullptr || !items->IsArray()) return;
+    for (const kube::Value& item : items->GetArray()) {
+      const std::string name = kube::GetString(item, {"metadata", "name"});
+      Call("PATCH", Claims(absl::StrCat("/", name)), R"({"metadata":{"finalizers":null}})",
+           "application/merge-patch+json");
+      Call("DELETE", Claims(absl::StrCat("/", name)));
+    }
+  }
+
   bool AwaitReady() {
     const absl::Time deadline = absl::Now() + absl::Seconds(15);
     while (absl::Now() < deadline) {
