@@ -337,7 +337,8 @@ def run(args, tmp, procs):
     # 2. pdc-extender with the shipped configuration.
     procs.start("pdc-extender", [
         args.extender, f"--config={config}",  # the shipped logFormat: json
-        f"--extender.listen=127.0.0.1:{ext_port}", f"--extender.dataDir={tmp}/extender-data",
+        f"--extender.listen=127.0.0.1:{ext_port}", "--extender.store=file",
+        f"--extender.dataDir={tmp}/extender-data",
         "--extender.kubernetes.mode=none", f"--extender.tokenFile={token}",
         "--extender.nodeStaleAfter=4s"])
     wait_for("pdc-extender /readyz", lambda: (
