@@ -145,9 +145,12 @@ absl::StatusOr<std::vector<std::string>> BlockDevicesIn(Sysfs& sys, const PciFun
       under.push_back(dir + "/");  // and its partitions.
     }
   }
-  for (const auto& [b, where] : index) {
+  for (const auto& entry : index) {
+    const auto& [b, where] = entry;
+    // clang-14 lets no lambda capture a structured binding: it reads the pair.
     const bool ours = std::any_of(under.begin(), under.end(), [&](const std::string& u) {
-      return u.ends_with("/") ? where.starts_with(u) : where == u;
+      const auto& w = entry.second;
+      return u.ends_with("/") ? w.starts_with(u) : w == u;
     });
     if (!ours) continue;
     const std::string dir = absl::StrCat("class/block/", b);

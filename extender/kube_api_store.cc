@@ -345,13 +345,9 @@ absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
       }
     }
   }
-  auto persisted = [&](const std::string& node) {
-    auto it = holds_.find(node);
-    return it == holds_.end() ? Holds{} : it->second.holds;
-  };
   // 1. What holds gain.
   for (const auto& [node, h] : nodes) {
-    Holds now = persisted(node);
+    Holds now = Persisted(node);
     Holds grown = now;
     for (PciAddress a : h.return_to_host) {
       if (std::find(grown.return_to_host.begin(), grown.return_to_host.end(), a) ==
@@ -382,9 +378,14 @@ absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
   }
   // 4. What holds lose.
   for (const auto& [node, h] : nodes) {
-    if (h != persisted(node)) RETURN_IF_ERROR(WriteHolds(node, h));
+    if (h != Persisted(node)) RETURN_IF_ERROR(WriteHolds(node, h));
   }
   return absl::OkStatus();
+}
+
+KubeApiStore::Holds KubeApiStore::Persisted(const std::string& node) const {
+  auto it = holds_.find(node);
+  return it == holds_.end() ? Holds{} : it->second.holds;
 }
 
 absl::Status KubeApiStore::WriteClaim(const Claim& claim) {

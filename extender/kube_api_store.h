@@ -159,12 +159,16 @@ class KubeApiStore final : public Store {
   };
 
   absl::Status ListClaims(std::vector<api::ClaimObject>* out);
-  absl::Status ListHolds(absl::flat_hash_map<std::string, Holds>* out);
-  absl::Status WriteBatch(std::vector<Pending> batch);
+  absl::Status ListHolds(absl::flat_hash_map<std::string, Holds>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  absl::Status WriteBatch(std::vector<Pending> batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // The holds of `node` as the API has them.
+  Holds Persisted(const std::string& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status WriteClaim(const Claim& claim);
   absl::Status CreateClaimObject(const Claim& claim);
   absl::Status DropClaim(const ClaimKey& key);
-  absl::Status WriteHolds(const std::string& node, const Holds& holds);
+  absl::Status WriteHolds(const std::string& node, const Holds& holds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // One call, retried on Unavailable/DeadlineExceeded until `deadline`.
   absl::StatusOr<HttpResponse> Call(std::string_view method, const std::string& path,
                                     const std::string& body, std::string_view content_type,

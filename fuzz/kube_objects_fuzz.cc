@@ -2,7 +2,12 @@
 // (api/kube_objects.h): never crashes, and what it accepts is within the
 // bounds it promises (names and namespaces valid, UIDs and resource versions
 // bounded, at most 64 owner references and finalizers, one controller at most
-// reported).
+// reported); and the PersistentDeviceClaim objects and holds ConfigMaps of
+// store: kubernetes (api/claim_object.h), whose accepted contents must be
+// what the claim codec accepts and sorted, unique holds.
+#include <algorithm>
+
+#include "api/claim_object.h"
 #include "api/kube_objects.h"
 #include "api/validation.h"
 #include "fuzz/fuzz_util.h"
@@ -43,6 +48,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   if (auto m = pdc::api::ReadObjectMeta(doc, "Pod"); m.ok()) CheckMeta(*m);
+  if (auto c = pdc::api::ReadClaimObject(doc); c.ok()) {
+    CheckMeta(c->meta);
+    if (c->claim.key.ns != c->meta.ns || c->claim.key.name != c->meta.name ||
+        c->claim.uid != c->meta.uid) {
+      pdc::fuzz::Broken("claim identity differs from its metadata");
+    }
+    if (c->claim.spec.resource_name.empty()) pdc::fuzz::Broken("claim without a resourceName");
+    if (c->claim.spec.count < 1) pdc::fuzz::Broken("claim with count < 1");
+  }
+  if (auto h = pdc::api::ReadNodeHolds(doc); h.ok()) {
+    CheckMeta(h->meta);
+    if (!std::is_sorted(h->return_to_host.begin(), h->return_to_host.end()) ||
+        std::adjacent_find(h->return_to_host.begin(), h->return_to_host.end()) !=
+            h->return_to_host.end()) {
+      pdc::fuzz::Broken("unsorted or repeated returnToHost");
+    }
+    for (size_t i = 1; i < h->released.size(); ++i) {
+      if (!(h->released[i - 1].address < h->released[i].address)) {
+        pdc::fuzz::Broken("unsorted or repeated released");
+      }
+    }
+  }
   if (auto l = pdc::api::ReadListMeta(doc); l.ok()) {
     if (l->resource_version.empty()) pdc::fuzz::Broken("list without a resourceVersion");
   }
