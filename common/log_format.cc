@@ -3,6 +3,7 @@
 #include <ctime>
 #include <utility>
 
+#include "common/strings.h"
 #include "spdlog/details/log_msg.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -10,29 +11,6 @@
 
 namespace pdc {
 namespace {
-
-// Length of the well-formed UTF-8 sequence starting at s[i] (Unicode 15,
-// table 3-7: no overlongs, no surrogates, nothing above U+10FFFF), or 0.
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  const auto at = [&](size_t k) -> unsigned {
-    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0x100u;
-  };
-  const auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) {
-    const unsigned c = at(k);
-    return c >= lo && c <= hi;
-  };
-  const unsigned b = at(0);
-  if (b >= 0xC2 && b <= 0xDF) return cont(1) ? 2 : 0;
-  if (b == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
-  if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) {
-    return cont(1) && cont(2) ? 3 : 0;
-  }
-  if (b == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
-  if (b == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-  if (b >= 0xF1 && b <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
-  if (b == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
-  return 0;
-}
 
 // The code point of the well-formed multi-byte sequence of `n` bytes at s[i].
 char32_t DecodeUtf8(std::string_view s, size_t i, size_t n) {

@@ -7,6 +7,7 @@
 #ifndef PDC_COMMON_STRINGS_H_
 #define PDC_COMMON_STRINGS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -23,6 +24,29 @@ inline std::string_view StdSv(absl::string_view s) {
 }
 
 // Value of one hexadecimal digit (either case), or -1.
+// Length of the well-formed UTF-8 sequence starting at s[i] (Unicode 15,
+// table 3-7: no overlongs, no surrogates, nothing above U+10FFFF): 1 for
+// ASCII, 2 to 4, or 0 when the bytes there are not one.
+inline size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  const auto at = [&](size_t k) -> unsigned {
+    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0x100u;
+  };
+  const auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) {
+    const unsigned c = at(k);
+    return c >= lo && c <= hi;
+  };
+  const unsigned b = at(0);
+  if (b < 0x80) return 1;
+  if (b >= 0xC2 && b <= 0xDF) return cont(1) ? 2 : 0;
+  if (b == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
+  if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) return cont(1) && cont(2) ? 3 : 0;
+  if (b == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
+  if (b == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  if (b >= 0xF1 && b <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  if (b == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
+  return 0;
+}
+
 inline int HexDigitValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

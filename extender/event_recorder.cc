@@ -21,28 +21,6 @@ bool IsLower(char c) { return c >= 'a' && c <= 'z'; }
 bool IsUpper(char c) { return c >= 'A' && c <= 'Z'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
-// Length of the well-formed UTF-8 sequence at s[i] (Unicode table 3-7: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or 0.
-size_t Utf8Length(std::string_view s, size_t i) {
-  const auto at = [&](size_t k) -> unsigned {
-    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0x100u;
-  };
-  const auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) {
-    const unsigned c = at(k);
-    return c >= lo && c <= hi;
-  };
-  const unsigned b = at(0);
-  if (b < 0x80) return 1;
-  if (b >= 0xC2 && b <= 0xDF) return cont(1) ? 2 : 0;
-  if (b == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
-  if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) return cont(1) && cont(2) ? 3 : 0;
-  if (b == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
-  if (b == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-  if (b >= 0xF1 && b <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
-  if (b == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
-  return 0;
-}
-
 // A namespace as a path segment: a DNS label (anything else would change
 // the request's path).
 bool IsDnsLabel(std::string_view s) {
@@ -128,7 +106,7 @@ std::string SanitizeUtf8(std::string_view s, size_t max_bytes) {
   std::string out;
   out.reserve(std::min(s.size(), max_bytes));
   for (size_t i = 0; i < s.size();) {
-    const size_t n = Utf8Length(s, i);
+    const size_t n = Utf8SequenceLength(s, i);
     const std::string_view piece = n == 0 ? kReplacement : s.substr(i, n);
     if (out.size() + piece.size() > max_bytes) break;
     out.append(piece);

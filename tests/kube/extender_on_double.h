@@ -87,6 +87,17 @@ users:
     }
   }
 
+  // Waits (10 s) until no VM holds the claim `key` in pdc-extender.
+  bool AwaitUnreserved(const ClaimKey& key) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      absl::StatusOr<Claim> c = app_->allocator()->GetClaim(key);
+      if (c.ok() && !c->status.reserved_for.has_value()) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
   bool AwaitReady() {
     const absl::Time deadline = absl::Now() + absl::Seconds(15);
     while (absl::Now() < deadline) {

@@ -109,14 +109,8 @@ TEST_F(ExtenderOnDoubleTest, ARecreatedVmDoesNotInheritTheOldVmsClaim) {
   ASSERT_EQ(Call("DELETE", Vms("/vm3")).status, 200);
   ASSERT_TRUE(api_->WaitGarbageCollectorIdle(absl::Seconds(10)));
   // The VM's watch event releases its reservation.
-  bool released = false;
+  ASSERT_TRUE(AwaitUnreserved(key));
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!released && absl::Now() < deadline) {
-    absl::StatusOr<Claim> c = app_->allocator()->GetClaim(key);
-    released = c.ok() && !c->status.reserved_for.has_value();
-    if (!released) absl::SleepFor(absl::Milliseconds(20));
-  }
-  ASSERT_TRUE(released);
 
   const std::string new_vmi = CreateVm("vm3");
   const std::string new_pod = CreatePod("vm3", "virt-launcher-vm3-bbbbb", new_vmi);
@@ -163,14 +157,7 @@ TEST_F(ExtenderOnDoubleTest, ReleasesAVmDeletedWhileItWasDown) {
   ASSERT_TRUE(api_->WaitGarbageCollectorIdle(absl::Seconds(10)));
   StartExtender(StoreKind::kFile, data);
   ASSERT_TRUE(AwaitReady());
-  bool released = false;
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!released && absl::Now() < deadline) {
-    absl::StatusOr<Claim> c = app_->allocator()->GetClaim(key);
-    released = c.ok() && !c->status.reserved_for.has_value();
-    if (!released) absl::SleepFor(absl::Milliseconds(20));
-  }
-  EXPECT_TRUE(released);
+  EXPECT_TRUE(AwaitUnreserved(key));
 }
 
 }  // namespace
