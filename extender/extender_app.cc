@@ -282,6 +282,15 @@ absl::Status ExtenderApp::Init() {
                      : (ec.token_file.empty() ? "the REST API" : "the scheduler verbs"));
   }
 
+  if (api_store_ != nullptr) {
+    registry_.AddCallbackFamily(
+        "pdc_claim_conflicts",
+        "Devices in the status of more than one PersistentDeviceClaim, as found at start; pdc "
+        "uses them for none of their claims until an administrator resolves it.",
+        MetricType::kGauge, {}, [s = api_store_] {
+          return std::vector<LabeledValue>{{{}, static_cast<double>(s->conflicts().size())}};
+        });
+  }
   registry_.AddCallbackFamily(
       "pdc_handoffs_pending",
       "VM pods bound to a node that have not yet received their devices from the node's "

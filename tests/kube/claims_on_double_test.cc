@@ -185,6 +185,8 @@ TEST_F(ClaimsOnDoubleTest, ADeviceInTwoClaimsIsUsedForNeither) {
   EXPECT_THAT(devices, HasSubstr(R"("state":"Released")"));
   EXPECT_THAT(AwaitEvent("DeviceConflict"),
               HasSubstr(absl::StrCat("is in the status of claims ", ns_, "/one and ", ns_, "/two")));
+  ASSERT_OK_AND_ASSIGN(HttpResponse metrics, pdc_->Get("/metrics"));
+  EXPECT_THAT(metrics.body, HasSubstr("pdc_claim_conflicts 1"));
   // The API still says what it said: pdc did not pick a winner.
   EXPECT_EQ(Call("GET", Claims("/one")).Str({"status", "phase"}), "Bound");
   EXPECT_EQ(Call("GET", Claims("/two")).Str({"status", "phase"}), "Bound");
