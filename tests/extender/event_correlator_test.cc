@@ -2,13 +2,13 @@
 // apiserver: which Record() becomes a new Event, which a count + 1 of one
 // already sent, which the spam filter drops; and that no reason, message or
 // object name a caller passes can make an invalid Event.
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "extender/event_recorder.h"
+#include "model/names.h"
 #include "gtest/gtest.h"
 
 namespace pdc::extender {
@@ -18,10 +18,8 @@ using Action = EventDecision::Action;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
-bool IsDnsSubdomain(const std::string& s) {
-  static const std::regex re(R"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)");
-  return s.size() <= 253 && std::regex_match(s, re);
-}
+// The apiserver's rule for object names (model/names.h).
+bool IsDnsSubdomain(const std::string& s) { return model::IsDns1123Subdomain(s).empty(); }
 
 EventRecord Event(std::string reason, std::string message, absl::Time t,
                   std::string name = "virt-launcher-vm1-x7k2p", std::string uid = "uid-1") {
