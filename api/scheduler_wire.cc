@@ -5,11 +5,13 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "api/quantity.h"
 #include "api/validation.h"
+#include "model/names.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
 
@@ -133,6 +135,21 @@ absl::StatusOr<PodPlacement> ReadPodPlacement(const Value& pod) {
                      json::OptString(*spec, "nodeName", "Pod.spec.nodeName"));
     if (!node.empty()) RETURN_IF_ERROR(ValidateObjectName("Pod.spec.nodeName", node));
     out.node_name = std::string(node);
+  }
+  ASSIGN_OR_RETURN(const Value* status, OptObject(pod, "status", "Pod.status"));
+  if (status != nullptr) {
+    ASSIGN_OR_RETURN(std::string_view phase,
+                     json::OptString(*status, "phase", "Pod.status.phase"));
+    // PodPhase is one word of the API's enumeration (Pending, Running,
+    // Succeeded, Failed, Unknown); a newer one is kept, a non-word is not.
+    constexpr size_t kMaxPhaseLength = 32;
+    if (phase.size() > kMaxPhaseLength ||
+        !std::all_of(phase.begin(), phase.end(), absl::ascii_isalpha)) {
+      return json::FieldError("Pod.status.phase",
+                        absl::StrCat("must be one word of at most ", kMaxPhaseLength,
+                                     " letters: ", model::QuoteForMessage(phase)));
+    }
+    out.phase = std::string(phase);
   }
   return out;
 }

@@ -61,14 +61,20 @@ struct PodRequest {
 absl::StatusOr<PodRequest> PodToRequest(const json::Value& pod,
                                         const ManagedResources& managed);
 
-// Where a pod read back from the Kubernetes API stands, for a bind whose
-// outcome the API did not tell: its UID and spec.nodeName ("" = not bound).
+// Where a pod stands, as the Kubernetes API says (a pod read back for a bind
+// whose outcome the API did not tell, a pod of the scheduler's watch): its
+// UID, spec.nodeName ("" = not bound) and status.phase ("" = none yet).
 struct PodPlacement {
   std::string uid;
   std::string node_name;
+  std::string phase;
+
+  // Failed or Succeeded: its containers will not run again (a pod's phase
+  // never leaves these).
+  bool Ended() const { return phase == "Failed" || phase == "Succeeded"; }
 };
-// TypeError naming the path for wrong JSON types; FieldError for a UID or
-// node name out of Kubernetes' bounds.
+// TypeError naming the path for wrong JSON types; FieldError for a UID,
+// node name or phase out of Kubernetes' bounds.
 absl::StatusOr<PodPlacement> ReadPodPlacement(const json::Value& pod);
 
 // ExtenderArgs for filter and prioritize.

@@ -75,6 +75,11 @@ struct KubernetesConfig {
   // each node's device holds (ConfigMaps pdc-holds-*). "" = the service
   // account's namespace in-cluster, else pdc-system.
   std::string ns;
+  // schedulerName: the kube-scheduler profile pdc-extender serves
+  // (deploy/scheduler); its pods (spec.schedulerName) are watched, so that
+  // a VM pod that ended or was deleted gives up its hand-off and lets its
+  // claims' deletion go on at once. Default pdc-scheduler.
+  std::string scheduler_name = "pdc-scheduler";
 };
 
 // Section `extender:`.

@@ -387,6 +387,9 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Str(
       "extender.kubernetes.namespace",
       [](auto& c) -> auto& { return c.extender.kubernetes.ns; }));
+  f.push_back(Str(
+      "extender.kubernetes.schedulerName",
+      [](auto& c) -> auto& { return c.extender.kubernetes.scheduler_name; }));
 
   f.push_back(Str(
       "node.nodeName", [](auto& c) -> auto& { return c.node.node_name; }));

@@ -219,6 +219,10 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
   if (!e.kubernetes.ns.empty()) {
     RETURN_IF_ERROR(model::ValidateNamespace("extender.kubernetes.namespace", e.kubernetes.ns));
   }
+  // A pod's spec.schedulerName must be a DNS-1123 subdomain (the API's pod
+  // validation, ValidatePodSpec), so no other name can match a pod.
+  RETURN_IF_ERROR(model::ValidateObjectName("extender.kubernetes.schedulerName",
+                                            e.kubernetes.scheduler_name));
   return absl::OkStatus();
 }
 

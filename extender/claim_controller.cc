@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
 #include "extender/claim_events.h"
-#include "extender/handoff_sweeper.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
@@ -33,6 +32,11 @@ ClaimController::~ClaimController() { Stop(); }
 void ClaimController::Start() {
   if (thread_.joinable()) return;
   thread_ = std::thread([this] { RetryLoop(); });
+}
+
+void ClaimController::Kick() {
+  absl::MutexLock lock(&mu_);
+  kicked_ = true;
 }
 
 void ClaimController::Stop() {
@@ -69,7 +73,8 @@ absl::Status ClaimController::LetGo(const Claim& claim) {
   if (!absl::IsFailedPrecondition(s) || !claim.status.reserved_for.has_value()) return s;
   const Reservation& r = *claim.status.reserved_for;
   std::string why;
-  const PodFate fate = AskPodFate(kube_, claim.key.ns, r.pod_name, r.pod_uid, kReadDeadline, &why);
+  const PodFate fate =
+      AskPodFate(options_.pods, kube_, claim.key.ns, r.pod_name, r.pod_uid, kReadDeadline, &why);
   if (fate == PodFate::kAlive) {
     return absl::FailedPreconditionError(absl::StrCat("pod ", r.pod_name, " of VM ", r.vm,
                                                       " uses it"));
@@ -253,8 +258,9 @@ void ClaimController::RetryLoop() {
   for (;;) {
     absl::MutexLock lock(&mu_);
     // Real time: the retries wait for the apiserver and for pods to end.
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.retry);
+    mu_.AwaitWithTimeout(absl::Condition(this, &ClaimController::Woken), options_.retry);
     if (stopping_) return;
+    kicked_ = false;
     std::vector<ClaimKey> keys(waiting_.begin(), waiting_.end());
     std::sort(keys.begin(), keys.end());
     for (const ClaimKey& key : keys) {

@@ -8,8 +8,8 @@
 //    a spec the allocator refuses is logged with the reason;
 //  - an object being deleted (deletionTimestamp) is deleted from the
 //    allocator unless a VM pod still uses it (the claim is reserved for a
-//    pod the apiserver still has, running): then it waits, and is tried
-//    again every `retry`. A reservation whose pod is gone is released. Once the allocator let it go (its devices on their way
+//    pod the pod watch or the apiserver still has, running): then it waits,
+//    and is tried again every `retry` and as soon as a pod ends (Kick). A reservation whose pod is gone is released. Once the allocator let it go (its devices on their way
 //    back, or Released, by the reclaim policy, and durable), the store
 //    removes the finalizer and the API deletes the object;
 //  - an object gone without pdc's consent (its finalizer removed by hand)
@@ -42,6 +42,7 @@
 #include "extender/kube_api_store.h"
 #include "extender/kube_client.h"
 #include "extender/kube_reflector.h"
+#include "extender/pod_directory.h"
 
 namespace pdc::extender {
 
@@ -51,6 +52,9 @@ class ClaimController final : public ReflectorSink {
     absl::Duration retry = absl::Seconds(5);
     EventRecorder* events = nullptr;  // Null: no Events.
     const Clock* clock = RealClock();
+    // The watch of the scheduler's pods, asked before the apiserver whether
+    // a reserving pod still runs; may be null.
+    const PodDirectory* pods = nullptr;
   };
 
   // `allocator`, `store` and `kube` must outlive the controller.
@@ -60,6 +64,10 @@ class ClaimController final : public ReflectorSink {
   void Replace(const std::vector<const api::json::Value*>& items) override;
   void Upsert(const api::json::Value& object) override;
   void Remove(const api::json::Value& object) override;
+
+  // A pod ended or was deleted: claims waiting for their pod are tried
+  // again now rather than at the next retry.
+  void Kick();
 
   // Starts the retry thread. Idempotent.
   void Start();
@@ -83,6 +91,7 @@ class ClaimController final : public ReflectorSink {
   absl::Status LetGo(const Claim& claim);
   void Track(const ClaimKey& key, bool done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RetryLoop();
+  bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || kicked_; }
 
   Allocator* const allocator_;
   KubeApiStore* const store_;
@@ -94,6 +103,7 @@ class ClaimController final : public ReflectorSink {
   absl::flat_hash_set<ClaimKey> waiting_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ClaimKey, std::string> refused_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool kicked_ ABSL_GUARDED_BY(mu_) = false;
   absl::Notification synced_;
   std::thread thread_;
 };

@@ -172,14 +172,32 @@ absl::Status ExtenderApp::Init() {
     // from these two watches; with store: kubernetes, the claims from a
     // third.
     endpoint_ = std::make_unique<KubeEndpoint>(*kc);
-    std::vector<std::pair<std::string_view, ReflectorSink*>> watches = {
-        {kVmiPath, vms_->vmi_sink()}, {kVmPath, vms_->vm_sink()}};
+    // A pod of the scheduler that ended or was deleted: its pending
+    // hand-off and the deletion of its claims are looked at now. Both are
+    // made before the watch starts.
+    pod_watch_ = std::make_unique<PodDirectory>([this](const PodRef& pod) {
+      sweeper_->PodGone(pod.uid);
+      if (claims_ != nullptr) claims_->Kick();
+    });
+    HandoffSweeper::Options ho;
+    ho.pods = pod_watch_.get();
+    sweeper_ = std::make_unique<HandoffSweeper>(ho, allocator_.get(), kube_.get(), clock);
+    struct Watch {
+      std::string_view path;
+      std::string selector;
+      ReflectorSink* sink;
+    };
+    std::vector<Watch> watches = {
+        {kVmiPath, "", vms_->vmi_sink()},
+        {kVmPath, "", vms_->vm_sink()},
+        {kPodsPath, PodsOfScheduler(ec.kubernetes.scheduler_name), pod_watch_.get()}};
     if (api_store_ != nullptr) {
       ClaimController::Options co;
       co.events = events_.get();
       co.clock = clock;
+      co.pods = pod_watch_.get();
       claims_ = std::make_unique<ClaimController>(allocator_.get(), api_store_, kube_.get(), co);
-      watches.emplace_back(kClaimsPath, claims_.get());
+      watches.push_back({kClaimsPath, "", claims_.get()});
       claims_->Start();
     } else {
       spdlog::warn("store: {} with a Kubernetes API - PersistentDeviceClaim objects are not "
@@ -187,10 +205,11 @@ absl::Status ExtenderApp::Init() {
                    "objects the claims)",
                    ToString(ec.store));
     }
-    for (auto [path, sink] : watches) {
+    for (Watch& w : watches) {
       ReflectorOptions o;
-      o.path = std::string(path);
-      reflectors_.push_back(std::make_unique<Reflector>(endpoint_.get(), o, sink));
+      o.path = std::string(w.path);
+      o.selector = std::move(w.selector);
+      reflectors_.push_back(std::make_unique<Reflector>(endpoint_.get(), o, w.sink));
     }
     for (auto& r : reflectors_) r->Start();
     ctx_.vms = vms_.get();
@@ -241,8 +260,10 @@ absl::Status ExtenderApp::Init() {
           if (stopping_.HasBeenNotified()) return;
         }
       }
-      spdlog::info("Kubernetes caches synced: {} VirtualMachines, {} VirtualMachineInstances{}",
-                   vms_->vms(), vms_->vmis(),
+      spdlog::info("Kubernetes caches synced: {} VirtualMachines, {} VirtualMachineInstances, "
+                   "{} pods of {}{}",
+                   vms_->vms(), vms_->vmis(), pod_watch_->size(),
+                   config_.extender.kubernetes.scheduler_name,
                    claims_ == nullptr
                        ? std::string()
                        : absl::StrCat(", ", allocator_->ListClaims("").size(), " claims"));
@@ -309,11 +330,7 @@ absl::Status ExtenderApp::Init() {
       });
   // With a Kubernetes API, pending hand-offs of pods that are gone are
   // cancelled; without one, DELETE /v1/nodes/{node}/handoffs/{podUid} does it.
-  if (kube_ != nullptr) {
-    sweeper_ = std::make_unique<HandoffSweeper>(HandoffSweeper::Options{}, allocator_.get(),
-                                                kube_.get(), clock);
-    sweeper_->Start();
-  }
+  if (sweeper_ != nullptr) sweeper_->Start();
   checkpointer_ = std::make_unique<Checkpointer>(Checkpointer::Options{}, allocator_.get(), clock);
   checkpointer_->Start();
   started_ = true;

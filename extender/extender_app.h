@@ -43,6 +43,7 @@
 #include "extender/vm_directory.h"
 #include "common/notifier.h"
 #include "extender/pod_cache.h"
+#include "extender/pod_directory.h"
 #include "extender/router.h"
 #include "extender/timed_store.h"
 
@@ -86,6 +87,8 @@ class ExtenderApp {
   // Kubernetes mode: the watches of VirtualMachines and their instances.
   std::unique_ptr<KubeEndpoint> endpoint_;
   std::unique_ptr<VmDirectory> vms_;
+  // ... and of the pods of pdc's scheduler.
+  std::unique_ptr<PodDirectory> pod_watch_;
   // store: kubernetes: the API calls of the store, and the controller that
   // follows the claim objects.
   std::unique_ptr<KubeApi> kube_api_;

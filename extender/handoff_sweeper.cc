@@ -4,14 +4,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "api/json_util.h"
 #include "common/strings.h"
-#include "rapidjson/document.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
-
-namespace json = api::json;
 
 HandoffSweeper::HandoffSweeper(Options options, Allocator* allocator, KubeClient* kube,
                                const Clock* clock)
@@ -22,47 +18,9 @@ HandoffSweeper::HandoffSweeper(Options options, Allocator* allocator, KubeClient
 
 HandoffSweeper::~HandoffSweeper() { Stop(); }
 
-PodFate AskPodFate(KubeClient* kube, std::string_view ns, std::string_view pod_name,
-                   std::string_view pod_uid, absl::Duration timeout, std::string* why) {
-  absl::StatusOr<std::string> pod = kube->GetPod(ns, pod_name, timeout);
-  if (!pod.ok()) {
-    if (pod.status().code() == absl::StatusCode::kNotFound) {
-      *why = "the pod was deleted";
-      return PodFate::kGone;
-    }
-    *why = std::string(pod.status().message());
-    return PodFate::kUnknown;
-  }
-  rapidjson::Document doc;
-  if (absl::Status s = json::Parse(*pod, &doc); !s.ok() || !doc.IsObject()) {
-    *why = "kube-apiserver answered with a pod that is not a JSON object";
-    return PodFate::kUnknown;
-  }
-  std::string_view uid;
-  std::string_view phase;
-  if (const json::Value* meta = json::Find(doc, "metadata"); meta && meta->IsObject()) {
-    if (const json::Value* u = json::Find(*meta, "uid"); u && u->IsString()) {
-      uid = json::StringOf(*u);
-    }
-  }
-  if (const json::Value* st = json::Find(doc, "status"); st && st->IsObject()) {
-    if (const json::Value* ph = json::Find(*st, "phase"); ph && ph->IsString()) {
-      phase = json::StringOf(*ph);
-    }
-  }
-  if (!uid.empty() && uid != pod_uid) {
-    *why = absl::StrCat("the pod was replaced (now UID ", Sv(uid), ")");
-    return PodFate::kGone;
-  }
-  if (phase == "Failed" || phase == "Succeeded") {
-    *why = absl::StrCat("the pod is ", Sv(phase));
-    return PodFate::kGone;
-  }
-  return PodFate::kAlive;
-}
-
-PodFate HandoffSweeper::AskApiserver(const PendingHandoff& p, std::string* why) {
-  return AskPodFate(kube_, p.ns, p.pod.pod_name, p.pod.pod_uid, options_.api_timeout, why);
+PodFate HandoffSweeper::Ask(const PendingHandoff& p, std::string* why) {
+  return AskPodFate(options_.pods, kube_, p.ns, p.pod.pod_name, p.pod.pod_uid,
+                    options_.api_timeout, why);
 }
 
 size_t HandoffSweeper::SweepOnce() {
@@ -76,9 +34,10 @@ size_t HandoffSweeper::SweepOnce() {
       auto it = first_seen_.find(p.pod.pod_uid);
       const absl::Time since = it == first_seen_.end() ? now : it->second;
       still.emplace(p.pod.pod_uid, since);
-      if (now - since >= options_.grace) due.push_back(p);
+      if (now - since >= options_.grace || gone_.contains(p.pod.pod_uid)) due.push_back(p);
     }
     first_seen_ = std::move(still);  // Forget pods no longer pending.
+    gone_.clear();
   }
   size_t cancelled = 0;
   absl::flat_hash_map<std::string, bool> asked;  // One GET per pod per pass.
@@ -86,7 +45,7 @@ size_t HandoffSweeper::SweepOnce() {
     auto [it, first] = asked.try_emplace(p.pod.pod_uid, false);
     if (!first) continue;
     std::string why;
-    const PodFate fate = AskApiserver(p, &why);
+    const PodFate fate = Ask(p, &why);
     if (fate == PodFate::kUnknown) {
       spdlog::warn("hand-off of pod {}/{} (uid {}) on node {}: cannot tell whether the pod is "
                    "gone, keeping it pending: {}",
@@ -111,14 +70,40 @@ size_t HandoffSweeper::SweepOnce() {
   return cancelled;
 }
 
+void HandoffSweeper::PodGone(std::string_view uid) {
+  // Bounded: beyond it (a burst of deleted pods), the regular passes do.
+  constexpr size_t kMaxGone = 4096;
+  absl::MutexLock lock(&mu_);
+  if (gone_.size() < kMaxGone) gone_.emplace(uid);
+  if (!wake_->HasBeenNotified()) wake_->Notify();
+}
+
 void HandoffSweeper::Start() {
   thread_ = std::thread([this] {
-    while (clock_->WaitFor(options_.interval, &stop_)) SweepOnce();
+    for (;;) {
+      std::shared_ptr<absl::Notification> wake;
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) return;
+        wake = wake_;
+      }
+      clock_->WaitFor(options_.interval, wake.get());
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) return;
+        if (wake_->HasBeenNotified()) wake_ = std::make_shared<absl::Notification>();
+      }
+      SweepOnce();
+    }
   });
 }
 
 void HandoffSweeper::Stop() {
-  if (!stop_.HasBeenNotified()) stop_.Notify();
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (!wake_->HasBeenNotified()) wake_->Notify();
+  }
   if (thread_.joinable()) thread_.join();
 }
 

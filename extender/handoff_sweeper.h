@@ -10,19 +10,25 @@
 // (different UID), or the pod is Failed or Succeeded (kubelet refused it at
 // admission, e.g. pdc-node's Allocate said no). A pod that is Pending or
 // Running keeps its slot; an apiserver error keeps it too (never cancel on a
-// guess). Long-polls learn of a cancellation from the allocator's change
+// guess). With the watch of the scheduler's pods (pod_directory.h) the
+// watch answers for the pods it has, and a pod it shows ended or deleted
+// is checked at once (PodGone), without waiting for the grace period or the
+// next pass. Long-polls learn of a cancellation from the allocator's change
 // listener, like of every other change. Passes are scheduled on the Clock.
 //
-// Thread-safety: SweepOnce() and Stop() are thread-safe; Start() once.
+// Thread-safety: SweepOnce(), PodGone() and Stop() are thread-safe; Start()
+// once.
 #ifndef PDC_EXTENDER_HANDOFF_SWEEPER_H_
 #define PDC_EXTENDER_HANDOFF_SWEEPER_H_
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -30,15 +36,9 @@
 #include "common/clock.h"
 #include "common/notifier.h"
 #include "extender/kube_client.h"
+#include "extender/pod_directory.h"
 
 namespace pdc::extender {
-
-// Whether pod `ns`/`pod_name` with `pod_uid` still runs, as the apiserver
-// says: gone when it is deleted, replaced by another UID, or ended
-// (Failed/Succeeded); unknown when the apiserver cannot tell (`why` says).
-enum class PodFate { kAlive, kGone, kUnknown };
-PodFate AskPodFate(KubeClient* kube, std::string_view ns, std::string_view pod_name,
-                   std::string_view pod_uid, absl::Duration timeout, std::string* why);
 
 class HandoffSweeper {
  public:
@@ -46,6 +46,7 @@ class HandoffSweeper {
     absl::Duration grace = absl::Seconds(30);     // Wait before asking.
     absl::Duration interval = absl::Seconds(10);  // Between passes (Start()).
     absl::Duration api_timeout = absl::Seconds(10);  // Per Kubernetes API call.
+    const PodDirectory* pods = nullptr;              // The pod watch; may be null.
   };
   // All pointers must outlive the sweeper.
   HandoffSweeper(Options options, Allocator* allocator, KubeClient* kube, const Clock* clock);
@@ -54,12 +55,17 @@ class HandoffSweeper {
   // One pass; returns how many pending hand-offs were cancelled.
   size_t SweepOnce() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Runs SweepOnce() every `interval` on a thread of its own until Stop().
+  // The pod with `uid` ended or was deleted (the pod watch says): its
+  // hand-off, if pending, is checked at the next pass, which starts now.
+  void PodGone(std::string_view uid) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Runs SweepOnce() every `interval`, and when PodGone() asks, on a
+  // thread of its own until Stop().
   void Start();
   void Stop();
 
  private:
-  PodFate AskApiserver(const PendingHandoff& p, std::string* why);
+  PodFate Ask(const PendingHandoff& p, std::string* why);
 
   const Options options_;
   Allocator* const allocator_;
@@ -69,7 +75,12 @@ class HandoffSweeper {
   absl::Mutex mu_;
   // Pod UID -> when this sweeper first saw it pending.
   absl::flat_hash_map<std::string, absl::Time> first_seen_ ABSL_GUARDED_BY(mu_);
-  absl::Notification stop_;
+  // Pods the watch showed gone, checked at the next pass whatever their age.
+  absl::flat_hash_set<std::string> gone_ ABSL_GUARDED_BY(mu_);
+  // Wakes the thread for a pass; a fresh one after each wake.
+  std::shared_ptr<absl::Notification> wake_ ABSL_GUARDED_BY(mu_) =
+      std::make_shared<absl::Notification>();
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "rapidjson/document.h"
 #include "tests/extender/extender_fixture.h"
+#include "tests/testing/reflector_feed.h"
 
 namespace pdc::extender::testing {
 namespace {
@@ -34,27 +35,9 @@ std::string OwnedBy(const std::string& kind, const std::string& name, const std:
                       R"(","name":")", name, R"(","uid":")", uid, R"(","controller":true}])");
 }
 
-void Put(ReflectorSink* sink, const std::string& json) {
-  rapidjson::Document d;
-  ASSERT_TRUE(api::json::Parse(json, &d).ok());
-  sink->Upsert(d);
-}
-void Delete(ReflectorSink* sink, const std::string& json) {
-  rapidjson::Document d;
-  ASSERT_TRUE(api::json::Parse(json, &d).ok());
-  sink->Remove(d);
-}
-
-// A relist: `objects` are all there is.
-void List(ReflectorSink* sink, const std::vector<std::string>& objects) {
-  std::vector<rapidjson::Document> docs(objects.size());
-  std::vector<const api::json::Value*> items;
-  for (size_t i = 0; i < objects.size(); ++i) {
-    ASSERT_TRUE(api::json::Parse(objects[i], &docs[i]).ok());
-    items.push_back(&docs[i]);
-  }
-  sink->Replace(items);
-}
+using ::pdc::testing::Delete;
+using ::pdc::testing::List;
+using ::pdc::testing::Put;
 
 api::OwnerReference VmiRef(const std::string& uid = kVmiUid) {
   return {"kubevirt.io/v1", "VirtualMachineInstance", "vm1", uid, true};

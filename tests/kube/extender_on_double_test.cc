@@ -160,5 +160,34 @@ TEST_F(ExtenderOnDoubleTest, ReleasesAVmDeletedWhileItWasDown) {
   EXPECT_TRUE(AwaitUnreserved(key));
 }
 
+// The watch of pdc-scheduler's pods: a VM pod deleted after its bind, before
+// kubelet asked for its devices, gives its node's hand-off slot back at once
+// (without the watch, the sweeper's grace period of 30 s would pass first).
+TEST_F(ExtenderOnDoubleTest, APodDeletedBeforeItsDevicesGivesUpItsHandoffAtOnce) {
+  const std::string vmi = CreateVm("vm5");
+  const std::string pod = CreatePod("vm5", "virt-launcher-vm5-aaaaa", vmi);
+  const std::string pod_uid =
+      Call("GET", Pods("/virt-launcher-vm5-aaaaa")).Str({"metadata", "uid"});
+  StartExtender();
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  EXPECT_THAT(Filter(pod).body, HasSubstr(R"("NodeNames":["node-a"])"));
+  EXPECT_EQ(Bind("virt-launcher-vm5-aaaaa", pod_uid).body, R"({"Error":""})");
+  ASSERT_EQ(app_->allocator()->PendingHandoffs("node-a").size(), 1u);
+
+  // Deleted for good (as kubelet does once the pod's containers are gone,
+  // or `kubectl delete --force`): a graceful delete only marks it.
+  const absl::Time deleted = absl::Now();
+  ASSERT_EQ(Call("DELETE", Pods("/virt-launcher-vm5-aaaaa?gracePeriodSeconds=0")).status, 200);
+  while (!app_->allocator()->PendingHandoffs("node-a").empty() &&
+         absl::Now() - deleted < absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(app_->allocator()->PendingHandoffs("node-a"), ::testing::IsEmpty());
+  // The claim keeps its device for the VM's next pod.
+  ASSERT_OK_AND_ASSIGN(Claim c, app_->allocator()->GetClaim({ns_, "vm5-nvme"}));
+  EXPECT_EQ(c.status.phase, ClaimPhase::kBound);
+}
+
 }  // namespace
 }  // namespace pdc::testing

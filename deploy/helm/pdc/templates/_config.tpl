@@ -59,6 +59,7 @@ extender:
   templateReclaimPolicy: Retain
   kubernetes:
     mode: in-cluster               # ServiceAccount pdc-extender (rbac/extender.yaml)
+    schedulerName: pdc-scheduler   # its pods are watched (scheduler/kube-scheduler-config.yaml)
 
 node:
   nodeName: ""                     # "" = $NODE_NAME, set by the DaemonSet

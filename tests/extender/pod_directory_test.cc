@@ -1,0 +1,227 @@
+// The watch of pdc-scheduler's pods: what it answers about a pod, what it
+// reports as gone, and that the hand-off sweeper and AskPodFate use it (an
+// answer from the watch saves the GET; "not in the watch" never decides
+// alone).
+#include "extender/pod_directory.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "extender/handoff_sweeper.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/extender/extender_fixture.h"
+#include "tests/testing/fake_kube.h"
+#include "tests/testing/reflector_feed.h"
+
+namespace pdc::extender::testing {
+namespace {
+
+using ::pdc::testing::Delete;
+using ::pdc::testing::FakeKube;
+using ::pdc::testing::List;
+using ::pdc::testing::Put;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr char kPod[] = "virt-launcher-vm1-x7k2p";
+
+std::string PodObject(const std::string& name, const std::string& uid, const std::string& phase,
+                      const std::string& node = "node-a") {
+  return absl::StrCat(R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":")", name,
+                      R"(","namespace":"default","uid":")", uid,
+                      R"(","resourceVersion":"7"},"spec":{"schedulerName":"pdc-scheduler",)",
+                      R"("nodeName":")", node, R"("},"status":{"phase":")", phase, R"("}})");
+}
+
+struct Gone {
+  std::vector<std::string> uids;
+  PodDirectory::GoneFn fn() {
+    return [this](const PodRef& p) { uids.push_back(absl::StrCat(p.ns, "/", p.name, "/", p.uid)); };
+  }
+};
+
+PodFate FateOf(const PodDirectory& d, const std::string& name, const std::string& uid) {
+  std::string why;
+  return d.Fate("default", name, uid, &why);
+}
+
+TEST(PodsOfSchedulerTest, IsAFieldSelectorOnSchedulerName) {
+  EXPECT_EQ(PodsOfScheduler("pdc-scheduler"), "fieldSelector=spec.schedulerName%3Dpdc-scheduler");
+}
+
+TEST(PodDirectoryTest, KnowsNothingBeforeItsFirstList) {
+  PodDirectory d;
+  Put(&d, PodObject(kPod, "uid-1", "Running"));
+  EXPECT_EQ(FateOf(d, kPod, "uid-1"), PodFate::kUnknown);
+  List(&d, {});
+  EXPECT_EQ(FateOf(d, kPod, "uid-1"), PodFate::kUnknown);  // The list is all there is.
+}
+
+struct FateCase {
+  std::string name;
+  std::vector<std::string> listed;
+  std::string ask_uid;
+  PodFate want;
+};
+
+class PodDirectoryFateTest : public ::testing::TestWithParam<FateCase> {};
+
+TEST_P(PodDirectoryFateTest, Answers) {
+  PodDirectory d;
+  List(&d, GetParam().listed);
+  std::string why;
+  EXPECT_EQ(d.Fate("default", kPod, GetParam().ask_uid, &why), GetParam().want) << why;
+  EXPECT_FALSE(why.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PodDirectoryFateTest,
+    ::testing::Values(
+        FateCase{"Running", {PodObject(kPod, "uid-1", "Running")}, "uid-1", PodFate::kAlive},
+        FateCase{"PendingUnbound", {PodObject(kPod, "uid-1", "Pending", "")}, "uid-1",
+                 PodFate::kAlive},
+        FateCase{"Failed", {PodObject(kPod, "uid-1", "Failed")}, "uid-1", PodFate::kGone},
+        FateCase{"Succeeded", {PodObject(kPod, "uid-1", "Succeeded")}, "uid-1", PodFate::kGone},
+        FateCase{"ReplacedUnderTheName", {PodObject(kPod, "uid-2", "Pending")}, "uid-1",
+                 PodFate::kGone},
+        // Not in the watch: maybe deleted, maybe not shown yet. Ask.
+        FateCase{"NotHeld", {PodObject("other", "uid-9", "Running")}, "uid-1",
+                 PodFate::kUnknown}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(PodDirectoryTest, ReportsPodsThatEndOrLeaveOnce) {
+  Gone gone;
+  PodDirectory d(gone.fn());
+  List(&d, {PodObject(kPod, "uid-1", "Running"), PodObject("p2", "uid-2", "Running"),
+            PodObject("p3", "uid-3", "Running")});
+  EXPECT_THAT(gone.uids, IsEmpty());
+  Put(&d, PodObject(kPod, "uid-1", "Failed"));
+  Put(&d, PodObject(kPod, "uid-1", "Failed"));  // Still failed: not again.
+  Delete(&d, PodObject("p2", "uid-2", "Running"));
+  Delete(&d, PodObject("p2", "uid-2", "Running"));  // Already gone.
+  // p3 was deleted and its name re-used while the watch was away.
+  Put(&d, PodObject("p3", "uid-4", "Pending"));
+  // A relist without the failed pod: it was reported already.
+  List(&d, {PodObject("p3", "uid-4", "Pending")});
+  EXPECT_THAT(gone.uids, ElementsAre("default/virt-launcher-vm1-x7k2p/uid-1", "default/p2/uid-2",
+                                     "default/p3/uid-3"));
+  EXPECT_EQ(d.size(), 1u);
+  // A pod deleted while the watch was down is reported by the relist.
+  List(&d, {});
+  EXPECT_EQ(gone.uids.back(), "default/p3/uid-4");
+}
+
+TEST(PodDirectoryTest, IgnoresPodsItCannotRead) {
+  PodDirectory d;
+  List(&d, {R"({"metadata":{"name":"x"}})", PodObject(kPod, "uid-1", "Running"),
+            PodObject("p2", "uid-2", "Run ning")});
+  EXPECT_EQ(d.size(), 1u);
+  EXPECT_EQ(FateOf(d, kPod, "uid-1"), PodFate::kAlive);
+}
+
+TEST(AskPodFateTest, TheWatchAnswersWithoutAGet) {
+  PodDirectory d;
+  List(&d, {PodObject(kPod, "uid-1", "Running"), PodObject("p2", "uid-2", "Failed")});
+  FakeKube kube;
+  std::string why;
+  EXPECT_EQ(AskPodFate(&d, &kube, "default", kPod, "uid-1", absl::Seconds(1), &why),
+            PodFate::kAlive);
+  EXPECT_EQ(AskPodFate(&d, &kube, "default", "p2", "uid-2", absl::Seconds(1), &why),
+            PodFate::kGone);
+  EXPECT_THAT(kube.calls(), IsEmpty());
+  // Not in the watch: kube-apiserver decides (here: 404).
+  EXPECT_EQ(AskPodFate(&d, &kube, "default", "p3", "uid-3", absl::Seconds(1), &why),
+            PodFate::kGone);
+  EXPECT_THAT(kube.calls(), ElementsAre("GET default/p3"));
+  // ... and a pod it has that the watch has not shown yet is alive.
+  kube.SetPod(PodObject("p4", "uid-4", "Pending"));
+  EXPECT_EQ(AskPodFate(&d, &kube, "default", "p4", "uid-4", absl::Seconds(1), &why),
+            PodFate::kAlive);
+}
+
+// The sweeper with the watch: a pod the watch shows gone gives up its
+// hand-off at once, without the grace period; a pod it shows alive costs no
+// GET.
+class SweeperWithWatchTest : public ExtenderFixture {
+ protected:
+  void SetUp() override {
+    allocator_options_.serialize_handoffs = true;
+    Open();
+    Report("node-a", {NvmeDevice("0000:3b:00.0", 12, 0, "SNA0")});
+    ASSERT_EQ(Post("/scheduler/filter", NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"}))
+                  .status,
+              200);
+    ASSERT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body,
+              R"({"Error":""})");
+    ASSERT_EQ(allocator_->PendingHandoffs("").size(), 1u);
+  }
+
+  HandoffSweeper::Options Opts() {
+    HandoffSweeper::Options o;
+    o.grace = absl::Seconds(30);
+    o.pods = &pods_;
+    return o;
+  }
+
+  FakeKube kube_;
+  PodDirectory pods_;
+};
+
+TEST_F(SweeperWithWatchTest, APodTheWatchShowsEndedIsCancelledAtOnce) {
+  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
+  List(&pods_, {PodObject(kPod, "uid-1", "Pending")});
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  Put(&pods_, PodObject(kPod, "uid-1", "Failed"));
+  sweeper.PodGone("uid-1");
+  EXPECT_EQ(sweeper.SweepOnce(), 1u);  // No grace: the watch saw it end.
+  EXPECT_THAT(kube_.calls(), IsEmpty());
+  EXPECT_THAT(allocator_->PendingHandoffs(""), IsEmpty());
+}
+
+TEST_F(SweeperWithWatchTest, ADeletedPodIsConfirmedWithTheApiserver) {
+  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
+  List(&pods_, {PodObject(kPod, "uid-1", "Pending")});
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  // Deleted, but the apiserver still has it (the watch raced ahead of a
+  // grace-period deletion): kept.
+  Delete(&pods_, PodObject(kPod, "uid-1", "Pending"));
+  kube_.SetPod(PodObject(kPod, "uid-1", "Running"));
+  sweeper.PodGone("uid-1");
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  EXPECT_THAT(kube_.calls(), ElementsAre("GET default/virt-launcher-vm1-x7k2p"));
+  // Now it is gone.
+  kube_.SetPod(absl::NotFoundError("pods \"virt-launcher-vm1-x7k2p\" not found"));
+  sweeper.PodGone("uid-1");
+  EXPECT_EQ(sweeper.SweepOnce(), 1u);
+}
+
+TEST_F(SweeperWithWatchTest, APodTheWatchShowsAliveCostsNoGet) {
+  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
+  List(&pods_, {PodObject(kPod, "uid-1", "Running")});
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  EXPECT_THAT(kube_.calls(), IsEmpty());
+  EXPECT_EQ(allocator_->PendingHandoffs("").size(), 1u);
+}
+
+TEST_F(SweeperWithWatchTest, PodGoneWakesTheSweeperThread) {
+  // A real clock for the thread: the pass interval is an hour, so only the
+  // wake can run it.
+  HandoffSweeper::Options o = Opts();
+  o.interval = absl::Hours(1);
+  HandoffSweeper sweeper(o, allocator_.get(), &kube_, RealClock());
+  List(&pods_, {PodObject(kPod, "uid-1", "Failed")});
+  sweeper.Start();
+  sweeper.PodGone("uid-1");
+  for (int i = 0; i < 500 && !allocator_->PendingHandoffs("").empty(); ++i) {
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_THAT(allocator_->PendingHandoffs(""), IsEmpty());
+  sweeper.Stop();
+}
+
+}  // namespace
+}  // namespace pdc::extender::testing
