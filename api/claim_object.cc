@@ -1,9 +1,11 @@
 #include "api/claim_object.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "api/rest_json.h"
 #include "api/validation.h"
 #include "common/status_macros.h"
@@ -50,7 +52,135 @@ void WriteMetaPreconditions(Writer& w, std::string_view uid, std::string_view re
   Str(w, resource_version);
 }
 
+// metav1.Time on the wire: RFC 3339 in UTC, to the second.
+std::string Rfc3339(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+// status.devices[i].iommuGroup / numaNode, when in bounds.
+std::vector<DeviceFacts> ReadDeviceFacts(const Value& status) {
+  std::vector<DeviceFacts> out;
+  const Value* devices = json::Find(status, "devices");
+  if (devices == nullptr || !devices->IsArray()) return out;
+  for (const Value& d : devices->GetArray()) {
+    DeviceFacts f;
+    if (d.IsObject()) {
+      if (const Value* g = json::Find(d, "iommuGroup");
+          g != nullptr && g->IsInt() && g->GetInt() >= 0) {
+        f.iommu_group = g->GetInt();
+      }
+      if (const Value* n = json::Find(d, "numaNode");
+          n != nullptr && n->IsInt() && n->GetInt() >= 0 && n->GetInt() <= INT16_MAX) {
+        f.numa_node = static_cast<int16_t>(n->GetInt());
+      }
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+// status.conditions, the entries with a type, a True/False status and a
+// readable lastTransitionTime.
+std::vector<ClaimCondition> ReadConditions(const Value& status) {
+  std::vector<ClaimCondition> out;
+  const Value* conditions = json::Find(status, "conditions");
+  if (conditions == nullptr || !conditions->IsArray()) return out;
+  constexpr size_t kMaxConditions = 16;
+  for (const Value& c : conditions->GetArray()) {
+    if (out.size() == kMaxConditions) break;
+    if (!c.IsObject()) continue;
+    const Value* type = json::Find(c, "type");
+    const Value* st = json::Find(c, "status");
+    const Value* at = json::Find(c, "lastTransitionTime");
+    if (type == nullptr || !type->IsString() || st == nullptr || !st->IsString() ||
+        at == nullptr || !at->IsString()) {
+      continue;
+    }
+    ClaimCondition cond;
+    cond.type = std::string(json::StringOf(*type));
+    const std::string_view status_text = json::StringOf(*st);
+    if (cond.type.size() > 316 || (status_text != "True" && status_text != "False")) continue;
+    cond.status = status_text == "True";
+    std::string err;
+    if (!absl::ParseTime(absl::RFC3339_full, std::string(json::StringOf(*at)),
+                         &cond.last_transition, &err)) {
+      continue;
+    }
+    if (const Value* r = json::Find(c, "reason"); r != nullptr && r->IsString()) {
+      cond.reason = std::string(json::StringOf(*r).substr(0, 1024));
+    }
+    if (const Value* m = json::Find(c, "message"); m != nullptr && m->IsString()) {
+      cond.message = std::string(json::StringOf(*m).substr(0, 32768));
+    }
+    if (const Value* g = json::Find(c, "observedGeneration"); g != nullptr && g->IsInt64()) {
+      cond.observed_generation = g->GetInt64();
+    }
+    out.push_back(std::move(cond));
+  }
+  return out;
+}
+
+// "0000:3b:00.0 (serial SN1), ..." naming at most a few devices.
+std::string DeviceList(const std::vector<BoundDevice>& devices) {
+  constexpr size_t kNamed = 8;
+  std::string out;
+  for (size_t i = 0; i < devices.size() && i < kNamed; ++i) {
+    absl::StrAppend(&out, i == 0 ? "" : ", ", devices[i].address.ToString());
+    if (!devices[i].serial.empty()) absl::StrAppend(&out, " (serial ", devices[i].serial, ")");
+  }
+  if (devices.size() > kNamed) absl::StrAppend(&out, " and ", devices.size() - kNamed, " more");
+  return out;
+}
+
 }  // namespace
+
+std::vector<ClaimCondition> ConditionsOf(const ClaimStatus& status, std::string_view conflict,
+                                         int64_t generation,
+                                         const std::vector<ClaimCondition>& before,
+                                         absl::Time now) {
+  std::vector<ClaimCondition> out;
+  auto add = [&](std::string_view type, bool is, std::string reason, std::string message) {
+    ClaimCondition c{std::string(type), is, std::move(reason), std::move(message), now,
+                     generation};
+    for (const ClaimCondition& b : before) {
+      if (b.type == c.type && b.status == c.status) c.last_transition = b.last_transition;
+    }
+    out.push_back(std::move(c));
+  };
+  switch (status.phase) {
+    case ClaimPhase::kBound:
+      add(kConditionBound, true, "DeviceBound",
+          absl::StrCat("bound to ", status.devices.size(), " device(s) on node ", status.node,
+                       ": ", DeviceList(status.devices)));
+      break;
+    case ClaimPhase::kLost:
+      add(kConditionBound, false, "DeviceLost",
+          status.lost_reason.empty()
+              ? absl::StrCat("its device(s) on node ", status.node, " are gone or unhealthy")
+              : status.lost_reason);
+      break;
+    case ClaimPhase::kPending:
+      add(kConditionBound, false, "WaitingForFirstConsumer",
+          "no VM pod was bound with this claim yet: the first one's node decides its device(s)");
+      break;
+  }
+  if (const std::optional<Reservation>& r = status.reserved_for; r.has_value()) {
+    const bool handed = status.handed_off_to == r->pod_uid;
+    std::string who = absl::StrCat("VM ", r->vm, r->vm_uid.empty() ? "" : " (uid ", r->vm_uid,
+                                   r->vm_uid.empty() ? "" : ")", ", pod ", r->pod_name, " (uid ",
+                                   r->pod_uid, ")");
+    add(kConditionReserved, true, handed ? "HandedOff" : "HandOffPending",
+        handed ? absl::StrCat("in use by ", who, ": its node's device plugin gave it the devices")
+               : absl::StrCat("reserved for ", who,
+                              ", which has not received the devices from its node yet"));
+  } else {
+    add(kConditionReserved, false, "NotInUse", "no VM pod uses the claim");
+  }
+  if (!conflict.empty()) {
+    add(kConditionDeviceConflict, true, "DeviceInAnotherClaim", std::string(conflict));
+  }
+  return out;
+}
 
 std::string ClaimCollectionPath(std::string_view ns) {
   return absl::StrCat("/apis/pdc.kubevirt.io/v1alpha1/namespaces/", Sv(ns),
@@ -92,6 +222,8 @@ absl::StatusOr<ClaimObject> ReadClaimObject(const Value& object) {
                      json::OptInt(*status, "observedGeneration",
                                   absl::StrCat(kWhat, ".status.observedGeneration"), 0));
     out.observed_generation = observed;
+    out.device_facts = ReadDeviceFacts(*status);
+    out.conditions = ReadConditions(*status);
   }
   absl::StatusOr<Claim> claim = ParseClaim(flat);
   if (!claim.ok()) return Prefixed(claim.status(), "spec");
@@ -158,7 +290,9 @@ std::string WriteNewClaimObject(const Claim& claim, const std::optional<OwnerRef
 }
 
 std::string WriteClaimStatusPatch(std::string_view uid, std::string_view resource_version,
-                                  const ClaimStatus& status, int64_t observed_generation) {
+                                  const ClaimStatus& status, int64_t observed_generation,
+                                  const std::vector<DeviceFacts>& facts,
+                                  const std::vector<ClaimCondition>& conditions) {
   rapidjson::StringBuffer buf;
   Writer w(buf);
   w.StartObject();
@@ -166,9 +300,28 @@ std::string WriteClaimStatusPatch(std::string_view uid, std::string_view resourc
   w.EndObject();
   Key(w, "status");
   w.StartObject();
-  WriteClaimStatusFields(w, status);
+  WriteClaimStatusFields(w, status, facts);
   Key(w, "observedGeneration");
   w.Int64(observed_generation);
+  Key(w, "conditions");
+  w.StartArray();
+  for (const ClaimCondition& c : conditions) {
+    w.StartObject();
+    Key(w, "type");
+    Str(w, c.type);
+    Key(w, "status");
+    Str(w, c.status ? "True" : "False");
+    Key(w, "observedGeneration");
+    w.Int64(c.observed_generation);
+    Key(w, "lastTransitionTime");
+    Str(w, Rfc3339(c.last_transition));
+    Key(w, "reason");
+    Str(w, c.reason);
+    Key(w, "message");
+    Str(w, c.message);
+    w.EndObject();
+  }
+  w.EndArray();
   w.EndObject();
   w.EndObject();
   return std::string(json::Output(buf));

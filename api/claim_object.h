@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "api/json_util.h"
 #include "api/kube_objects.h"
+#include "api/rest_json.h"
 #include "model/types.h"
 
 namespace pdc::api {
@@ -38,6 +40,35 @@ std::string ClaimCollectionPath(std::string_view ns);
 // .../namespaces/<ns>/persistentdeviceclaims/<name>
 std::string ClaimObjectPath(const ClaimKey& key);
 
+// One of status.conditions, a metav1.Condition (k8s.io/apimachinery
+// pkg/apis/meta/v1/types.go): `type` is CamelCase, `status` True or False,
+// `reason` a CamelCase word, `message` a sentence for people.
+struct ClaimCondition {
+  std::string type;
+  bool status = false;
+  std::string reason;
+  std::string message;
+  absl::Time last_transition = absl::UnixEpoch();
+  int64_t observed_generation = 0;
+  bool operator==(const ClaimCondition&) const = default;
+};
+
+// The condition types of a claim (docs/rest-api.md).
+inline constexpr std::string_view kConditionBound = "Bound";
+inline constexpr std::string_view kConditionReserved = "Reserved";
+inline constexpr std::string_view kConditionDeviceConflict = "DeviceConflict";
+
+// The conditions `status` implies, in this order: Bound (True when Bound;
+// False with reason Pending or DeviceLost), Reserved (True while a VM holds
+// the claim, saying whether its pod has received the devices), and, when
+// `conflict` is not empty, DeviceConflict True with `conflict` as message.
+// The transition times are those of `before` for a type whose status did
+// not change, else `now`.
+std::vector<ClaimCondition> ConditionsOf(const ClaimStatus& status, std::string_view conflict,
+                                         int64_t generation,
+                                         const std::vector<ClaimCondition>& before,
+                                         absl::Time now);
+
 struct ClaimObject {
   ObjectMeta meta;
   // key and uid from the metadata; status as pdc last wrote it, Pending
@@ -45,6 +76,12 @@ struct ClaimObject {
   Claim claim;
   bool has_status = false;  // status.phase is set: pdc wrote a status.
   int64_t observed_generation = 0;
+  // One per claim.status.devices entry. Informational: a value out of
+  // bounds reads as unknown rather than making the claim unreadable.
+  std::vector<DeviceFacts> device_facts;
+  // The conditions pdc wrote; entries it cannot read are left out (it
+  // writes them all again with the next status).
+  std::vector<ClaimCondition> conditions;
 };
 
 // One object of the list or watch. Errors name the field
@@ -58,9 +95,12 @@ std::string WriteNewClaimObject(const Claim& claim, const std::optional<OwnerRef
 
 // The merge patch for .../status: metadata.uid and resourceVersion (the
 // preconditions) and every status member (a member pdc no longer sets is
-// written empty or null, so nothing stale survives the merge).
+// written empty or null, so nothing stale survives the merge): `facts`
+// holds one entry per status.devices entry (fewer: the rest unknown).
 std::string WriteClaimStatusPatch(std::string_view uid, std::string_view resource_version,
-                                  const ClaimStatus& status, int64_t observed_generation);
+                                  const ClaimStatus& status, int64_t observed_generation,
+                                  const std::vector<DeviceFacts>& facts,
+                                  const std::vector<ClaimCondition>& conditions);
 
 // The merge patch that sets metadata.finalizers to `finalizers`, with the
 // same preconditions.

@@ -420,19 +420,29 @@ std::string WriteClaimCreate(const ClaimCreate& c) {
   return std::string(json::Output(buf));
 }
 
-void WriteClaimStatusFields(Writer& w, const ClaimStatus& status) {
+void WriteClaimStatusFields(Writer& w, const ClaimStatus& status,
+                            const std::vector<DeviceFacts>& facts) {
   Key(w, "phase");
   Str(w, ToString(status.phase));
   Key(w, "node");
   Str(w, status.node);
   Key(w, "devices");
   w.StartArray();
-  for (const BoundDevice& d : status.devices) {
+  for (size_t i = 0; i < status.devices.size(); ++i) {
+    const BoundDevice& d = status.devices[i];
     w.StartObject();
     Key(w, "address");
     Str(w, d.address.ToString());
     Key(w, "serial");
     Str(w, d.serial);
+    if (i < facts.size() && facts[i].iommu_group >= 0) {
+      Key(w, "iommuGroup");
+      w.Int(facts[i].iommu_group);
+    }
+    if (i < facts.size() && facts[i].numa_node >= 0) {
+      Key(w, "numaNode");
+      w.Int(facts[i].numa_node);
+    }
     w.EndObject();
   }
   w.EndArray();

@@ -70,7 +70,16 @@ std::string WriteClaimCreate(const ClaimCreate& c);
 // and of its status, written into an object the caller opened: shared by the
 // REST claim and the PersistentDeviceClaim object (api/claim_object.h).
 void WriteClaimSpecFields(json::Writer& w, const ClaimSpec& spec);
-void WriteClaimStatusFields(json::Writer& w, const ClaimStatus& status);
+// What a claim object's status also says of a bound device: facts of the
+// node's inventory when pdc wrote the status (-1: unknown, not written).
+struct DeviceFacts {
+  int32_t iommu_group = -1;
+  int16_t numa_node = -1;
+  bool operator==(const DeviceFacts&) const = default;
+};
+// `facts`: one per status.devices entry, or fewer (the rest unknown).
+void WriteClaimStatusFields(json::Writer& w, const ClaimStatus& status,
+                            const std::vector<DeviceFacts>& facts = {});
 void WriteClaimObject(json::Writer& w, const Claim& c);
 std::string WriteClaim(const Claim& c);
 std::string WriteClaimList(const std::vector<Claim>& claims);

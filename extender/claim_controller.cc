@@ -154,10 +154,7 @@ bool ClaimController::Reconcile(const ClaimKey& key,
     return false;
   }
 
-  const std::vector<ClaimConflict> conflicts = store_->conflicts();
-  for (const ClaimConflict& c : conflicts) {
-    if (std::find(c.claims.begin(), c.claims.end(), key) != c.claims.end()) return true;
-  }
+  if (store_->Withheld(key)) return true;  // In a conflict: left alone until the next start.
 
   if (!HasFinalizer(o.meta)) {
     absl::Status s = store_->SetFinalizer(key, true);
@@ -221,6 +218,10 @@ void ClaimController::Replace(const std::vector<const api::json::Value*>& items)
         uids.push_back(it == objects_.end() ? "" : it->second.meta.uid);
       }
       RecordConflict(options_.events, c, uids);
+    }
+    if (absl::Status s = store_->ReportConflicts(); !s.ok()) {
+      spdlog::warn("writing the DeviceConflict condition of the claims in conflict: {}",
+                   StdSv(s.message()));
     }
     synced_.Notify();
   }

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "api/json_util.h"
 #include "common/backoff.h"
 #include "common/status_macros.h"
@@ -243,15 +244,22 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
     r.return_to_host = std::move(h.return_to_host);
     r.released = std::move(h.released);
   }
+  facts_.clear();
+  conflicted_.clear();
   for (const api::ClaimObject& o : objects) {
     const ClaimStatus& st = o.claim.status;
+    if (conflicted.contains(o.claim.key)) conflicted_[o.claim.key] = o.claim;
     if (st.phase != ClaimPhase::kBound || conflicted.contains(o.claim.key)) continue;
     NodeRecord& r = records[st.node];
     r.inventory.node = st.node;
-    for (const BoundDevice& d : st.devices) {
+    for (size_t i = 0; i < st.devices.size(); ++i) {
       Device dev;
-      dev.address = d.address;
-      dev.serial = d.serial;
+      dev.address = st.devices[i].address;
+      dev.serial = st.devices[i].serial;
+      if (i < o.device_facts.size()) {
+        dev.iommu_group = o.device_facts[i].iommu_group;
+        dev.numa_node = o.device_facts[i].numa_node;
+      }
       r.inventory.devices.push_back(std::move(dev));
     }
   }
@@ -260,6 +268,7 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
     std::sort(r.inventory.devices.begin(), r.inventory.devices.end(),
               [](const Device& a, const Device& b) { return a.address < b.address; });
     nodes.push_back(node);
+    LearnFacts(r.inventory);
     snapshot.mutations.push_back(PutNode{std::move(r)});
   }
   size_t claims = 0;
@@ -268,12 +277,15 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
     for (const api::ClaimObject& o : objects) {
       ObjectState st = StateOf(o.meta);
       if (o.has_status) st.phase = o.claim.status.phase;
+      st.conditions = o.conditions;
       objects_[o.claim.key] = st;
       if (conflicted.contains(o.claim.key)) continue;
       snapshot.mutations.push_back(PutClaim{o.claim});
       ++claims;
     }
     conflicts_ = conflicts;
+    withheld_.clear();
+    for (const auto& [key, yes] : conflicted) withheld_.insert(key);
   }
   if (!snapshot.mutations.empty()) RETURN_IF_ERROR(apply(snapshot));
   spdlog::info("recovered {} claims and the holds of {} nodes from the Kubernetes API{}",
@@ -338,9 +350,11 @@ absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
       } else if (auto* del = std::get_if<DeleteClaim>(&m)) {
         claims[del->key] = std::nullopt;
       } else if (auto* node = std::get_if<PutNode>(&m)) {
+        LearnFacts(node->node.inventory);
         nodes[node->node.inventory.node] =
             Holds{std::move(node->node.return_to_host), std::move(node->node.released)};
       } else if (auto* gone = std::get_if<DeleteNode>(&m)) {
+        facts_.erase(gone->node);
         nodes[gone->node] = Holds{};
       }
     }
@@ -388,7 +402,55 @@ KubeApiStore::Holds KubeApiStore::Persisted(const std::string& node) const {
   return it == holds_.end() ? Holds{} : it->second.holds;
 }
 
-absl::Status KubeApiStore::WriteClaim(const Claim& claim) {
+void KubeApiStore::LearnFacts(const NodeInventory& inventory) {
+  auto& facts = facts_[inventory.node];
+  facts.clear();
+  for (const Device& d : inventory.devices) {
+    if (d.iommu_group < 0 && d.numa_node < 0) continue;
+    facts.emplace_back(d.address, api::DeviceFacts{d.iommu_group, d.numa_node});
+  }
+  // Inventories are sorted by address (model/types.h); keep it so.
+  std::sort(facts.begin(), facts.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (facts.empty()) facts_.erase(inventory.node);
+}
+
+std::vector<api::DeviceFacts> KubeApiStore::FactsOf(const ClaimStatus& status) const {
+  std::vector<api::DeviceFacts> out(status.devices.size());
+  auto node = facts_.find(status.node);
+  if (node == facts_.end()) return out;
+  for (size_t i = 0; i < status.devices.size(); ++i) {
+    auto it = std::lower_bound(
+        node->second.begin(), node->second.end(), status.devices[i].address,
+        [](const auto& f, PciAddress a) { return f.first < a; });
+    if (it != node->second.end() && it->first == status.devices[i].address) out[i] = it->second;
+  }
+  return out;
+}
+
+absl::Status KubeApiStore::ReportConflicts() {
+  absl::MutexLock write_lock(&write_mu_);
+  const std::vector<ClaimConflict> conflicts = this->conflicts();
+  for (const ClaimConflict& c : conflicts) {
+    for (const ClaimKey& key : c.claims) {
+      auto it = conflicted_.find(key);
+      if (it == conflicted_.end()) continue;
+      std::vector<std::string> others;
+      for (const ClaimKey& k : c.claims) {
+        if (k != key) others.push_back(k.ToString());
+      }
+      const std::string message = absl::StrCat(
+          "device ", c.address.ToString(), " on node ", c.node,
+          " is also in the status of claim(s) ", absl::StrJoin(others, ", "),
+          ": pdc uses it for none of them until an administrator deletes the wrong claim(s) "
+          "and restarts pdc-extender");
+      RETURN_IF_ERROR(WriteClaim(it->second, message));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KubeApiStore::WriteClaim(const Claim& claim, std::string_view conflict) {
   const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
   const std::string what = absl::StrCat("write the status of claim ", claim.key.ToString());
   for (;;) {
@@ -410,11 +472,13 @@ absl::Status KubeApiStore::WriteClaim(const Claim& claim) {
                    claim.key.ToString(), st->uid);
       return absl::OkStatus();
     }
+    std::vector<api::ClaimCondition> conditions = api::ConditionsOf(
+        claim.status, conflict, st->generation, st->conditions, options_.clock->Now());
     ASSIGN_OR_RETURN(
         HttpResponse r,
         Call("PATCH", absl::StrCat(api::ClaimObjectPath(claim.key), "/status"),
              api::WriteClaimStatusPatch(st->uid, st->resource_version, claim.status,
-                                        st->generation),
+                                        st->generation, FactsOf(claim.status), conditions),
              kMergePatch, what, deadline));
     if (r.status == 200) {
       rapidjson::Document doc;
@@ -425,6 +489,7 @@ absl::Status KubeApiStore::WriteClaim(const Claim& claim) {
         absl::MutexLock lock(&mu_);
         if (auto it = objects_.find(claim.key); it != objects_.end() && it->second.uid == st->uid) {
           it->second.phase = claim.status.phase;
+          it->second.conditions = std::move(conditions);
         }
       }
       if (options_.on_status) options_.on_status(claim, st->uid, st->phase);
@@ -639,6 +704,7 @@ void KubeApiStore::Observe(const api::ObjectMeta& meta) {
   if (it != objects_.end() && it->second.uid == meta.uid) {
     st.claim_uid = it->second.claim_uid;
     st.phase = it->second.phase;
+    st.conditions = it->second.conditions;
   } else if (auto c = creating_.find(key); c != creating_.end()) {
     st.claim_uid = c->second;
   }
@@ -650,6 +716,7 @@ void KubeApiStore::Remember(const ClaimKey& key, ObjectState state) {
   auto it = objects_.find(key);
   if (it != objects_.end() && it->second.uid == state.uid) {
     if (!state.phase.has_value()) state.phase = it->second.phase;
+    if (state.conditions.empty()) state.conditions = it->second.conditions;
     if (RvNumber(state.resource_version) < RvNumber(it->second.resource_version)) {
       it->second.claim_uid = state.claim_uid;
       return;
@@ -661,7 +728,29 @@ void KubeApiStore::Remember(const ClaimKey& key, ObjectState state) {
 void KubeApiStore::Forget(const ClaimKey& key, std::string_view uid) {
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(key);
-  if (it != objects_.end() && it->second.uid == uid) objects_.erase(it);
+  if (it == objects_.end() || it->second.uid != uid) return;
+  objects_.erase(it);
+  withheld_.erase(key);
+  // A claim of a conflict deleted: the claims it leaves alone with their
+  // device are taken up at the next start (recovery decides afresh).
+  for (auto c = conflicts_.begin(); c != conflicts_.end();) {
+    auto k = std::find(c->claims.begin(), c->claims.end(), key);
+    if (k == c->claims.end()) {
+      ++c;
+      continue;
+    }
+    c->claims.erase(k);
+    if (c->claims.size() > 1) {
+      ++c;
+      continue;
+    }
+    spdlog::warn("device {} on node {} is no longer in two claims ({} was deleted){}; it stays "
+                 "unused until pdc-extender restarts and reads the claims again",
+                 c->address.ToString(), c->node, key.ToString(),
+                 c->claims.empty() ? "" : absl::StrCat(": claim ", c->claims[0].ToString(),
+                                                       " is taken up then"));
+    c = conflicts_.erase(c);
+  }
 }
 
 std::optional<KubeApiStore::ObjectState> KubeApiStore::Object(const ClaimKey& key) const {
@@ -669,6 +758,11 @@ std::optional<KubeApiStore::ObjectState> KubeApiStore::Object(const ClaimKey& ke
   auto it = objects_.find(key);
   if (it == objects_.end()) return std::nullopt;
   return it->second;
+}
+
+bool KubeApiStore::Withheld(const ClaimKey& key) const {
+  absl::MutexLock lock(&mu_);
+  return withheld_.contains(key);
 }
 
 std::vector<ClaimConflict> KubeApiStore::conflicts() const {

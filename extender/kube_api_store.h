@@ -47,6 +47,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -123,6 +124,8 @@ class KubeApiStore final : public Store {
     std::string claim_uid;
     // The phase its status last had, as far as this process knows.
     std::optional<ClaimPhase> phase;
+    // The conditions its status last had (for their transition times).
+    std::vector<api::ClaimCondition> conditions = {};
   };
   // News from the claim watch: a newer resourceVersion of an object (an
   // older one, or one of an object the store has under another UID, is
@@ -140,6 +143,13 @@ class KubeApiStore final : public Store {
   absl::Status SetFinalizer(const ClaimKey& key, bool present);
 
   std::vector<ClaimConflict> conflicts() const;
+  // A claim left out of the allocator at recovery for a conflict: it stays
+  // out until the next start, also once the other claims of its device are
+  // deleted (recovery then decides with what the API holds).
+  bool Withheld(const ClaimKey& key) const;
+  // Writes the DeviceConflict condition into the status of every claim in
+  // conflict (their status otherwise as the API has it). The first failure.
+  absl::Status ReportConflicts();
 
  private:
   struct Holds {
@@ -164,7 +174,14 @@ class KubeApiStore final : public Store {
   absl::Status WriteBatch(std::vector<Pending> batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // The holds of `node` as the API has them.
   Holds Persisted(const std::string& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  absl::Status WriteClaim(const Claim& claim);
+  // Writes `claim`'s status; `conflict` (not empty) is the message of a
+  // DeviceConflict condition.
+  absl::Status WriteClaim(const Claim& claim, std::string_view conflict = {})
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // What the inventories said of `claim`'s devices, one per device.
+  std::vector<api::DeviceFacts> FactsOf(const ClaimStatus& status) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void LearnFacts(const NodeInventory& inventory) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status CreateClaimObject(const Claim& claim);
   absl::Status DropClaim(const ClaimKey& key);
   absl::Status WriteHolds(const std::string& node, const Holds& holds)
@@ -181,6 +198,12 @@ class KubeApiStore final : public Store {
   // One batch written at a time; held across the API calls.
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::flat_hash_map<std::string, HoldsObject> holds_ ABSL_GUARDED_BY(write_mu_);
+  // Each node's devices' IOMMU group and NUMA node, from the inventories
+  // the allocator records (and, until a node reports, the claims' status).
+  absl::flat_hash_map<std::string, std::vector<std::pair<PciAddress, api::DeviceFacts>>> facts_
+      ABSL_GUARDED_BY(write_mu_);
+  // The claims left out for a conflict, as the API has them.
+  absl::flat_hash_map<ClaimKey, Claim> conflicted_ ABSL_GUARDED_BY(write_mu_);
 
   mutable absl::Mutex mu_;
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
@@ -192,6 +215,7 @@ class KubeApiStore final : public Store {
   // object the watch shows before the create's answer arrives.
   absl::flat_hash_map<ClaimKey, std::string> creating_ ABSL_GUARDED_BY(mu_);
   std::vector<ClaimConflict> conflicts_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<ClaimKey> withheld_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdc::extender

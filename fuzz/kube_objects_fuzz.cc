@@ -56,6 +56,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (c->claim.spec.resource_name.empty()) pdc::fuzz::Broken("claim without a resourceName");
     if (c->claim.spec.count < 1) pdc::fuzz::Broken("claim with count < 1");
+    if (c->device_facts.size() != c->claim.status.devices.size()) {
+      pdc::fuzz::Broken("device facts not one per status device");
+    }
+    if (c->conditions.size() > 16) pdc::fuzz::Broken("unbounded conditions");
+    for (const pdc::api::ClaimCondition& k : c->conditions) {
+      if (k.message.size() > 32768 || k.reason.size() > 1024) pdc::fuzz::Broken("long condition");
+    }
   }
   if (auto h = pdc::api::ReadNodeHolds(doc); h.ok()) {
     CheckMeta(h->meta);

@@ -970,8 +970,15 @@ def main():
         # would be lost at the next start.
         status = schema["properties"]["status"]["properties"]
         check(set(status) == {"phase", "node", "devices", "lostReason", "reservedFor",
-                              "handedOffTo", "observedGeneration"},
+                              "handedOffTo", "observedGeneration", "conditions"},
               f"CRD status fields {set(status)}")
+        device_fields = set(status["devices"]["items"]["properties"])
+        check(device_fields == {"address", "serial", "iommuGroup", "numaNode"},
+              f"CRD status.devices fields {device_fields}")
+        condition_fields = set(status["conditions"]["items"]["properties"])
+        check(condition_fields == {"type", "status", "observedGeneration", "lastTransitionTime",
+                                   "reason", "message"},
+              f"CRD status.conditions fields {condition_fields} (metav1.Condition)")
         check(status["phase"]["enum"] == ["Pending", "Bound", "Lost"], "phases")
         check(set(status["reservedFor"]["properties"]) == {"vm", "vmUid", "podName", "podUid"},
               "reservedFor fields")

@@ -101,6 +101,11 @@ TEST_F(ClaimsOnDoubleTest, AClaimObjectIsAClaimAndItsDeletionLeavesTheDeviceRele
   EXPECT_EQ(bound.Str({"status", "phase"}), "Bound");
   EXPECT_EQ(bound.Str({"status", "node"}), "node-a");
   EXPECT_EQ(bound.Str({"status", "reservedFor", "podName"}), "virt-launcher-vm1-x");
+  // The device as node-a's inventory describes it, and conditions.
+  EXPECT_THAT(bound.text, HasSubstr(R"("address":"0000:3b:00.0","serial":"SNA0","iommuGroup":12,"numaNode":0)"));
+  EXPECT_THAT(bound.text, HasSubstr(R"("type":"Bound","status":"True")"));
+  EXPECT_THAT(bound.text, HasSubstr(R"("type":"Reserved","status":"True","observedGeneration":1)"));
+  EXPECT_THAT(bound.text, HasSubstr(R"("reason":"HandOffPending")"));
   // kubectl describe tells it: on the claim and on the pod.
   EXPECT_THAT(AwaitEvent("ClaimBound"), HasSubstr("bound to node node-a: 0000:3b:00.0"));
   EXPECT_THAT(AwaitEvent("DevicesBound"), HasSubstr(R"("kind":"Pod")"));
@@ -112,6 +117,10 @@ TEST_F(ClaimsOnDoubleTest, AClaimObjectIsAClaimAndItsDeletionLeavesTheDeviceRele
   EXPECT_THAT(after, HasSubstr(R"("phase":"Bound")"));
   EXPECT_THAT(after, HasSubstr(R"("node":"node-a")"));
   EXPECT_THAT(after, HasSubstr(bound.Str({"metadata", "uid"})));
+  // ... the IOMMU group too, before node-a reports again.
+  ASSERT_OK_AND_ASSIGN(NodeView node_a, app_->allocator()->GetNode("node-a"));
+  ASSERT_EQ(node_a.inventory.devices.size(), 1u);
+  EXPECT_EQ(node_a.inventory.devices[0].iommu_group, 12);
 
   // Deleting it while the VM's pod runs: kept, by the finalizer.
   ASSERT_EQ(Call("DELETE", Claims("/data")).status, 200);
@@ -187,9 +196,34 @@ TEST_F(ClaimsOnDoubleTest, ADeviceInTwoClaimsIsUsedForNeither) {
               HasSubstr(absl::StrCat("is in the status of claims ", ns_, "/one and ", ns_, "/two")));
   ASSERT_OK_AND_ASSIGN(HttpResponse metrics, pdc_->Get("/metrics"));
   EXPECT_THAT(metrics.body, HasSubstr("pdc_claim_conflicts 1"));
-  // The API still says what it said: pdc did not pick a winner.
-  EXPECT_EQ(Call("GET", Claims("/one")).Str({"status", "phase"}), "Bound");
-  EXPECT_EQ(Call("GET", Claims("/two")).Str({"status", "phase"}), "Bound");
+  // The API still says what it said: pdc did not pick a winner; both
+  // claims say why they are not used.
+  for (const std::string name : {"one", "two"}) {
+    KubeReply c = AwaitObject(Claims(absl::StrCat("/", name)), [](const KubeReply& r) {
+      return r.text.find("DeviceConflict") != std::string::npos;
+    });
+    EXPECT_EQ(c.Str({"status", "phase"}), "Bound");
+    EXPECT_THAT(c.text, HasSubstr(R"("type":"DeviceConflict","status":"True")"));
+    EXPECT_THAT(c.text, HasSubstr(absl::StrCat("is also in the status of claim(s) ", ns_, "/",
+                                               name == "one" ? "two" : "one")));
+  }
+
+  // The administrator deletes the wrong one: it goes (pdc holds nothing for
+  // it), the device stays unused, and the next start takes up the other.
+  ASSERT_EQ(Call("DELETE", Claims("/two")).status, 200);
+  AwaitObject(Claims("/two"), [](const KubeReply& r) { return r.status == 404; });
+  EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/one")), HasSubstr("404"));
+  std::string metrics_after;
+  for (const absl::Time until = absl::Now() + absl::Seconds(10);
+       metrics_after.find("pdc_claim_conflicts 0") == std::string::npos && absl::Now() < until;
+       absl::SleepFor(absl::Milliseconds(20))) {
+    metrics_after = PdcGet("/metrics");
+  }
+  EXPECT_THAT(metrics_after, HasSubstr("pdc_claim_conflicts 0"));
+  RestartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/one")),
+              HasSubstr(R"("phase":"Bound")"));
 }
 
 }  // namespace
