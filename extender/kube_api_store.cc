@@ -38,8 +38,12 @@ uint64_t RvNumber(std::string_view rv) {
 }
 
 KubeApiStore::ObjectState StateOf(const api::ObjectMeta& meta) {
-  return {meta.uid, meta.resource_version, meta.generation, meta.finalizers, meta.deleting,
-          meta.uid, std::nullopt};
+  const api::OwnerReference* owner = meta.Controller();
+  const bool generated = owner != nullptr && owner->api_version.starts_with("kubevirt.io/") &&
+                         (owner->kind == "VirtualMachine" || owner->kind == "VirtualMachineInstance");
+  return {meta.uid,     meta.resource_version, meta.generation, meta.finalizers,
+          meta.deleting, meta.uid,             std::nullopt,    {},
+          generated};
 }
 
 bool HasFinalizer(const std::vector<std::string>& finalizers) {
@@ -562,7 +566,34 @@ absl::Status KubeApiStore::CreateClaimObject(const Claim& claim) {
   return absl::OkStatus();
 }
 
-absl::Status KubeApiStore::DropClaim(const ClaimKey& key) { return SetFinalizer(key, false); }
+absl::Status KubeApiStore::DropClaim(const ClaimKey& key) {
+  std::optional<ObjectState> st = Object(key);
+  if (st.has_value() && st->generated && !st->deleting) {
+    // A claim pdc generated for a VM, let go while its object stays (the
+    // bind that created it was undone, its VM is gone): the object goes
+    // too, rather than outlive the claim it recorded. Only that object
+    // (UID precondition); one being deleted already needs no DELETE.
+    const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
+    const std::string what = absl::StrCat("delete claim ", key.ToString());
+    ASSIGN_OR_RETURN(
+        HttpResponse r,
+        Call("DELETE", api::ClaimObjectPath(key),
+             absl::StrCat(R"({"apiVersion":"v1","kind":"DeleteOptions","preconditions":{"uid":)",
+                          json::Quote(st->uid), "}}"),
+             kJson, what, deadline));
+    if (r.status == 404 || r.status == 409) {
+      // Gone, or another object of that name now: not ours to touch.
+      Forget(key, st->uid);
+      return absl::OkStatus();
+    }
+    if (r.status != 200 && r.status != 202) return FromApiserver(r.status, r.body, what);
+    rapidjson::Document doc;
+    RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
+    ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
+    Observe(meta);  // Now deleting: the finalizer below lets it go.
+  }
+  return SetFinalizer(key, false);
+}
 
 absl::Status KubeApiStore::SetFinalizer(const ClaimKey& key, bool present) {
   const absl::Time deadline = options_.clock->Now() + options_.write_deadline;

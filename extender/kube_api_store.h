@@ -126,6 +126,8 @@ class KubeApiStore final : public Store {
     std::optional<ClaimPhase> phase;
     // The conditions its status last had (for their transition times).
     std::vector<api::ClaimCondition> conditions = {};
+    // Its controller is a VM: a claim pdc generated from the VM's template.
+    bool generated = false;
   };
   // News from the claim watch: a newer resourceVersion of an object (an
   // older one, or one of an object the store has under another UID, is

@@ -172,6 +172,27 @@ TEST_F(ClaimsOnDoubleTest, ATemplateClaimIsAnObjectOwnedByTheVm) {
               HasSubstr(R"("node":"node-a")"));
 }
 
+// A bind the apiserver refused after pdc created the VM's template claim:
+// the claim is let go, and so is its object (it does not stay behind as a
+// Pending claim nobody made); the VM's next try creates it again.
+TEST_F(ClaimsOnDoubleTest, TheTemplateClaimOfAnUndoneBindIsDeleted) {
+  const std::string vmi_uid = CreateVm("vm1");
+  const std::string pod = CreatePod("vm1", "virt-launcher-vm1-abcde", vmi_uid);
+  rapidjson::Document d;
+  d.Parse(pod.data(), pod.size());
+  const std::string pod_uid = kube::GetString(d, {"metadata", "uid"});
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  api_->FailRequests({"POST", "/binding"}, 1, 422);
+  EXPECT_THAT(Bind("virt-launcher-vm1-abcde", pod_uid).body, HasSubstr("Kubernetes API"));
+  AwaitObject(Claims("/vm1-nvme"), [](const KubeReply& r) { return r.status == 404; });
+  EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/vm1-nvme")), HasSubstr("404"));
+
+  EXPECT_EQ(Bind("virt-launcher-vm1-abcde", pod_uid).body, R"({"Error":""})");
+  EXPECT_EQ(Call("GET", Claims("/vm1-nvme")).Str({"status", "phase"}), "Bound");
+}
+
 TEST_F(ClaimsOnDoubleTest, ADeviceInTwoClaimsIsUsedForNeither) {
   // Two claims whose status (written here as an administrator restoring a
   // backup might) both name 0000:3b:00.0 on node-a.
