@@ -87,8 +87,8 @@ class AdmissionWebhook {
   net::HttpResponse Handle(net::HttpRequest request) const;
 
  private:
-  // The VM's claims one by one (named, generated from its template, or
-  // reserved by it): only when Resolve refused them together, to say why.
+  // The VM's claims one by one, by key (named, or its template claims):
+  // only when Resolve refused them together, to say why.
   std::vector<Claim> ClaimsOfVm(const SchedulingRequest& request) const;
 
   const Allocator* const allocator_;
