@@ -529,13 +529,14 @@ class TlsContexts {
     if (!c.ok()) return c.status();
     current_ = *std::move(c);
     loaded_ = stamps;
-    last_check_ = std::chrono::steady_clock::now();
+    last_check_ = RealClock()->Now();
     return absl::OkStatus();
   }
 
   std::shared_ptr<ssl::context> Current() {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_check_ < ToChrono(o_.tls_reload_interval)) return current_;
+    const absl::Time now = RealClock()->Now();
+    // A wall clock set back does not postpone the next look.
+    if (now >= last_check_ && now - last_check_ < o_.tls_reload_interval) return current_;
     last_check_ = now;
     const Stamps stamps = StampsNow();
     if (stamps == loaded_ || stamps == failed_) return current_;
@@ -609,7 +610,7 @@ class TlsContexts {
   std::shared_ptr<ssl::context> current_;
   Stamps loaded_;
   Stamps failed_;
-  std::chrono::steady_clock::time_point last_check_;
+  absl::Time last_check_ = absl::InfinitePast();
 };
 
 class BeastServer final : public HttpServer {
