@@ -163,6 +163,8 @@ TEST_F(AdmissionWebhookTest, DecidesFromTheClaimsOfThePodsVm) {
       {"no managed device", nullptr, {.nvme = 0}, "CREATE", WebhookOutcome::kNoClaims},
       {"not a virt-launcher pod", [this] { BindOn("node-a", {}, 1); },
        {.launcher_label = "something-else"}, "CREATE", WebhookOutcome::kNotApplicable},
+      {"nodeName already set", [this] { BindOn("node-a", {}, 1); }, {.node_name = "node-b"},
+       "CREATE", WebhookOutcome::kNotApplicable},
       {"an UPDATE", [this] { BindOn("node-a", {}, 1); }, {}, "UPDATE",
        WebhookOutcome::kNotApplicable},
   };

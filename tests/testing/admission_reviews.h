@@ -25,6 +25,7 @@ struct LauncherPodSpec {
   std::string scheduler_name = "pdc-scheduler";
   std::string launcher_label = "virt-launcher";
   std::string vmi_uid = kLauncherVmiUid;
+  std::string node_name;  // spec.nodeName; "" = absent.
 };
 
 inline std::string LauncherPodAtCreate(const LauncherPodSpec& s) {
@@ -48,6 +49,7 @@ inline std::string LauncherPodAtCreate(const LauncherPodSpec& s) {
       resources,
       R"(}}],"restartPolicy":"Never","nodeSelector":{"kubernetes.io/arch":"amd64","kubevirt.io/schedulable":"true"},)",
       s.affinity.empty() ? "" : absl::StrCat(R"("affinity":)", s.affinity, ","),
+      s.node_name.empty() ? "" : absl::StrCat(R"("nodeName":")", s.node_name, R"(",)"),
       R"("schedulerName":")", s.scheduler_name,
       R"(","priority":0},"status":{}})");
 }
