@@ -207,7 +207,10 @@ net::HttpResponse AdmissionWebhook::Handle(net::HttpRequest request) const {
   net::HttpResponse out;
   if (!review.ok()) {
     d.outcome = WebhookOutcome::kBadRequest;
-    spdlog::warn("admission webhook: bad AdmissionReview: {}", StdSv(review.status().message()));
+    // Counted (outcome bad_request); logged at debug only, since anything
+    // that reaches the port can send one.
+    spdlog::debug("admission webhook: bad AdmissionReview: {}",
+                  StdSv(review.status().message()));
     out = ErrorResponse(review.status());
   } else {
     d = Decide(*review);
