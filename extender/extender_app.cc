@@ -280,7 +280,10 @@ absl::Status ExtenderApp::Init() {
                                                   clock, &registry_);
     absl::StatusOr<std::unique_ptr<HttpServer>> ws = StartWebhookServer(
         {ec.webhook.listen, ec.webhook.cert_file, ec.webhook.key_file}, webhook_.get());
-    if (!ws.ok()) return ws.status();
+    if (!ws.ok()) {
+      return absl::Status(ws.status().code(),
+                          absl::StrCat("extender.webhook: ", ws.status().message()));
+    }
     webhook_server_ = *std::move(ws);
     spdlog::info("admission webhook serving on {} (port {})", ec.webhook.listen,
                  webhook_server_->port());

@@ -99,6 +99,22 @@ TEST(AdmissionWebhookServerTest, ExtenderAppServesTheWebhookOverTls) {
   app->Stop();
 }
 
+TEST(AdmissionWebhookServerTest, AMissingCertificateStopsTheStartNamingTheField) {
+  pdc::testing::TempDir dir;
+  pdc::testing::FakeClock clock;
+  PdcConfig c;
+  c.extender.listen = "127.0.0.1:0";
+  c.extender.store = StoreKind::kMemory;
+  c.extender.webhook.listen = "127.0.0.1:0";
+  c.extender.webhook.cert_file = dir.Join("missing.crt");
+  c.extender.webhook.key_file = dir.Join("missing.key");
+  absl::StatusOr<std::unique_ptr<ExtenderApp>> app =
+      ExtenderApp::Start(c, {.clock = &clock, .version = "test"});
+  ASSERT_FALSE(app.ok());
+  EXPECT_THAT(std::string(app.status().message()), HasSubstr("extender.webhook: tls.certFile"));
+  EXPECT_THAT(std::string(app.status().message()), HasSubstr("missing.crt"));
+}
+
 // A listener whose only worker is held (a filter that takes long) does not
 // delay the webhook: it has its own listener and threads.
 TEST(AdmissionWebhookServerTest, AnswersWhileTheExtendersWorkersAreBusy) {
