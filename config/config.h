@@ -82,6 +82,18 @@ struct KubernetesConfig {
   std::string scheduler_name = "pdc-scheduler";
 };
 
+// extender.webhook: the mutating admission webhook that pins a restarting VM's
+// virt-launcher pod to the node of its bound claims (docs/operations.md).
+struct WebhookConfig {
+  // listen: host:port of its own HTTPS listener, with its own threads (a
+  // busy extender never delays admission). "" = no webhook.
+  std::string listen;
+  // certFile, keyFile: PEM; required with listen (kube-apiserver calls
+  // webhooks over HTTPS only). Read again when they change on disk.
+  std::string cert_file;
+  std::string key_file;
+};
+
 // Section `extender:`.
 struct ExtenderConfig {
   // listen: host:port of the HTTP(S) listener (scheduler extender verbs,
@@ -124,6 +136,7 @@ struct ExtenderConfig {
   // closed (a long-poll in progress is not idle).
   absl::Duration idle_timeout = absl::Seconds(120);
   ServerTlsConfig tls;  // tls: certFile, keyFile, clientCAFile.
+  WebhookConfig webhook;  // webhook: listen, certFile, keyFile.
   // tokenFile: file holding a bearer token required on every REST call under
   // /v1/, reads included (not /healthz, /readyz, /metrics). "" = no token
   // required.

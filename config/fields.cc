@@ -347,6 +347,15 @@ std::vector<FieldSpec> MakeFields() {
       "extender.tls.clientCAFile",
       [](auto& c) -> auto& { return c.extender.tls.client_ca_file; }));
   f.push_back(Str(
+      "extender.webhook.listen",
+      [](auto& c) -> auto& { return c.extender.webhook.listen; }));
+  f.push_back(Str(
+      "extender.webhook.certFile",
+      [](auto& c) -> auto& { return c.extender.webhook.cert_file; }));
+  f.push_back(Str(
+      "extender.webhook.keyFile",
+      [](auto& c) -> auto& { return c.extender.webhook.key_file; }));
+  f.push_back(Str(
       "extender.tokenFile",
       [](auto& c) -> auto& { return c.extender.token_file; }));
   f.push_back(Str(

@@ -171,6 +171,26 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
                "needs extender.tls.certFile and keyFile (client certificates "
                "are only checked over TLS)");
   }
+  if (!e.webhook.listen.empty()) {
+    if (!IsHostPort(e.webhook.listen)) {
+      return Bad("extender.webhook.listen",
+                 absl::StrCat(QuoteYaml(e.webhook.listen), " is not host:port"));
+    }
+    if (e.webhook.cert_file.empty() || e.webhook.key_file.empty()) {
+      return Bad(e.webhook.cert_file.empty() ? "extender.webhook.certFile"
+                                             : "extender.webhook.keyFile",
+                 "required when extender.webhook.listen is set (kube-apiserver calls "
+                 "admission webhooks over HTTPS only)");
+    }
+    if (e.webhook.listen == e.listen && !e.listen.ends_with(":0")) {
+      return Bad("extender.webhook.listen",
+                 absl::StrCat(QuoteYaml(e.webhook.listen),
+                              " is extender.listen as well; the webhook needs its own port"));
+    }
+  } else if (!e.webhook.cert_file.empty() || !e.webhook.key_file.empty()) {
+    return Bad("extender.webhook.listen",
+               "required when extender.webhook.certFile or keyFile is set");
+  }
   // Every interface reachable beyond loopback is authenticated, or the
   // configuration says, by name, that it need not be.
   if (!e.allow_unauthenticated && !IsLoopbackListen(e.listen)) {

@@ -65,6 +65,9 @@ ExtenderApp::ExtenderApp(const PdcConfig& config, Options options)
 ExtenderApp::~ExtenderApp() { Stop(); }
 
 uint16_t ExtenderApp::port() const { return server_ == nullptr ? 0 : server_->port(); }
+uint16_t ExtenderApp::webhook_port() const {
+  return webhook_server_ == nullptr ? 0 : webhook_server_->port();
+}
 
 absl::StatusOr<std::unique_ptr<ExtenderApp>> ExtenderApp::Start(const PdcConfig& config,
                                                                 Options options) {
@@ -293,6 +296,20 @@ absl::Status ExtenderApp::Init() {
                options_.version, so.address, server_->port(), so.threads,
                so.cert_file.empty() ? "plain HTTP" : "TLS", ToString(ec.store));
 
+  if (!ec.webhook.listen.empty()) {
+    webhook_ = std::make_unique<AdmissionWebhook>(allocator_.get(), vms_.get(), ctx_.managed,
+                                                  clock, &registry_);
+    absl::StatusOr<std::unique_ptr<HttpServer>> ws = StartWebhookServer(
+        {ec.webhook.listen, ec.webhook.cert_file, ec.webhook.key_file}, webhook_.get());
+    if (!ws.ok()) {
+      return absl::Status(ws.status().code(),
+                          absl::StrCat("extender.webhook: ", ws.status().message()));
+    }
+    webhook_server_ = *std::move(ws);
+    spdlog::info("admission webhook serving on {} (port {})", ec.webhook.listen,
+                 webhook_server_->port());
+  }
+
   if (!IsLoopbackListen(ec.listen) &&
       (ec.token_file.empty() || ec.tls.client_ca_file.empty())) {
     // Only with extender.allowUnauthenticated (Validate refuses it otherwise).
@@ -345,6 +362,7 @@ void ExtenderApp::Stop() {
   for (auto& r : reflectors_) r->Stop();
   if (claims_ != nullptr) claims_->Stop();
   if (sweeper_ != nullptr) sweeper_->Stop();
+  if (webhook_server_ != nullptr) webhook_server_->Shutdown();
   if (server_ != nullptr) server_->Shutdown();
   // Binds already talking to the apiserver end; waiting ones are dropped.
   binds_.reset();
@@ -357,6 +375,7 @@ void ExtenderApp::Stop() {
     }
   }
   server_.reset();
+  webhook_server_.reset();
   if (events_ != nullptr) events_->Stop();
 }
 

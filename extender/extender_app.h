@@ -27,6 +27,7 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "config/config.h"
+#include "extender/admission_webhook.h"
 #include "extender/checkpointer.h"
 #include "extender/claim_controller.h"
 #include "extender/event_recorder.h"
@@ -65,6 +66,8 @@ class ExtenderApp {
   // The listening address and port (port 0 in the config: the one chosen).
   const std::string& address() const { return address_; }
   uint16_t port() const;
+  // The admission webhook's port; 0 when extender.webhook.listen is "".
+  uint16_t webhook_port() const;
   Allocator* allocator() const { return allocator_.get(); }
 
   // Graceful stop, as on SIGTERM. Idempotent.
@@ -104,6 +107,9 @@ class ExtenderApp {
   std::unique_ptr<BindQueue> binds_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> server_;
+  // extender.webhook: its own listener and threads.
+  std::unique_ptr<AdmissionWebhook> webhook_;
+  std::unique_ptr<HttpServer> webhook_server_;
   std::unique_ptr<HandoffSweeper> sweeper_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::string address_;

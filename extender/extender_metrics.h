@@ -20,6 +20,9 @@
 //   pdc_events_total{result}                    counter (EventResult labels,
 //                                                         event_recorder.h)
 //   pdc_build_info{version}                     gauge = 1
+// The admission webhook declares its own (extender/admission_webhook.cc):
+//   pdc_webhook_decisions_total{outcome}         counter (WebhookOutcome)
+//   pdc_webhook_request_duration_seconds         histogram
 // Thread-safety: all methods are thread-safe.
 #ifndef PDC_EXTENDER_EXTENDER_METRICS_H_
 #define PDC_EXTENDER_EXTENDER_METRICS_H_

@@ -10,7 +10,10 @@
 //  - optional TLS with a server certificate and optional client
 //    certificates: a client that presents one must pass verification against
 //    `client_ca_file`; whether it did is passed to the handler
-//    (HttpRequest::client_cert_verified);
+//    (HttpRequest::client_cert_verified). The certificate and key are read
+//    again when either file changes (a rotated Secret), looked at on accept
+//    at most once per `tls_reload_interval`; a pair that does not load is
+//    logged and the previous one served;
 //  - long-polls (HttpResponse::long_poll) are parked without a thread: an
 //    Asio timer for the deadline plus a subscription to `notifier` (for the
 //    poll's topic) whose callback only posts to the connection's strand, so
@@ -73,6 +76,9 @@ struct HttpServerOptions {
   std::string cert_file;
   std::string key_file;
   std::string client_ca_file;  // Verifies client certificates when set.
+  // How often, at most, accepting a connection looks whether cert_file or
+  // key_file changed (their inode, mtime or size). Zero: on every accept.
+  absl::Duration tls_reload_interval = absl::Seconds(1);
   // The Server header of every answer.
   std::string server_name = "pdc";
   // Spare capacity reserved after each request body, so that a handler can

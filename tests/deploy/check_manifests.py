@@ -721,6 +721,48 @@ def render_prometheusrule(rules):
     return header + yaml.dump(cr, Dumper=Dumper, sort_keys=False, width=100)
 
 
+def check_webhook(by_kind, ext, dep, svc):
+    """The mutating webhook, its Service port, listener and certificate mount agree."""
+    mwc = by_kind.get("MutatingWebhookConfiguration", {}).get("pdc-pin-vm-pods")
+    if not check(mwc, "rendered base lacks MutatingWebhookConfiguration/pdc-pin-vm-pods"):
+        return
+    hooks = mwc.get("webhooks", [])
+    if not check(len(hooks) == 1, "one webhook in pdc-pin-vm-pods"):
+        return
+    h = hooks[0]
+    check(h.get("admissionReviewVersions") == ["v1"], "webhook: admissionReviewVersions [v1]")
+    check(h.get("sideEffects") == "None", "webhook: sideEffects None")
+    check(h.get("timeoutSeconds") == 2, "webhook: timeoutSeconds 2")
+    check(h.get("failurePolicy") == "Ignore", "webhook: failurePolicy Ignore (never blocks a pod)")
+    check(h.get("reinvocationPolicy") == "Never", "webhook: reinvocationPolicy Never")
+    check(h.get("objectSelector", {}).get("matchLabels") == {"kubevirt.io": "virt-launcher"},
+          "webhook: objectSelector kubevirt.io=virt-launcher")
+    check([m.get("expression") for m in h.get("matchConditions", [])] ==
+          ["object.spec.schedulerName == 'pdc-scheduler'"],
+          "webhook: matchConditions on schedulerName pdc-scheduler")
+    rules = h.get("rules", [])
+    check(len(rules) == 1 and rules[0].get("operations") == ["CREATE"] and
+          rules[0].get("resources") == ["pods"] and rules[0].get("apiGroups") == [""],
+          "webhook: pod CREATE only")
+    wh = ext.get("webhook", {})
+    listen_port = int(str(wh.get("listen", ":0")).rsplit(":", 1)[1])
+    service = h.get("clientConfig", {}).get("service", {})
+    check(service.get("name") == "pdc-extender" and service.get("namespace") == "pdc-system",
+          "webhook: clientConfig names the Service pdc-extender")
+    if svc:
+        ports = {p["name"]: p for p in svc["spec"]["ports"]}
+        check(ports.get("webhook", {}).get("port") == service.get("port") == listen_port,
+              "webhook: Service port webhook = clientConfig port = extender.webhook.listen")
+    if dep:
+        c = dep["spec"]["template"]["spec"]["containers"][0]
+        check(any(p.get("name") == "webhook" and p.get("containerPort") == listen_port
+                  for p in c["ports"]), "webhook: containerPort = extender.webhook.listen")
+        mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        for f in ("certFile", "keyFile"):
+            check(mounts.get(os.path.dirname(str(wh.get(f, "")))) == "webhook-tls",
+                  f"extender.webhook.{f} lies in the webhook-tls Secret mount")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", default=os.path.abspath(
@@ -795,7 +837,7 @@ def main():
             check(n in by_kind.get(kind, {}), f"rendered base lacks {kind}/{n}")
     cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole",
                       "ClusterRoleBinding", "PriorityClass", "ValidatingAdmissionPolicy",
-                      "ValidatingAdmissionPolicyBinding"}
+                      "ValidatingAdmissionPolicyBinding", "MutatingWebhookConfiguration"}
     for o in objs:
         if o["kind"] not in cluster_scoped:
             check(o["metadata"].get("namespace"), f"{o['kind']}/{o['metadata']['name']}"
@@ -914,7 +956,11 @@ def main():
     check(ksc.get("apiVersion") == "kubescheduler.config.k8s.io/v1" and
           ksc.get("kind") == "KubeSchedulerConfiguration", "KubeSchedulerConfiguration v1")
     check_keys(ksc, KUBE_SCHEDULER_CONFIGURATION, "KubeSchedulerConfiguration")
-    check(ksc.get("percentageOfNodesToScore") == 100, "percentageOfNodesToScore: 100")
+    # Default node sampling: the admission webhook pins restarting VM pods to
+    # their claims' node (README.md, "Node sampling and the webhook").
+    check("percentageOfNodesToScore" not in ksc,
+          "percentageOfNodesToScore is kube-scheduler's default (the webhook pins VM pods)")
+    check_webhook(by_kind, ext, dep, svc)
     profiles = [p.get("schedulerName") for p in ksc.get("profiles", [])]
     check(profiles == ["pdc-scheduler"], f"profiles: {profiles}")
     exts = ksc.get("extenders", [])

@@ -30,6 +30,15 @@ logLevel: info
 extender:
   listen: "0.0.0.0:8888"           # Service pdc-extender, port http
   schedulerPathPrefix: /scheduler  # = the urlPrefix path in the scheduler config
+{{- if .Values.webhook.enabled }}
+  # The admission webhook that pins a restarting VM's pod to the node of its
+  # claims (webhook/mutatingwebhookconfiguration.yaml): its own HTTPS port
+  # and threads, the Secret {{ .Values.webhook.secretName }}, re-read when it is rotated.
+  webhook:
+    listen: "0.0.0.0:8443"         # Service pdc-extender, port webhook
+    certFile: {{ include "pdc.webhookTLSDir" . }}/tls.crt
+    keyFile: {{ include "pdc.webhookTLSDir" . }}/tls.key
+{{- end }}
 {{- if .Values.schedulerTLS.enabled }}
   tls:                             # schedulerTLS: the Secret {{ .Values.schedulerTLS.secretName }}
     certFile: {{ include "pdc.tlsDir" . }}/tls.crt
@@ -109,11 +118,21 @@ leaderElection:
   leaderElect: true
   resourceNamespace: {{ .Release.Namespace }}
   resourceName: pdc-scheduler
-# Score every feasible node. kube-scheduler normally stops looking after a
-# sample of feasible nodes (5-50 % depending on cluster size) and sends only
-# those to the extender: the one node holding a VM's bound device could be
-# left out of the sample, and the VM would wait although its node is free.
+{{- if .Values.webhook.enabled }}
+# percentageOfNodesToScore is left at kube-scheduler's default: on a large
+# cluster it stops looking after a sample of feasible nodes (50 % down to 5 %
+# as the cluster grows; all of them below 100 nodes) and sends only those to
+# the extender. A restarting VM is not hurt by that: pdc-extender's admission
+# webhook (webhook/) pins its pod to the node of its bound claims, so that
+# node is the only feasible one. Trade-off and how to go back to 100:
+# README.md, "Node sampling and the webhook".
+{{- else }}
+# Score every feasible node (webhook.enabled: false). kube-scheduler normally
+# stops looking after a sample of feasible nodes (5-50 % depending on cluster
+# size) and sends only those to the extender: without the webhook's pin, the
+# one node holding a VM's bound device could be left out of the sample.
 percentageOfNodesToScore: 100
+{{- end }}
 profiles:
   - schedulerName: pdc-scheduler
 extenders:

@@ -52,6 +52,7 @@ Takes (dict "name" NAME "data" DATA).
 {{/* Where the TLS Secrets are mounted. */}}
 {{- define "pdc.tlsDir" -}}/var/run/pdc/tls{{- end -}}
 {{- define "pdc.clientTLSDir" -}}/var/run/pdc/client-tls{{- end -}}
+{{- define "pdc.webhookTLSDir" -}}/var/run/pdc/webhook-tls{{- end -}}
 
 {{/* Settings that cannot work, refused with the value to fix. */}}
 {{- define "pdc.validate" -}}
