@@ -10,17 +10,27 @@
 //                       record, i.e. the merge patch through the status
 //                       subresource with its preconditions, and the answer.
 //                       Counters p50_us and p99_us over the run.
+//   BM_StartToReady     the whole pdc-extender (ExtenderApp, store:
+//                       kubernetes) from Start to /readyz answering 200,
+//                       with the claims of BM_Recover and one
+//                       VirtualMachine and VirtualMachineInstance per
+//                       claim: recovery, then every watch's first list.
+//                       Counter rss_MB: the process' resident memory
+//                       grown by the running extender.
 // The double is not kube-apiserver (no admission, no authentication, no
 // conversion, JSON only), so these are floors of what a cluster costs, not
 // its figures. Needs etcd: skipped (an error) without it.
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "allocator/allocator.h"
 #include "api/json_util.h"
 #include "common/file_util.h"
@@ -81,10 +91,10 @@ AllocatorOptions Options() {
   return o;
 }
 
-// `claims` Bound claims in namespace "bench-<claims>", two per node (nodes
-// node-<claims>-<i>).
-bool Fill(Env& env, int claims) {
-  const std::string ns = absl::StrCat("bench-", claims);
+// `claims` Bound claims in namespace "bench-<tag>", two per node (nodes
+// node-<tag>-<i>).
+bool Fill(Env& env, int claims, const std::string& tag) {
+  const std::string ns = absl::StrCat("bench-", tag);
   for (int i = 0; i < claims; ++i) {
     const std::string name = absl::StrCat("claim-", i);
     const std::string path =
@@ -98,7 +108,7 @@ bool Fill(Env& env, int claims) {
     po.content_type = "application/merge-patch+json";
     auto s = env.client->Do(
         "PATCH", absl::StrCat(path, "/", name, "/status"),
-        absl::StrCat(R"({"status":{"phase":"Bound","node":"node-)", claims, "-", i / 2,
+        absl::StrCat(R"({"status":{"phase":"Bound","node":"node-)", tag, "-", i / 2,
                      R"(","devices":[{"address":"0000:)", i % 2 == 0 ? "3b" : "5e",
                      R"(:00.0","serial":"SN-)", i, R"("}]}})"),
         po);
@@ -116,7 +126,7 @@ void BM_Recover(benchmark::State& state) {
   const int claims = static_cast<int>(state.range(0));
   static int filled = 0;
   if (filled < claims) {
-    if (!Fill(*env, claims)) {
+    if (!Fill(*env, claims, absl::StrCat(claims))) {
       state.SkipWithError("could not create the claims");
       return;
     }
@@ -199,6 +209,109 @@ void BM_StatusWrite(benchmark::State& state) {
 }
 BENCHMARK(BM_StatusWrite)->Unit(benchmark::kMicrosecond)->Iterations(2000);
 
+// Resident memory of this process, bytes.
+size_t ResidentBytes() {
+  absl::StatusOr<std::string> statm = ReadFileToString("/proc/self/statm");
+  size_t pages = 0;
+  if (statm.ok()) {
+    std::vector<std::string> parts = absl::StrSplit(*statm, ' ');
+    if (parts.size() > 1) (void)absl::SimpleAtoi(parts[1], &pages);
+  }
+  return pages * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// A kubeconfig for the double, in `dir`.
+std::string WriteKubeconfig(const testing::TempDir& dir, const std::string& server) {
+  const std::string path = dir.Join("kubeconfig");
+  absl::Status s = WriteFileAtomically(
+      path, absl::StrCat("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                         "contexts: [{name: t, context: {cluster: c, user: u}}]\n"
+                         "clusters: [{name: c, cluster: {server: \"",
+                         server, "\"}}]\nusers: [{name: u, user: {token: t}}]\n"));
+  return s.ok() ? path : std::string();
+}
+
+// One VirtualMachine and its VirtualMachineInstance per claim of Fill, in
+// the claims' namespace.
+bool FillVms(Env& env, int claims, const std::string& tag) {
+  const std::string ns = absl::StrCat("bench-", tag);
+  for (int i = 0; i < claims; ++i) {
+    const std::string name = absl::StrCat("vm-", i);
+    auto vm = env.client->Post(
+        absl::StrCat("/apis/kubevirt.io/v1/namespaces/", ns, "/virtualmachines"),
+        absl::StrCat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":")",
+                     name, R"("},"spec":{"running":true}})"));
+    if (!vm.ok() || vm->status != 201) return false;
+    rapidjson::Document d;
+    d.Parse(vm->body.data(), vm->body.size());
+    const auto* m = d.IsObject() ? api::json::Find(d, "metadata") : nullptr;
+    const auto* u = m != nullptr ? api::json::Find(*m, "uid") : nullptr;
+    if (u == nullptr || !u->IsString()) return false;
+    auto vmi = env.client->Post(
+        absl::StrCat("/apis/kubevirt.io/v1/namespaces/", ns, "/virtualmachineinstances"),
+        absl::StrCat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":")",
+                     name, R"(","ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":")",
+                     name, R"(","uid":")", std::string(api::json::StringOf(*u)),
+                     R"(","controller":true}]},"spec":{}})"));
+    if (!vmi.ok() || vmi->status != 201) return false;
+  }
+  return true;
+}
+
+void BM_StartToReady(benchmark::State& state) {
+  Env* env = TheEnv();
+  if (!env->error.empty()) {
+    state.SkipWithError(env->error.c_str());
+    return;
+  }
+  const int claims = static_cast<int>(state.range(0));
+  const std::string tag = absl::StrCat("ready-", claims);
+  if (!Fill(*env, claims, tag) || !FillVms(*env, claims, tag)) {
+    state.SkipWithError("could not create the objects");
+    return;
+  }
+  testing::TempDir dir;
+  PdcConfig c;
+  c.extender.listen = "127.0.0.1:0";
+  c.extender.store = StoreKind::kKubernetes;
+  c.extender.kubernetes.mode = KubernetesMode::kKubeconfig;
+  c.extender.kubernetes.kubeconfig = WriteKubeconfig(dir, env->api->url());
+  c.extender.kubernetes.ns = "pdc-system";
+  c.log_level = "error";
+  double rss_mb = 0;
+  for (auto _ : state) {
+    const size_t before = ResidentBytes();
+    auto app = ExtenderApp::Start(c, {.version = "bench"});
+    if (!app.ok()) {
+      state.SkipWithError(std::string(app.status().message()).c_str());
+      return;
+    }
+    HttpClientOptions o;
+    o.base_url = absl::StrCat("http://127.0.0.1:", (*app)->port());
+    o.timeout = absl::Seconds(30);
+    auto pdc = std::move(HttpClient::Create(o)).value();
+    bool ready = false;
+    for (int i = 0; i < 60000 && !ready; ++i) {
+      auto r = pdc->Get("/readyz");
+      ready = r.ok() && r->status == 200;
+      if (!ready) absl::SleepFor(absl::Milliseconds(2));
+    }
+    state.PauseTiming();
+    rss_mb = static_cast<double>(ResidentBytes() - before) / 1e6;
+    state.counters["claims"] = static_cast<double>((*app)->allocator()->ListClaims("").size());
+    (*app)->Stop();
+    state.ResumeTiming();
+    if (!ready) {
+      state.SkipWithError("not ready within 2 minutes");
+      return;
+    }
+  }
+  state.counters["rss_MB"] = rss_mb;
+}
+// 10,000 claims on 5,000 nodes (two each), 10,000 VMs and VMIs, in a
+// namespace of their own: BM_Recover's 11,000 claims come on top.
+BENCHMARK(BM_StartToReady)->Arg(10000)->Unit(benchmark::kMillisecond)->Iterations(3);
+
 // A whole bind as kube-scheduler sends it to pdc-extender (ExtenderApp,
 // store: kubernetes, over its HTTP port): the VM's claim status recorded,
 // the pod annotated, the Binding created. Each iteration is a new
@@ -231,15 +344,8 @@ void BM_Bind(benchmark::State& state) {
       absl::StrCat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":"vm","ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":"vm","uid":")",
                    vm_uid, R"(","controller":true}]},"spec":{}})")));
   testing::TempDir dir;
-  const std::string kubeconfig = dir.Join("kubeconfig");
-  if (vm_uid.empty() || vmi_uid.empty() ||
-      !WriteFileAtomically(kubeconfig,
-                           absl::StrCat("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                                        "contexts: [{name: t, context: {cluster: c, user: u}}]\n"
-                                        "clusters: [{name: c, cluster: {server: \"",
-                                        env->api->url(),
-                                        "\"}}]\nusers: [{name: u, user: {token: t}}]\n"))
-           .ok()) {
+  const std::string kubeconfig = WriteKubeconfig(dir, env->api->url());
+  if (vm_uid.empty() || vmi_uid.empty() || kubeconfig.empty()) {
     state.SkipWithError("setup failed");
     return;
   }

@@ -340,6 +340,9 @@ def run(args, tmp, procs):
         f"--extender.listen=127.0.0.1:{ext_port}", "--extender.store=file",
         f"--extender.dataDir={tmp}/extender-data",
         "--extender.kubernetes.mode=none", f"--extender.tokenFile={token}",
+        # The admission webhook needs its TLS Secret and a Kubernetes API.
+        "--extender.webhook.listen=", "--extender.webhook.certFile=",
+        "--extender.webhook.keyFile=",
         "--extender.nodeStaleAfter=4s"])
     wait_for("pdc-extender /readyz", lambda: (
         procs.alive("pdc-extender") or (_ for _ in ()).throw(RuntimeError("pdc-extender exited")))
