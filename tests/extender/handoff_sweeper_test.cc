@@ -1,6 +1,7 @@
 // HandoffSweeper: a pending hand-off whose pod is gone is cancelled once it
 // has waited the grace period; a live pod, or an apiserver that cannot say,
-// keeps it.
+// keeps it. With the watch of the scheduler's pods, a pod the watch shows
+// gone is cancelled at once, and one it shows alive costs no GET.
 #include "extender/handoff_sweeper.h"
 
 #include <string>
@@ -12,16 +13,25 @@
 #include "gtest/gtest.h"
 #include "tests/extender/extender_fixture.h"
 #include "tests/testing/fake_kube.h"
+#include "tests/testing/reflector_feed.h"
 
 namespace pdc::extender::testing {
 namespace {
 
+using ::pdc::testing::Delete;
 using ::pdc::testing::FakeKube;
+using ::pdc::testing::List;
+using ::pdc::testing::Put;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr char kPod[] = "virt-launcher-vm1-x7k2p";
 
 std::string PodJson(std::string_view uid, std::string_view phase) {
-  return absl::StrCat(R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":"virt-launcher-vm1-x7k2p","namespace":"default","uid":")",
-                      Sv(uid), R"("},"spec":{"nodeName":"node-a"},"status":{"phase":")", Sv(phase),
-                      R"("}})");
+  return absl::StrCat(R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":")", kPod,
+                      R"(","namespace":"default","uid":")", Sv(uid),
+                      R"(","resourceVersion":"7"},"spec":{"nodeName":"node-a"},"status":{"phase":")",
+                      Sv(phase), R"("}})");
 }
 
 struct Case {
@@ -96,6 +106,74 @@ TEST_F(HandoffSweeperTest, ForgetsPodsThatAreNoLongerPending) {
   clock_.Advance(absl::Minutes(5));
   EXPECT_EQ(sweeper.SweepOnce(), 0u);
   EXPECT_THAT(kube_.calls(), ::testing::IsEmpty());  // Confirmed: nothing to ask about.
+}
+
+// The sweeper with the watch: a pod the watch shows gone gives up its
+// hand-off at once, without the grace period; a pod it shows alive costs no
+// GET.
+class SweeperWithWatchTest : public HandoffSweeperTest {
+ protected:
+  HandoffSweeper::Options Opts() {
+    HandoffSweeper::Options o = HandoffSweeperTest::Opts();
+    o.pods = &pods_;
+    return o;
+  }
+
+  PodDirectory pods_;
+};
+
+TEST_F(SweeperWithWatchTest, APodTheWatchShowsEndedIsCancelledAtOnce) {
+  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
+  List(&pods_, {PodJson("uid-1", "Pending")});
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  Put(&pods_, PodJson("uid-1", "Failed"));
+  sweeper.PodGone("uid-1");
+  EXPECT_EQ(sweeper.SweepOnce(), 1u);  // No grace: the watch saw it end.
+  EXPECT_THAT(kube_.calls(), IsEmpty());
+  EXPECT_THAT(allocator_->PendingHandoffs(""), IsEmpty());
+}
+
+TEST_F(SweeperWithWatchTest, ADeletedPodIsConfirmedWithTheApiserver) {
+  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
+  List(&pods_, {PodJson("uid-1", "Pending")});
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  // Deleted, but the apiserver still has it (the watch raced ahead of a
+  // grace-period deletion): kept.
+  Delete(&pods_, PodJson("uid-1", "Pending"));
+  kube_.SetPod(PodJson("uid-1", "Running"));
+  sweeper.PodGone("uid-1");
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  EXPECT_THAT(kube_.calls(), ElementsAre("GET default/virt-launcher-vm1-x7k2p"));
+  // Now it is gone.
+  kube_.SetPod(absl::NotFoundError("pods \"virt-launcher-vm1-x7k2p\" not found"));
+  sweeper.PodGone("uid-1");
+  EXPECT_EQ(sweeper.SweepOnce(), 1u);
+}
+
+TEST_F(SweeperWithWatchTest, APodTheWatchShowsAliveCostsNoGet) {
+  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
+  List(&pods_, {PodJson("uid-1", "Running")});
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  clock_.Advance(absl::Minutes(1));
+  EXPECT_EQ(sweeper.SweepOnce(), 0u);
+  EXPECT_THAT(kube_.calls(), IsEmpty());
+  EXPECT_EQ(allocator_->PendingHandoffs("").size(), 1u);
+}
+
+TEST_F(SweeperWithWatchTest, PodGoneWakesTheSweeperThread) {
+  // A real clock for the thread: the pass interval is an hour, so only the
+  // wake can run it.
+  HandoffSweeper::Options o = Opts();
+  o.interval = absl::Hours(1);
+  HandoffSweeper sweeper(o, allocator_.get(), &kube_, RealClock());
+  List(&pods_, {PodJson("uid-1", "Failed")});
+  sweeper.Start();
+  sweeper.PodGone("uid-1");
+  for (int i = 0; i < 500 && !allocator_->PendingHandoffs("").empty(); ++i) {
+    RealClock()->SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_THAT(allocator_->PendingHandoffs(""), IsEmpty());
+  sweeper.Stop();
 }
 
 }  // namespace

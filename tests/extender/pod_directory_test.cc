@@ -1,17 +1,15 @@
 // The watch of pdc-scheduler's pods: what it answers about a pod, what it
-// reports as gone, and that the hand-off sweeper and AskPodFate use it (an
-// answer from the watch saves the GET; "not in the watch" never decides
-// alone).
+// reports as gone, and AskPodFate with it (an answer from the watch saves
+// the GET; "not in the watch" never decides alone). The hand-off sweeper
+// with the watch: handoff_sweeper_test.cc.
 #include "extender/pod_directory.h"
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "extender/handoff_sweeper.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/extender/extender_fixture.h"
 #include "tests/testing/fake_kube.h"
 #include "tests/testing/reflector_feed.h"
 
@@ -139,88 +137,6 @@ TEST(AskPodFateTest, TheWatchAnswersWithoutAGet) {
   kube.SetPod(PodObject("p4", "uid-4", "Pending"));
   EXPECT_EQ(AskPodFate(&d, &kube, "default", "p4", "uid-4", absl::Seconds(1), &why),
             PodFate::kAlive);
-}
-
-// The sweeper with the watch: a pod the watch shows gone gives up its
-// hand-off at once, without the grace period; a pod it shows alive costs no
-// GET.
-class SweeperWithWatchTest : public ExtenderFixture {
- protected:
-  void SetUp() override {
-    allocator_options_.serialize_handoffs = true;
-    Open();
-    Report("node-a", {NvmeDevice("0000:3b:00.0", 12, 0, "SNA0")});
-    ASSERT_EQ(Post("/scheduler/filter", NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"}))
-                  .status,
-              200);
-    ASSERT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body,
-              R"({"Error":""})");
-    ASSERT_EQ(allocator_->PendingHandoffs("").size(), 1u);
-  }
-
-  HandoffSweeper::Options Opts() {
-    HandoffSweeper::Options o;
-    o.grace = absl::Seconds(30);
-    o.pods = &pods_;
-    return o;
-  }
-
-  FakeKube kube_;
-  PodDirectory pods_;
-};
-
-TEST_F(SweeperWithWatchTest, APodTheWatchShowsEndedIsCancelledAtOnce) {
-  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
-  List(&pods_, {PodObject(kPod, "uid-1", "Pending")});
-  EXPECT_EQ(sweeper.SweepOnce(), 0u);
-  Put(&pods_, PodObject(kPod, "uid-1", "Failed"));
-  sweeper.PodGone("uid-1");
-  EXPECT_EQ(sweeper.SweepOnce(), 1u);  // No grace: the watch saw it end.
-  EXPECT_THAT(kube_.calls(), IsEmpty());
-  EXPECT_THAT(allocator_->PendingHandoffs(""), IsEmpty());
-}
-
-TEST_F(SweeperWithWatchTest, ADeletedPodIsConfirmedWithTheApiserver) {
-  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
-  List(&pods_, {PodObject(kPod, "uid-1", "Pending")});
-  EXPECT_EQ(sweeper.SweepOnce(), 0u);
-  // Deleted, but the apiserver still has it (the watch raced ahead of a
-  // grace-period deletion): kept.
-  Delete(&pods_, PodObject(kPod, "uid-1", "Pending"));
-  kube_.SetPod(PodObject(kPod, "uid-1", "Running"));
-  sweeper.PodGone("uid-1");
-  EXPECT_EQ(sweeper.SweepOnce(), 0u);
-  EXPECT_THAT(kube_.calls(), ElementsAre("GET default/virt-launcher-vm1-x7k2p"));
-  // Now it is gone.
-  kube_.SetPod(absl::NotFoundError("pods \"virt-launcher-vm1-x7k2p\" not found"));
-  sweeper.PodGone("uid-1");
-  EXPECT_EQ(sweeper.SweepOnce(), 1u);
-}
-
-TEST_F(SweeperWithWatchTest, APodTheWatchShowsAliveCostsNoGet) {
-  HandoffSweeper sweeper(Opts(), allocator_.get(), &kube_, &clock_);
-  List(&pods_, {PodObject(kPod, "uid-1", "Running")});
-  EXPECT_EQ(sweeper.SweepOnce(), 0u);
-  clock_.Advance(absl::Minutes(1));
-  EXPECT_EQ(sweeper.SweepOnce(), 0u);
-  EXPECT_THAT(kube_.calls(), IsEmpty());
-  EXPECT_EQ(allocator_->PendingHandoffs("").size(), 1u);
-}
-
-TEST_F(SweeperWithWatchTest, PodGoneWakesTheSweeperThread) {
-  // A real clock for the thread: the pass interval is an hour, so only the
-  // wake can run it.
-  HandoffSweeper::Options o = Opts();
-  o.interval = absl::Hours(1);
-  HandoffSweeper sweeper(o, allocator_.get(), &kube_, RealClock());
-  List(&pods_, {PodObject(kPod, "uid-1", "Failed")});
-  sweeper.Start();
-  sweeper.PodGone("uid-1");
-  for (int i = 0; i < 500 && !allocator_->PendingHandoffs("").empty(); ++i) {
-    RealClock()->SleepFor(absl::Milliseconds(10));
-  }
-  EXPECT_THAT(allocator_->PendingHandoffs(""), IsEmpty());
-  sweeper.Stop();
 }
 
 }  // namespace
