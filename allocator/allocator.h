@@ -101,6 +101,20 @@ struct BindOutcome {
   std::vector<ReleasedDevice> took_released;
 };
 
+// A drive of a claim, or of a Released mark, that an inventory update found
+// at a new PCI address by its serial (docs/design.md §4.1, device identity):
+// the claim's status, or the mark, now names the new address.
+struct DeviceMove {
+  std::string node;
+  std::string serial;
+  PciAddress from;
+  PciAddress to;
+  ClaimKey claim;         // The claim, or the deleted claim of a Released mark.
+  bool released = false;  // A Released mark moved, not a claim's device.
+
+  bool operator==(const DeviceMove&) const = default;
+};
+
 // A VM holding reservations, known by its UID (Kubernetes mode).
 struct ReservingVm {
   std::string ns;
@@ -140,8 +154,11 @@ class Allocator {
 
   // --- Inventory -----------------------------------------------------------
   // Replaces a node's inventory; also its heartbeat. Devices no class matches
-  // are dropped. A bound claim whose device vanished (or whose serial changed)
-  // turns Lost; a Lost claim whose devices are all back turns Bound again.
+  // are dropped; devices sharing a non-empty serial are kept unhealthy. A
+  // claim's drive is followed by its serial to whatever address it has now
+  // (Change::moves); a bound claim whose drive is not found (or is
+  // ambiguous) turns Lost; a Lost claim whose devices are all back turns
+  // Bound again. Released marks follow their serial the same way.
   // Persists only when something durable changed.
   virtual absl::Status ReplaceInventory(NodeInventory inventory) = 0;
   // The node left the cluster: its claims turn Lost.
@@ -262,6 +279,10 @@ class Allocator {
   struct Change {
     uint64_t revision = 0;
     std::vector<std::string> nodes;  // Sorted, no repeats.
+    // Drives an inventory update followed to a new address (claims' by
+    // claim key, then Released marks'); empty for any other mutation. For
+    // the caller to log: the allocator core does no logging.
+    std::vector<DeviceMove> moves;
   };
   using ChangeListener = std::function<void(const Change& change)>;
   // REQUIRES: called before the allocator is shared with other threads.
