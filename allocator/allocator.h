@@ -85,7 +85,7 @@ struct BoundClaim {
   ClaimKey key;
   std::string uid;
   std::string resource_name;
-  std::vector<PciAddress> devices;
+  std::vector<PciAddress> devices;  // By serial, else address (HandoffOrderLess).
   bool created = false;          // Generated from the template by this bind.
   bool allocated = false;        // Was Pending; this bind chose its devices.
   std::optional<Reservation> previous_reservation;
@@ -95,7 +95,11 @@ struct BindOutcome {
   std::string node;
   std::string pod_uid;
   uint64_t revision = 0;  // The durable record of this bind.
-  std::vector<BoundClaim> claims;  // Sorted by key.
+  // In hand-off order (HandoffOrderLess in model/types.h): the pod's named
+  // claims in annotation order, then its template claims by key. The order
+  // of the pod's devices of a resource, as virt-launcher hands them to the
+  // VM's hostDevices entries.
+  std::vector<BoundClaim> claims;
   // Released marks this bind removed (a pinned claim took its device); Undo
   // puts them back.
   std::vector<ReleasedDevice> took_released;

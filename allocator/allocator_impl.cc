@@ -507,6 +507,35 @@ absl::StatusOr<NodeAllocations> AllocatorImpl::GetNodeAllocations(std::string_vi
                                          s.owner->status.reserved_for,
                                          s.owner->status.HandoffPending()});
   }
+  // Each reserved device's place among its pod's devices of the resource.
+  struct Ranked {
+    const std::string* pod_uid;
+    const std::string* resource;
+    HandoffPosition position;
+    size_t index;  // Into out.claimed.
+  };
+  std::vector<Ranked> ranked;
+  for (size_t i = 0; i < out.claimed.size(); ++i) {
+    const NodeAllocation& a = out.claimed[i];
+    if (!a.reserved_for) continue;
+    const DeviceSlot* s = node->Find(a.address);
+    ranked.push_back(Ranked{&a.reserved_for->pod_uid, &a.resource_name,
+                            HandoffPosition{a.reserved_for->claim_rank, a.claim,
+                                            s->device.serial, a.address},
+                            i});
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    if (*a.pod_uid != *b.pod_uid) return *a.pod_uid < *b.pod_uid;
+    if (*a.resource != *b.resource) return *a.resource < *b.resource;
+    return HandoffOrderLess(a.position, b.position);
+  });
+  for (size_t i = 0, k = 0; i < ranked.size(); ++i) {
+    k = i > 0 && *ranked[i].pod_uid == *ranked[i - 1].pod_uid &&
+                *ranked[i].resource == *ranked[i - 1].resource
+            ? k + 1
+            : 0;
+    out.claimed[ranked[i].index].handoff_index = static_cast<uint32_t>(k);
+  }
   return out;
 }
 

@@ -3,8 +3,11 @@
 // PCI addresses; no drive holding a claim's data is ever offered free; a
 // serial two devices report is trusted for nothing; a device without a
 // serial is its address.
+#include <algorithm>
+#include <functional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "allocator/allocator.h"
@@ -207,6 +210,111 @@ TEST_F(IdentityTest, RecoveryAfterAMoveGivesTheSameState) {
   const uint64_t revision = allocator_->revision();
   Report(Inventory("node-a", {Drive(kA, 10, "S3"), Drive(kB, 11, "S1"), Drive(kC, 12, "S2")}));
   EXPECT_EQ(allocator_->revision(), revision);
+}
+
+// The hand-off order (HandoffOrderLess): the pod's named claims in
+// annotation order, then its template claim; a claim's devices by serial.
+// It is what the bind outcome lists and what the node is told
+// (NodeAllocation::handoff_index), and it does not depend on PCI addresses.
+class HandoffOrderTest : public IdentityTest {
+ protected:
+  // The serials handed to pod `pod_uid`, by NodeAllocation::handoff_index.
+  std::vector<std::string> HandedOrder(const std::string& pod_uid) {
+    std::vector<std::pair<uint32_t, std::string>> order;
+    auto a = allocator_->GetNodeAllocations("node-a");
+    EXPECT_TRUE(a.ok()) << a.status();
+    auto node = allocator_->GetNode("node-a");
+    for (const NodeAllocation& c : a->claimed) {
+      if (!c.reserved_for || c.reserved_for->pod_uid != pod_uid) continue;
+      for (const Device& d : node->inventory.devices) {
+        if (d.address == c.address) order.emplace_back(c.handoff_index, d.serial);
+      }
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<std::string> out;
+    for (size_t i = 0; i < order.size(); ++i) {
+      EXPECT_EQ(order[i].first, i) << "hand-off indices are 0..n-1";
+      out.push_back(order[i].second);
+    }
+    return out;
+  }
+
+  // The serials of a bind outcome, in its order.
+  std::vector<std::string> OutcomeOrder(const BindOutcome& b) {
+    auto node = allocator_->GetNode("node-a");
+    std::vector<std::string> out;
+    for (const BoundClaim& c : b.claims) {
+      for (PciAddress a : c.devices) {
+        for (const Device& d : node->inventory.devices) {
+          if (d.address == a) out.push_back(d.serial);
+        }
+      }
+    }
+    return out;
+  }
+};
+
+TEST_F(HandoffOrderTest, EveryStartGetsTheSameOrderAcrossRenumberingAndRecovery) {
+  // Serial order is not address order on purpose.
+  Report(Inventory("node-a", {Drive("0000:01:00.0", 1, "S4"), Drive("0000:02:00.0", 2, "S3"),
+                              Drive("0000:03:00.0", 3, "S2"), Drive("0000:04:00.0", 4, "S1")}));
+  ClaimSpec two = Spec(kNvme, 2);
+  ASSERT_OK(allocator_->CreateClaim({"default", "zeta"}, Spec(kNvme, 1)).status());
+  ASSERT_OK(allocator_->CreateClaim({"default", "alpha"}, two).status());
+  // zeta first, alpha (two drives) second, the template claim vm1-nvme last.
+  auto pod = [](std::string uid) { return VmPod("vm1", uid, 4, {"zeta", "alpha"}); };
+  ASSERT_OK_AND_ASSIGN(BindOutcome first, allocator_->Bind(pod("u1"), "node-a"));
+  std::vector<ClaimKey> keys;
+  for (const BoundClaim& c : first.claims) keys.push_back(c.key);
+  EXPECT_THAT(keys, ElementsAre(ClaimKey{"default", "zeta"}, ClaimKey{"default", "alpha"},
+                                ClaimKey{"default", "vm1-nvme"}));
+  const std::vector<std::string> want = OutcomeOrder(first);
+  ASSERT_EQ(want.size(), 4u);
+  // alpha's two drives by serial.
+  EXPECT_LT(want[1], want[2]);
+  EXPECT_EQ(HandedOrder("u1"), want);
+
+  struct Step {
+    std::string name;
+    std::function<void()> before;
+  };
+  const std::vector<Step> steps = {
+      {"restart", [] {}},
+      {"renumbered",
+       [&] {
+         Report(Inventory("node-a",
+                          {Drive("0000:81:00.0", 1, "S1"), Drive("0000:82:00.0", 2, "S2"),
+                           Drive("0000:83:00.0", 3, "S3"), Drive("0000:84:00.0", 4, "S4")}));
+       }},
+      {"renumbered again, reversed",
+       [&] {
+         Report(Inventory("node-a",
+                          {Drive("0000:81:00.0", 1, "S4"), Drive("0000:82:00.0", 2, "S3"),
+                           Drive("0000:83:00.0", 3, "S1"), Drive("0000:84:00.0", 4, "S2")}));
+       }},
+      {"pdc restarted",
+       [&] {
+         allocator_.reset();
+         ASSERT_OK_AND_ASSIGN(allocator_, Allocator::Open(TestOptions(), &store_, &clock_));
+         Report(Inventory("node-a",
+                          {Drive("0000:81:00.0", 1, "S4"), Drive("0000:82:00.0", 2, "S3"),
+                           Drive("0000:83:00.0", 3, "S1"), Drive("0000:84:00.0", 4, "S2")}));
+       }},
+  };
+  int start = 2;
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.name);
+    step.before();
+    const std::string uid = "u" + std::to_string(start++);
+    ASSERT_OK_AND_ASSIGN(BindOutcome b, allocator_->Bind(pod(uid), "node-a"));
+    EXPECT_EQ(OutcomeOrder(b), want);
+    EXPECT_EQ(HandedOrder(uid), want);
+  }
+  // After pdc restarted with the pod still waiting, its order is unchanged.
+  const std::string last = "u" + std::to_string(start - 1);
+  allocator_.reset();
+  ASSERT_OK_AND_ASSIGN(allocator_, Allocator::Open(TestOptions(), &store_, &clock_));
+  EXPECT_EQ(HandedOrder(last), want);
 }
 
 }  // namespace
