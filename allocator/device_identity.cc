@@ -137,14 +137,8 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
                  !d->serial.empty() && d->serial != r.serial && index.Find(r.serial).empty();
     all.push_back(std::move(l));
   }
-  // A Lost claim keeps every device where its status has it: a device that
-  // was found moves only with the whole claim.
-  auto settle_lost_claims = [&] {
-    for (Located& l : all) {
-      if (!l.is_mark && !lost[l.owner].empty()) l.address = l.old_address;
-    }
-  };
-  settle_lost_claims();
+  // A claim that turns (or stays) Lost still follows the drives it found:
+  // its status then names them where they are, so they stay held by it.
   // A move onto an address that something else still names (a Lost claim,
   // a device waiting to return to its host, a mark that stays) is not made:
   // the mover keeps its old address — a claim turns Lost — which may in turn
@@ -183,7 +177,6 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
             "released");
       }
     }
-    settle_lost_claims();
   }
 
   IdentityUpdate out;
@@ -199,18 +192,12 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
       moves.push_back(DeviceMove{inventory.node, b.serial, b.address, l.address, c.key, false});
       b.address = l.address;
     }
-    if (!lost[i].empty()) {
-      if (c.status.phase == ClaimPhase::kLost && c.status.lost_reason == lost[i]) continue;
-      updated.status.phase = ClaimPhase::kLost;
-      updated.status.lost_reason = std::move(lost[i]);
-    } else {
-      std::sort(updated.status.devices.begin(), updated.status.devices.end(),
-                [](const BoundDevice& a, const BoundDevice& b) { return a.address < b.address; });
-      updated.status.phase = ClaimPhase::kBound;
-      updated.status.lost_reason.clear();
-      if (updated.status == c.status) continue;
-      out.moves.insert(out.moves.end(), moves.begin(), moves.end());
-    }
+    std::sort(updated.status.devices.begin(), updated.status.devices.end(),
+              [](const BoundDevice& a, const BoundDevice& b) { return a.address < b.address; });
+    updated.status.phase = lost[i].empty() ? ClaimPhase::kBound : ClaimPhase::kLost;
+    updated.status.lost_reason = std::move(lost[i]);
+    if (updated.status == c.status) continue;
+    out.moves.insert(out.moves.end(), moves.begin(), moves.end());
     out.claims.push_back(std::move(updated));
   }
   for (size_t i = 0; i < released.size(); ++i, ++k) {

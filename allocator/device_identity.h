@@ -59,9 +59,10 @@ struct IdentityUpdate {
 
 // Follows every Bound or Lost claim of `claims` (all on `inventory.node`)
 // and every mark of `released` to where the inventory reports its drive:
-//  - a device with a serial is where that serial is now (moves recorded);
-//    not reported at all, or reported by more than one device, the claim is
-//    Lost saying why;
+//  - a device with a serial is where that serial is now (moves recorded,
+//    also for a claim that is Lost for another of its devices, so that the
+//    drives it found stay held by it); not reported at all, or reported by
+//    more than one device, the claim is Lost saying why;
 //  - a device without a serial keeps its address;
 //  - a claim whose devices are all found returns to Bound;
 //  - a device a claim cannot keep because another identified drive, or a

@@ -185,6 +185,23 @@ TEST_F(IdentityTest, AMoveOntoAnAddressALostClaimStillNamesIsNotMade) {
   EXPECT_EQ(Invariants(), "");
 }
 
+TEST_F(IdentityTest, ALostClaimStillHoldsTheDrivesItFoundAtTheirNewAddress) {
+  Report(Inventory("node-a", {Drive(kA, 10, "S1"), Drive(kB, 11, "S2"), Drive(kC, 12, "S3")}));
+  ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1", 2), "node-a").status());  // S1, S2.
+  // S1 is gone; S2 moved to kC, S3 to kA.
+  Report(Inventory("node-a", {Drive(kA, 10, "S3"), Drive(kC, 12, "S2")}));
+  ASSERT_OK_AND_ASSIGN(Claim c, allocator_->GetClaim({"default", "vm1-nvme"}));
+  EXPECT_EQ(c.status.phase, ClaimPhase::kLost);
+  EXPECT_THAT(c.status.lost_reason, HasSubstr("now has serial S3, the claim was bound to serial S1"));
+  EXPECT_THAT(c.status.devices,
+              ElementsAre(BoundDevice{Addr(kA), "S1"}, BoundDevice{Addr(kC), "S2"}));
+  // S1's old address now shows S3, which the Lost claim holds (its old
+  // address), and S2 is held where it is: nothing is free.
+  EXPECT_EQ(Filter(VmPod("vm2", "u2"), {"node-a"}).nodes[0].reason,
+            FilterReason::kInsufficient);
+  EXPECT_EQ(Invariants(), "");
+}
+
 TEST_F(IdentityTest, RecoveryAfterAMoveGivesTheSameState) {
   Report(Inventory("node-a", {Drive(kA, 10, "S1"), Drive(kB, 11, "S2"), Drive(kC, 12, "S3")}));
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1", 2), "node-a").status());  // S1, S2.
