@@ -1,7 +1,6 @@
 #include "allocator/device_identity.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <utility>
 
@@ -27,13 +26,13 @@ struct Located {
   std::string missing;        // Non-empty: not found, and why.
   size_t owner = 0;           // Index of the claim, or of the mark.
   bool is_mark = false;
-  std::string serial;
+  std::string_view serial;  // Points into the claim or mark.
 
   bool moved() const { return missing.empty() && address != old_address; }
 };
 
 Located Locate(const NodeInventory& inv, const SerialIndex& index, PciAddress address,
-               const std::string& serial) {
+               std::string_view serial) {
   Located l;
   l.old_address = address;
   l.address = address;
@@ -53,12 +52,12 @@ Located Locate(const NodeInventory& inv, const SerialIndex& index, PciAddress ad
   if (d == nullptr) {
     l.missing = absl::StrCat("device ", address.ToString(), " is no longer reported by node ",
                              inv.node);
-    if (!serial.empty()) absl::StrAppend(&l.missing, ", nor is its serial ", serial);
+    if (!serial.empty()) absl::StrAppend(&l.missing, ", nor is its serial ", Sv(serial));
   } else if (!serial.empty() && !d->serial.empty()) {
     // Not found by serial, so the serial at the address is another one.
     l.missing = absl::StrCat("device ", address.ToString(), " on node ", inv.node,
                              " now has serial ", d->serial, ", the claim was bound to serial ",
-                             serial);
+                             Sv(serial));
   }
   // Else the device at the address has no serial (or the claim knew none):
   // the address is its identity.
@@ -146,12 +145,20 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
   // construction: a drive nobody can be sure of is given to nobody.
   for (bool changed = true; changed;) {
     changed = false;
-    std::map<PciAddress, std::vector<size_t>> at;
+    // (address, index into `all`), grouped by address.
+    std::vector<std::pair<PciAddress, size_t>> at;
+    at.reserve(all.size());
     for (size_t i = 0; i < all.size(); ++i) {
       if (all[i].is_mark && dropped[all[i].owner]) continue;
-      at[all[i].address].push_back(i);
+      at.emplace_back(all[i].address, i);
     }
-    for (auto& [address, who] : at) {
+    std::sort(at.begin(), at.end());
+    for (size_t first = 0, last = 0; first < at.size(); first = last) {
+      const PciAddress address = at[first].first;
+      std::vector<size_t> who;
+      for (last = first; last < at.size() && at[last].first == address; ++last) {
+        who.push_back(at[last].second);
+      }
       const bool returning =
           std::binary_search(return_to_host.begin(), return_to_host.end(), address);
       if (who.size() < 2 && !returning) continue;
@@ -171,7 +178,7 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
         changed = true;
         if (l.is_mark) continue;  // The mark stays where it was.
         lost[l.owner] = absl::StrCat(
-            "its drive (serial ", l.serial, ") moved from ", l.old_address.ToString(), " to ",
+            "its drive (serial ", Sv(l.serial), ") moved from ", l.old_address.ToString(), " to ",
             address.ToString(), " on node ", inventory.node, ", which ", other,
             " still names; pdc gives that device to nobody until one of them is deleted or "
             "released");
@@ -184,6 +191,15 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
   for (size_t i = 0; i < claims.size(); ++i) {
     const Claim& c = *claims[i];
     if (c.status.phase == ClaimPhase::kPending) continue;
+    const ClaimPhase phase = lost[i].empty() ? ClaimPhase::kBound : ClaimPhase::kLost;
+    bool same = phase == c.status.phase && lost[i] == c.status.lost_reason;
+    for (size_t j = 0; same && j < c.status.devices.size(); ++j) {
+      same = all[k + j].address == c.status.devices[j].address;
+    }
+    if (same) {  // The usual heartbeat: nothing to copy.
+      k += c.status.devices.size();
+      continue;
+    }
     Claim updated = c;
     std::vector<DeviceMove> moves;
     for (BoundDevice& b : updated.status.devices) {
@@ -194,9 +210,8 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
     }
     std::sort(updated.status.devices.begin(), updated.status.devices.end(),
               [](const BoundDevice& a, const BoundDevice& b) { return a.address < b.address; });
-    updated.status.phase = lost[i].empty() ? ClaimPhase::kBound : ClaimPhase::kLost;
+    updated.status.phase = phase;
     updated.status.lost_reason = std::move(lost[i]);
-    if (updated.status == c.status) continue;
     out.moves.insert(out.moves.end(), moves.begin(), moves.end());
     out.claims.push_back(std::move(updated));
   }
