@@ -85,7 +85,7 @@ struct BoundClaim {
   ClaimKey key;
   std::string uid;
   std::string resource_name;
-  std::vector<PciAddress> devices;
+  std::vector<PciAddress> devices;  // By serial, else address (HandoffOrderLess).
   bool created = false;          // Generated from the template by this bind.
   bool allocated = false;        // Was Pending; this bind chose its devices.
   std::optional<Reservation> previous_reservation;
@@ -95,10 +95,28 @@ struct BindOutcome {
   std::string node;
   std::string pod_uid;
   uint64_t revision = 0;  // The durable record of this bind.
-  std::vector<BoundClaim> claims;  // Sorted by key.
+  // In hand-off order (HandoffOrderLess in model/types.h): the pod's named
+  // claims in annotation order, then its template claims by key. The order
+  // of the pod's devices of a resource, as virt-launcher hands them to the
+  // VM's hostDevices entries.
+  std::vector<BoundClaim> claims;
   // Released marks this bind removed (a pinned claim took its device); Undo
   // puts them back.
   std::vector<ReleasedDevice> took_released;
+};
+
+// A drive of a claim, or of a Released mark, that an inventory update found
+// at a new PCI address by its serial (docs/design.md §4.1, device identity):
+// the claim's status, or the mark, now names the new address.
+struct DeviceMove {
+  std::string node;
+  std::string serial;
+  PciAddress from;
+  PciAddress to;
+  ClaimKey claim;         // The claim, or the deleted claim of a Released mark.
+  bool released = false;  // A Released mark moved, not a claim's device.
+
+  bool operator==(const DeviceMove&) const = default;
 };
 
 // A VM holding reservations, known by its UID (Kubernetes mode).
@@ -140,8 +158,11 @@ class Allocator {
 
   // --- Inventory -----------------------------------------------------------
   // Replaces a node's inventory; also its heartbeat. Devices no class matches
-  // are dropped. A bound claim whose device vanished (or whose serial changed)
-  // turns Lost; a Lost claim whose devices are all back turns Bound again.
+  // are dropped; devices sharing a non-empty serial are kept unhealthy. A
+  // claim's drive is followed by its serial to whatever address it has now
+  // (Change::moves); a bound claim whose drive is not found (or is
+  // ambiguous) turns Lost; a Lost claim whose devices are all back turns
+  // Bound again. Released marks follow their serial the same way.
   // Persists only when something durable changed.
   virtual absl::Status ReplaceInventory(NodeInventory inventory) = 0;
   // The node left the cluster: its claims turn Lost.
@@ -262,6 +283,10 @@ class Allocator {
   struct Change {
     uint64_t revision = 0;
     std::vector<std::string> nodes;  // Sorted, no repeats.
+    // Drives an inventory update followed to a new address (claims' by
+    // claim key, then Released marks'); empty for any other mutation. For
+    // the caller to log: the allocator core does no logging.
+    std::vector<DeviceMove> moves;
   };
   using ChangeListener = std::function<void(const Change& change)>;
   // REQUIRES: called before the allocator is shared with other threads.

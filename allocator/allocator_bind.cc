@@ -1,5 +1,6 @@
 // Bind and Undo of AllocatorImpl: the only scheduling paths that mutate.
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -55,8 +56,20 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
     std::vector<Mutation> mutations;
     std::vector<PciAddress> allocated;
     size_t next_pending = 0;
+    // Each claim's place in the pod (Reservation::claim_rank, from 1): named
+    // claims in annotation order, then template claims (plan.claims is by
+    // key, so by resource for template claims of one VM).
+    uint32_t next_template_rank = static_cast<uint32_t>(request.claim_names.size()) + 1;
+    std::vector<uint32_t> ranks;
     for (const ResolvedClaim& r : plan.claims) {
       Claim c = r.claim;
+      Reservation claim_reservation = reservation;
+      auto named = std::find(request.claim_names.begin(), request.claim_names.end(), r.key.name);
+      claim_reservation.claim_rank =
+          named != request.claim_names.end()
+              ? static_cast<uint32_t>(named - request.claim_names.begin()) + 1
+              : next_template_rank++;
+      ranks.push_back(claim_reservation.claim_rank);
       BoundClaim bc;
       bc.key = r.key;
       bc.resource_name = c.spec.resource_name;
@@ -83,10 +96,16 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
                            c.spec.owner_vm_uid.empty() && !request.vm_uid.empty();
       if (adopted) c.spec.owner_vm_uid = request.vm_uid;
       const bool changed =
-          bc.created || bc.allocated || adopted || c.status.reserved_for != reservation;
-      c.status.reserved_for = reservation;
+          bc.created || bc.allocated || adopted || c.status.reserved_for != claim_reservation;
+      c.status.reserved_for = claim_reservation;
       bc.uid = c.uid;
-      for (const BoundDevice& b : c.status.devices) bc.devices.push_back(b.address);
+      // Devices of the claim by their stable identity (HandoffOrderLess).
+      std::vector<BoundDevice> by_identity = c.status.devices;
+      std::sort(by_identity.begin(), by_identity.end(),
+                [](const BoundDevice& a, const BoundDevice& b) {
+                  return std::tie(a.serial, a.address) < std::tie(b.serial, b.address);
+                });
+      for (const BoundDevice& b : by_identity) bc.devices.push_back(b.address);
       if (changed) mutations.push_back(PutClaim{std::move(c)});
       out.claims.push_back(std::move(bc));
     }
@@ -105,6 +124,15 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
       });
       mutations.push_back(PutNode{std::move(rec)});
     }
+    // The hand-off order: claims by their place in the pod.
+    std::vector<size_t> order(out.claims.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return ranks[a] < ranks[b]; });
+    std::vector<BoundClaim> ordered;
+    ordered.reserve(order.size());
+    for (size_t i : order) ordered.push_back(std::move(out.claims[i]));
+    out.claims = std::move(ordered);
     if (mutations.empty()) return out;  // A retried bind: already in place.
     ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
     out.revision = revision;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "allocator/device_identity.h"
 #include "allocator/validation.h"
 #include "model/names.h"
 #include "common/status_macros.h"
@@ -61,26 +62,6 @@ absl::Status ValidateInventory(const NodeInventory& inv) {
         absl::StrCat("devices: address ", dup->ToString(), " is listed twice"));
   }
   return absl::OkStatus();
-}
-
-// Whether a Bound/Lost claim's devices are all present as bound; "" when
-// they are, else why not.
-std::string MissingDevice(const Claim& c, const NodeInventory& inv) {
-  for (const BoundDevice& b : c.status.devices) {
-    auto it = std::lower_bound(
-        inv.devices.begin(), inv.devices.end(), b.address,
-        [](const Device& d, PciAddress a) { return d.address < a; });
-    if (it == inv.devices.end() || it->address != b.address) {
-      return absl::StrCat("device ", b.address.ToString(), " is no longer reported by node ",
-                          inv.node);
-    }
-    if (!b.serial.empty() && !it->serial.empty() && it->serial != b.serial) {
-      return absl::StrCat("device ", b.address.ToString(), " on node ", inv.node,
-                          " now has serial ", it->serial, ", the claim was bound to serial ",
-                          b.serial);
-    }
-  }
-  return "";
 }
 
 const Device* FindDevice(const NodeInventory& inv, PciAddress address) {
@@ -176,6 +157,7 @@ absl::Status AllocatorImpl::SyncOrFail(Commit commit) {
     Change change;
     change.revision = revision();
     change.nodes = std::move(commit.nodes);
+    change.moves = std::move(commit.moves);
     listener_(change);
   }
   return absl::OkStatus();
@@ -198,10 +180,13 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
     inventory.devices = std::move(kept);
     std::sort(inventory.devices.begin(), inventory.devices.end(),
               [](const Device& a, const Device& b) { return a.address < b.address; });
+    const SerialIndex serials(inventory);
+    RefuseDuplicateSerials(serials, inventory);
     const NodeState* node = state_.FindNode(inventory.node);
     NodeRecord next;
     next.inventory = inventory;
     std::vector<Mutation> mutations;
+    std::vector<DeviceMove> moves;
     if (node != nullptr) {
       // Devices back on their host driver and healthy (pdc-node reports a
       // device unhealthy until its erase is done) leave the return list. One
@@ -214,35 +199,23 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
           next.return_to_host.push_back(a);
         }
       }
-      // A Released mark stays while the device is away; a different serial
-      // at its address is another drive, without the deleted claim's data.
-      for (const ReleasedDevice& r : node->released) {
-        if (!SerialChanged(r, inventory)) next.released.push_back(r);
-      }
+      // Claims and Released marks follow their drives by serial
+      // (device_identity.h); a claim whose drive is not found turns Lost.
       std::vector<const Claim*> claims(node->claims.begin(), node->claims.end());
       std::sort(claims.begin(), claims.end(),
                 [](const Claim* a, const Claim* b) { return a->key < b->key; });
-      for (const Claim* c : claims) {
-        if (c->status.phase == ClaimPhase::kPending) continue;
-        std::string missing = MissingDevice(*c, inventory);
-        Claim updated = *c;
-        if (!missing.empty() && missing != c->status.lost_reason) {
-          updated.status.phase = ClaimPhase::kLost;
-          updated.status.lost_reason = missing;
-        } else if (missing.empty() && c->status.phase == ClaimPhase::kLost) {
-          updated.status.phase = ClaimPhase::kBound;
-          updated.status.lost_reason.clear();
-        } else {
-          continue;
-        }
-        mutations.push_back(PutClaim{std::move(updated)});
-      }
+      IdentityUpdate update =
+          FollowDevices(inventory, serials, claims, node->released, next.return_to_host);
+      next.released = std::move(update.released);
+      for (Claim& c : update.claims) mutations.push_back(PutClaim{std::move(c)});
+      moves = std::move(update.moves);
     }
     if (node == nullptr || !node->has_record || node->ToRecord() != next) {
       mutations.insert(mutations.begin(), PutNode{std::move(next)});
     }
     if (!mutations.empty()) {
       ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
+      commit.moves = std::move(moves);
     }
     state_.SetLastReport(inventory.node, clock_->Now());
   }
@@ -533,6 +506,35 @@ absl::StatusOr<NodeAllocations> AllocatorImpl::GetNodeAllocations(std::string_vi
                                          s.owner->spec.reclaim_policy,
                                          s.owner->status.reserved_for,
                                          s.owner->status.HandoffPending()});
+  }
+  // Each reserved device's place among its pod's devices of the resource.
+  struct Ranked {
+    const std::string* pod_uid;
+    const std::string* resource;
+    HandoffPosition position;
+    size_t index;  // Into out.claimed.
+  };
+  std::vector<Ranked> ranked;
+  for (size_t i = 0; i < out.claimed.size(); ++i) {
+    const NodeAllocation& a = out.claimed[i];
+    if (!a.reserved_for) continue;
+    const DeviceSlot* s = node->Find(a.address);
+    ranked.push_back(Ranked{&a.reserved_for->pod_uid, &a.resource_name,
+                            HandoffPosition{a.reserved_for->claim_rank, a.claim,
+                                            s->device.serial, a.address},
+                            i});
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    if (*a.pod_uid != *b.pod_uid) return *a.pod_uid < *b.pod_uid;
+    if (*a.resource != *b.resource) return *a.resource < *b.resource;
+    return HandoffOrderLess(a.position, b.position);
+  });
+  for (size_t i = 0, k = 0; i < ranked.size(); ++i) {
+    k = i > 0 && *ranked[i].pod_uid == *ranked[i - 1].pod_uid &&
+                *ranked[i].resource == *ranked[i - 1].resource
+            ? k + 1
+            : 0;
+    out.claimed[ranked[i].index].handoff_index = static_cast<uint32_t>(k);
   }
   return out;
 }

@@ -128,6 +128,7 @@ class AllocatorImpl final : public Allocator {
     // The nodes whose version the record raised (sorted, no repeats): what
     // the change listener is told.
     std::vector<std::string> nodes;
+    std::vector<DeviceMove> moves;  // What the listener is told moved.
   };
   // Appends `mutations` as the next record and applies it; returns what
   // SyncOrFail needs outside the lock.

@@ -125,6 +125,19 @@ absl::Status ClusterState::ApplyRecord(RecordRef&& record) {
     return absl::DataLossError(absl::StrCat("record revision ", record.revision,
                                             " does not follow revision ", revision_));
   }
+  // Claims one record puts again are unlinked from their devices first: a
+  // record that moves several claims' drives (a bus renumbering, device
+  // identity) may hand one claim an address another claim of the same
+  // record still holds until its own put.
+  if (record.mutations.size() > 1) {
+    for (const auto& m : record.mutations) {
+      const auto* p = std::get_if<PutClaim>(&m);
+      if (p == nullptr) continue;
+      if (const Claim* existing = FindClaim(p->claim.key)) {
+        UnlinkClaim(existing, record.revision, Unlink::kRelinkSameNode);
+      }
+    }
+  }
   for (auto& m : record.mutations) {
     if (auto* p = std::get_if<PutClaim>(&m)) {
       if constexpr (kOwned) {

@@ -24,7 +24,9 @@ enum Tag : uint8_t {
 // Retain-policy devices were freed at once).
 // Version 4 added the VM UIDs (ClaimSpec::owner_vm_uid, Reservation::vm_uid)
 // at the end of a claim; older claims decode with "" (unknown).
-constexpr uint8_t kFormatVersion = 4;
+// Version 5 added Reservation::claim_rank after the VM UID; older
+// reservations decode with 0 (unknown: the claim key orders the hand-off).
+constexpr uint8_t kFormatVersion = 5;
 constexpr uint8_t kOldestFormatVersion = 1;
 
 void EncodeDevice(Encoder& e, const Device& d) {
@@ -110,6 +112,7 @@ void EncodeClaim(Encoder& e, const Claim& c) {
   e.String(st.handed_off_to);
   e.String(s.owner_vm_uid);
   if (st.reserved_for) e.String(st.reserved_for->vm_uid);
+  if (st.reserved_for) e.Varint(st.reserved_for->claim_rank);
 }
 
 void DecodeClaim(Decoder& d, uint8_t version, Claim& c) {
@@ -156,6 +159,10 @@ void DecodeClaim(Decoder& d, uint8_t version, Claim& c) {
   if (version < 4) return;
   s.owner_vm_uid = std::string(d.String());
   if (st.reserved_for) st.reserved_for->vm_uid = std::string(d.String());
+  if (version < 5 || !st.reserved_for) return;
+  const uint64_t rank = d.Varint();
+  if (rank > UINT32_MAX) d.Fail();
+  st.reserved_for->claim_rank = static_cast<uint32_t>(rank);
 }
 
 void EncodeNode(Encoder& e, const NodeRecord& n) {

@@ -257,6 +257,8 @@ std::string WriteNodeAllocations(std::string_view node,
     WriteReservation(w, c.reserved_for);
     Key(w, "handedOff");
     w.Bool(!c.handoff_pending);
+    Key(w, "handoffIndex");
+    w.Uint(c.handoff_index);
     w.EndObject();
   }
   w.EndArray();
@@ -303,6 +305,14 @@ absl::StatusOr<NodeAllocationsReply> ParseNodeAllocations(std::string_view body)
       // Absent (an extender from before hand-offs): nothing is pending.
       ASSIGN_OR_RETURN(bool handed_off, json::OptBool(c, "handedOff", at + ".handedOff", true));
       a.handoff_pending = a.reserved_for.has_value() && !handed_off;
+      // Absent (an extender from before hand-off order): 0, address order.
+      ASSIGN_OR_RETURN(uint64_t index,
+                       json::OptCount(c, "handoffIndex", at + ".handoffIndex", 0));
+      if (index >= static_cast<uint64_t>(kMaxNodeDevices)) {
+        return json::FieldError(at + ".handoffIndex",
+                               absl::StrCat("must be below ", kMaxNodeDevices));
+      }
+      a.handoff_index = static_cast<uint32_t>(index);
       r.allocations.claimed.push_back(std::move(a));
     }
   }

@@ -135,6 +135,25 @@ void Reconciler::NoteError(const std::string& key, const absl::Status& s,
   }
 }
 
+void Reconciler::LogMovedClaims(const NodeAllocations& allocations) {
+  std::map<ClaimKey, std::vector<PciAddress>> now;
+  for (const NodeAllocation& c : allocations.claimed) now[c.claim].push_back(c.address);
+  for (const auto& [claim, addresses] : now) {
+    auto before = claim_devices_.find(claim);
+    if (before == claim_devices_.end() || before->second == addresses) continue;
+    // A bound claim keeps its drives: pdc-extender followed them by serial
+    // to new PCI addresses (a bus renumbering, docs/design.md §4.1).
+    auto join = [](const std::vector<PciAddress>& v) {
+      return absl::StrJoin(v, ",",
+                           [](std::string* out, PciAddress a) { out->append(a.ToString()); });
+    };
+    spdlog::warn("claim {}: its drives are now at {} (were at {}): they moved to new PCI "
+                 "addresses and the claim followed them by serial",
+                 claim.ToString(), join(addresses), join(before->second));
+  }
+  claim_devices_ = std::move(now);
+}
+
 void Reconciler::Apply(const NodeAllocations& allocations, PassResult* result) {
   std::set<PciAddress> claimed;
   std::map<int32_t, std::vector<PciAddress>> by_group;
@@ -152,6 +171,7 @@ void Reconciler::Apply(const NodeAllocations& allocations, PassResult* result) {
     by_group[key].push_back(c.address);
   }
   expected_driver_ = std::move(expected);
+  LogMovedClaims(allocations);
   for (const auto& [group, addresses] : by_group) {
     const std::string key = group >= 0 ? absl::StrCat("iommu group ", group) : addresses[0].ToString();
     Stopwatch sw(clock_);

@@ -104,6 +104,8 @@ class Reconciler {
   void ReturnToHost(PciAddress address, PassResult* result);
   // Runs the erases journaled pending whose retry time came.
   void RunPendingErases(const std::set<PciAddress>& claimed, PassResult* result);
+  // Logs a claim whose devices changed address since the last answer.
+  void LogMovedClaims(const NodeAllocations& allocations);
   void EraseOne(PciAddress address, PassResult* result);
   void NoteError(const std::string& key, const absl::Status& s, std::string_view operation,
                  PassResult* result);
@@ -122,6 +124,8 @@ class Reconciler {
   uint64_t since_ = 0;
   std::map<PciAddress, std::string> expected_driver_;
   std::map<std::string, std::string> last_error_;  // key -> message logged
+  // Each claim's devices in the last allocations answer (sorted by address).
+  std::map<ClaimKey, std::vector<PciAddress>> claim_devices_;
   struct EraseRetry {
     absl::Time next = absl::InfinitePast();
     absl::Duration backoff = absl::ZeroDuration();

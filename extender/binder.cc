@@ -76,8 +76,7 @@ std::string DevicesAnnotation(const BindOutcome& outcome) {
   rapidjson::StringBuffer buf;
   json::Writer w(buf);
   w.StartObject();
-  for (auto& [res, addrs] : by_resource) {
-    std::sort(addrs.begin(), addrs.end());
+  for (auto& [res, addrs] : by_resource) {  // The outcome's hand-off order.
     json::Key(w, res);
     w.StartArray();
     for (const std::string& a : addrs) json::Str(w, a);

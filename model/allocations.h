@@ -52,6 +52,10 @@ struct NodeAllocation {
   std::optional<Reservation> reserved_for;
   // The reserving pod has not been handed the device yet.
   bool handoff_pending = false;
+  // Place of the device among the reserving pod's devices of the resource
+  // (HandoffOrderLess): pdc-node hands them over in this order. 0 when not
+  // reserved, or from an extender that does not send it.
+  uint32_t handoff_index = 0;
 
   bool operator==(const NodeAllocation&) const = default;
 };

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "model/pci_address.h"
@@ -125,6 +126,12 @@ struct Reservation {
   std::string pod_name;
   std::string pod_uid;
   std::string vm_uid = {};  // VM UID in Kubernetes mode; "" when unknown.
+  // Place of the claim among the reserving pod's claims: its named claims in
+  // the order of the pdc.kubevirt.io/claims annotation, then its template
+  // claims by resource name. The order the pod's devices are handed over in
+  // (HandoffOrderLess); 0 when unknown (a reservation made before it was
+  // kept): the claim key then decides.
+  uint32_t claim_rank = 0;
 
   bool operator==(const Reservation&) const = default;
 };
@@ -142,6 +149,24 @@ struct BoundDevice {
 // (docs/design.md §4.7). The mark survives the device vanishing from the
 // inventory; a different serial at the address (the drive was swapped)
 // drops it.
+// The order a pod's devices of one resource are handed to it (docs/design.md
+// §6.3): by the claim's place in the pod (Reservation::claim_rank), then the
+// claim key, then, within a claim, by the device's stable identity — its
+// serial, else its address. KubeVirt gives the k-th address of
+// PCI_RESOURCE_<NAME> to the k-th hostDevices entry of the resource, so an
+// order that does not depend on PCI addresses gives each entry the same
+// drive at every start, also after a bus renumbering.
+struct HandoffPosition {
+  uint32_t claim_rank = 0;
+  ClaimKey claim;
+  std::string serial;
+  PciAddress address;
+};
+inline bool HandoffOrderLess(const HandoffPosition& a, const HandoffPosition& b) {
+  return std::tie(a.claim_rank, a.claim, a.serial, a.address) <
+         std::tie(b.claim_rank, b.claim, b.serial, b.address);
+}
+
 struct ReleasedDevice {
   PciAddress address;
   std::string serial;  // The serial the claim was bound to; "" when unknown.

@@ -58,6 +58,8 @@ void HandoffBook::MarkHandedOff(std::string_view resource_name, std::string_view
 absl::StatusOr<PendingPod> HandoffBook::Pending(std::string_view resource_name) const {
   absl::ReaderMutexLock lock(&mu_);
   std::map<std::string, PendingPod> by_uid;
+  // (hand-off index, address) of each pending pod's devices.
+  std::map<std::string, std::vector<std::pair<uint32_t, PciAddress>>> order;
   if (allocations_.has_value()) {
     for (const NodeAllocation& c : allocations_->claimed) {
       if (c.resource_name != resource_name || !c.reserved_for.has_value() || !c.handoff_pending) continue;
@@ -70,7 +72,7 @@ absl::StatusOr<PendingPod> HandoffBook::Pending(std::string_view resource_name) 
       p.pod_name = r.pod_name;
       p.pod_uid = r.pod_uid;
       p.claims.push_back(c.claim.ToString());
-      p.devices.push_back(c.address);
+      order[r.pod_uid].emplace_back(c.handoff_index, c.address);
     }
   }
   if (by_uid.empty()) {
@@ -90,7 +92,12 @@ absl::StatusOr<PendingPod> HandoffBook::Pending(std::string_view resource_name) 
   PendingPod p = std::move(by_uid.begin()->second);
   std::sort(p.claims.begin(), p.claims.end());
   p.claims.erase(std::unique(p.claims.begin(), p.claims.end()), p.claims.end());
-  std::sort(p.devices.begin(), p.devices.end());
+  // The extender's hand-off order (HandoffOrderLess: the pod's claims in
+  // its order, a claim's devices by serial), not PCI address order: the
+  // k-th address goes to the VM's k-th hostDevices entry of the resource.
+  std::vector<std::pair<uint32_t, PciAddress>>& devices = order.begin()->second;
+  std::sort(devices.begin(), devices.end());
+  for (const auto& [index, address] : devices) p.devices.push_back(address);
   return p;
 }
 

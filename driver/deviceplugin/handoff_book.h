@@ -35,7 +35,9 @@ struct PendingPod {
   std::string pod_name;
   std::string pod_uid;
   std::vector<std::string> claims;  // "namespace/name", sorted.
-  std::vector<PciAddress> devices;  // Sorted.
+  // In hand-off order (NodeAllocation::handoff_index, then address): the
+  // order of PCI_RESOURCE_<NAME>.
+  std::vector<PciAddress> devices;
 
   // "default/vm1 (pod virt-launcher-vm1-x, uid 1234)".
   std::string Describe() const;

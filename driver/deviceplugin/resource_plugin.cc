@@ -229,7 +229,9 @@ absl::StatusOr<Handoff> ResourcePlugin::AllocateLocked(const std::vector<std::st
   // Done here at once: a second Allocate before the extender has recorded
   // this one must not get these devices again.
   book_->MarkHandedOff(options_.resource_name, pod.pod_uid);
-  confirmer_->Enqueue(options_.resource_name, pod.pod_uid, pod.devices);
+  std::vector<PciAddress> confirmed = pod.devices;  // The confirmation lists them sorted.
+  std::sort(confirmed.begin(), confirmed.end());
+  confirmer_->Enqueue(options_.resource_name, pod.pod_uid, std::move(confirmed));
   spdlog::info("handing {} {} (claims {}) to VM {}; kubelet had chosen [{}]",
                options_.resource_name, Join(pod.devices), absl::StrJoin(pod.claims, ","),
                pod.Describe(), absl::StrJoin(kubelet_ids, ","));

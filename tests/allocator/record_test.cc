@@ -32,7 +32,7 @@ Record SampleRecord() {
   c.status.node = "node-a";
   c.status.devices = {{*PciAddress::Parse("0000:3b:00.0"), "SN1"},
                       {*PciAddress::Parse("0000:5e:00.0"), ""}};
-  c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid", "vm-uid-1"};
+  c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid", "vm-uid-1", 3};
   c.status.handed_off_to = "older-pod-uid";
   r.mutations.push_back(PutClaim{c});
   r.mutations.push_back(DeleteClaim{{"ns2", "old"}});
@@ -141,10 +141,10 @@ TEST(RecordTest, Version1ClaimsDecodeAsHandedOff) {
   r.mutations.push_back(PutClaim{c});
   std::string bytes = EncodeRecord(r);
   // The claim is the last thing encoded; its handed_off_to, owner_vm_uid
-  // and reservation's vm_uid ("" each) are the three trailing length bytes.
-  // Dropping them and the version gives a v1 record.
-  ASSERT_EQ(bytes.substr(bytes.size() - 3), std::string(3, '\0'));
-  bytes.resize(bytes.size() - 3);
+  // and reservation's vm_uid ("" each) and claim_rank (0) are the four
+  // trailing bytes. Dropping them and the version gives a v1 record.
+  ASSERT_EQ(bytes.substr(bytes.size() - 4), std::string(4, '\0'));
+  bytes.resize(bytes.size() - 4);
   bytes[0] = 1;
   ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
   const auto& claim = std::get<PutClaim>(decoded.mutations.at(0)).claim;
@@ -181,9 +181,9 @@ TEST(RecordTest, Version3ClaimsDecodeWithoutVmUids) {
   struct Case {
     std::string name;
     bool reserved;
-    size_t uid_bytes;  // Trailing bytes a v4 encoding adds for the UIDs.
+    size_t uid_bytes;  // Trailing bytes a v5 encoding adds for the UIDs and rank.
   };
-  for (const Case& tc : {Case{"reserved", true, 2}, Case{"not reserved", false, 1}}) {
+  for (const Case& tc : {Case{"reserved", true, 3}, Case{"not reserved", false, 1}}) {
     Record r;
     r.revision = 8;
     Claim c;
@@ -210,15 +210,39 @@ TEST(RecordTest, Version3ClaimsDecodeWithoutVmUids) {
   }
 }
 
-// Records are written as version 4, which keeps both VM UIDs.
-TEST(RecordTest, WritesVersion4WithVmUids) {
+// Version 4 reservations (before claim_rank) decode with rank 0; the same
+// bytes as version 5 are short.
+TEST(RecordTest, Version4ReservationsDecodeWithoutARank) {
+  Record r;
+  r.revision = 9;
+  Claim c;
+  c.key = {"default", "data"};
+  c.spec.resource_name = "devices.kubevirt.io/nvme";
+  c.status.phase = ClaimPhase::kBound;
+  c.status.node = "node-a";
+  c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid", "vm-uid", 0};
+  r.mutations.push_back(PutClaim{c});
+  std::string bytes = EncodeRecord(r);
+  ASSERT_EQ(bytes.back(), '\0');  // The rank, 0.
+  bytes.pop_back();
+  bytes[0] = 4;
+  ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
+  EXPECT_EQ(decoded, r);
+  bytes[0] = 5;
+  EXPECT_THAT(DecodeRecord(bytes), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+// Records are written as version 5, which keeps both VM UIDs and the
+// claim's rank in its reserving pod.
+TEST(RecordTest, WritesVersion5WithVmUidsAndClaimRank) {
   const Record sample = SampleRecord();
   ASSERT_OK_AND_ASSIGN(Record back, DecodeRecord(EncodeRecord(sample)));
   const Claim& c = std::get<PutClaim>(back.mutations.at(0)).claim;
   EXPECT_EQ(c.spec.owner_vm_uid, "vm-uid-1");
   ASSERT_TRUE(c.status.reserved_for.has_value());
   EXPECT_EQ(c.status.reserved_for->vm_uid, "vm-uid-1");
-  EXPECT_EQ(EncodeRecord(sample)[0], 4);
+  EXPECT_EQ(c.status.reserved_for->claim_rank, 3u);
+  EXPECT_EQ(EncodeRecord(sample)[0], 5);
 }
 
 }  // namespace

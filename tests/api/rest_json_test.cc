@@ -90,6 +90,41 @@ TEST(NodeDriverJsonTest, HandedOffAbsentOrNullMeansHandedOff) {
   }
 }
 
+// docs/rest-api.md §4.5: `handoffIndex`, a reserved device's place in its
+// pod's hand-off order; absent (an extender from before it) reads as 0, and
+// it is written back as read.
+TEST(NodeDriverJsonTest, HandoffIndexIsReadAndWritten) {
+  struct Case {
+    std::string member;  // As written, "" = absent.
+    absl::StatusCode code;
+    uint32_t index;
+  } cases[] = {
+      {"", absl::StatusCode::kOk, 0},
+      {R"(,"handoffIndex":null)", absl::StatusCode::kOk, 0},
+      {R"(,"handoffIndex":3)", absl::StatusCode::kOk, 3},
+      {R"(,"handoffIndex":4095)", absl::StatusCode::kOk, 4095},
+      {R"(,"handoffIndex":4096)", absl::StatusCode::kInvalidArgument, 0},
+      {R"(,"handoffIndex":-1)", absl::StatusCode::kInvalidArgument, 0},
+      {R"(,"handoffIndex":"1")", absl::StatusCode::kInvalidArgument, 0},
+  };
+  for (const Case& c : cases) {
+    const std::string body =
+        R"({"node":"node-a","version":3,"claimed":[{"address":"0000:3b:00.0","claim":"ns/a",)"
+        R"("resourceName":"r","reservedFor":{"vm":"vm1","podName":"p1","podUid":"u1"},)"
+        R"("handedOff":false)" + c.member + "}]}";
+    absl::StatusOr<NodeAllocations> a = DecodeAllocations(body);
+    ASSERT_EQ(a.status().code(), c.code) << body << ": " << a.status();
+    if (!a.ok()) {
+      EXPECT_THAT(std::string(a.status().message()), HasSubstr("claimed[0].handoffIndex"));
+      continue;
+    }
+    EXPECT_EQ(a->claimed[0].handoff_index, c.index) << body;
+    ASSERT_OK_AND_ASSIGN(NodeAllocations back,
+                         DecodeAllocations(WriteNodeAllocations("node-a", *a)));
+    EXPECT_EQ(back, *a) << body;
+  }
+}
+
 // docs/rest-api.md §1: keys match exactly first, then ASCII case-insensitively
 // (as Go's encoding/json), in every codec; the exact spelling wins.
 TEST(NodeDriverJsonTest, KeysMatchExactlyThenIgnoringCase) {

@@ -36,6 +36,37 @@ NodeAllocation Entry(const std::string& address, const std::string& claim,
   return d;
 }
 
+// The pod's devices come in the extender's hand-off order (handoffIndex),
+// not by address: the k-th goes to the VM's k-th hostDevices entry.
+TEST(HandoffBookTest, DevicesAreInTheHandoffOrder) {
+  struct Case {
+    std::string name;
+    std::vector<uint32_t> indices;  // Of 3b, 5e, af.
+    std::vector<std::string> want;
+  };
+  const std::vector<Case> cases = {
+      {"address order", {0, 1, 2}, {"0000:3b:00.0", "0000:5e:00.0", "0000:af:00.0"}},
+      {"reversed", {2, 1, 0}, {"0000:af:00.0", "0000:5e:00.0", "0000:3b:00.0"}},
+      {"mixed", {1, 2, 0}, {"0000:af:00.0", "0000:3b:00.0", "0000:5e:00.0"}},
+      // An extender that sends no index: address order.
+      {"absent", {0, 0, 0}, {"0000:3b:00.0", "0000:5e:00.0", "0000:af:00.0"}},
+  };
+  for (const Case& tc : cases) {
+    HandoffBook book("node-a");
+    NodeAllocations a{.version = 1};
+    const std::vector<std::string> addresses = {"0000:3b:00.0", "0000:5e:00.0", "0000:af:00.0"};
+    for (size_t i = 0; i < addresses.size(); ++i) {
+      a.claimed.push_back(Entry(addresses[i], "ns/c" + std::to_string(i), "u1", false));
+      a.claimed.back().handoff_index = tc.indices[i];
+    }
+    book.Update(a, false);
+    ASSERT_OK_AND_ASSIGN(PendingPod p, book.Pending(kNvme));
+    std::vector<std::string> got;
+    for (PciAddress d : p.devices) got.push_back(d.ToString());
+    EXPECT_EQ(got, tc.want) << tc.name;
+  }
+}
+
 TEST(HandoffBookTest, PendingIsTheOneReservedPodNotHandedOff) {
   HandoffBook book("node-a");
   EXPECT_THAT(book.Pending(kNvme), StatusIs(absl::StatusCode::kNotFound,

@@ -270,7 +270,7 @@ TEST_F(RouterRestTest, AllocationsAnswerAtOnceWhenNewerElseAskToWait) {
   ASSERT_EQ(a.status, 200);
   EXPECT_FALSE(a.long_poll.has_value());
   EXPECT_THAT(a.body,
-              HasSubstr(R"("claimed":[{"address":"0000:3b:00.0","claim":"default/vm1-nvme","resourceName":"devices.kubevirt.io/nvme","reclaimPolicy":"Retain","reservedFor":{"vm":"vm1","podName":"virt-launcher-vm1-x7k2p","podUid":"uid-1"},"handedOff":false}],"returnToHost":[]})"));
+              HasSubstr(R"("claimed":[{"address":"0000:3b:00.0","claim":"default/vm1-nvme","resourceName":"devices.kubevirt.io/nvme","reclaimPolicy":"Retain","reservedFor":{"vm":"vm1","podName":"virt-launcher-vm1-x7k2p","podUid":"uid-1"},"handedOff":false,"handoffIndex":0}],"returnToHost":[]})"));
   ASSERT_OK_AND_ASSIGN(NodeAllocations now, allocator_->GetNodeAllocations("node-a"));
   EXPECT_THAT(a.body, HasSubstr(absl::StrCat(R"({"node":"node-a","version":)", now.version, ",")));
 
