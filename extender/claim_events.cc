@@ -72,6 +72,15 @@ void RecordReleased(EventRecorder* events, const Claim& claim, std::string_view 
                  absl::StrCat("claim deleted; ", what));
 }
 
+void RecordDeviceMoved(EventRecorder* events, const DeviceMove& move, std::string_view uid) {
+  if (events == nullptr) return;
+  events->Record(ClaimRef(move.claim, uid), EventType::kNormal, "DeviceMoved",
+                 absl::StrCat(move.released ? "Released device" : "device", " with serial ",
+                              move.serial, " on node ", move.node, " is now at ",
+                              move.to.ToString(), " (was ", move.from.ToString(),
+                              "): the PCI bus was renumbered; the claim keeps the device"));
+}
+
 void RecordConflict(EventRecorder* events, const ClaimConflict& conflict,
                     const std::vector<std::string>& uids) {
   if (events == nullptr) return;

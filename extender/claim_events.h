@@ -1,7 +1,7 @@
 // The Kubernetes Events pdc-extender publishes about claims and VM pods
 // (docs/operations.md, "Kubernetes Events"), so that `kubectl describe`
 // tells a claim's story: ClaimBound, ClaimLost, ClaimRecovered,
-// ClaimReleased, DeviceConflict on the PersistentDeviceClaim; DevicesBound
+// ClaimReleased, DeviceConflict, DeviceMoved on the PersistentDeviceClaim; DevicesBound
 // on the pod. Every function takes a null recorder (no Kubernetes API) as
 // "publish nothing".
 // Thread-safety: as EventRecorder::Record.
@@ -31,6 +31,9 @@ void RecordReleased(EventRecorder* events, const Claim& claim, std::string_view 
 // by the same index in `uids`).
 void RecordConflict(EventRecorder* events, const ClaimConflict& conflict,
                     const std::vector<std::string>& uids);
+// A device of claim `move.claim` (object `uid`), or a Released mark, was
+// found at a new PCI address by its serial (the node's bus was renumbered).
+void RecordDeviceMoved(EventRecorder* events, const DeviceMove& move, std::string_view uid);
 // A bind gave pod `ns`/`pod` (`pod_uid`) its claims' devices.
 void RecordPodBound(EventRecorder* events, std::string_view ns, std::string_view pod,
                     std::string_view pod_uid, const BindOutcome& outcome);

@@ -153,8 +153,22 @@ absl::Status ExtenderApp::Init() {
                   "*.unreadable; the disk under the data directory may be failing): {}",
                   why);
   }
-  // Long-polls wake on every commit, whoever makes it.
-  FollowCommits(allocator_.get(), &notifier_);
+  // Long-polls wake on every commit, whoever makes it. A device that moved
+  // with its claim (a renumbered bus) is logged and, with claims as
+  // objects, told on the claim (events_ is made below, before any thread
+  // that commits starts).
+  FollowCommits(allocator_.get(), &notifier_, [this](const std::vector<DeviceMove>& moves) {
+    for (const DeviceMove& m : moves) {
+      spdlog::info("node {}: {} with serial {} moved from {} to {}; {} {} keeps it", m.node,
+                   m.released ? "Released device" : "device", m.serial, m.from.ToString(),
+                   m.to.ToString(), m.released ? "the mark of deleted claim" : "claim",
+                   m.claim.ToString());
+      if (api_store_ == nullptr || m.released) continue;
+      if (std::optional<KubeApiStore::ObjectState> o = api_store_->Object(m.claim)) {
+        RecordDeviceMoved(events_.get(), m, o->uid);
+      }
+    }
+  });
 
   metrics_ = std::make_unique<ExtenderMetrics>(&registry_, allocator_.get(), clock,
                                                options_.version);

@@ -6,6 +6,10 @@
 
 #include <atomic>
 
+#include <functional>
+#include <utility>
+#include <vector>
+
 #include "allocator/allocator.h"
 #include "api/scheduler_wire.h"
 #include "common/clock.h"
@@ -46,11 +50,18 @@ struct ExtenderContext {
 // bumps it once it is durable, naming the nodes it touched as topics, so no
 // long-poll sleeps through a change of its node and none wakes for another
 // node's.
+// `on_moves` (may be empty) hears of devices that followed their serial to
+// a new PCI address (a renumbering), after the commit that recorded them.
 // REQUIRES: called before the allocator is shared with other threads;
 // `notifier` outlives the allocator's use of it.
-inline void FollowCommits(Allocator* allocator, Notifier* notifier) {
+inline void FollowCommits(
+    Allocator* allocator, Notifier* notifier,
+    std::function<void(const std::vector<DeviceMove>& moves)> on_moves = nullptr) {
   allocator->SetChangeListener(
-      [notifier](const Allocator::Change& change) { notifier->Bump(change.nodes); });
+      [notifier, on_moves = std::move(on_moves)](const Allocator::Change& change) {
+        notifier->Bump(change.nodes);
+        if (on_moves && !change.moves.empty()) on_moves(change.moves);
+      });
 }
 
 }  // namespace pdc::extender
