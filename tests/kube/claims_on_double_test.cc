@@ -170,6 +170,21 @@ TEST_F(ClaimsOnDoubleTest, ATemplateClaimIsAnObjectOwnedByTheVm) {
   ASSERT_TRUE(AwaitReady());
   EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/vm1-nvme")),
               HasSubstr(R"("node":"node-a")"));
+
+  // node-a's bus is renumbered: the two drives trade addresses. The claim
+  // follows its drive's serial, and its object says so.
+  ASSERT_OK_AND_ASSIGN(
+      HttpResponse r,
+      pdc_->Put("/v1/nodes/node-a/inventory",
+                api::WriteInventory(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 12, 0, "SNA1"),
+                                                         NvmeDevice("0000:5e:00.0", 13, 0, "SNA0")}))));
+  ASSERT_EQ(r.status, 200) << r.body;
+  KubeReply moved = AwaitObject(Claims("/vm1-nvme"), [](const KubeReply& o) {
+    return o.text.find(R"("address":"0000:5e:00.0","serial":"SNA0")") != std::string::npos;
+  });
+  EXPECT_EQ(moved.Str({"status", "phase"}), "Bound");
+  EXPECT_THAT(AwaitEvent("DeviceMoved"),
+              HasSubstr("serial SNA0 on node node-a is now at 0000:5e:00.0 (was 0000:3b:00.0)"));
 }
 
 // A bind the apiserver refused after pdc created the VM's template claim:
