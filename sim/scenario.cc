@@ -379,8 +379,8 @@ absl::Status ParseScheduler(const Field& f, SchedulerSpec& s) {
   ASSIGN_OR_RETURN(s.percentage_of_nodes_to_score,
                    f.Child("percentage_of_nodes_to_score").Int(0, 0, 100));
   ASSIGN_OR_RETURN(s.pdc_percentage_of_nodes_to_score,
-                   f.Child("pdc_percentage_of_nodes_to_score").Int(100, 0, 100));
-  ASSIGN_OR_RETURN(s.pdc_node_affinity, f.Child("pdc_node_affinity").Bool(false));
+                   f.Child("pdc_percentage_of_nodes_to_score").Int(0, 0, 100));
+  ASSIGN_OR_RETURN(s.pdc_node_affinity, f.Child("pdc_node_affinity").Bool(true));
   ASSIGN_OR_RETURN(s.extender_weight, f.Child("extender_weight").Int(5, 1, 100));
   ASSIGN_OR_RETURN(std::string scoring, f.Child("pdc_scoring").String("bin-pack"));
   if (scoring != "bin-pack" && scoring != "spread") {

@@ -84,12 +84,14 @@ struct FailureProcessSpec {
 struct SchedulerSpec {
   // kube-scheduler's percentageOfNodesToScore; 0 = its adaptive default.
   int percentage_of_nodes_to_score = 0;
-  // The same knob for the pdc run; pdc ships 100 (docs/design.md §5.7).
-  int pdc_percentage_of_nodes_to_score = 100;
-  // pdc run: pods whose claims are all Bound get required node affinity to
-  // the claims' node (the alternative to percentage 100, docs/design.md
-  // §5.7), so kube-scheduler offers the extender that node only.
-  bool pdc_node_affinity = false;
+  // The same knob for the pdc run. The defaults model what deploy/ ships:
+  // kube-scheduler's adaptive default, and pods whose claims are all Bound
+  // get required node affinity to the claims' node (pdc-extender's
+  // admission webhook adds it), so kube-scheduler offers the extender that
+  // node only. 100 with no node affinity is the configuration without the
+  // webhook (docs/design.md §5.7).
+  int pdc_percentage_of_nodes_to_score = 0;
+  bool pdc_node_affinity = true;
   int extender_weight = 5;
   bool pdc_spread = false;  // pdc scoring policy: bin-pack (default) or spread.
   // Simulated cost of one scheduling attempt.

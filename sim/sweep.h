@@ -34,7 +34,10 @@ struct SweepOptions {
   std::string spawn_binary;   // pdc-extender to start per step.
   int pods = 400;             // VMs per step (<= 8 per node).
   int binders = 4;            // Concurrent bind connections.
-  int percentage = 100;       // percentageOfNodesToScore (pdc ships 100).
+  // percentageOfNodesToScore: 0 = kube-scheduler's adaptive default, with
+  // restarts pinned to their claims' node as the admission webhook does
+  // (what deploy/ ships); 100 = the configuration without the webhook.
+  int percentage = 0;
   bool node_list = false;     // NodeList instead of NodeNames.
   Clock* clock = RealClock();  // For the wall times and latencies reported.
 };

@@ -44,7 +44,9 @@ TEST(ScenarioTest, ParsesAMinimalScenarioWithDefaults) {
   EXPECT_EQ(s.node_groups[0].count, 2);
   EXPECT_EQ(s.vm_groups[2].device_count, 2);
   EXPECT_EQ(s.duration, 24 * kHour);
-  EXPECT_EQ(s.scheduler.pdc_percentage_of_nodes_to_score, 100);
+  // What deploy/ ships: adaptive sampling, restarts pinned by the webhook.
+  EXPECT_EQ(s.scheduler.pdc_percentage_of_nodes_to_score, 0);
+  EXPECT_TRUE(s.scheduler.pdc_node_affinity);
   EXPECT_FALSE(s.vm_groups[0].run.has_value());
 }
 
