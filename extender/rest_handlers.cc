@@ -81,6 +81,12 @@ void LogSwappedDrives(std::string_view node, const std::vector<ReleasedDevice>& 
     if (d == reported.end() || r.serial.empty() || d->serial.empty() || d->serial == r.serial) {
       continue;
     }
+    // The Released drive reported elsewhere on the node: the mark moved with
+    // it (the allocator follows serials; the move is logged on commit).
+    if (std::any_of(reported.begin(), reported.end(),
+                    [&](const Device& x) { return x.serial == r.serial; })) {
+      continue;
+    }
     spdlog::warn("node {} reports serial {} at {}, where Released serial {} (of deleted claim "
                  "{}) was: another drive, so the Released mark is dropped",
                  node, d->serial, r.address.ToString(), r.serial, r.claim.ToString());
