@@ -64,14 +64,6 @@ absl::Status ValidateInventory(const NodeInventory& inv) {
   return absl::OkStatus();
 }
 
-const Device* FindDevice(const NodeInventory& inv, PciAddress address) {
-  auto it = std::lower_bound(
-      inv.devices.begin(), inv.devices.end(), address,
-      [](const Device& d, PciAddress a) { return d.address < a; });
-  if (it == inv.devices.end() || it->address != address) return nullptr;
-  return &*it;
-}
-
 // The node reports another serial where a Released device was (both known).
 bool SerialChanged(const ReleasedDevice& r, const NodeInventory& inv) {
   const Device* d = FindDevice(inv, r.address);

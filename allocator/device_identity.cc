@@ -9,7 +9,6 @@
 #include "common/strings.h"
 
 namespace pdc {
-namespace {
 
 const Device* FindDevice(const NodeInventory& inv, PciAddress address) {
   auto it = std::lower_bound(
@@ -18,6 +17,8 @@ const Device* FindDevice(const NodeInventory& inv, PciAddress address) {
   if (it == inv.devices.end() || it->address != address) return nullptr;
   return &*it;
 }
+
+namespace {
 
 // Where one device of a claim, or a Released mark, is after the update.
 struct Located {

@@ -22,6 +22,10 @@
 
 namespace pdc {
 
+// The device at `address` in `inventory` (sorted by address, as accepted
+// inventories are), or nullptr.
+const Device* FindDevice(const NodeInventory& inventory, PciAddress address);
+
 // The addresses of an inventory's devices by serial (devices with a serial
 // only). REQUIRES: the inventory outlives the index and stays unchanged.
 class SerialIndex {
