@@ -82,6 +82,37 @@ struct KubernetesConfig {
   std::string scheduler_name = "pdc-scheduler";
 };
 
+// extender.leaderElection: several replicas, one leader (store: kubernetes
+// only), through a coordination.k8s.io/v1 Lease in kubernetes.namespace, as
+// client-go's leader election does it (docs/operations.md "High
+// availability"). Every replica answers /healthz and /readyz (so rolling
+// updates and disruption budgets count them); only the leader answers
+// /readyz/leader and everything else, and it alone is in its Service's
+// endpoints (`service`).
+struct LeaderElectionConfig {
+  // enabled: false = this replica is the only one (the default).
+  bool enabled = false;
+  // leaseName: the Lease object's name.
+  std::string lease_name = "pdc-extender";
+  // identity: this replica's name in the Lease. "" = $POD_NAME, else the
+  // host name, with a random suffix either way (a restarted replica never
+  // takes itself for the previous holder).
+  std::string identity;
+  // leaseDuration: how long followers wait, from the last renewal they saw,
+  // before taking the lease (kube-scheduler's default 15s).
+  absl::Duration lease_duration = absl::Seconds(15);
+  // renewDeadline: the leader stops serving when it could not renew for
+  // this long (10s); below leaseDuration, so it stops before a follower
+  // may take over.
+  absl::Duration renew_deadline = absl::Seconds(10);
+  // retryPeriod: time between two tries to take or renew the lease (2s).
+  absl::Duration retry_period = absl::Seconds(2);
+  // service: the Service (without a selector) whose EndpointSlice
+  // "<service>-leader" the leader writes with its own pod ($POD_NAME,
+  // $POD_IP) and ports, named `http` (listen) and `webhook`; "" = none.
+  std::string service;
+};
+
 // extender.webhook: the mutating admission webhook that pins a restarting VM's
 // virt-launcher pod to the node of its bound claims (docs/operations.md).
 struct WebhookConfig {
@@ -172,6 +203,7 @@ struct ExtenderConfig {
   // `false` only when pdc-node is not the kubelet device plugin.
   bool serialize_handoffs = true;
   KubernetesConfig kubernetes;  // kubernetes: mode, kubeconfig.
+  LeaderElectionConfig leader_election;  // leaderElection: replicas.
 };
 
 // Section `node:` (pdc-node, the DaemonSet).

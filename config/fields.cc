@@ -399,6 +399,27 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Str(
       "extender.kubernetes.schedulerName",
       [](auto& c) -> auto& { return c.extender.kubernetes.scheduler_name; }));
+  f.push_back(Enum(
+      "extender.leaderElection.enabled", booleans,
+      [](auto& c) -> auto& { return c.extender.leader_election.enabled; }));
+  f.push_back(Str(
+      "extender.leaderElection.leaseName",
+      [](auto& c) -> auto& { return c.extender.leader_election.lease_name; }));
+  f.push_back(Str(
+      "extender.leaderElection.identity",
+      [](auto& c) -> auto& { return c.extender.leader_election.identity; }));
+  f.push_back(Dur(
+      "extender.leaderElection.leaseDuration",
+      [](auto& c) -> auto& { return c.extender.leader_election.lease_duration; }));
+  f.push_back(Dur(
+      "extender.leaderElection.renewDeadline",
+      [](auto& c) -> auto& { return c.extender.leader_election.renew_deadline; }));
+  f.push_back(Dur(
+      "extender.leaderElection.retryPeriod",
+      [](auto& c) -> auto& { return c.extender.leader_election.retry_period; }));
+  f.push_back(Str(
+      "extender.leaderElection.service",
+      [](auto& c) -> auto& { return c.extender.leader_election.service; }));
 
   f.push_back(Str(
       "node.nodeName", [](auto& c) -> auto& { return c.node.node_name; }));

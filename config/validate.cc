@@ -243,6 +243,45 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
   // validation, ValidatePodSpec), so no other name can match a pod.
   RETURN_IF_ERROR(model::ValidateObjectName("extender.kubernetes.schedulerName",
                                             e.kubernetes.scheduler_name));
+  const LeaderElectionConfig& le = e.leader_election;
+  if (le.enabled) {
+    if (e.store != StoreKind::kKubernetes) {
+      return Bad("extender.leaderElection.enabled",
+                 absl::StrCat("needs extender.store: kubernetes (the replicas share the claims "
+                              "through the API; a ",
+                              Sv(ToString(e.store)), " store belongs to one process)"));
+    }
+    RETURN_IF_ERROR(
+        model::ValidateObjectName("extender.leaderElection.leaseName", le.lease_name));
+    if (!le.service.empty()) {
+      RETURN_IF_ERROR(model::ValidateObjectName("extender.leaderElection.service", le.service));
+    }
+    if (le.identity.size() > 253) {
+      return Bad("extender.leaderElection.identity", "is longer than 253 bytes");
+    }
+    // client-go's NewLeaderElector: leaseDuration > renewDeadline >
+    // 1.2 * retryPeriod (JitterFactor), all positive.
+    if (le.retry_period < absl::Milliseconds(100)) {
+      return Bad("extender.leaderElection.retryPeriod",
+                 absl::StrCat("must be at least 100ms, got ",
+                              absl::FormatDuration(le.retry_period)));
+    }
+    if (le.renew_deadline <= le.retry_period * 1.2) {
+      return Bad("extender.leaderElection.renewDeadline",
+                 absl::StrCat("must be greater than 1.2 x retryPeriod (",
+                              absl::FormatDuration(le.retry_period * 1.2), "), got ",
+                              absl::FormatDuration(le.renew_deadline)));
+    }
+    if (le.lease_duration <= le.renew_deadline) {
+      return Bad("extender.leaderElection.leaseDuration",
+                 absl::StrCat("must be greater than renewDeadline (",
+                              absl::FormatDuration(le.renew_deadline), "), got ",
+                              absl::FormatDuration(le.lease_duration)));
+    }
+    if (le.lease_duration > absl::Hours(1)) {
+      return Bad("extender.leaderElection.leaseDuration", "must be at most 1h");
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -119,6 +119,7 @@ absl::Status Reconciler::Report(const NodeInventory& inventory, bool force) {
   }
   last_reported_ = inventory;
   last_report_time_ = now;
+  ++reports_;
   return absl::OkStatus();
 }
 
@@ -325,13 +326,20 @@ absl::StatusOr<PassResult> Reconciler::RunOnce(absl::Duration wait) {
     last_pass_unix_nanos_ = absl::ToUnixNanos(clock_->Now());
     if (metrics_) metrics_->passes->Increment();
   };
+  // After a pass that failed, pdc-extender may be another process (a new
+  // leader, a restart) that knows this node only from the claims: it gets
+  // the inventory at once, not at the next heartbeat, and is asked for its
+  // allocations from the start (its versions are its own). Any failure
+  // below leaves resync_ set for the next pass.
+  const bool resync = std::exchange(resync_, true);
+  if (resync) since_ = 0;
   ASSIGN_OR_RETURN(NodeInventory inventory, Discover());
-  const absl::Time before = last_report_time_;
-  if (absl::Status s = Report(inventory, false); !s.ok()) {
+  const uint64_t before = reports_;
+  if (absl::Status s = Report(inventory, resync); !s.ok()) {
     finish();
     return s;
   }
-  result.reported = last_report_time_ != before;
+  result.reported = reports_ != before;
   auto allocations = api_->GetAllocations(options_.node, since_, wait);
   if (!allocations.ok()) {
     if (metrics_) metrics_->extender_errors->WithLabels({"allocations"})->Increment();
@@ -352,6 +360,7 @@ absl::StatusOr<PassResult> Reconciler::RunOnce(absl::Duration wait) {
     }
     result.reported = true;
   }
+  resync_ = false;
   finish();
   return result;
 }

@@ -121,7 +121,11 @@ class Reconciler {
   // Loop-thread state.
   std::optional<NodeInventory> last_reported_;
   absl::Time last_report_time_ = absl::InfinitePast();
+  uint64_t reports_ = 0;  // Inventories sent.
   uint64_t since_ = 0;
+  // The last pass failed (or none ran yet): the next one re-sends the
+  // inventory and polls the allocations from version 0.
+  bool resync_ = true;
   std::map<PciAddress, std::string> expected_driver_;
   std::map<std::string, std::string> last_error_;  // key -> message logged
   // Each claim's devices in the last allocations answer (sorted by address).

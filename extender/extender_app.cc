@@ -57,6 +57,27 @@ std::string InstanceName() {
   return "pdc-extender";
 }
 
+absl::StatusOr<KubeClientConfig> ClientConfig(const KubernetesConfig& k) {
+  return k.mode == KubernetesMode::kInCluster ? InClusterConfig() : KubeconfigFile(k.kubeconfig);
+}
+
+// The main listener's options (extender.listen and its limits and TLS).
+absl::StatusOr<HttpServerOptions> ListenerOptions(const ExtenderConfig& ec) {
+  HttpServerOptions so;
+  if (absl::Status s = net::SplitListenAddress(ec.listen, "extender.listen", &so); !s.ok()) {
+    return s;
+  }
+  so.threads = ec.worker_threads;
+  so.max_body_bytes = ec.max_body_bytes;
+  so.max_connections = static_cast<size_t>(ec.max_connections);
+  so.read_timeout = ec.read_timeout;
+  so.idle_timeout = ec.idle_timeout;
+  so.cert_file = ec.tls.cert_file;
+  so.key_file = ec.tls.key_file;
+  so.client_ca_file = ec.tls.client_ca_file;
+  return so;
+}
+
 }  // namespace
 
 ExtenderApp::ExtenderApp(const PdcConfig& config, Options options)
@@ -64,7 +85,12 @@ ExtenderApp::ExtenderApp(const PdcConfig& config, Options options)
 
 ExtenderApp::~ExtenderApp() { Stop(); }
 
-uint16_t ExtenderApp::port() const { return server_ == nullptr ? 0 : server_->port(); }
+uint16_t ExtenderApp::port() const {
+  // With leader election, server_ is made later on the promoter thread, on
+  // the standby server's port.
+  if (standby_port_ != 0) return standby_port_;
+  return server_ == nullptr ? 0 : server_->port();
+}
 uint16_t ExtenderApp::webhook_port() const {
   return webhook_server_ == nullptr ? 0 : webhook_server_->port();
 }
@@ -72,11 +98,121 @@ uint16_t ExtenderApp::webhook_port() const {
 absl::StatusOr<std::unique_ptr<ExtenderApp>> ExtenderApp::Start(const PdcConfig& config,
                                                                 Options options) {
   std::unique_ptr<ExtenderApp> app(new ExtenderApp(config, std::move(options)));
-  if (absl::Status s = app->Init(); !s.ok()) {
+  const bool replicas = config.extender.leader_election.enabled;
+  if (absl::Status s = replicas ? app->StartStandby() : app->Init(); !s.ok()) {
     app->Stop();
     return s;
   }
   return app;
+}
+
+absl::Status ExtenderApp::StartStandby() {
+  const ExtenderConfig& ec = config_.extender;
+  const LeaderElectionConfig& le = ec.leader_election;
+  absl::StatusOr<KubeClientConfig> kc = ClientConfig(ec.kubernetes);
+  if (!kc.ok()) return kc.status();
+  absl::StatusOr<std::unique_ptr<KubeApi>> api = KubeApi::Connect(*kc);
+  if (!api.ok()) return api.status();
+  lease_api_ = *std::move(api);
+  LeaderElectorOptions eo;
+  eo.ns = OwnNamespace(ec.kubernetes.ns);
+  eo.name = le.lease_name;
+  eo.identity = LeaderIdentity(le.identity.empty() ? InstanceName() : le.identity);
+  eo.lease_duration = le.lease_duration;
+  eo.renew_deadline = le.renew_deadline;
+  eo.retry_period = le.retry_period;
+  eo.clock = options_.clock;
+  eo.on_started_leading = [this] { promote_.Notify(); };
+  eo.on_lost = [this] { lost_.Notify(); };
+  elector_ = std::make_unique<LeaderElector>(lease_api_.get(), std::move(eo));
+  if (!le.service.empty()) {
+    const char* ip = std::getenv("POD_IP");
+    if (ip == nullptr || *ip == '\0') {
+      return absl::FailedPreconditionError(
+          "extender.leaderElection.service: $POD_IP is not set (the Deployment sets it from "
+          "status.podIP; the leader names its pod's IP in the Service's endpoints)");
+    }
+    endpoint_slice_.ns = OwnNamespace(ec.kubernetes.ns);
+    endpoint_slice_.service = le.service;
+    endpoint_slice_.pod = InstanceName();
+    endpoint_slice_.ip = ip;
+  }
+
+  registry_.AddCallbackFamily(
+      "pdc_leader",
+      "1 while this replica holds the leader lease and serves; 0 on a follower.",
+      MetricType::kGauge, {}, [e = elector_.get()] {
+        return std::vector<LabeledValue>{{{}, e->Leading() ? 1.0 : 0.0}};
+      });
+  registry_.AddCallbackFamily(
+      "pdc_leader_transitions",
+      "The leader Lease's leaseTransitions as this replica last read it: how often the "
+      "leadership changed hands.",
+      MetricType::kGauge, {}, [e = elector_.get()] {
+        return std::vector<LabeledValue>{{{}, static_cast<double>(e->transitions())}};
+      });
+  registry_.AddCallbackFamily(
+      "pdc_leader_promotion_seconds",
+      "Time from taking the lease to being ready as the leader (recovery from the API and "
+      "watch caches synced); 0 until this replica leads.",
+      MetricType::kGauge, {}, [this] {
+        return std::vector<LabeledValue>{{{}, promotion_seconds_.load()}};
+      });
+
+  absl::StatusOr<HttpServerOptions> so = ListenerOptions(ec);
+  if (!so.ok()) return so.status();
+  so->threads = std::min(so->threads, 2);
+  absl::StatusOr<std::unique_ptr<HttpServer>> standby = HttpServer::Start(
+      *so, [this, e = elector_.get()](net::HttpRequest r) {
+        std::string_view path = r.target;
+        path = path.substr(0, path.find('?'));
+        return NotLeader(path, e->Leader(), !lost_.HasBeenNotified(), &registry_);
+      });
+  if (!standby.ok()) return standby.status();
+  standby_server_ = *std::move(standby);
+  standby_port_ = standby_server_->port();
+  address_ = so->address;
+  spdlog::info("pdc-extender {} on standby on {}:{} as {}: serving once it holds lease {}/{}",
+               options_.version, address_, standby_port_, elector_->identity(),
+               OwnNamespace(ec.kubernetes.ns), le.lease_name);
+  promoter_ = std::thread([this] { Promote(); });
+  elector_->Start();
+  return absl::OkStatus();
+}
+
+void ExtenderApp::Promote() {
+  while (!promote_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (stopping_.HasBeenNotified()) return;
+  }
+  if (stopping_.HasBeenNotified()) return;
+  // The standby server gives its port to the leader's.
+  standby_server_->Shutdown();
+  standby_server_.reset();
+  if (absl::Status s = Init(); !s.ok()) {
+    spdlog::error("leader election: could not start serving as the leader: {}", s.ToString());
+    lost_.Notify();
+    return;
+  }
+  if (endpoint_slice_.service.empty()) return;
+  // Once serving (caches synced), the Service's traffic comes here.
+  endpoint_slice_.ports = {{"http", server_->port()}};
+  if (webhook_server_ != nullptr) endpoint_slice_.ports.push_back({"webhook", webhook_server_->port()});
+  while (!router_ready_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (stopping_.HasBeenNotified()) return;
+  }
+  for (absl::Duration backoff = absl::Milliseconds(200); elector_->Leading();
+       backoff = std::min(backoff * 2, absl::Seconds(5))) {
+    absl::Status s = WriteLeaderEndpoint(lease_api_.get(), endpoint_slice_, false,
+                                         config_.extender.leader_election.retry_period, options_.clock);
+    if (s.ok()) {
+      endpoint_published_ = true;
+      spdlog::info("leader election: EndpointSlice {}/{}-leader names this pod ({})",
+                   endpoint_slice_.ns, endpoint_slice_.service, endpoint_slice_.ip);
+      return;
+    }
+    spdlog::warn("leader election: {}", s.ToString());
+    if (!options_.clock->WaitFor(backoff, &stopping_)) return;
+  }
 }
 
 absl::Status ExtenderApp::Init() {
@@ -87,9 +223,7 @@ absl::Status ExtenderApp::Init() {
 
   std::optional<KubeClientConfig> kc;
   if (ec.kubernetes.mode != KubernetesMode::kNone) {
-    absl::StatusOr<KubeClientConfig> c = ec.kubernetes.mode == KubernetesMode::kInCluster
-                                             ? InClusterConfig()
-                                             : KubeconfigFile(ec.kubernetes.kubeconfig);
+    absl::StatusOr<KubeClientConfig> c = ClientConfig(ec.kubernetes);
     if (!c.ok()) return c.status();
     kc = *std::move(c);
     // A VM deleted (also while pdc-extender was down, found once synced
@@ -110,6 +244,7 @@ absl::Status ExtenderApp::Init() {
     KubeApiStore::Options so;
     so.holds_namespace = OwnNamespace(ec.kubernetes.ns);
     so.clock = clock;
+    if (elector_ != nullptr) so.may_write = [e = elector_.get()] { return e->Leading(); };
     so.owner_of = [vms = vms_.get()](std::string_view ns, std::string_view vm,
                                      std::string_view uid) { return vms->OwnerOf(ns, vm, uid); };
     // events_ is made below, before any status is written.
@@ -265,9 +400,11 @@ absl::Status ExtenderApp::Init() {
   ro.bearer_token = *token;
   ro.scheduler_requires_client_cert = !ec.tls.client_ca_file.empty();
   ro.claims_are_objects = ec.store == StoreKind::kKubernetes;
+  ro.leadership = elector_.get();
   router_ = std::make_unique<Router>(ro, &ctx_);
   if (reflectors_.empty()) {
     router_->SetReady(true);
+    router_ready_.Notify();
   } else {
     // Ready once every watch cache holds a whole list: before that, a VM
     // pod's owner chain could look broken when it is only not seen yet.
@@ -286,26 +423,25 @@ absl::Status ExtenderApp::Init() {
                        : absl::StrCat(", ", allocator_->ListClaims("").size(), " claims"));
       (void)ReleaseVmsNotInDirectory(*vms_, *allocator_);  // Logs what it did.
       router_->SetReady(true);
+      router_ready_.Notify();
+      if (elector_ != nullptr) {
+        const absl::Duration took = options_.clock->Now() - elector_->leading_since();
+        promotion_seconds_.store(absl::ToDoubleSeconds(took));
+        spdlog::info("leader election: serving as the leader {} after taking the lease",
+                     absl::FormatDuration(took));
+      }
     });
   }
 
-  HttpServerOptions so;
-  if (absl::Status s = net::SplitListenAddress(ec.listen, "extender.listen", &so); !s.ok()) {
-    return s;
-  }
-  so.threads = ec.worker_threads;
-  so.max_body_bytes = ec.max_body_bytes;
-  so.max_connections = static_cast<size_t>(ec.max_connections);
-  so.read_timeout = ec.read_timeout;
-  so.idle_timeout = ec.idle_timeout;
-  so.cert_file = ec.tls.cert_file;
-  so.key_file = ec.tls.key_file;
-  so.client_ca_file = ec.tls.client_ca_file;
+  absl::StatusOr<HttpServerOptions> listener = ListenerOptions(ec);
+  if (!listener.ok()) return listener.status();
+  HttpServerOptions& so = *listener;
+  if (standby_port_ != 0) so.port = standby_port_;
   absl::StatusOr<std::unique_ptr<HttpServer>> server =
       StartRouterServer(so, router_.get(), &notifier_, metrics_.get());
   if (!server.ok()) return server.status();
   server_ = *std::move(server);
-  address_ = so.address;
+  if (standby_port_ == 0) address_ = so.address;  // Else set by StartStandby.
   spdlog::info("pdc-extender {} serving on {}:{} ({} threads, {}, store {})",
                options_.version, so.address, server_->port(), so.threads,
                so.cert_file.empty() ? "plain HTTP" : "TLS", ToString(ec.store));
@@ -372,6 +508,8 @@ void ExtenderApp::Stop() {
   if (stopped_) return;
   stopped_ = true;
   stopping_.Notify();
+  if (promoter_.joinable()) promoter_.join();
+  if (standby_server_ != nullptr) standby_server_->Shutdown();
   if (ready_waiter_.joinable()) ready_waiter_.join();
   for (auto& r : reflectors_) r->Stop();
   if (claims_ != nullptr) claims_->Stop();
@@ -391,6 +529,16 @@ void ExtenderApp::Stop() {
   server_.reset();
   webhook_server_.reset();
   if (events_ != nullptr) events_->Stop();
+  // Last: nothing of this replica serves any more when it takes itself out
+  // of the Service and gives the lease to the next.
+  if (endpoint_published_ && elector_->Leading()) {
+    if (absl::Status s = WriteLeaderEndpoint(lease_api_.get(), endpoint_slice_, true,
+                                             config_.extender.leader_election.retry_period, options_.clock);
+        !s.ok()) {
+      spdlog::warn("leader election: {}", s.ToString());
+    }
+  }
+  if (elector_ != nullptr) elector_->Stop();
 }
 
 }  // namespace pdc::extender

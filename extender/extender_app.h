@@ -15,6 +15,7 @@
 #ifndef PDC_EXTENDER_EXTENDER_APP_H_
 #define PDC_EXTENDER_EXTENDER_APP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,6 +42,8 @@
 #include "extender/kube_client.h"
 #include "extender/kube_http_client.h"
 #include "extender/kube_reflector.h"
+#include "extender/leader_elector.h"
+#include "extender/leader_endpoint.h"
 #include "extender/vm_directory.h"
 #include "common/notifier.h"
 #include "extender/pod_cache.h"
@@ -70,12 +73,27 @@ class ExtenderApp {
   uint16_t webhook_port() const;
   Allocator* allocator() const { return allocator_.get(); }
 
-  // Graceful stop, as on SIGTERM. Idempotent.
+  // Graceful stop, as on SIGTERM (a leader releases its lease last).
+  // Idempotent.
   void Stop();
+
+  // extender.leaderElection: this replica lost the lease it held, or could
+  // not start serving once it got it. It serves nothing any more; main
+  // exits (non-zero) so that it starts afresh as a follower.
+  bool LeadershipLost() const { return lost_.HasBeenNotified(); }
+  // The elector, or null without leader election.
+  const LeaderElector* leadership() const { return elector_.get(); }
 
  private:
   ExtenderApp(const PdcConfig& config, Options options);
+  // Everything that serves: store recovery, watches, router, servers.
   absl::Status Init();
+  // extender.leaderElection: the elector, and a standby server on
+  // extender.listen that answers NotLeader() until this replica leads;
+  // then Init() runs on the promoter thread (a fresh recovery from the API,
+  // so the new leader starts from what the API holds now).
+  absl::Status StartStandby();
+  void Promote();
 
   const PdcConfig config_;
   const Options options_;
@@ -112,6 +130,18 @@ class ExtenderApp {
   std::unique_ptr<HttpServer> webhook_server_;
   std::unique_ptr<HandoffSweeper> sweeper_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  // extender.leaderElection.
+  std::unique_ptr<KubeApi> lease_api_;
+  std::unique_ptr<LeaderElector> elector_;
+  std::unique_ptr<HttpServer> standby_server_;
+  std::thread promoter_;
+  absl::Notification promote_;
+  absl::Notification lost_;
+  uint16_t standby_port_ = 0;  // Init() listens on this port once promoted.
+  absl::Notification router_ready_;
+  LeaderEndpoint endpoint_slice_;  // service "" = not published.
+  bool endpoint_published_ = false;  // Promoter thread; read after its join.
+  std::atomic<double> promotion_seconds_{0};
   std::string address_;
   bool started_ = false;
   bool stopped_ = false;

@@ -91,6 +91,10 @@ absl::StatusOr<HttpResponse> KubeApiStore::Call(std::string_view method, const s
           Sv(what), ": the apiserver did not take the write within ",
           absl::FormatDuration(options_.write_deadline)));
     }
+    if (method != "GET" && options_.may_write && !options_.may_write()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(Sv(what), ": not written, this replica is no longer the leader"));
+    }
     absl::StatusOr<HttpResponse> r =
         api_->Call(method, path, body, content_type, what, std::min(left, options_.call_timeout));
     absl::Status s;

@@ -29,6 +29,9 @@
 // failed: the allocator refuses changes and pdc-extender must restart and
 // recover from the API.
 //
+// Several replicas: only the leader writes (Options::may_write), and every
+// write carries the resourceVersion it was computed from.
+//
 // Contradictions in what the API holds (one device in the status of two
 // claims) are never resolved silently: both claims are left out of the
 // allocator, the device is held as Released, and conflicts() lists them for
@@ -94,6 +97,12 @@ class KubeApiStore final : public Store {
     std::function<void(const Claim&, std::string_view uid, std::optional<ClaimPhase> before)>
         on_status;
     const Clock* clock = RealClock();
+    // With several replicas (extender.leaderElection): whether this one may
+    // still write. Asked before every write to the API, the repeat after a
+    // 409 included, so a replica that lost the lease never overwrites what
+    // the new leader wrote: its write fails and so does the store (Health).
+    // Empty: always.
+    std::function<bool()> may_write;
   };
 
   // `api` must outlive the store.

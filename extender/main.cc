@@ -4,11 +4,13 @@
 // logging, blocks SIGTERM/SIGINT, starts an ExtenderApp (extender_app.h:
 // store, allocator, server, background loops) and waits for a signal; then
 // it stops the app gracefully (requests in flight finish, a last checkpoint
-// is written) and exits 0.
+// is written, a leader releases its lease) and exits 0. A replica that lost
+// the leader lease exits 1.
 //
 // Prints "pdc-extender listening on <addr>:<port>" on stdout once serving
 // (tests start it with port 0 and read the port from that line).
 #include <signal.h>
+#include <time.h>
 
 #include <iostream>
 #include <memory>
@@ -75,8 +77,18 @@ int Run(int argc, char** argv) {
   std::cout << "pdc-extender listening on " << (*app)->address() << ":" << (*app)->port()
             << std::endl;
 
+  // A signal, or (extender.leaderElection) the lease lost: a replica that
+  // lost it exits non-zero and is restarted as a follower, as
+  // kube-scheduler does ("leaderelection lost").
   int sig = 0;
-  sigwait(&signals, &sig);
+  const timespec poll = {0, 200 * 1000 * 1000};
+  while ((sig = sigtimedwait(&signals, nullptr, &poll)) < 0) {
+    if ((*app)->LeadershipLost()) {
+      spdlog::critical("leader election lost: exiting, to start again as a follower");
+      (*app)->Stop();
+      return 1;
+    }
+  }
   spdlog::info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*app)->Stop();
   app->reset();

@@ -83,6 +83,25 @@ bool Router::Authorized(const HttpRequest& req) const {
   return SameSecret(h, options_.bearer_token);
 }
 
+HttpResponse NotLeader(std::string_view path, std::string_view leader, bool standby,
+                       const MetricsRegistry* registry) {
+  if (path == "/healthz") return Text(200, "ok");
+  const std::string who =
+      leader.empty() ? std::string("no leader is known yet")
+                     : absl::StrCat("the leader is ", Cut(leader, 256));
+  if (path == "/readyz" && standby) return Text(200, absl::StrCat("ok: standing by (", who, ")"));
+  if (path == "/readyz" || path == "/readyz/leader") {
+    return Text(503, absl::StrCat("not ready: this replica is not the leader (", who, ")"));
+  }
+  if (path == "/metrics" && registry != nullptr) {
+    HttpResponse r = Text(200, registry->Render());
+    r.content_type = std::string(kMetricsContentType);
+    return r;
+  }
+  return Error(503, absl::StrCat("this pdc-extender replica is not the leader (", who,
+                                 "); retry through the Service"));
+}
+
 HttpResponse Router::Handle(HttpRequest request) const {
   const absl::Time start = ctx_->clock->Now();
   std::string target = std::move(request.target);
@@ -108,6 +127,10 @@ HttpResponse Router::Handle(HttpRequest request) const {
 
 HttpResponse Router::Dispatch(HttpRequest& req, std::string_view path,
                               std::string_view query, Route* route) const {
+  if (options_.leadership != nullptr && path != "/healthz" && path != "/metrics" &&
+      !options_.leadership->Leading()) {
+    return NotLeader(path, options_.leadership->Leader(), false, nullptr);
+  }
   // Scheduler verbs.
   std::string_view verb_path = path;
   if (!options_.scheduler_prefix.empty() &&
@@ -146,7 +169,7 @@ HttpResponse Router::Dispatch(HttpRequest& req, std::string_view path,
     if (h.ok()) return Text(200, "ok");
     return Text(503, absl::StrCat("unhealthy: ", h.message()));
   }
-  if (path == "/readyz") {
+  if (path == "/readyz" || (path == "/readyz/leader" && options_.leadership != nullptr)) {
     *route = Route::kHealth;
     return ready_.load() ? Text(200, "ok")
                          : Text(503, "not ready: the store is recovering, or the Kubernetes "

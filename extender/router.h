@@ -8,7 +8,7 @@
 //   POST <scheduler_prefix>/{filter,prioritize,bind,preempt}; the bare
 //        /{verb} is accepted too, so a urlPrefix without a path works.
 //   /v1/...   the REST API (docs/rest-api.md §3-§5)
-//   GET /healthz /readyz /metrics
+//   GET /healthz /readyz /metrics; /readyz/leader with leader election
 // Auth: when a bearer token is configured, every REST call under /v1/, reads
 // included, needs `Authorization: Bearer <token>` (the scheme in any case;
 // 401 otherwise). /healthz, /readyz and /metrics stay open (probes and
@@ -24,7 +24,9 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/metrics.h"
 #include "extender/extender_context.h"
+#include "extender/leader_elector.h"
 #include "extender/rest_handlers.h"
 #include "extender/scheduler_handlers.h"
 #include "net/http_types.h"
@@ -44,7 +46,20 @@ struct RouterOptions {
   // store: kubernetes - claims are PersistentDeviceClaim objects: the REST
   // API does not create or delete them (405 saying so); it still shows them.
   bool claims_are_objects = false;
+  // extender.leaderElection: everything but /healthz and /metrics is
+  // answered by NotLeader() while this replica does not lead. Outlives the
+  // router; null = the only replica.
+  const LeaderElector* leadership = nullptr;
 };
+
+// The answer of a replica that is not the leader: /healthz 200 (it is
+// alive); /readyz 200 on a follower standing by (`standby`: a Deployment's
+// rollout and a PodDisruptionBudget count it), 503 on a leader that could
+// not renew; /readyz/leader 503; /metrics from `registry` (may be null);
+// everything else 503 naming the leader, which kube-scheduler and pdc-node
+// retry.
+HttpResponse NotLeader(std::string_view path, std::string_view leader, bool standby,
+                       const MetricsRegistry* registry);
 
 class Router {
  public:

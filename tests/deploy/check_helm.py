@@ -265,8 +265,8 @@ def main():
         c = sched["spec"]["template"]["spec"]["containers"][0]
         check(c["image"] == "registry.k8s.io/kube-scheduler:v1.33.2" and
               c.get("imagePullPolicy") == "Always", f"scheduler image: {c['image']}")
-        check(find(objs, "Deployment", "pdc-extender")["spec"]["replicas"] == 1,
-              "the extender stays at one replica")
+        check(find(objs, "Deployment", "pdc-extender")["spec"]["replicas"] == 3,
+              "the extender runs three replicas, one leader")
         c = ext["containers"][0]
         check(c["image"] == "registry.example.com/pdc/pdc-extender:0.2.0" and
               "imagePullPolicy" not in c, f"extender image: {c['image']}")

@@ -827,7 +827,8 @@ def main():
         "Deployment": ["pdc-extender", "pdc-scheduler"],
         "DaemonSet": ["pdc-node"],
         "Service": ["pdc-extender"],
-        "Role": ["pdc-extender-holds"],
+        "Role": ["pdc-extender-holds", "pdc-extender-leader"],
+        "PodDisruptionBudget": ["pdc-extender"],
         "PriorityClass": ["pdc-critical"],
         "ValidatingAdmissionPolicy": ["pdc-require-pdc-scheduler"],
         "ValidatingAdmissionPolicyBinding": ["pdc-require-pdc-scheduler"],
@@ -903,8 +904,34 @@ def main():
     svc = by_kind.get("Service", {}).get("pdc-extender")
     listen_port = int(ext.get("listen", ":0").rsplit(":", 1)[1])
     if dep and svc:
-        check(dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate",
-              "pdc-extender: one replica, strategy Recreate (one allocator at a time)")
+        le = ext.get("leaderElection", {})
+        if dep["spec"]["replicas"] > 1:
+            # One allocator decides at a time: several replicas elect a leader,
+            # and only the leader is in the Service's endpoints.
+            check(le.get("enabled") is True, "pdc-extender: several replicas need "
+                  "extender.leaderElection.enabled")
+            check(le.get("service") == "pdc-extender" and "selector" not in svc["spec"],
+                  "pdc-extender: the Service has no selector and the leader writes its "
+                  "EndpointSlice (extender.leaderElection.service)")
+            ru = dep["spec"]["strategy"].get("rollingUpdate", {})
+            check(dep["spec"]["strategy"]["type"] == "RollingUpdate" and
+                  ru.get("maxUnavailable") == 0,
+                  "pdc-extender: rolling updates never take a replica away first")
+            env = {e["name"]: e for e in
+                   dep["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+            check(env.get("POD_IP", {}).get("valueFrom", {}).get("fieldRef", {})
+                  .get("fieldPath") == "status.podIP",
+                  "pdc-extender: $POD_IP from status.podIP (the leader's endpoint)")
+            pdb = by_kind.get("PodDisruptionBudget", {}).get("pdc-extender")
+            check(pdb is not None and pdb["spec"].get("maxUnavailable") == 1,
+                  "pdc-extender: a PodDisruptionBudget lets one replica go at a time")
+            svc_ports = [p["name"] for p in svc["spec"]["ports"]]
+            check(svc_ports == ["http", "webhook"],
+                  "pdc-extender Service ports are named http and webhook, as the leader's "
+                  "EndpointSlice names them")
+        else:
+            check(dep["spec"]["strategy"]["type"] == "Recreate",
+                  "pdc-extender: one replica without leader election, strategy Recreate")
         c = dep["spec"]["template"]["spec"]["containers"][0]
         check(c["ports"][0]["containerPort"] == listen_port,
               "pdc-extender containerPort equals extender.listen")

@@ -343,6 +343,8 @@ def run(args, tmp, procs):
         # The admission webhook needs its TLS Secret and a Kubernetes API.
         "--extender.webhook.listen=", "--extender.webhook.certFile=",
         "--extender.webhook.keyFile=",
+        # Replicas with a leader need the Kubernetes API store.
+        "--extender.leaderElection.enabled=false",
         "--extender.nodeStaleAfter=4s"])
     wait_for("pdc-extender /readyz", lambda: (
         procs.alive("pdc-extender") or (_ for _ in ()).throw(RuntimeError("pdc-extender exited")))

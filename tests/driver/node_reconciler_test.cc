@@ -503,6 +503,30 @@ TEST_F(ReconcilerTest, ExtenderDownLeavesDevicesAndCatchesUp) {
   EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
 }
 
+// pdc-extender answered again after a failure: it may be a new leader (or a
+// restarted process) that knows this node only from the claims, so it gets
+// the inventory at once, unchanged and before the heartbeat is due, and is
+// asked for its allocations from the start (its versions are its own).
+TEST_F(ReconcilerTest, AfterAFailedPassTheInventoryIsResentAtOnceAndPollsStartOver) {
+  Claim({"0000:00:03.0"}, 50);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  const size_t reported = api_.inventories.size();
+  EXPECT_EQ(api_.polls.back().first, 50u);
+  api_.down = true;
+  EXPECT_FALSE(reconciler_->RunOnce(absl::ZeroDuration()).ok());
+  api_.down = false;
+  Claim({"0000:00:03.0"}, 3);  // The new leader's own version.
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_TRUE(r.reported);
+  EXPECT_EQ(api_.inventories.size(), reported + 1);
+  EXPECT_EQ(api_.polls.back().first, 0u);
+  // Then back to the heartbeat and the last version.
+  ASSERT_OK_AND_ASSIGN(PassResult quiet, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_FALSE(quiet.reported);
+  EXPECT_EQ(api_.polls.back().first, 3u);
+}
+
 TEST_F(ReconcilerTest, RefusalsAreCountedByReasonAndRetried) {
   host_.kernel.AddMount(host_.kernel.BlockDev("nvme0n1"), "/", "/dev/nvme0n1");
   Claim({"0000:00:03.0"}, 5);

@@ -6,7 +6,8 @@
 //  - resources (kube_resources.h, StandardResources): pods (+status,
 //    +binding), events, persistentdeviceclaims.pdc.kubevirt.io/v1alpha1
 //    (+status), virtualmachines / virtualmachineinstances.kubevirt.io/v1
-//    (+status), leases.coordination.k8s.io/v1; namespaced paths and the
+//    (+status), leases.coordination.k8s.io/v1,
+//    endpointslices.discovery.k8s.io/v1; namespaced paths and the
 //    all-namespaces collection for list and watch;
 //  - resourceVersion = the etcd mod_revision of the object's key; updates
 //    with a stale one are 409 Conflict (an etcd transaction on mod_revision);

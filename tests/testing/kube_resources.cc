@@ -110,6 +110,8 @@ std::vector<KubeResource> StandardResources() {
        true, false, false, "/registry/kubevirt.io/virtualmachineinstances/"},
       {"coordination.k8s.io", "v1", "leases", "Lease", false, false, false,
        "/registry/leases/"},
+      {"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", false, false, false,
+       "/registry/endpointslices/"},
   };
 }
 

@@ -69,6 +69,16 @@ extender:
   kubernetes:
     mode: in-cluster               # ServiceAccount pdc-extender (rbac/extender.yaml)
     schedulerName: pdc-scheduler   # its pods are watched (scheduler/kube-scheduler-config.yaml)
+  # Three replicas (extender/extender.yaml), one leader through the Lease
+  # pdc-extender; the leader alone is in the Service's endpoints (the
+  # EndpointSlice pdc-extender-leader). kube-scheduler's timings.
+  leaderElection:
+    enabled: true
+    leaseName: pdc-extender
+    service: pdc-extender
+    leaseDuration: 15s
+    renewDeadline: 10s
+    retryPeriod: 2s
 
 node:
   nodeName: ""                     # "" = $NODE_NAME, set by the DaemonSet
