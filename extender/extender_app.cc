@@ -140,7 +140,7 @@ absl::Status ExtenderApp::StartStandby() {
 
   registry_.AddCallbackFamily(
       "pdc_leader",
-      "1 while this replica holds the leader lease and serves; 0 on a follower.",
+      "1 while this replica serves as the leader (always, without leader election).",
       MetricType::kGauge, {}, [e = elector_.get()] {
         return std::vector<LabeledValue>{{{}, e->Leading() ? 1.0 : 0.0}};
       });
@@ -470,6 +470,13 @@ absl::Status ExtenderApp::Init() {
                      : (ec.token_file.empty() ? "the REST API" : "the scheduler verbs"));
   }
 
+  if (elector_ == nullptr) {
+    // The only replica always leads (StartStandby registers the elected one).
+    registry_.AddCallbackFamily(
+        "pdc_leader",
+        "1 while this replica serves as the leader (always, without leader election).",
+        MetricType::kGauge, {}, [] { return std::vector<LabeledValue>{{{}, 1.0}}; });
+  }
   if (api_store_ != nullptr) {
     registry_.AddCallbackFamily(
         "pdc_claim_conflicts",

@@ -568,6 +568,8 @@ def check_dashboard(repo, prom):
 # the condition holds (the alert is pending), False = quiet.
 EXPECTED_ALERT_CONDITIONS = {
     "PdcExtenderDown": False,
+    "PdcExtenderNoLeader": False,     # one replica without election: it leads
+    "PdcExtenderReplicaDown": False,
     "PdcFilterLatencyHigh": False,
     "PdcClaimsLost": True,            # vm5-nvme lost its device
     "PdcNodeDriverNotReporting": False,  # threshold 120s; node-b is 5-20s stale
