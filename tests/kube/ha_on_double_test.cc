@@ -41,22 +41,11 @@ constexpr int kBinders = 4;
 class HaOnDoubleTest : public ExtenderOnDoubleTest {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::string> etcd = EtcdProcess::FindBinary();
-    if (!etcd.ok()) {
-      skip_reason_ = new std::string(etcd.status().message());
-      return;
-    }
-    absl::StatusOr<std::unique_ptr<EtcdProcess>> p = EtcdProcess::StartCluster(3);
-    ASSERT_TRUE(p.ok()) << p.status();
-    etcd_ = p->release();
-    KubeApiServerOptions o;
-    o.bookmark_interval = absl::Milliseconds(200);
-    absl::StatusOr<std::unique_ptr<KubeApiServerDouble>> a =
-        KubeApiServerDouble::Start(etcd_->client_ports(), o);
-    ASSERT_TRUE(a.ok()) << a.status();
-    api_ = a->release();
+    StartEtcdAndDouble(3);
+    if (etcd_ == nullptr) return;
     // The second apiserver runs no garbage collector (kube-controller-
     // manager's runs once per cluster).
+    KubeApiServerOptions o = DoubleOptions();
     o.garbage_collector = false;
     absl::StatusOr<std::unique_ptr<KubeApiServerDouble>> b =
         KubeApiServerDouble::Start(etcd_->client_ports(), o);

@@ -60,21 +60,28 @@ class KubeDoubleTest : public ::testing::Test {
   static std::string Url() { return api_->url(); }
 
  protected:
-  static void SetUpTestSuite() {
+  static void SetUpTestSuite() { StartEtcdAndDouble(1); }
+  // etcd with `members` members (1: EtcdProcess::Start) and the double
+  // api_ over it; skips the suite when etcd is not installed.
+  static void StartEtcdAndDouble(int members) {
     absl::StatusOr<std::string> etcd = EtcdProcess::FindBinary();
     if (!etcd.ok()) {
       skip_reason_ = new std::string(etcd.status().message());
       return;
     }
-    absl::StatusOr<std::unique_ptr<EtcdProcess>> p = EtcdProcess::Start();
+    absl::StatusOr<std::unique_ptr<EtcdProcess>> p =
+        members == 1 ? EtcdProcess::Start() : EtcdProcess::StartCluster(members);
     ASSERT_TRUE(p.ok()) << p.status();
     etcd_ = p->release();
-    KubeApiServerOptions o;
-    o.bookmark_interval = absl::Milliseconds(200);
     absl::StatusOr<std::unique_ptr<KubeApiServerDouble>> api =
-        KubeApiServerDouble::Start(etcd_->client_ports(), o);
+        KubeApiServerDouble::Start(etcd_->client_ports(), DoubleOptions());
     ASSERT_TRUE(api.ok()) << api.status();
     api_ = api->release();
+  }
+  static KubeApiServerOptions DoubleOptions() {
+    KubeApiServerOptions o;
+    o.bookmark_interval = absl::Milliseconds(200);
+    return o;
   }
   static void TearDownTestSuite() {
     delete api_;
