@@ -4,9 +4,11 @@
 // restart VMs through a client that fails over like kube-scheduler behind
 // the Service (it retries until one replica answers), a heartbeat plays
 // pdc-node (inventory and hand-off confirmations, through the same client),
-// and the leader is killed with SIGKILL again and again, once with an etcd
-// member down. Asserted: every acknowledged bind is in the claims, every VM
-// keeps its device across every failover, no device is ever in two claims;
+// and the leader is killed with SIGKILL again and again, every third time
+// with an etcd member down, every fourth time cut off from its apiserver
+// instead. Asserted: every acknowledged bind is in the claims, every VM
+// keeps its device across every failover, no device is ever in two claims,
+// no two replicas ever served binds at once, a cut-off leader exits 1;
 // reported: the time from each kill to the first bind served by the new
 // leader, and the filter and bind calls no replica served meanwhile.
 //
@@ -51,10 +53,18 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
         KubeApiServerDouble::Start(etcd_->client_ports(), o);
     ASSERT_TRUE(b.ok()) << b.status();
     api_b_ = b->release();
+    // The test's own calls (virt-controller's, pdc-node's) go to a third,
+    // which no fault touches.
+    absl::StatusOr<std::unique_ptr<KubeApiServerDouble>> c =
+        KubeApiServerDouble::Start(etcd_->client_ports(), o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    api_c_ = c->release();
   }
   static void TearDownTestSuite() {
     delete api_b_;
     api_b_ = nullptr;
+    delete api_c_;
+    api_c_ = nullptr;
     KubeDoubleTest::TearDownTestSuite();
   }
   void SetUp() override {
@@ -65,6 +75,10 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
     text.replace(text.find(a), a.size(), api_b_->url());
     kubeconfig_b_ = dir_.Join("kubeconfig-b");
     ASSERT_OK(WriteFileAtomically(kubeconfig_b_, text));
+    HttpClientOptions o;
+    o.base_url = api_c_->url();
+    o.timeout = absl::Seconds(10);
+    client_ = std::move(HttpClient::Create(o)).value();
   }
   void TearDown() override {
     stop_.store(true);
@@ -126,15 +140,20 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
 
   // As kube-scheduler and pdc-node behind the Service: the first replica
   // that answers 2xx (the others are standing by, starting or dead).
+  // `served_by`: the replica that answered.
   std::optional<HttpResponse> Failover(Clients& cs, const std::string& method,
-                                       const std::string& path, const std::string& body) {
+                                       const std::string& path, const std::string& body,
+                                       int* served_by = nullptr) {
     for (int i = 0; i < kReplicas; ++i) {
       HttpClient* c = ClientOf(cs, i);
       if (c == nullptr) continue;
       HttpRequestOptions o;
       o.content_type = "application/json";
       absl::StatusOr<HttpResponse> r = c->Do(method, path, body, o);
-      if (r.ok() && r->status / 100 == 2) return *r;
+      if (r.ok() && r->status / 100 == 2) {
+        if (served_by != nullptr) *served_by = i;
+        return *r;
+      }
     }
     return std::nullopt;
   }
@@ -180,10 +199,12 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
           Failover(cs, "POST", "/scheduler/filter", NamesArgs(pod, {"node-a"}));
       if (!f) no_leader_.fetch_add(1);
       if (f && f->body.find(R"("NodeNames":["node-a"])") != std::string::npos) {
+        int binder = -1;
         std::optional<HttpResponse> b = Failover(
             cs, "POST", "/scheduler/bind",
             absl::StrCat(R"({"PodName":")", pod_name, R"(","PodNamespace":")", ns_,
-                         R"(","PodUID":")", pod_uid, R"(","Node":"node-a"})"));
+                         R"(","PodUID":")", pod_uid, R"(","Node":"node-a"})"),
+            &binder);
         if (!b) no_leader_.fetch_add(1);
         if (b && b->body == R"({"Error":""})") {
           // An acknowledged bind is recorded: its claim is Bound in the API.
@@ -193,6 +214,7 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
           std::lock_guard<std::mutex> l(mu_);
           last_bind_ = absl::Now();
           bind_times_.push_back(last_bind_);
+          served_.push_back({last_bind_, binder});
           return true;
         }
       }
@@ -271,6 +293,7 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
 
 
   static inline KubeApiServerDouble* api_b_ = nullptr;
+  static inline KubeApiServerDouble* api_c_ = nullptr;
   std::string kubeconfig_b_;
   std::unique_ptr<ExtenderProcess> replicas_[kReplicas];
   std::mutex mu_;
@@ -285,6 +308,8 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
   std::atomic<int> failed_starts_{0};
   std::map<std::string, std::string> first_;  // claim -> devices, at first sight.
   std::vector<absl::Time> bind_times_;         // Under mu_.
+  // Each acknowledged bind: when, and which replica served it. Under mu_.
+  std::vector<std::pair<absl::Time, int>> served_;
 };
 
 TEST_F(HaOnDoubleTest, KillingTheLeaderLosesNoBindAndNoVmChangesDevice) {
@@ -317,9 +342,19 @@ TEST_F(HaOnDoubleTest, KillingTheLeaderLosesNoBindAndNoVmChangesDevice) {
     if (etcd_down) {
       ASSERT_OK(etcd_->KillMember(member));
     }
+    // Every fourth round the leader is not killed but cut off from its
+    // apiserver: it must stop serving by itself, and exit, before another
+    // replica (on the other apiserver) takes over.
+    const bool cut_off = k % 4 == 3;
+    KubeApiServerDouble* its_api = leader % 2 == 0 ? api_ : api_b_;
     const absl::Time killed = absl::Now();
-    replicas_[leader]->Kill(SIGKILL);
-    ports_[leader].store(0);
+    if (cut_off) {
+      its_api->FailRequests({"", ""}, 1 << 30, 503);
+      its_api->CutWatches();
+    } else {
+      replicas_[leader]->Kill(SIGKILL);
+      ports_[leader].store(0);
+    }
     // The first bind after the kill is served by a new leader.
     const absl::Time deadline = killed + absl::Seconds(30);
     absl::Time served = absl::InfinitePast();
@@ -335,6 +370,25 @@ TEST_F(HaOnDoubleTest, KillingTheLeaderLosesNoBindAndNoVmChangesDevice) {
     failover_ms.push_back(absl::ToDoubleMilliseconds(served - killed));
     const int now_leader = Leader(cs);
     EXPECT_NE(now_leader, leader);
+    // Never two replicas serving at once: every bind the old leader served
+    // came before every bind another replica served after it.
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      absl::Time old_last = absl::InfinitePast();
+      absl::Time new_first = absl::InfiniteFuture();
+      for (const auto& [at, by] : served_) {
+        if (by == leader) old_last = std::max(old_last, at);
+        if (by != leader && at > killed) new_first = std::min(new_first, at);
+      }
+      EXPECT_LT(old_last, new_first) << "the old and the new leader both served binds";
+    }
+    if (cut_off) {
+      // It exits (status 1) once it lost the lease; its apiserver comes back.
+      const int status = replicas_[leader]->Kill(0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "exit status " << status;
+      ports_[leader].store(0);
+      its_api->ClearFaults();
+    }
     StartReplica(leader);  // Back as a follower.
     if (HasFatalFailure()) return;
     if (etcd_down) {

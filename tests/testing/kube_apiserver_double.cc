@@ -141,6 +141,10 @@ class KubeApiServerDouble::Impl {
     absl::MutexLock lock(&mu_);
     faults_.push_back(std::move(rule));
   }
+  void ClearFaults() {
+    absl::MutexLock lock(&mu_);
+    faults_.clear();
+  }
 
   int CutWatches() {
     absl::MutexLock lock(&mu_);
@@ -656,6 +660,7 @@ void KubeApiServerDouble::DropAfterCommit(const RequestMatcher& match,
   impl_->AddFault(
       {FaultRule::Kind::kDrop, match, count, absl::ZeroDuration(), 0});
 }
+void KubeApiServerDouble::ClearFaults() { impl_->ClearFaults(); }
 int KubeApiServerDouble::CutWatches() { return impl_->CutWatches(); }
 absl::StatusOr<int64_t> KubeApiServerDouble::CompactEtcd() {
   return impl_->CompactEtcd();

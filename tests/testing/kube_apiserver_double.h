@@ -102,6 +102,8 @@ class KubeApiServerDouble {
   // etcd), then closes the connection without answering: the client cannot
   // know whether it happened.
   void DropAfterCommit(const RequestMatcher& match, int count = 1);
+  // Forgets every fault not used up yet (a cut-off apiserver is back).
+  void ClearFaults();
   // Closes every open watch stream abruptly (no final chunk), as when the
   // apiserver dies; returns how many were cut.
   int CutWatches();
