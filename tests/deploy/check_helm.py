@@ -395,8 +395,9 @@ def main():
     out = helm.run("install", RELEASE, chart_dir, "--dry-run=client", "--namespace",
                    "pdc-system")
     notes = out.stdout[out.stdout.find("NOTES:"):] if "NOTES:" in out.stdout else ""
-    for want in ("kubevirt-enable-pdc.py", "pdc.kubevirt.io/enabled=true", "pdcctl create claim",
-                 "kubectl get pdc"):
+    for want in ("kubevirt-enable-pdc.py", "pdc.kubevirt.io/enabled=true",
+                 "kubectl apply -f deploy/kubevirt/claim-nvme-data.yaml", "kubectl get pdc",
+                 "pdcctl get devices"):
         check(want in notes, f"NOTES.txt mentions {want!r}: {out.stderr.strip()}")
     # The version skew warning: helm's own view of the cluster in a client dry
     # run is newer than 1.31, so the default kube-scheduler is too old for it;
