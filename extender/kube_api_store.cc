@@ -677,7 +677,8 @@ absl::Status KubeApiStore::WriteHolds(const std::string& node, const Holds& hold
       if (it == holds_.end()) return absl::OkStatus();
       r = Call("DELETE", ConfigMapPath(ns, name),
                absl::StrCat(R"({"apiVersion":"v1","kind":"DeleteOptions","preconditions":{"uid":)",
-                            json::Quote(it->second.uid), "}}"),
+                            json::Quote(it->second.uid), R"(,"resourceVersion":)",
+                            json::Quote(it->second.resource_version), "}}"),
                kJson, what, deadline);
       if (!r.ok()) return r.status();
       if (r->status == 200 || r->status == 202 || r->status == 404) {
