@@ -86,13 +86,18 @@ def build():
     panel("Claims by phase",
           "Claims Pending (not yet bound), Bound (held by a node's device), Lost "
           "(node or device gone: the VM cannot start).",
-          [(f'sum by (phase) (pdc_claims{{{EXT}}})', "{{phase}}")], kind="stat", w=8, h=5)
+          [(f'sum by (phase) (pdc_claims{{{EXT}}})', "{{phase}}")], kind="stat", w=6, h=5)
     panel("Devices by state",
           "Managed devices known to the extender: free, allocated to a claim, unhealthy.",
-          [(f'sum by (state) (pdc_devices{{{EXT}}})', "{{state}}")], kind="stat", w=8, h=5)
+          [(f'sum by (state) (pdc_devices{{{EXT}}})', "{{state}}")], kind="stat", w=6, h=5)
     panel("Node drivers by state",
           "Nodes whose pdc-node reports (heartbeat within extender.nodeStaleAfter) or not.",
-          [(f'sum by (state) (pdc_nodes{{{EXT}}})', "{{state}}")], kind="stat", w=8, h=5)
+          [(f'sum by (state) (pdc_nodes{{{EXT}}})', "{{state}}")], kind="stat", w=6, h=5)
+    panel("Leader by replica",
+          "1 on the replica that serves as the leader (the Lease pdc-extender), 0 on the "
+          "followers standing by. No 1 anywhere: nothing is served (PdcExtenderNoLeader).",
+          [(f'max by (instance) (pdc_leader{{{EXT}}})', "{{instance}}")], kind="stat", w=6,
+          h=5)
     panel("Request rate by verb",
           "Requests per second by route: the scheduler verbs (filter, prioritize, bind, "
           "preempt) and the REST API (inventory, allocations, claims, ...).",
