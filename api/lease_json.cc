@@ -26,16 +26,18 @@ absl::StatusOr<absl::Time> OptTime(const Value& spec, std::string_view key) {
   absl::Time t;
   std::string err;
   if (!absl::ParseTime(absl::RFC3339_full, std::string(text), &t, &err)) {
-    return json::FieldError(field, absl::StrCat("is not an RFC 3339 time (", err,
-                                                "): ", model::QuoteForMessage(text)));
+    return json::FieldError(field,
+                            absl::StrCat("is not an RFC 3339 time (", err,
+                                         "): ", model::QuoteForMessage(text)));
   }
   return t;
 }
 
 absl::Status CheckHolder(std::string_view field, std::string_view s) {
   if (s.size() > kMaxHolderIdentityLength) {
-    return json::FieldError(field, absl::StrCat("is longer than ", kMaxHolderIdentityLength,
-                                                " bytes"));
+    return json::FieldError(
+        field,
+        absl::StrCat("is longer than ", kMaxHolderIdentityLength, " bytes"));
   }
   for (char c : s) {
     if (c < ' ' || c > '~') {
@@ -57,33 +59,39 @@ absl::StatusOr<Lease> ReadLease(std::string_view text) {
   RETURN_IF_ERROR(json::ParseObject(text, &doc));
   Lease lease;
   ASSIGN_OR_RETURN(lease.meta, ReadObjectMeta(doc, kWhat));
-  ASSIGN_OR_RETURN(const Value* spec, json::OptObject(doc, "spec", "Lease.spec"));
+  ASSIGN_OR_RETURN(const Value* spec,
+                   json::OptObject(doc, "spec", "Lease.spec"));
   if (spec == nullptr) return lease;  // An empty spec: nobody holds it.
   LeaderRecord& r = lease.record;
-  ASSIGN_OR_RETURN(std::string_view holder,
-                   json::OptString(*spec, "holderIdentity", "Lease.spec.holderIdentity"));
+  ASSIGN_OR_RETURN(
+      std::string_view holder,
+      json::OptString(*spec, "holderIdentity", "Lease.spec.holderIdentity"));
   RETURN_IF_ERROR(CheckHolder("Lease.spec.holderIdentity", holder));
   r.holder = std::string(holder);
   ASSIGN_OR_RETURN(r.lease_duration_seconds,
-                   json::OptInt(*spec, "leaseDurationSeconds", "Lease.spec.leaseDurationSeconds",
-                                0));
+                   json::OptInt(*spec, "leaseDurationSeconds",
+                                "Lease.spec.leaseDurationSeconds", 0));
   if (r.lease_duration_seconds < 0 || r.lease_duration_seconds > 86400 * 365) {
-    return json::FieldError("Lease.spec.leaseDurationSeconds",
-                            absl::StrCat("must be between 0 and one year of seconds, not ",
-                                         r.lease_duration_seconds));
+    return json::FieldError(
+        "Lease.spec.leaseDurationSeconds",
+        absl::StrCat("must be between 0 and one year of seconds, not ",
+                     r.lease_duration_seconds));
   }
   ASSIGN_OR_RETURN(r.acquire_time, OptTime(*spec, "acquireTime"));
   ASSIGN_OR_RETURN(r.renew_time, OptTime(*spec, "renewTime"));
   ASSIGN_OR_RETURN(r.transitions,
-                   json::OptInt(*spec, "leaseTransitions", "Lease.spec.leaseTransitions", 0));
+                   json::OptInt(*spec, "leaseTransitions",
+                                "Lease.spec.leaseTransitions", 0));
   if (r.transitions < 0) {
-    return json::FieldError("Lease.spec.leaseTransitions", "must not be negative");
+    return json::FieldError("Lease.spec.leaseTransitions",
+                            "must not be negative");
   }
   return lease;
 }
 
 std::string LeaseJson(std::string_view ns, std::string_view name,
-                      std::string_view resource_version, const LeaderRecord& record) {
+                      std::string_view resource_version,
+                      const LeaderRecord& record) {
   rapidjson::StringBuffer buf;
   Writer w(buf);
   w.StartObject();

@@ -44,7 +44,8 @@ absl::StatusOr<Lease> ReadLease(std::string_view json);
 // with PUT (`resource_version` the one read: a stale one is 409 Conflict,
 // which is what makes two replicas' updates exclusive).
 std::string LeaseJson(std::string_view ns, std::string_view name,
-                      std::string_view resource_version, const LeaderRecord& record);
+                      std::string_view resource_version,
+                      const LeaderRecord& record);
 
 // metav1.MicroTime's wire form: "2006-01-02T15:04:05.000000Z".
 std::string MicroTime(absl::Time t);

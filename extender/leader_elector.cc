@@ -12,7 +12,8 @@ namespace pdc::extender {
 namespace {
 
 std::string LeasePath(const LeaderElectorOptions& o) {
-  return absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", o.ns, "/leases/", o.name);
+  return absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", o.ns,
+                      "/leases/", o.name);
 }
 
 }  // namespace
@@ -38,7 +39,8 @@ void LeaderElector::Stop() {
 
 bool LeaderElector::Leading() const {
   absl::MutexLock l(&mu_);
-  return leading_ && options_.clock->Now() < renewed_at_ + options_.renew_deadline;
+  return leading_ &&
+         options_.clock->Now() < renewed_at_ + options_.renew_deadline;
 }
 
 bool LeaderElector::Lost() const {
@@ -61,11 +63,12 @@ absl::Time LeaderElector::leading_since() const {
   return leading_since_;
 }
 
-
-api::LeaderRecord LeaderElector::Mine(absl::Time now, const api::LeaderRecord* old) const {
+api::LeaderRecord LeaderElector::Mine(absl::Time now,
+                                      const api::LeaderRecord* old) const {
   api::LeaderRecord r;
   r.holder = options_.identity;
-  r.lease_duration_seconds = absl::ToInt64Seconds(absl::Ceil(options_.lease_duration, absl::Seconds(1)));
+  r.lease_duration_seconds = absl::ToInt64Seconds(
+      absl::Ceil(options_.lease_duration, absl::Seconds(1)));
   r.acquire_time = now;
   r.renew_time = now;
   if (old != nullptr) {
@@ -90,9 +93,11 @@ bool LeaderElector::TryAcquireOrRenew() {
     if (leading_) timeout = renewed_at_ + options_.renew_deadline - sent;
   }
   if (timeout <= absl::ZeroDuration()) return false;
-  const std::string what = absl::StrCat("lease ", options_.ns, "/", options_.name);
+  const std::string what =
+      absl::StrCat("lease ", options_.ns, "/", options_.name);
 
-  absl::StatusOr<HttpResponse> got = api_->Call("GET", LeasePath(options_), "", "", what, timeout);
+  absl::StatusOr<HttpResponse> got =
+      api_->Call("GET", LeasePath(options_), "", "", what, timeout);
   if (!got.ok()) {
     spdlog::warn("leader election: {}", StdSv(got.status().message()));
     return false;
@@ -100,15 +105,21 @@ bool LeaderElector::TryAcquireOrRenew() {
   if (got->status == 404) {
     const api::LeaderRecord mine = Mine(sent, nullptr);
     absl::StatusOr<HttpResponse> made =
-        api_->Call("POST", absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", options_.ns,
-                                        "/leases"),
-                   api::LeaseJson(options_.ns, options_.name, "", mine), "application/json", what,
-                   timeout - (clock->Now() - sent));
-    if (!made.ok() || made->status != 201) {
+        api_->Call("POST",
+                   absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/",
+                                options_.ns, "/leases"),
+                   api::LeaseJson(options_.ns, options_.name, "", mine),
+                   "application/json", what, timeout - (clock->Now() - sent));
+    if (!made.ok()) {
+      spdlog::warn("leader election: {}", StdSv(made.status().message()));
+      return false;
+    }
+    if (made->status != 201) {
       // 409: another replica created it first.
-      if (made.ok() && made->status != 409) {
-        spdlog::warn("leader election: {}",
-                     StdSv(FromApiserver(made->status, made->body, what).message()));
+      if (made->status != 409) {
+        spdlog::warn(
+            "leader election: {}",
+            StdSv(FromApiserver(made->status, made->body, what).message()));
       }
       return false;
     }
@@ -120,7 +131,8 @@ bool LeaderElector::TryAcquireOrRenew() {
     return true;
   }
   if (got->status != 200) {
-    spdlog::warn("leader election: {}", StdSv(FromApiserver(got->status, got->body, what).message()));
+    spdlog::warn("leader election: {}",
+                 StdSv(FromApiserver(got->status, got->body, what).message()));
     return false;
   }
   absl::StatusOr<api::Lease> lease = api::ReadLease(got->body);
@@ -154,7 +166,8 @@ bool LeaderElector::TryAcquireOrRenew() {
   const api::LeaderRecord mine = Mine(sent, &old);
   absl::StatusOr<HttpResponse> put =
       api_->Call("PUT", LeasePath(options_),
-                 api::LeaseJson(options_.ns, options_.name, lease->meta.resource_version, mine),
+                 api::LeaseJson(options_.ns, options_.name,
+                                lease->meta.resource_version, mine),
                  "application/json", what, timeout - (clock->Now() - sent));
   if (!put.ok()) {
     spdlog::warn("leader election: {}", StdSv(put.status().message()));
@@ -162,7 +175,9 @@ bool LeaderElector::TryAcquireOrRenew() {
   }
   if (put->status != 200) {
     if (put->status != 409) {
-      spdlog::warn("leader election: {}", StdSv(FromApiserver(put->status, put->body, what).message()));
+      spdlog::warn(
+          "leader election: {}",
+          StdSv(FromApiserver(put->status, put->body, what).message()));
     }
     return false;
   }
@@ -189,8 +204,8 @@ void LeaderElector::Loop() {
     leading_ = true;
     leading_since_ = clock->Now();
   }
-  spdlog::info("leader election: {} is the leader (lease {}/{})", options_.identity,
-               options_.ns, options_.name);
+  spdlog::info("leader election: {} is the leader (lease {}/{})",
+               options_.identity, options_.ns, options_.name);
   if (options_.on_started_leading) options_.on_started_leading();
 
   // Renew every retryPeriod; each renewal retries every retryPeriod until
@@ -208,7 +223,8 @@ void LeaderElector::Loop() {
         give_up = renewed_at_ + options_.renew_deadline;
       }
       if (clock->Now() >= give_up) break;
-      clock->WaitUntil(std::min(give_up, clock->Now() + options_.retry_period), &stop_);
+      clock->WaitUntil(std::min(give_up, clock->Now() + options_.retry_period),
+                       &stop_);
     }
     if (stop_.HasBeenNotified()) break;
     if (!renewed) {
@@ -217,10 +233,12 @@ void LeaderElector::Loop() {
         leading_ = false;
         lost_ = true;
       }
-      spdlog::error("leader election: {} could not renew lease {}/{} for {}; it stops serving "
-                    "as the leader",
-                    options_.identity, options_.ns, options_.name,
-                    absl::FormatDuration(options_.renew_deadline));
+      spdlog::error(
+          "leader election: {} could not renew lease {}/{} for {}; it stops "
+          "serving "
+          "as the leader",
+          options_.identity, options_.ns, options_.name,
+          absl::FormatDuration(options_.renew_deadline));
       if (options_.on_lost) options_.on_lost();
       return;
     }
@@ -236,9 +254,10 @@ void LeaderElector::Release() {
     leading_ = false;
   }
   if (!was_leading) return;
-  const std::string what = absl::StrCat("lease ", options_.ns, "/", options_.name);
-  absl::StatusOr<HttpResponse> got =
-      api_->Call("GET", LeasePath(options_), "", "", what, options_.retry_period);
+  const std::string what =
+      absl::StrCat("lease ", options_.ns, "/", options_.name);
+  absl::StatusOr<HttpResponse> got = api_->Call(
+      "GET", LeasePath(options_), "", "", what, options_.retry_period);
   if (!got.ok() || got->status != 200) return;
   absl::StatusOr<api::Lease> lease = api::ReadLease(got->body);
   if (!lease.ok() || lease->record.holder != options_.identity) return;
@@ -250,11 +269,12 @@ void LeaderElector::Release() {
   r.transitions = lease->record.transitions;
   absl::StatusOr<HttpResponse> put =
       api_->Call("PUT", LeasePath(options_),
-                 api::LeaseJson(options_.ns, options_.name, lease->meta.resource_version, r),
+                 api::LeaseJson(options_.ns, options_.name,
+                                lease->meta.resource_version, r),
                  "application/json", what, options_.retry_period);
   if (put.ok() && put->status == 200) {
-    spdlog::info("leader election: {} released lease {}/{}", options_.identity, options_.ns,
-                 options_.name);
+    spdlog::info("leader election: {} released lease {}/{}", options_.identity,
+                 options_.ns, options_.name);
   }
 }
 

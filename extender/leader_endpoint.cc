@@ -11,11 +11,12 @@ namespace {
 namespace json = api::json;
 
 std::string SlicesPath(const LeaderEndpoint& e) {
-  return absl::StrCat("/apis/discovery.k8s.io/v1/namespaces/", e.ns, "/endpointslices");
+  return absl::StrCat("/apis/discovery.k8s.io/v1/namespaces/", e.ns,
+                      "/endpointslices");
 }
 std::string SlicePath(const LeaderEndpoint& e) {
-  return absl::StrCat("/apis/discovery.k8s.io/v1/namespaces/", e.ns, "/endpointslices/",
-                      e.service, "-leader");
+  return absl::StrCat("/apis/discovery.k8s.io/v1/namespaces/", e.ns,
+                      "/endpointslices/", e.service, "-leader");
 }
 
 }  // namespace
@@ -97,26 +98,32 @@ std::string EndpointSliceJson(const LeaderEndpoint& e, bool withdrawn,
   return std::string(json::Output(buf));
 }
 
-absl::Status WriteLeaderEndpoint(KubeApi* api, const LeaderEndpoint& e, bool withdrawn,
-                                 absl::Duration timeout, const Clock* clock) {
-  const std::string what = absl::StrCat("EndpointSlice ", e.ns, "/", e.service, "-leader");
+absl::Status WriteLeaderEndpoint(KubeApi* api, const LeaderEndpoint& e,
+                                 bool withdrawn, absl::Duration timeout,
+                                 const Clock* clock) {
+  const std::string what =
+      absl::StrCat("EndpointSlice ", e.ns, "/", e.service, "-leader");
   const absl::Time deadline = clock->Now() + timeout;
-  ASSIGN_OR_RETURN(HttpResponse got, api->Call("GET", SlicePath(e), "", "", what, timeout));
+  ASSIGN_OR_RETURN(HttpResponse got,
+                   api->Call("GET", SlicePath(e), "", "", what, timeout));
   if (got.status == 404) {
-    ASSIGN_OR_RETURN(HttpResponse made,
-                     api->Call("POST", SlicesPath(e), EndpointSliceJson(e, withdrawn, ""),
-                               "application/json", what, deadline - clock->Now()));
+    ASSIGN_OR_RETURN(
+        HttpResponse made,
+        api->Call("POST", SlicesPath(e), EndpointSliceJson(e, withdrawn, ""),
+                  "application/json", what, deadline - clock->Now()));
     if (made.status == 201) return absl::OkStatus();
     return FromApiserver(made.status, made.body, what);
   }
   if (got.status != 200) return FromApiserver(got.status, got.body, what);
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseObject(got.body, &doc));
-  ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, "EndpointSlice"));
-  ASSIGN_OR_RETURN(HttpResponse put,
-                   api->Call("PUT", SlicePath(e),
-                             EndpointSliceJson(e, withdrawn, meta.resource_version),
-                             "application/json", what, deadline - clock->Now()));
+  ASSIGN_OR_RETURN(api::ObjectMeta meta,
+                   api::ReadObjectMeta(doc, "EndpointSlice"));
+  ASSIGN_OR_RETURN(
+      HttpResponse put,
+      api->Call("PUT", SlicePath(e),
+                EndpointSliceJson(e, withdrawn, meta.resource_version),
+                "application/json", what, deadline - clock->Now()));
   if (put.status == 200) return absl::OkStatus();
   return FromApiserver(put.status, put.body, what);
 }

@@ -38,8 +38,9 @@ std::string EndpointSliceJson(const LeaderEndpoint& e, bool withdrawn,
 
 // Creates or replaces the slice (GET, then POST or PUT with the read
 // resourceVersion). `withdrawn`: with no endpoint.
-absl::Status WriteLeaderEndpoint(KubeApi* api, const LeaderEndpoint& e, bool withdrawn,
-                                 absl::Duration timeout, const Clock* clock);
+absl::Status WriteLeaderEndpoint(KubeApi* api, const LeaderEndpoint& e,
+                                 bool withdrawn, absl::Duration timeout,
+                                 const Clock* clock);
 
 }  // namespace pdc::extender
 

@@ -15,9 +15,10 @@ using ::testing::HasSubstr;
 
 // What kube-apiserver answers: the object with uid and resourceVersion.
 std::string Answered(std::string_view spec) {
-  return std::string(R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":)"
-                     R"({"name":"pdc-extender","namespace":"pdc-system","uid":"u-1",)"
-                     R"("resourceVersion":"42"},"spec":)") +
+  return std::string(
+             R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":)"
+             R"({"name":"pdc-extender","namespace":"pdc-system","uid":"u-1",)"
+             R"("resourceVersion":"42"},"spec":)") +
          std::string(spec) + "}";
 }
 
@@ -61,7 +62,8 @@ TEST(LeaseJsonTest, ALeaseThatCannotBeTrustedIsRefusedNamingTheField) {
   const Case cases[] = {
       {R"({"renewTime":"yesterday"})", "Lease.spec.renewTime"},
       {R"({"acquireTime":7})", "Lease.spec.acquireTime"},
-      {R"({"holderIdentity":")" + std::string(600, 'x') + R"("})", "Lease.spec.holderIdentity"},
+      {R"({"holderIdentity":")" + std::string(600, 'x') + R"("})",
+       "Lease.spec.holderIdentity"},
       {R"({"holderIdentity":"a\nb"})", "Lease.spec.holderIdentity"},
       {R"({"leaseDurationSeconds":-1})", "Lease.spec.leaseDurationSeconds"},
       {R"({"leaseDurationSeconds":"15"})", "Lease.spec.leaseDurationSeconds"},
@@ -71,7 +73,8 @@ TEST(LeaseJsonTest, ALeaseThatCannotBeTrustedIsRefusedNamingTheField) {
   for (const Case& c : cases) {
     absl::StatusOr<Lease> l = ReadLease(Answered(c.spec));
     ASSERT_FALSE(l.ok()) << c.spec;
-    EXPECT_THAT(std::string(l.status().message()), HasSubstr(c.field)) << c.spec;
+    EXPECT_THAT(std::string(l.status().message()), HasSubstr(c.field))
+        << c.spec;
   }
   EXPECT_FALSE(ReadLease(R"({"spec":{}})").ok());  // No metadata.
   EXPECT_FALSE(ReadLease("not json").ok());

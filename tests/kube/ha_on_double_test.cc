@@ -95,8 +95,10 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
         std::vector<std::string>{
             "--extender.listen=127.0.0.1:0", "--extender.store=kubernetes",
             "--extender.kubernetes.mode=kubeconfig",
-            "--extender.kubernetes.kubeconfig=" + (i % 2 == 0 ? kubeconfig_ : kubeconfig_b_),
-            "--extender.kubernetes.namespace=" + ns_, "--extender.workerThreads=4",
+            "--extender.kubernetes.kubeconfig=" +
+                (i % 2 == 0 ? kubeconfig_ : kubeconfig_b_),
+            "--extender.kubernetes.namespace=" + ns_,
+            "--extender.workerThreads=4",
             "--extender.leaderElection.enabled=true",
             absl::StrCat("--extender.leaderElection.identity=replica-", i),
             "--extender.leaderElection.leaseDuration=2s",
@@ -142,7 +144,8 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
   // that answers 2xx (the others are standing by, starting or dead).
   // `served_by`: the replica that answered.
   std::optional<HttpResponse> Failover(Clients& cs, const std::string& method,
-                                       const std::string& path, const std::string& body,
+                                       const std::string& path,
+                                       const std::string& body,
                                        int* served_by = nullptr) {
     for (int i = 0; i < kReplicas; ++i) {
       HttpClient* c = ClientOf(cs, i);
@@ -162,19 +165,23 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
   void Heartbeat() {
     std::vector<Device> devices;
     for (int i = 0; i < 32; ++i) {
-      devices.push_back(NvmeDevice(absl::StrFormat("0000:%02x:00.0", 0x10 + i), 20 + i, 0,
-                                   absl::StrCat("SN", i)));
+      devices.push_back(NvmeDevice(absl::StrFormat("0000:%02x:00.0", 0x10 + i),
+                                   20 + i, 0, absl::StrCat("SN", i)));
     }
-    const std::string inventory = api::WriteInventory(Inventory("node-a", devices));
+    const std::string inventory =
+        api::WriteInventory(Inventory("node-a", devices));
     Clients cs;
     while (!stop_.load()) {
       Failover(cs, "PUT", "/v1/nodes/node-a/inventory", inventory);
-      if (std::optional<HttpResponse> list = Failover(cs, "GET", "/v1/nodes/node-a/handoffs", "")) {
-        absl::StatusOr<std::vector<PendingHandoff>> pending = api::ParseHandoffList(list->body);
+      if (std::optional<HttpResponse> list =
+              Failover(cs, "GET", "/v1/nodes/node-a/handoffs", "")) {
+        absl::StatusOr<std::vector<PendingHandoff>> pending =
+            api::ParseHandoffList(list->body);
         if (pending.ok()) {
           for (const PendingHandoff& p : *pending) {
             Failover(cs, "POST", "/v1/nodes/node-a/handoffs",
-                     api::WriteHandoffConfirm({p.pod.pod_uid, p.resource_name, p.devices}));
+                     api::WriteHandoffConfirm(
+                         {p.pod.pod_uid, p.resource_name, p.devices}));
           }
         }
       }
@@ -188,11 +195,13 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
     const std::string name = absl::StrCat("vm", vm);
     const std::string pod_name = absl::StrCat("virt-launcher-", name, "-", run);
     if (run > 0) {
-      Call("DELETE", Pods(absl::StrCat("/virt-launcher-", name, "-", run - 1)),
-           R"({"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0})");
+      Call(
+          "DELETE", Pods(absl::StrCat("/virt-launcher-", name, "-", run - 1)),
+          R"({"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0})");
     }
     const std::string pod = CreatePod(name, pod_name, vmi_uid_[vm]);
-    const std::string pod_uid = Call("GET", Pods("/" + pod_name)).Str({"metadata", "uid"});
+    const std::string pod_uid =
+        Call("GET", Pods("/" + pod_name)).Str({"metadata", "uid"});
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (!stop_.load() && absl::Now() < deadline) {
       std::optional<HttpResponse> f =
@@ -202,13 +211,15 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
         int binder = -1;
         std::optional<HttpResponse> b = Failover(
             cs, "POST", "/scheduler/bind",
-            absl::StrCat(R"({"PodName":")", pod_name, R"(","PodNamespace":")", ns_,
-                         R"(","PodUID":")", pod_uid, R"(","Node":"node-a"})"),
+            absl::StrCat(R"({"PodName":")", pod_name, R"(","PodNamespace":")",
+                         ns_, R"(","PodUID":")", pod_uid,
+                         R"(","Node":"node-a"})"),
             &binder);
         if (!b) no_leader_.fetch_add(1);
         if (b && b->body == R"({"Error":""})") {
           // An acknowledged bind is recorded: its claim is Bound in the API.
-          KubeReply claim = Call("GET", Claims(absl::StrCat("/", name, "-nvme")));
+          KubeReply claim =
+              Call("GET", Claims(absl::StrCat("/", name, "-nvme")));
           EXPECT_EQ(claim.Str({"status", "phase"}), "Bound") << claim.text;
           binds_.fetch_add(1);
           std::lock_guard<std::mutex> l(mu_);
@@ -241,20 +252,23 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
             << "device " << a << " in claims " << owner[a] << " and " << name;
         absl::StrAppend(&devices, a, ";");
       }
-      if (kube::GetString(item, {"status", "phase"}) == "Bound") out[name] = devices;
+      if (kube::GetString(item, {"status", "phase"}) == "Bound")
+        out[name] = devices;
     }
     return out;
   }
 
   // The VMs, three replicas (one leads), the heartbeat and the binders.
   void StartLoad(Clients& cs) {
-    for (int vm = 0; vm < kVms; ++vm) vmi_uid_.push_back(CreateVm(absl::StrCat("vm", vm)));
+    for (int vm = 0; vm < kVms; ++vm)
+      vmi_uid_.push_back(CreateVm(absl::StrCat("vm", vm)));
     for (int i = 0; i < kReplicas; ++i) {
       StartReplica(i);
       if (HasFatalFailure()) return;
     }
     const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (Leader(cs) < 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));
+    while (Leader(cs) < 0 && absl::Now() < deadline)
+      absl::SleepFor(absl::Milliseconds(50));
     ASSERT_GE(Leader(cs), 0) << "no replica became the leader";
     threads_.emplace_back([this] { Heartbeat(); });
     // Each binder restarts its own VMs, one after the other, for ever.
@@ -264,7 +278,8 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
         std::vector<int> runs(kVms, 0);
         for (int n = 0; !stop_.load(); ++n) {
           const int vm = b + kBinders * (n % (kVms / kBinders));
-          if (!StartVm(mine, vm, runs[vm]++) && !stop_.load()) failed_starts_.fetch_add(1);
+          if (!StartVm(mine, vm, runs[vm]++) && !stop_.load())
+            failed_starts_.fetch_add(1);
         }
       });
     }
@@ -291,7 +306,6 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
     }
   }
 
-
   static inline KubeApiServerDouble* api_b_ = nullptr;
   static inline KubeApiServerDouble* api_c_ = nullptr;
   std::string kubeconfig_b_;
@@ -306,8 +320,9 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
   absl::Time last_bind_ = absl::InfinitePast();
   std::vector<std::thread> threads_;
   std::atomic<int> failed_starts_{0};
-  std::map<std::string, std::string> first_;  // claim -> devices, at first sight.
-  std::vector<absl::Time> bind_times_;         // Under mu_.
+  std::map<std::string, std::string>
+      first_;                           // claim -> devices, at first sight.
+  std::vector<absl::Time> bind_times_;  // Under mu_.
   // Each acknowledged bind: when, and which replica served it. Under mu_.
   std::vector<std::pair<absl::Time, int>> served_;
 };
@@ -323,7 +338,8 @@ TEST_F(HaOnDoubleTest, KillingTheLeaderLosesNoBindAndNoVmChangesDevice) {
   // Every VM bound once before the first kill.
   {
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (BoundDevices().size() < static_cast<size_t>(kVms) && absl::Now() < deadline) {
+    while (BoundDevices().size() < static_cast<size_t>(kVms) &&
+           absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(50));
     }
     ASSERT_EQ(BoundDevices().size(), static_cast<size_t>(kVms));
@@ -366,7 +382,8 @@ TEST_F(HaOnDoubleTest, KillingTheLeaderLosesNoBindAndNoVmChangesDevice) {
       if (served != absl::InfinitePast()) break;
       absl::SleepFor(absl::Milliseconds(5));
     }
-    ASSERT_NE(served, absl::InfinitePast()) << "no bind within 30 s of killing the leader";
+    ASSERT_NE(served, absl::InfinitePast())
+        << "no bind within 30 s of killing the leader";
     failover_ms.push_back(absl::ToDoubleMilliseconds(served - killed));
     const int now_leader = Leader(cs);
     EXPECT_NE(now_leader, leader);
@@ -380,12 +397,14 @@ TEST_F(HaOnDoubleTest, KillingTheLeaderLosesNoBindAndNoVmChangesDevice) {
         if (by == leader) old_last = std::max(old_last, at);
         if (by != leader && at > killed) new_first = std::min(new_first, at);
       }
-      EXPECT_LT(old_last, new_first) << "the old and the new leader both served binds";
+      EXPECT_LT(old_last, new_first)
+          << "the old and the new leader both served binds";
     }
     if (cut_off) {
       // It exits (status 1) once it lost the lease; its apiserver comes back.
       const int status = replicas_[leader]->Kill(0);
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "exit status " << status;
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1)
+          << "exit status " << status;
       ports_[leader].store(0);
       its_api->ClearFaults();
     }
@@ -397,7 +416,8 @@ TEST_F(HaOnDoubleTest, KillingTheLeaderLosesNoBindAndNoVmChangesDevice) {
   }
   StopLoad();
   CheckNoVmChangedDevice();
-  EXPECT_EQ(failed_starts_.load(), 0) << "VM starts that no replica bound within 30 s";
+  EXPECT_EQ(failed_starts_.load(), 0)
+      << "VM starts that no replica bound within 30 s";
   // Every VM was bound at least once, each to a device of its own.
   EXPECT_EQ(first_.size(), static_cast<size_t>(kVms));
 
@@ -405,9 +425,10 @@ TEST_F(HaOnDoubleTest, KillingTheLeaderLosesNoBindAndNoVmChangesDevice) {
   if (!failover_ms.empty()) {
     std::cout << "HA failover over " << failover_ms.size()
               << " kills (lease 2s, renew 1.5s, retry 250ms): p50 "
-              << failover_ms[failover_ms.size() / 2] << " ms, max " << failover_ms.back()
-              << " ms; binds acknowledged " << binds_.load()
-              << ", filter/bind calls no replica served " << no_leader_.load() << std::endl;
+              << failover_ms[failover_ms.size() / 2] << " ms, max "
+              << failover_ms.back() << " ms; binds acknowledged "
+              << binds_.load() << ", filter/bind calls no replica served "
+              << no_leader_.load() << std::endl;
   }
 }
 
@@ -421,7 +442,8 @@ namespace {
 // under load. The leader hands its lease over when it stops, so no VM start
 // waits for a lease to expire: no gap between two acknowledged binds is as
 // long as one lease (2 s).
-TEST_F(HaOnDoubleTest, ARollingRestartUnderLoadLosesNothingAndNeverWaitsALease) {
+TEST_F(HaOnDoubleTest,
+       ARollingRestartUnderLoadLosesNothingAndNeverWaitsALease) {
   Clients cs;
   StartLoad(cs);
   if (HasFatalFailure()) return;
@@ -438,7 +460,8 @@ TEST_F(HaOnDoubleTest, ARollingRestartUnderLoadLosesNothingAndNeverWaitsALease) 
   for (int i : order) {
     SCOPED_TRACE(absl::StrCat("replica ", i));
     const int status = replicas_[i]->Kill(SIGTERM);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exit status " << status;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "exit status " << status;
     ports_[i].store(0);
     StartReplica(i);
     if (HasFatalFailure()) return;
@@ -456,10 +479,11 @@ TEST_F(HaOnDoubleTest, ARollingRestartUnderLoadLosesNothingAndNeverWaitsALease) 
       longest = std::max(longest, bind_times_[k] - bind_times_[k - 1]);
     }
   }
-  EXPECT_LT(longest, absl::Seconds(2)) << "a gap between binds as long as the lease";
+  EXPECT_LT(longest, absl::Seconds(2))
+      << "a gap between binds as long as the lease";
   std::cout << "HA rolling restart: longest gap between acknowledged binds "
-            << absl::ToDoubleMilliseconds(longest) << " ms, binds " << binds_.load()
-            << std::endl;
+            << absl::ToDoubleMilliseconds(longest) << " ms, binds "
+            << binds_.load() << std::endl;
 }
 
 }  // namespace

@@ -55,8 +55,9 @@ bool Await(const std::function<bool()>& done, absl::Duration timeout) {
 class LeaderElectorTest : public KubeDoubleTest {
  protected:
   api::LeaderRecord Lease() {
-    KubeReply r = Call("GET", absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", ns_,
-                                           "/leases/pdc-extender"));
+    KubeReply r =
+        Call("GET", absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/",
+                                 ns_, "/leases/pdc-extender"));
     EXPECT_EQ(r.status, 200) << r.text;
     absl::StatusOr<api::Lease> l = api::ReadLease(r.text);
     EXPECT_TRUE(l.ok()) << l.status();
@@ -132,7 +133,8 @@ TEST_F(LeaderElectorTest, ALeaderCutOffStopsLeadingBeforeAnotherTakesOver) {
   absl::Time a_stopped = absl::InfinitePast();
   absl::Time b_started = absl::InfinitePast();
   while (absl::Now() < cut + absl::Seconds(10) &&
-         (a_stopped == absl::InfinitePast() || b_started == absl::InfinitePast())) {
+         (a_stopped == absl::InfinitePast() ||
+          b_started == absl::InfinitePast())) {
     const bool a_leads = a.Leading();
     const bool b_leads = b.Leading();
     ASSERT_FALSE(a_leads && b_leads) << "two leaders at once";
@@ -155,9 +157,12 @@ TEST_F(LeaderElectorTest, AnUnreadableLeaseIsNeverTaken) {
   std::unique_ptr<KubeApi> api = Connect(api_->port());
   // Held by someone, with a renewTime that is not a time.
   KubeReply made = Call(
-      "POST", absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", ns_, "/leases"),
-      absl::StrCat(R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"pdc-extender","namespace":")",
-                   ns_, R"("},"spec":{"holderIdentity":"x","leaseDurationSeconds":1,"renewTime":"yesterday"}})"));
+      "POST",
+      absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", ns_, "/leases"),
+      absl::StrCat(
+          R"({"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"pdc-extender","namespace":")",
+          ns_,
+          R"("},"spec":{"holderIdentity":"x","leaseDurationSeconds":1,"renewTime":"yesterday"}})"));
   ASSERT_EQ(made.status, 201) << made.text;
   LeaderElector a(api.get(), Timings(ns_, "a"));
   for (int i = 0; i < 3; ++i) {
