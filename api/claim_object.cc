@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "api/rest_json.h"
 #include "api/validation.h"
@@ -132,6 +133,40 @@ std::string DeviceList(const std::vector<BoundDevice>& devices) {
   return out;
 }
 
+void WriteConditions(Writer& w, const std::vector<ClaimCondition>& conditions) {
+  Key(w, "conditions");
+  w.StartArray();
+  for (const ClaimCondition& c : conditions) {
+    w.StartObject();
+    Key(w, "type");
+    Str(w, c.type);
+    Key(w, "status");
+    Str(w, c.status ? "True" : "False");
+    Key(w, "observedGeneration");
+    w.Int64(c.observed_generation);
+    Key(w, "lastTransitionTime");
+    Str(w, Rfc3339(c.last_transition));
+    Key(w, "reason");
+    Str(w, c.reason);
+    Key(w, "message");
+    Str(w, c.message);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+// A condition stamped `now`, or with the transition time of the one of its
+// type in `before` when its status did not change.
+ClaimCondition NewCondition(std::string_view type, bool is, std::string reason,
+                            std::string message, int64_t generation,
+                            const std::vector<ClaimCondition>& before, absl::Time now) {
+  ClaimCondition c{std::string(type), is, std::move(reason), std::move(message), now, generation};
+  for (const ClaimCondition& b : before) {
+    if (b.type == c.type && b.status == c.status) c.last_transition = b.last_transition;
+  }
+  return c;
+}
+
 }  // namespace
 
 std::vector<ClaimCondition> ConditionsOf(const ClaimStatus& status, std::string_view conflict,
@@ -140,12 +175,8 @@ std::vector<ClaimCondition> ConditionsOf(const ClaimStatus& status, std::string_
                                          absl::Time now) {
   std::vector<ClaimCondition> out;
   auto add = [&](std::string_view type, bool is, std::string reason, std::string message) {
-    ClaimCondition c{std::string(type), is, std::move(reason), std::move(message), now,
-                     generation};
-    for (const ClaimCondition& b : before) {
-      if (b.type == c.type && b.status == c.status) c.last_transition = b.last_transition;
-    }
-    out.push_back(std::move(c));
+    out.push_back(NewCondition(type, is, std::move(reason), std::move(message), generation,
+                               before, now));
   };
   switch (status.phase) {
     case ClaimPhase::kBound:
@@ -180,6 +211,35 @@ std::vector<ClaimCondition> ConditionsOf(const ClaimStatus& status, std::string_
     add(kConditionDeviceConflict, true, "DeviceInAnotherClaim", std::string(conflict));
   }
   return out;
+}
+
+std::vector<ClaimCondition> ReclaimingConditions(std::string_view node,
+                                                 const std::vector<PciAddress>& devices,
+                                                 int64_t generation,
+                                                 const std::vector<ClaimCondition>& before,
+                                                 absl::Time now) {
+  std::vector<ClaimCondition> out;
+  for (const ClaimCondition& c : before) {
+    if (c.type != kConditionReserved && c.type != kConditionReclaiming) out.push_back(c);
+  }
+  auto add = [&](std::string_view type, bool is, std::string reason, std::string message) {
+    out.push_back(NewCondition(type, is, std::move(reason), std::move(message), generation,
+                               before, now));
+  };
+  add(kConditionReserved, false, "NotInUse", "no VM pod uses the claim");
+  std::vector<std::string> names;
+  for (PciAddress a : devices) names.push_back(a.ToString());
+  add(kConditionReclaiming, true, "DeviceErasing",
+      absl::StrCat("the claim was deleted with reclaimPolicy Delete: pdc-node on node ", Sv(node),
+                   " erases device(s) ", absl::StrJoin(names, ", "),
+                   " before they return to their host driver; the object goes once they have"));
+  return out;
+}
+
+bool IsReclaiming(const std::vector<ClaimCondition>& conditions) {
+  return std::any_of(conditions.begin(), conditions.end(), [](const ClaimCondition& c) {
+    return c.type == kConditionReclaiming && c.status;
+  });
 }
 
 std::string ClaimCollectionPath(std::string_view ns) {
@@ -303,25 +363,22 @@ std::string WriteClaimStatusPatch(std::string_view uid, std::string_view resourc
   WriteClaimStatusFields(w, status, facts);
   Key(w, "observedGeneration");
   w.Int64(observed_generation);
-  Key(w, "conditions");
-  w.StartArray();
-  for (const ClaimCondition& c : conditions) {
-    w.StartObject();
-    Key(w, "type");
-    Str(w, c.type);
-    Key(w, "status");
-    Str(w, c.status ? "True" : "False");
-    Key(w, "observedGeneration");
-    w.Int64(c.observed_generation);
-    Key(w, "lastTransitionTime");
-    Str(w, Rfc3339(c.last_transition));
-    Key(w, "reason");
-    Str(w, c.reason);
-    Key(w, "message");
-    Str(w, c.message);
-    w.EndObject();
-  }
-  w.EndArray();
+  WriteConditions(w, conditions);
+  w.EndObject();
+  w.EndObject();
+  return std::string(json::Output(buf));
+}
+
+std::string WriteClaimConditionsPatch(std::string_view uid, std::string_view resource_version,
+                                      const std::vector<ClaimCondition>& conditions) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  WriteMetaPreconditions(w, uid, resource_version);
+  w.EndObject();
+  Key(w, "status");
+  w.StartObject();
+  WriteConditions(w, conditions);
   w.EndObject();
   w.EndObject();
   return std::string(json::Output(buf));

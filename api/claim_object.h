@@ -57,6 +57,7 @@ struct ClaimCondition {
 inline constexpr std::string_view kConditionBound = "Bound";
 inline constexpr std::string_view kConditionReserved = "Reserved";
 inline constexpr std::string_view kConditionDeviceConflict = "DeviceConflict";
+inline constexpr std::string_view kConditionReclaiming = "Reclaiming";
 
 // The conditions `status` implies, in this order: Bound (True when Bound;
 // False with reason Pending or DeviceLost), Reserved (True while a VM holds
@@ -68,6 +69,19 @@ std::vector<ClaimCondition> ConditionsOf(const ClaimStatus& status, std::string_
                                          int64_t generation,
                                          const std::vector<ClaimCondition>& before,
                                          absl::Time now);
+
+// The conditions of a claim that was deleted while its devices go back to
+// their host driver (reclaimPolicy Delete: pdc-node erases them first):
+// those of `before` with Reserved False (no VM uses a deleted claim) and
+// Reclaiming True naming `node` and `devices`. Transition times as in
+// ConditionsOf.
+std::vector<ClaimCondition> ReclaimingConditions(std::string_view node,
+                                                 const std::vector<PciAddress>& devices,
+                                                 int64_t generation,
+                                                 const std::vector<ClaimCondition>& before,
+                                                 absl::Time now);
+// Whether `conditions` hold Reclaiming True.
+bool IsReclaiming(const std::vector<ClaimCondition>& conditions);
 
 struct ClaimObject {
   ObjectMeta meta;
@@ -101,6 +115,11 @@ std::string WriteClaimStatusPatch(std::string_view uid, std::string_view resourc
                                   const ClaimStatus& status, int64_t observed_generation,
                                   const std::vector<DeviceFacts>& facts,
                                   const std::vector<ClaimCondition>& conditions);
+
+// The merge patch for .../status that sets status.conditions alone, with
+// the same preconditions.
+std::string WriteClaimConditionsPatch(std::string_view uid, std::string_view resource_version,
+                                      const std::vector<ClaimCondition>& conditions);
 
 // The merge patch that sets metadata.finalizers to `finalizers`, with the
 // same preconditions.

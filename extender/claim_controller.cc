@@ -100,6 +100,15 @@ void ClaimController::Track(const ClaimKey& key, bool done) {
   }
 }
 
+bool ClaimController::Settle(const ClaimKey& key, std::string_view uid) {
+  const absl::Status s = store_->Reclaiming(key) ? store_->SettleReclaim(key)
+                                                 : store_->SetFinalizer(key, false, uid);
+  if (!s.ok()) {
+    spdlog::warn("claim {}: cannot remove its finalizer: {}", key.ToString(), StdSv(s.message()));
+  }
+  return s.ok();
+}
+
 bool ClaimController::Reconcile(const ClaimKey& key,
                                 const std::optional<api::ClaimObject>& object) {
   absl::StatusOr<Claim> have = allocator_->GetClaim(key);
@@ -136,12 +145,14 @@ bool ClaimController::Reconcile(const ClaimKey& key,
 
   if (o.meta.deleting) {
     if (!HasFinalizer(o.meta)) return true;  // Not pdc's to hold.
-    if (!have.ok()) return store_->SetFinalizer(key, false).ok();
+    // A claim whose devices are being erased keeps its finalizer until
+    // they are back on their host driver (the store takes it off then).
+    if (!have.ok()) return Settle(key, o.meta.uid);
     absl::Status s = LetGo(*have);
     if (s.ok() || absl::IsNotFound(s)) {
       spdlog::info("claim {} deleted", key.ToString());
       RecordReleased(options_.events, *have, o.meta.uid);
-      return store_->SetFinalizer(key, false).ok();
+      return Settle(key, o.meta.uid);
     }
     if (absl::IsFailedPrecondition(s)) {
       if (!waiting_.contains(key)) {

@@ -86,6 +86,10 @@ class ClaimController final : public ReflectorSink {
   bool Reconcile(const ClaimKey& key, const std::optional<api::ClaimObject>& object)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SameClaim(const Claim& claim, const api::ClaimObject& object) const;
+  // The claim is out of the allocator: takes pdc's finalizer off the
+  // object `uid`, unless its devices are still being erased (the store
+  // does it once they are back). False when it must be tried again.
+  bool Settle(const ClaimKey& key, std::string_view uid);
   // Deletes the claim from the allocator, first releasing a reservation
   // whose pod is gone. FailedPrecondition while the pod lives.
   absl::Status LetGo(const Claim& claim);

@@ -62,6 +62,21 @@ bool HoldsDevices(const Claim& c) {
   return c.status.phase != ClaimPhase::kPending && !c.status.node.empty();
 }
 
+// Keeps in `st` the node and devices `claim`'s status names.
+void RememberDevices(const Claim& claim, KubeApiStore::ObjectState* st) {
+  st->node.clear();
+  st->devices.clear();
+  if (!HoldsDevices(claim)) return;
+  st->node = claim.status.node;
+  for (const BoundDevice& d : claim.status.devices) st->devices.push_back(d.address);
+}
+
+// A deleted claim whose devices were on their way back to their host
+// driver when pdc last wrote it: not a claim any more.
+bool IsReclaimingObject(const api::ClaimObject& o) {
+  return o.meta.deleting && api::IsReclaiming(o.conditions);
+}
+
 }  // namespace
 
 std::string HoldsConfigMapName(std::string_view node) {
@@ -186,7 +201,7 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
   // Which claims' status names each device.
   std::map<std::pair<std::string, PciAddress>, std::vector<const api::ClaimObject*>> owners;
   for (const api::ClaimObject& o : objects) {
-    if (!HoldsDevices(o.claim)) continue;
+    if (!HoldsDevices(o.claim) || IsReclaimingObject(o)) continue;
     for (const BoundDevice& d : o.claim.status.devices) {
       owners[{o.claim.status.node, d.address}].push_back(&o);
     }
@@ -212,7 +227,9 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
   // same device (a crash between the two writes of a delete or of a pinned
   // bind); conflicted claims left out, their devices held as Released.
   for (const api::ClaimObject& o : objects) {
-    if (!HoldsDevices(o.claim) || conflicted.contains(o.claim.key)) continue;
+    if (!HoldsDevices(o.claim) || conflicted.contains(o.claim.key) || IsReclaimingObject(o)) {
+      continue;
+    }
     auto it = holds.find(o.claim.status.node);
     if (it == holds.end()) continue;
     for (const BoundDevice& d : o.claim.status.devices) {
@@ -224,17 +241,32 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
                 rel.end());
     }
   }
-  for (const ClaimConflict& c : conflicts) {
-    Holds& h = holds[c.node];
-    const bool held = std::any_of(h.released.begin(), h.released.end(),
-                                  [&](const ReleasedDevice& r) { return r.address == c.address; });
-    if (!held) {
-      h.released.push_back(ReleasedDevice{c.address, "", c.claims.front()});
-      std::sort(h.released.begin(), h.released.end(),
-                [](const ReleasedDevice& a, const ReleasedDevice& b) {
-                  return a.address < b.address;
-                });
+  // Every device of a claim in conflict holds that claim's data, the ones
+  // no other claim names too: all are held Released.
+  for (const api::ClaimObject& o : objects) {
+    if (!conflicted.contains(o.claim.key)) continue;
+    Holds& h = holds[o.claim.status.node];
+    for (const BoundDevice& d : o.claim.status.devices) {
+      const bool held =
+          std::any_of(h.released.begin(), h.released.end(),
+                      [&](const ReleasedDevice& r) { return r.address == d.address; });
+      if (!held) h.released.push_back(ReleasedDevice{d.address, d.serial, o.claim.key});
     }
+    std::sort(h.released.begin(), h.released.end(),
+              [](const ReleasedDevice& a, const ReleasedDevice& b) { return a.address < b.address; });
+  }
+  // Deleted claims waiting for their devices to be erased: the devices
+  // still on the holds' way back to the host driver.
+  absl::flat_hash_map<ClaimKey, Reclaim> reclaims;
+  for (const api::ClaimObject& o : objects) {
+    if (!IsReclaimingObject(o)) continue;
+    Reclaim& r = reclaims[o.claim.key];
+    r.uid = o.meta.uid;
+    r.node = o.claim.status.node;
+    auto it = holds.find(r.node);
+    if (it == holds.end()) continue;
+    for (const BoundDevice& d : o.claim.status.devices) r.devices.push_back(d.address);
+    r.devices = Returning(r.devices, it->second);
   }
 
   // Revisions only grow, also across restarts (pdc-node's long-polls
@@ -257,7 +289,10 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
   for (const api::ClaimObject& o : objects) {
     const ClaimStatus& st = o.claim.status;
     if (conflicted.contains(o.claim.key)) conflicted_[o.claim.key] = o.claim;
-    if (st.phase != ClaimPhase::kBound || conflicted.contains(o.claim.key)) continue;
+    if (st.phase != ClaimPhase::kBound || conflicted.contains(o.claim.key) ||
+        reclaims.contains(o.claim.key)) {
+      continue;
+    }
     NodeRecord& r = records[st.node];
     r.inventory.node = st.node;
     for (size_t i = 0; i < st.devices.size(); ++i) {
@@ -286,12 +321,14 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
       ObjectState st = StateOf(o.meta);
       if (o.has_status) st.phase = o.claim.status.phase;
       st.conditions = o.conditions;
+      RememberDevices(o.claim, &st);
       objects_[o.claim.key] = st;
-      if (conflicted.contains(o.claim.key)) continue;
+      if (conflicted.contains(o.claim.key) || reclaims.contains(o.claim.key)) continue;
       snapshot.mutations.push_back(PutClaim{o.claim});
       ++claims;
     }
     conflicts_ = conflicts;
+    reclaiming_ = std::move(reclaims);
     withheld_.clear();
     for (const auto& [key, yes] : conflicted) withheld_.insert(key);
   }
@@ -396,13 +433,108 @@ absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
     if (claim.has_value()) RETURN_IF_ERROR(WriteClaim(*claim));
   }
   for (const auto& [key, claim] : claims) {
-    if (!claim.has_value()) RETURN_IF_ERROR(DropClaim(key));
+    if (!claim.has_value()) RETURN_IF_ERROR(DropClaim(key, nodes));
   }
-  // 4. What holds lose.
+  // 4. What holds lose; 5. the finalizers of deleted claims whose devices
+  // are back on their host driver now.
   for (const auto& [node, h] : nodes) {
     if (h != Persisted(node)) RETURN_IF_ERROR(WriteHolds(node, h));
   }
+  std::vector<ClaimKey> settle;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, r] : reclaiming_) {
+      if (nodes.contains(r.node)) settle.push_back(key);
+    }
+  }
+  return SettleReclaims(settle);
+}
+
+std::vector<PciAddress> KubeApiStore::Returning(const std::vector<PciAddress>& devices,
+                                                const Holds& holds) {
+  std::vector<PciAddress> out;
+  for (PciAddress a : devices) {
+    if (std::find(holds.return_to_host.begin(), holds.return_to_host.end(), a) !=
+        holds.return_to_host.end()) {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+absl::Status KubeApiStore::StartReclaim(const ClaimKey& key, const ObjectState& st,
+                                        std::vector<PciAddress> devices) {
+  const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
+  const std::string what = absl::StrCat("write the Reclaiming condition of claim ", key.ToString());
+  const size_t count = devices.size();
+  ObjectState cur = st;
+  for (;;) {
+    std::vector<api::ClaimCondition> conditions = api::ReclaimingConditions(
+        cur.node, devices, cur.generation, cur.conditions, options_.clock->Now());
+    ASSIGN_OR_RETURN(
+        HttpResponse r,
+        Call("PATCH", absl::StrCat(api::ClaimObjectPath(key), "/status"),
+             api::WriteClaimConditionsPatch(cur.uid, cur.resource_version, conditions),
+             kMergePatch, what, deadline));
+    if (r.status == 404) {
+      Forget(key, cur.uid);
+      return absl::OkStatus();
+    }
+    if (r.status == 200) {
+      rapidjson::Document doc;
+      RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
+      ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
+      Observe(meta);
+      absl::MutexLock lock(&mu_);
+      if (auto it = objects_.find(key); it != objects_.end() && it->second.uid == cur.uid) {
+        it->second.conditions = std::move(conditions);
+      }
+      reclaiming_[key] = Reclaim{cur.uid, cur.node, std::move(devices)};
+      break;
+    }
+    if (r.status != 409) return FromApiserver(r.status, r.body, what);
+    absl::StatusOr<ObjectState> fresh = Reread(key, deadline);
+    if (absl::IsNotFound(fresh.status())) return absl::OkStatus();
+    if (!fresh.ok()) return fresh.status();
+    if (fresh->uid != st.uid) return absl::OkStatus();  // Another object now.
+    cur = *std::move(fresh);
+  }
+  spdlog::info("claim {} deleted: its finalizer stays until pdc-node on node {} has returned "
+               "{} device(s) to their host driver (erased first)",
+               key.ToString(), st.node, count);
   return absl::OkStatus();
+}
+
+absl::Status KubeApiStore::SettleReclaims(const std::vector<ClaimKey>& keys) {
+  for (const ClaimKey& key : keys) {
+    Reclaim r;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = reclaiming_.find(key);
+      if (it == reclaiming_.end()) continue;
+      r = it->second;
+    }
+    if (!Returning(r.devices, Persisted(r.node)).empty()) continue;
+    RETURN_IF_ERROR(SetFinalizer(key, false, r.uid));
+    spdlog::info("claim {}: its device(s) on node {} are back on their host driver; the claim "
+                 "is gone",
+                 key.ToString(), r.node);
+    absl::MutexLock lock(&mu_);
+    if (auto it = reclaiming_.find(key); it != reclaiming_.end() && it->second.uid == r.uid) {
+      reclaiming_.erase(it);
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool KubeApiStore::Reclaiming(const ClaimKey& key) const {
+  absl::MutexLock lock(&mu_);
+  return reclaiming_.contains(key);
+}
+
+absl::Status KubeApiStore::SettleReclaim(const ClaimKey& key) {
+  absl::MutexLock write_lock(&write_mu_);
+  return SettleReclaims({key});
 }
 
 KubeApiStore::Holds KubeApiStore::Persisted(const std::string& node) const {
@@ -498,6 +630,7 @@ absl::Status KubeApiStore::WriteClaim(const Claim& claim, std::string_view confl
         if (auto it = objects_.find(claim.key); it != objects_.end() && it->second.uid == st->uid) {
           it->second.phase = claim.status.phase;
           it->second.conditions = std::move(conditions);
+          RememberDevices(claim, &it->second);
         }
       }
       if (options_.on_status) options_.on_status(claim, st->uid, st->phase);
@@ -570,7 +703,8 @@ absl::Status KubeApiStore::CreateClaimObject(const Claim& claim) {
   return absl::OkStatus();
 }
 
-absl::Status KubeApiStore::DropClaim(const ClaimKey& key) {
+absl::Status KubeApiStore::DropClaim(const ClaimKey& key,
+                                     const std::map<std::string, Holds>& batch_holds) {
   std::optional<ObjectState> st = Object(key);
   if (st.has_value() && st->generated && !st->deleting) {
     // A claim pdc generated for a VM, let go while its object stays (the
@@ -595,17 +729,27 @@ absl::Status KubeApiStore::DropClaim(const ClaimKey& key) {
     RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
     ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
     Observe(meta);  // Now deleting: the finalizer below lets it go.
+    st = Object(key);
+  }
+  if (st.has_value() && !st->devices.empty()) {
+    // Devices going back to their host driver hold the claim's data until
+    // pdc-node has erased them: the claim's object stays until then.
+    auto it = batch_holds.find(st->node);
+    std::vector<PciAddress> returning =
+        Returning(st->devices, it != batch_holds.end() ? it->second : Persisted(st->node));
+    if (!returning.empty()) return StartReclaim(key, *st, std::move(returning));
   }
   return SetFinalizer(key, false);
 }
 
-absl::Status KubeApiStore::SetFinalizer(const ClaimKey& key, bool present) {
+absl::Status KubeApiStore::SetFinalizer(const ClaimKey& key, bool present,
+                                        std::string_view uid) {
   const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
   const std::string what =
       absl::StrCat(present ? "add" : "remove", " the finalizer of claim ", key.ToString());
   for (;;) {
     std::optional<ObjectState> st = Object(key);
-    if (!st.has_value()) return absl::OkStatus();
+    if (!st.has_value() || (!uid.empty() && st->uid != uid)) return absl::OkStatus();
     if (HasFinalizer(st->finalizers) == present) return absl::OkStatus();
     // The API refuses new finalizers on an object being deleted.
     if (present && st->deleting) return absl::OkStatus();
@@ -741,6 +885,8 @@ void KubeApiStore::Observe(const api::ObjectMeta& meta) {
     st.claim_uid = it->second.claim_uid;
     st.phase = it->second.phase;
     st.conditions = it->second.conditions;
+    st.node = it->second.node;
+    st.devices = it->second.devices;
   } else if (auto c = creating_.find(key); c != creating_.end()) {
     st.claim_uid = c->second;
   }
@@ -753,6 +899,10 @@ void KubeApiStore::Remember(const ClaimKey& key, ObjectState state) {
   if (it != objects_.end() && it->second.uid == state.uid) {
     if (!state.phase.has_value()) state.phase = it->second.phase;
     if (state.conditions.empty()) state.conditions = it->second.conditions;
+    if (state.devices.empty()) {
+      state.node = it->second.node;
+      state.devices = it->second.devices;
+    }
     if (RvNumber(state.resource_version) < RvNumber(it->second.resource_version)) {
       it->second.claim_uid = state.claim_uid;
       return;
@@ -767,6 +917,9 @@ void KubeApiStore::Forget(const ClaimKey& key, std::string_view uid) {
   if (it == objects_.end() || it->second.uid != uid) return;
   objects_.erase(it);
   withheld_.erase(key);
+  if (auto r = reclaiming_.find(key); r != reclaiming_.end() && r->second.uid == uid) {
+    reclaiming_.erase(r);  // Its finalizer was taken off by hand.
+  }
   // A claim of a conflict deleted: the claims it leaves alone with their
   // device are taken up at the next start (recovery decides afresh).
   for (auto c = conflicts_.begin(); c != conflicts_.end();) {

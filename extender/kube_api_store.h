@@ -43,6 +43,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -137,6 +138,10 @@ class KubeApiStore final : public Store {
     std::vector<api::ClaimCondition> conditions = {};
     // Its controller is a VM: a claim pdc generated from the VM's template.
     bool generated = false;
+    // The node and devices its status last named (Bound or Lost), as far
+    // as this process knows.
+    std::string node = {};
+    std::vector<PciAddress> devices = {};
   };
   // News from the claim watch: a newer resourceVersion of an object (an
   // older one, or one of an object the store has under another UID, is
@@ -149,9 +154,21 @@ class KubeApiStore final : public Store {
   absl::StatusOr<ObjectState> Reread(const ClaimKey& key, absl::Time deadline);
 
   // Sets pdc's finalizer on the object (`present`) or takes it off; OK when
-  // it already is so or the object is gone. Retries a stale
-  // resourceVersion.
-  absl::Status SetFinalizer(const ClaimKey& key, bool present);
+  // it already is so or the object is gone (or, with `uid`, is another
+  // object now). Retries a stale resourceVersion.
+  absl::Status SetFinalizer(const ClaimKey& key, bool present, std::string_view uid = {});
+
+  // Reclaim: a deleted claim whose devices go back to their host driver
+  // (reclaimPolicy Delete: pdc-node erases them first) keeps pdc's
+  // finalizer, and its object the condition Reclaiming, until the node's
+  // driver reported every one of them back on its host driver; the store
+  // then takes the finalizer off (after the write that takes them off the
+  // node's holds, or at SettleReclaim). Also across restarts: Recover
+  // reads the condition.
+  bool Reclaiming(const ClaimKey& key) const;
+  // Takes the finalizer off `key`'s object when its devices are back (OK,
+  // and nothing done, while they are not).
+  absl::Status SettleReclaim(const ClaimKey& key);
 
   std::vector<ClaimConflict> conflicts() const;
   // A claim left out of the allocator at recovery for a conflict: it stays
@@ -194,7 +211,21 @@ class KubeApiStore final : public Store {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   void LearnFacts(const NodeInventory& inventory) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status CreateClaimObject(const Claim& claim);
-  absl::Status DropClaim(const ClaimKey& key);
+  // The claim is gone from the allocator; `batch_holds` are the holds the
+  // batch writes (of the nodes it changes).
+  absl::Status DropClaim(const ClaimKey& key, const std::map<std::string, Holds>& batch_holds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Of `devices`, those `holds` return to their host driver.
+  static std::vector<PciAddress> Returning(const std::vector<PciAddress>& devices,
+                                           const Holds& holds);
+  // Writes the Reclaiming condition of `key`'s object `st` and remembers
+  // it until `devices` are back.
+  absl::Status StartReclaim(const ClaimKey& key, const ObjectState& st,
+                            std::vector<PciAddress> devices)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Takes the finalizer off every reclaiming object whose devices are back.
+  absl::Status SettleReclaims(const std::vector<ClaimKey>& keys)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status WriteHolds(const std::string& node, const Holds& holds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // One call, retried on Unavailable/DeadlineExceeded until `deadline`.
@@ -227,6 +258,13 @@ class KubeApiStore final : public Store {
   absl::flat_hash_map<ClaimKey, std::string> creating_ ABSL_GUARDED_BY(mu_);
   std::vector<ClaimConflict> conflicts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<ClaimKey> withheld_ ABSL_GUARDED_BY(mu_);
+  // Deleted claims whose devices are on their way back to the host driver.
+  struct Reclaim {
+    std::string uid;  // Of the object.
+    std::string node;
+    std::vector<PciAddress> devices;
+  };
+  absl::flat_hash_map<ClaimKey, Reclaim> reclaiming_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdc::extender

@@ -128,6 +128,47 @@ TEST(ConditionsOfTest, NameAtMostEightDevices) {
   EXPECT_THAT(cs[0].message, HasSubstr("and 12 more"));
 }
 
+// A deleted claim waiting for its devices' erase: Bound stays as it was,
+// Reserved turns False, Reclaiming True names the node and devices; the
+// patch writes the conditions alone, and reads back as reclaiming.
+TEST(ReclaimingConditionsTest, KeepBoundAndSayWhatIsErased) {
+  ClaimStatus st = BoundStatus();
+  st.reserved_for = Vm1();
+  const std::vector<ClaimCondition> before = ConditionsOf(st, "", 2, {}, kT0);
+  const std::vector<ClaimCondition> after = ReclaimingConditions(
+      "node-a", {*PciAddress::Parse("0000:3b:00.0")}, 2, before, kT1);
+  ASSERT_THAT(after, SizeIs(3));
+  EXPECT_EQ(after[0], before[0]);
+  EXPECT_EQ(after[1].type, "Reserved");
+  EXPECT_FALSE(after[1].status);
+  EXPECT_EQ(after[1].last_transition, kT1);
+  EXPECT_EQ(after[2].type, "Reclaiming");
+  EXPECT_TRUE(after[2].status);
+  EXPECT_EQ(after[2].reason, "DeviceErasing");
+  EXPECT_THAT(after[2].message, HasSubstr("node node-a erases device(s) 0000:3b:00.0"));
+  EXPECT_TRUE(IsReclaiming(after));
+  EXPECT_FALSE(IsReclaiming(before));
+  // Written again later: the same transition times.
+  const std::vector<ClaimCondition> again = ReclaimingConditions(
+      "node-a", {*PciAddress::Parse("0000:3b:00.0")}, 2, after, kT1 + absl::Hours(1));
+  EXPECT_EQ(again, after);
+
+  const std::string patch = WriteClaimConditionsPatch("uid-1", "42", after);
+  EXPECT_EQ(patch.find(R"("phase")"), std::string::npos) << patch;
+  const std::string object = absl::StrCat(
+      R"({"metadata":{"name":"data","namespace":"default","uid":"uid-1","resourceVersion":"43",)",
+      R"("deletionTimestamp":"2027-01-15T09:00:00Z","finalizers":["pdc.kubevirt.io/device-protection"]},)",
+      R"("spec":{"resourceName":"devices.kubevirt.io/nvme"},"status":)",
+      patch.substr(patch.find(R"("status":)") + 9, patch.size() - patch.find(R"("status":)") - 10),
+      "}");
+  rapidjson::Document d;
+  ASSERT_TRUE(json::Parse(object, &d).ok()) << object;
+  absl::StatusOr<ClaimObject> got = ReadClaimObject(d);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->conditions, after);
+  EXPECT_TRUE(got->meta.deleting);
+}
+
 // The patch pdc writes, merged into an object as kube-apiserver would
 // store it, reads back to the same status, facts and conditions.
 TEST(ClaimStatusPatchTest, RoundTripsFactsAndConditions) {

@@ -145,6 +145,69 @@ TEST_F(ClaimsOnDoubleTest, AClaimObjectIsAClaimAndItsDeletionLeavesTheDeviceRele
   EXPECT_THAT(PdcGet("/v1/devices"), HasSubstr(R"("state":"Released")"));
 }
 
+// reclaimPolicy Delete: the deleted claim's object stays, with pdc's
+// finalizer and the condition Reclaiming, until node-a's driver reports its
+// device back on the host driver (erased), also across a restart; then it
+// goes.
+TEST_F(ClaimsOnDoubleTest, ADeletedDeleteClaimStaysUntilItsDeviceIsErased) {
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  ASSERT_EQ(Call("POST", Claims(), NvmeClaim("scratch", "Delete")).status, 201);
+  AwaitObject(Claims("/scratch"),
+              [](const KubeReply& r) { return r.Str({"status", "phase"}) == "Pending"; });
+  const std::string vmi_uid = CreateVm("vm1");
+  KubeReply pod = Call(
+      "POST", Pods(),
+      absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"virt-launcher-vm1-x",)",
+                   R"("annotations":{"pdc.kubevirt.io/claims":"scratch"},)",
+                   Owner("VirtualMachineInstance", "vm1", vmi_uid),
+                   R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
+  ASSERT_EQ(pod.status, 201) << pod.text;
+  ASSERT_EQ(Bind("virt-launcher-vm1-x", pod.Str({"metadata", "uid"})).body, R"({"Error":""})");
+  // The device went to vfio-pci for the VM.
+  auto report = [&](const std::string& driver) {
+    Device d = NvmeDevice("0000:3b:00.0", 12, 0, "SNA0");
+    d.driver = driver;
+    ASSERT_OK_AND_ASSIGN(
+        HttpResponse r,
+        pdc_->Put("/v1/nodes/node-a/inventory",
+                  api::WriteInventory(
+                      Inventory("node-a", {d, NvmeDevice("0000:5e:00.0", 13, 0, "SNA1")}))));
+    ASSERT_EQ(r.status, 200) << r.body;
+  };
+  report("vfio-pci");
+
+  ASSERT_EQ(Call("DELETE", Pods("/virt-launcher-vm1-x"),
+                 R"({"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0})")
+                .status,
+            200);
+  ASSERT_EQ(Call("DELETE", Claims("/scratch")).status, 200);
+  KubeReply reclaiming = AwaitObject(Claims("/scratch"), [](const KubeReply& r) {
+    return r.text.find(R"("type":"Reclaiming","status":"True")") != std::string::npos;
+  });
+  EXPECT_THAT(reclaiming.text, HasSubstr("pdc.kubevirt.io/device-protection"));
+  EXPECT_THAT(reclaiming.text, HasSubstr("erases device(s) 0000:3b:00.0"));
+  EXPECT_THAT(reclaiming.text, HasSubstr(R"("type":"Reserved","status":"False")"));
+  EXPECT_THAT(Call("GET", Holds("node-a")).Str({"data", "holds"}), HasSubstr("0000:3b:00.0"));
+  EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/scratch")), HasSubstr("404"));
+  EXPECT_THAT(AwaitEvent("ClaimReleased"), HasSubstr("reclaimPolicy Delete"));
+
+  // A new pdc-extender knows the object waits: it is no claim, and stays.
+  RestartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/scratch")), HasSubstr("404"));
+  report("vfio-pci");  // Still not erased.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(Call("GET", Claims("/scratch")).status, 200);
+  EXPECT_THAT(PdcGet("/v1/devices"), HasSubstr(R"("state":"ReturningToHost")"));
+
+  // Erased and back on nvme: the object goes, the device is free.
+  report("nvme");
+  AwaitObject(Claims("/scratch"), [](const KubeReply& r) { return r.status == 404; });
+  EXPECT_THAT(PdcGet("/v1/devices"), Not(HasSubstr(R"("state":"ReturningToHost")")));
+}
+
 TEST_F(ClaimsOnDoubleTest, ATemplateClaimIsAnObjectOwnedByTheVm) {
   const std::string vmi_uid = CreateVm("vm1");
   const std::string vm_uid = Call("GET", Vms("/vm1")).Str({"metadata", "uid"});
@@ -260,6 +323,46 @@ TEST_F(ClaimsOnDoubleTest, ADeviceInTwoClaimsIsUsedForNeither) {
   ASSERT_TRUE(AwaitReady());
   EXPECT_THAT(PdcGet(absl::StrCat("/v1/namespaces/", ns_, "/claims/one")),
               HasSubstr(R"("phase":"Bound")"));
+}
+
+// A claim in conflict for one of its devices holds its other devices' data
+// too: none of them is offered to another claim.
+TEST_F(ClaimsOnDoubleTest, EveryDeviceOfAClaimInConflictIsHeld) {
+  KubeReply c = Call(
+      "POST", Claims(),
+      R"({"apiVersion":"pdc.kubevirt.io/v1alpha1","kind":"PersistentDeviceClaim","metadata":{"name":"pair"},"spec":{"resourceName":"devices.kubevirt.io/nvme","count":2,"reclaimPolicy":"Retain"}})");
+  ASSERT_EQ(c.status, 201) << c.text;
+  ASSERT_EQ(Call("PATCH", Claims("/pair/status"),
+                 R"({"status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"},{"address":"0000:5e:00.0","serial":"SNA1"}]}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  ASSERT_EQ(Call("POST", Claims(), NvmeClaim("single", "Retain")).status, 201);
+  ASSERT_EQ(Call("PATCH", Claims("/single/status"),
+                 R"({"status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"}]}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  const std::string devices = PdcGet("/v1/devices");
+  EXPECT_THAT(devices, Not(HasSubstr(R"("state":"Free")")));
+  EXPECT_THAT(devices, HasSubstr(absl::StrCat(R"("address":"0000:5e:00.0")")));
+  // A fresh claim finds no device on node-a.
+  ASSERT_EQ(Call("POST", Claims(), NvmeClaim("fresh", "Retain")).status, 201);
+  AwaitObject(Claims("/fresh"),
+              [](const KubeReply& r) { return r.Str({"status", "phase"}) == "Pending"; });
+  const std::string vmi_uid = CreateVm("vm2");
+  KubeReply pod = Call(
+      "POST", Pods(),
+      absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"virt-launcher-vm2-x",)",
+                   R"("annotations":{"pdc.kubevirt.io/claims":"fresh"},)",
+                   Owner("VirtualMachineInstance", "vm2", vmi_uid),
+                   R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
+  ASSERT_EQ(pod.status, 201) << pod.text;
+  EXPECT_THAT(Bind("virt-launcher-vm2-x", pod.Str({"metadata", "uid"})).body,
+              Not(HasSubstr(R"({"Error":""})")));
 }
 
 }  // namespace
