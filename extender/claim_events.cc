@@ -81,6 +81,16 @@ void RecordDeviceMoved(EventRecorder* events, const DeviceMove& move, std::strin
                               "): the PCI bus was renumbered; the claim keeps the device"));
 }
 
+void RecordHandoffCancelled(EventRecorder* events, const PendingHandoff& handoff,
+                            const ClaimKey& claim, std::string_view uid, std::string_view why) {
+  if (events == nullptr) return;
+  events->Record(ClaimRef(claim, uid), EventType::kWarning, "HandoffCancelled",
+                 absl::StrCat("pod ", handoff.ns, "/", handoff.pod.pod_name, " (uid ",
+                              handoff.pod.pod_uid, ") never received the devices from node ",
+                              handoff.node, " and is gone (", Sv(why),
+                              "): the claim is no longer reserved for it and keeps its devices"));
+}
+
 void RecordConflict(EventRecorder* events, const ClaimConflict& conflict,
                     const std::vector<std::string>& uids) {
   if (events == nullptr) return;

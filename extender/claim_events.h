@@ -1,7 +1,8 @@
 // The Kubernetes Events pdc-extender publishes about claims and VM pods
 // (docs/operations.md, "Kubernetes Events"), so that `kubectl describe`
 // tells a claim's story: ClaimBound, ClaimLost, ClaimRecovered,
-// ClaimReleased, DeviceConflict, DeviceMoved on the PersistentDeviceClaim; DevicesBound
+// ClaimReleased, DeviceConflict, DeviceMoved, HandoffCancelled on the
+// PersistentDeviceClaim; DevicesBound
 // on the pod. Every function takes a null recorder (no Kubernetes API) as
 // "publish nothing".
 // Thread-safety: as EventRecorder::Record.
@@ -34,6 +35,12 @@ void RecordConflict(EventRecorder* events, const ClaimConflict& conflict,
 // A device of claim `move.claim` (object `uid`), or a Released mark, was
 // found at a new PCI address by its serial (the node's bus was renumbered).
 void RecordDeviceMoved(EventRecorder* events, const DeviceMove& move, std::string_view uid);
+// The pending hand-off of `handoff`'s pod was cancelled (`why`: the pod
+// ended or is gone before its node's device plugin gave it the devices):
+// claim `claim` (object `uid`) is no longer reserved for it and keeps its
+// devices.
+void RecordHandoffCancelled(EventRecorder* events, const PendingHandoff& handoff,
+                            const ClaimKey& claim, std::string_view uid, std::string_view why);
 // A bind gave pod `ns`/`pod` (`pod_uid`) its claims' devices.
 void RecordPodBound(EventRecorder* events, std::string_view ns, std::string_view pod,
                     std::string_view pod_uid, const BindOutcome& outcome);

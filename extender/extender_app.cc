@@ -333,6 +333,14 @@ absl::Status ExtenderApp::Init() {
     });
     HandoffSweeper::Options ho;
     ho.pods = pod_watch_.get();
+    ho.on_cancelled = [this](const PendingHandoff& h, const std::vector<ClaimKey>& claims,
+                             std::string_view why) {
+      for (const ClaimKey& key : claims) {
+        std::optional<KubeApiStore::ObjectState> o =
+            api_store_ != nullptr ? api_store_->Object(key) : std::nullopt;
+        RecordHandoffCancelled(events_.get(), h, key, o.has_value() ? o->uid : "", why);
+      }
+    };
     sweeper_ = std::make_unique<HandoffSweeper>(ho, allocator_.get(), kube_.get(), clock);
     struct Watch {
       std::string_view path;

@@ -66,6 +66,7 @@ size_t HandoffSweeper::SweepOnce() {
     spdlog::info("hand-off cancelled: pod {}/{} (uid {}) on node {} never received its devices "
                  "and {}; {} claim(s) released, the devices stay claimed",
                  p.ns, p.pod.pod_name, p.pod.pod_uid, p.node, why, released->size());
+    if (options_.on_cancelled) options_.on_cancelled(p, *released, why);
   }
   return cancelled;
 }

@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -47,6 +48,12 @@ class HandoffSweeper {
     absl::Duration interval = absl::Seconds(10);  // Between passes (Start()).
     absl::Duration api_timeout = absl::Seconds(10);  // Per Kubernetes API call.
     const PodDirectory* pods = nullptr;              // The pod watch; may be null.
+    // Told of each cancelled hand-off: the pending one, the claims whose
+    // reservation was released, and why the pod counts as gone. May be
+    // empty.
+    std::function<void(const PendingHandoff& handoff, const std::vector<ClaimKey>& claims,
+                       std::string_view why)>
+        on_cancelled;
   };
   // All pointers must outlive the sweeper.
   HandoffSweeper(Options options, Allocator* allocator, KubeClient* kube, const Clock* clock);

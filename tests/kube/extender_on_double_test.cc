@@ -187,6 +187,17 @@ TEST_F(ExtenderOnDoubleTest, APodDeletedBeforeItsDevicesGivesUpItsHandoffAtOnce)
   // The claim keeps its device for the VM's next pod.
   ASSERT_OK_AND_ASSIGN(Claim c, app_->allocator()->GetClaim({ns_, "vm5-nvme"}));
   EXPECT_EQ(c.status.phase, ClaimPhase::kBound);
+  // And kubectl describe of the claim tells it.
+  std::string events;
+  for (const absl::Time until = absl::Now() + absl::Seconds(10);
+       events.find(R"("reason":"HandoffCancelled")") == std::string::npos && absl::Now() < until;
+       absl::SleepFor(absl::Milliseconds(20))) {
+    events = Call("GET", absl::StrCat("/api/v1/namespaces/", ns_, "/events")).text;
+  }
+  EXPECT_THAT(events, HasSubstr(R"("reason":"HandoffCancelled")"));
+  EXPECT_THAT(events, HasSubstr(absl::StrCat("pod ", ns_, "/virt-launcher-vm5-aaaaa (uid ", pod_uid,
+                                             ") never received the devices from node node-a")));
+  EXPECT_THAT(events, HasSubstr(R"("name":"vm5-nvme")"));
 }
 
 }  // namespace
