@@ -510,8 +510,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   uint64_t id_ = 0;
 };
 
-// The server's TLS context, built again when its certificate or key file
-// changes on disk (a rotated Secret: kubelet swaps the files by a symlink, so
+// The server's TLS context, built again when its certificate, key or
+// client CA file changes on disk (a rotated Secret: kubelet swaps the files by a symlink, so
 // the inode changes; an edit in place changes the mtime or size). Looked at
 // when a connection is accepted, at most once per tls_reload_interval. A new
 // pair that does not load (a certificate written before its key) is logged
@@ -565,6 +565,7 @@ class TlsContexts {
   struct Stamps {
     Stamp cert;
     Stamp key;
+    Stamp client_ca;  // Unset without tls.clientCAFile.
     bool operator==(const Stamps&) const = default;
   };
   static Stamp StampOf(const std::string& path) {
@@ -574,7 +575,10 @@ class TlsContexts {
                  int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
                  static_cast<int64_t>(st.st_size)};
   }
-  Stamps StampsNow() const { return Stamps{StampOf(o_.cert_file), StampOf(o_.key_file)}; }
+  Stamps StampsNow() const {
+    return Stamps{StampOf(o_.cert_file), StampOf(o_.key_file),
+                  o_.client_ca_file.empty() ? Stamp{} : StampOf(o_.client_ca_file)};
+  }
 
   absl::StatusOr<std::shared_ptr<ssl::context>> Build() const {
     auto tls = std::make_shared<ssl::context>(ssl::context::tls_server);

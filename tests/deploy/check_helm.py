@@ -228,7 +228,15 @@ def main():
                 check(labels.get("app.kubernetes.io/instance") == RELEASE and
                       labels.get("app.kubernetes.io/managed-by") == "Helm",
                       f"{o['kind']}/{o['metadata']['name']}: Helm's labels")
-        check_consistent(objs, "defaults")
+        # What ships: mutual TLS between kube-scheduler and the extender, and
+        # no interface left open.
+        pdc, ksc = check_consistent(objs, "defaults")
+        e = (ksc.get("extenders") or [{}])[0]
+        check(str(e.get("urlPrefix", "")).startswith("https://") and
+              e.get("tlsConfig", {}).get("certFile") and
+              pdc["extender"].get("tls", {}).get("clientCAFile") and
+              "allowUnauthenticated" not in pdc["extender"],
+              f"defaults: mutual TLS, nothing unauthenticated: {e}, {pdc['extender'].get('tls')}")
         # The kubelet root dir value against the kustomize component for k0s:
         # the same DaemonSet.
         k0s, err = helm.template("node.kubeletRootDir=/var/lib/k0s/kubelet")
@@ -336,7 +344,7 @@ def main():
             return {v["secret"]["secretName"]: sorted(i["key"] for i in v["secret"].get("items", []))
                     for v in spec["volumes"] if "secret" in v}
         ext = pod_spec(objs, "Deployment", "pdc-extender")
-        check(secret_items(ext).get("ext-tls") == ["tls.crt", "tls.key"] and
+        check(secret_items(ext).get("ext-tls") == ["ca.crt", "tls.crt", "tls.key"] and
               secret_items(ext).get("sched-client") == ["ca.crt"],
               f"TLS: extender mounts {secret_items(ext)}")
         for kind, name in (("DaemonSet", "pdc-node"), ("Deployment", "pdc-scheduler")):
@@ -349,6 +357,15 @@ def main():
                   for p in ("startupProbe", "readinessProbe", "livenessProbe")]
         check(probes == ["HTTPS"] * 3, f"TLS: extender probes use HTTPS: {probes}")
 
+    # Plain HTTP, the opt-out: the scheduler verbs are then open, and the
+    # configuration says so.
+    objs, err = helm.template("schedulerTLS.enabled=false", "schedulerTLS.clientSecretName=")
+    if check(objs is not None, f"helm template (plain HTTP): {err}"):
+        pdc, ksc = check_consistent(objs, "plain HTTP")
+        check(pdc["extender"].get("allowUnauthenticated") is True and "tls" not in pdc["extender"]
+              and ksc["extenders"][0]["urlPrefix"].startswith("http://"),
+              f"plain HTTP: {pdc['extender']}")
+
     # The token Secret, and another namespace.
     objs, err = helm.template("apiToken.create=true", "apiToken.secretName=my-token",
                               namespace="virt-devices")
@@ -360,9 +377,9 @@ def main():
         check({"name": "api-token", "secret": {"secretName": "my-token"}} in ext["volumes"],
               "apiToken.secretName is mounted")
         pdc, ksc = check_consistent(objs, "namespace")
-        check(pdc["node"]["extenderURL"] == "http://pdc-extender.virt-devices.svc:8888" and
+        check(pdc["node"]["extenderURL"] == "https://pdc-extender.virt-devices.svc:8888" and
               ksc["extenders"][0]["urlPrefix"] ==
-              "http://pdc-extender.virt-devices.svc:8888/scheduler" and
+              "https://pdc-extender.virt-devices.svc:8888/scheduler" and
               ksc["leaderElection"]["resourceNamespace"] == "virt-devices",
               "the release namespace reaches the URLs and the Lease")
         for o in objs:
@@ -378,7 +395,8 @@ def main():
                        (["deviceClasses[0].resourceName=x"], "deviceClasses[0]"),
                        (["schedulerTLS.enabled=true", "schedulerTLS.secretName="],
                         "schedulerTLS.secretName"),
-                       (["schedulerTLS.clientSecretName=x"], "schedulerTLS.enabled"),
+                       (["schedulerTLS.enabled=false", "schedulerTLS.clientSecretName=x"],
+                        "schedulerTLS.enabled"),
                        (["node.kubeletRootDir=var/lib/kubelet"], "node.kubeletRootDir"),
                        (["scheduler.image.tag="], "scheduler.image.tag"),
                        (["apiToken.secretName="], "apiToken.secretName")):

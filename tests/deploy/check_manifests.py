@@ -973,7 +973,8 @@ def main():
               "pdc-node takes its node name from $NODE_NAME")
         check(os.path.dirname(node["tokenFile"]) == mounts.get("api-token"),
               "node.tokenFile lies in the token Secret mount")
-    svc_url = f"http://pdc-extender.pdc-system.svc:{listen_port}"
+    scheme = "https" if (ext.get("tls") or {}).get("certFile") else "http"
+    svc_url = f"{scheme}://pdc-extender.pdc-system.svc:{listen_port}"
     check(node.get("extenderURL") == svc_url, f"node.extenderURL should be {svc_url}")
 
     # 4. KubeSchedulerConfiguration: exact v1 field names, and the choices.

@@ -328,7 +328,7 @@ def run(args, tmp, procs):
         f"--node.sysfsRoot={tree}/sys", f"--node.devRoot={tree}/dev",
         f"--node.procRoot={tree}/proc",
         f"--node.stateDir={tmp}/node-state", f"--node.metricsListen=127.0.0.1:{node_port}",
-        "--node.heartbeatInterval=1s", f"--node.tokenFile={token}",
+        "--node.heartbeatInterval=1s", f"--node.tokenFile={token}", "--node.tls.caFile=",
         "--device-plugin=false"])  # No kubelet here: the test confirms hand-offs.
     wait_for("pdc-node to count a failed inventory report", lambda: (
         procs.alive("pdc-node") or (_ for _ in ()).throw(RuntimeError("pdc-node exited"))) and
@@ -340,9 +340,11 @@ def run(args, tmp, procs):
         f"--extender.listen=127.0.0.1:{ext_port}", "--extender.store=file",
         f"--extender.dataDir={tmp}/extender-data",
         "--extender.kubernetes.mode=none", f"--extender.tokenFile={token}",
-        # The admission webhook needs its TLS Secret and a Kubernetes API.
+        # The admission webhook needs its TLS Secret and a Kubernetes API;
+        # the listener's TLS its Secrets (loopback needs no authentication).
         "--extender.webhook.listen=", "--extender.webhook.certFile=",
-        "--extender.webhook.keyFile=",
+        "--extender.webhook.keyFile=", "--extender.tls.certFile=", "--extender.tls.keyFile=",
+        "--extender.tls.clientCAFile=",
         # Replicas with a leader need the Kubernetes API store.
         "--extender.leaderElection.enabled=false",
         "--extender.nodeStaleAfter=4s"])

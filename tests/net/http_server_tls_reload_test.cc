@@ -111,6 +111,44 @@ TEST_F(TlsReloadTest, ARewriteInPlaceIsSeenToo) {
   EXPECT_TRUE(Trusts(second_));
 }
 
+// The client CA (tls.clientCAFile) follows its file too: a client
+// certificate of the rotated CA is accepted by the next handshake, one of
+// the old CA refused.
+TEST(TlsClientCaReloadTest, VerifiesClientsWithTheRotatedCa) {
+  TempDir a, b, live;
+  const TestPki first = MakeTestPki(a.path());
+  const TestPki second = MakeTestPki(b.path());
+  const std::string ca = live.Join("ca.crt");
+  Copy(first.ca_cert, ca);
+  HttpServerOptions so;
+  so.cert_file = first.server_cert;
+  so.key_file = first.server_key;
+  so.client_ca_file = ca;
+  so.threads = 2;
+  so.tls_reload_interval = absl::ZeroDuration();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<HttpServer> server,
+                       HttpServer::Start(so, [](HttpRequest) {
+                         return HttpResponse{200, "text/plain", "pong", std::nullopt};
+                       }));
+  auto accepted = [&](const TestPki& client) {
+    HttpClientOptions o;
+    o.base_url = absl::StrCat("https://127.0.0.1:", server->port());
+    o.ca_file = first.ca_cert;
+    o.cert_file = client.client_cert;
+    o.key_file = client.client_key;
+    o.timeout = absl::Seconds(10);
+    absl::StatusOr<std::unique_ptr<HttpClient>> c = HttpClient::Create(o);
+    if (!c.ok()) return false;
+    absl::StatusOr<pdc::HttpResponse> r = (*c)->Get("/ping");
+    return r.ok() && r->status == 200;
+  };
+  EXPECT_TRUE(accepted(first));
+  EXPECT_FALSE(accepted(second));
+  SwapIn(second.ca_cert, ca);
+  EXPECT_TRUE(accepted(second));
+  EXPECT_FALSE(accepted(first));
+}
+
 TEST(TlsReloadIntervalTest, LooksAtTheFilesAtMostOncePerInterval) {
   TempDir a, b, live;
   const TestPki first = MakeTestPki(a.path());

@@ -40,11 +40,17 @@ extender:
     keyFile: {{ include "pdc.webhookTLSDir" . }}/tls.key
 {{- end }}
 {{- if .Values.schedulerTLS.enabled }}
-  tls:                             # schedulerTLS: the Secret {{ .Values.schedulerTLS.secretName }}
+  # HTTPS on the one listener (kube-scheduler, pdc-node, the probes,
+  # Prometheus) with the certificate of the Secret {{ .Values.schedulerTLS.secretName }}.
+{{- if .Values.schedulerTLS.clientSecretName }}
+  # Mutual TLS: the scheduler verbs need kube-scheduler's client certificate,
+  # signed by the CA of the Secret {{ .Values.schedulerTLS.clientSecretName }}.
+{{- end }}
+  # Rotated Secrets are picked up without a restart.
+  tls:
     certFile: {{ include "pdc.tlsDir" . }}/tls.crt
     keyFile: {{ include "pdc.tlsDir" . }}/tls.key
 {{- if .Values.schedulerTLS.clientSecretName }}
-    # kube-scheduler's client certificate (schedulerTLS.clientSecretName)
     clientCAFile: {{ include "pdc.clientTLSDir" . }}/ca.crt
 {{- end }}
 {{- end }}
@@ -55,10 +61,10 @@ extender:
   # Secret {{ .Values.apiToken.secretName }}.
   tokenFile: /var/run/secrets/pdc/token
 {{- if not (and .Values.schedulerTLS.enabled .Values.schedulerTLS.clientSecretName) }}
-  # kube-scheduler authenticates only with a client certificate (Helm chart:
-  # schedulerTLS.clientSecretName, which drops this line). Without one the
-  # scheduler verbs are open to whatever can reach the Service, and
-  # pdc-extender refuses to listen beyond loopback unless told so here.
+  # kube-scheduler authenticates only with a client certificate
+  # (schedulerTLS.clientSecretName). Without one the scheduler verbs are
+  # open to whatever can reach the Service, and pdc-extender refuses to
+  # listen beyond loopback unless told so here.
   allowUnauthenticated: true
 {{- end }}
   # Three missed heartbeats (node.heartbeatInterval) before a node's driver
@@ -195,8 +201,8 @@ extenders:
     # annotation, Binding); a filter over thousands of nodes is a large body.
     # 10s absorbs a slow disk or apiserver without hiding a hung extender.
     httpTimeout: 10s
-    # Plain HTTP inside the cluster network. TLS takes three changes together,
-    # and kube-scheduler's extender client has two traps:
+    # Mutual TLS inside the cluster network: three changes that go together,
+    # and two traps of kube-scheduler's extender client:
     #  - urlPrefix must start with https://. kube-scheduler sends each call to
     #    urlPrefix + "/" + verb; enableHTTPS only sets up the TLS settings of
     #    the HTTP transport and does not change the scheme, so with an
@@ -211,7 +217,8 @@ extenders:
     #    node.extenderURL https://... and node.tls.caFile. With
     #    extender.tls.clientCAFile set, kube-scheduler must present a client
     #    certificate (tlsConfig.certFile/keyFile).
-    # The Helm chart does all of this with schedulerTLS.enabled (README.md).
+    # The Helm chart's schedulerTLS values turn each part on or off together
+    # (README.md, "TLS between kube-scheduler and pdc-extender").
 {{- if .Values.schedulerTLS.enabled }}
     enableHTTPS: true
     tlsConfig:
