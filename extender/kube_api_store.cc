@@ -481,10 +481,7 @@ absl::Status KubeApiStore::StartReclaim(const ClaimKey& key, const ObjectState& 
       return absl::OkStatus();
     }
     if (r.status == 200) {
-      rapidjson::Document doc;
-      RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
-      ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
-      Observe(meta);
+      RETURN_IF_ERROR(ObserveAnswer(r.body));
       absl::MutexLock lock(&mu_);
       if (auto it = objects_.find(key); it != objects_.end() && it->second.uid == cur.uid) {
         it->second.conditions = std::move(conditions);
@@ -621,10 +618,7 @@ absl::Status KubeApiStore::WriteClaim(const Claim& claim, std::string_view confl
                                         st->generation, FactsOf(claim.status), conditions),
              kMergePatch, what, deadline));
     if (r.status == 200) {
-      rapidjson::Document doc;
-      RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
-      ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
-      Observe(meta);
+      RETURN_IF_ERROR(ObserveAnswer(r.body));
       {
         absl::MutexLock lock(&mu_);
         if (auto it = objects_.find(claim.key); it != objects_.end() && it->second.uid == st->uid) {
@@ -725,10 +719,7 @@ absl::Status KubeApiStore::DropClaim(const ClaimKey& key,
       return absl::OkStatus();
     }
     if (r.status != 200 && r.status != 202) return FromApiserver(r.status, r.body, what);
-    rapidjson::Document doc;
-    RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
-    ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
-    Observe(meta);  // Now deleting: the finalizer below lets it go.
+    RETURN_IF_ERROR(ObserveAnswer(r.body));  // Now deleting: the finalizer below lets it go.
     st = Object(key);
   }
   if (st.has_value() && !st->devices.empty()) {
@@ -800,10 +791,7 @@ absl::StatusOr<KubeApiStore::ObjectState> KubeApiStore::Reread(const ClaimKey& k
     return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " is gone"));
   }
   if (r.status != 200) return FromApiserver(r.status, r.body, what);
-  rapidjson::Document doc;
-  RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
-  ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
-  Observe(meta);
+  RETURN_IF_ERROR(ObserveAnswer(r.body));
   std::optional<ObjectState> st = Object(key);
   if (!st.has_value()) return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " is gone"));
   return *st;
@@ -871,6 +859,14 @@ absl::Status KubeApiStore::WriteHolds(const std::string& node, const Holds& hold
 }
 
 // --- What the watch says -----------------------------------------------------
+
+absl::Status KubeApiStore::ObserveAnswer(std::string_view body) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::ParseObject(body, &doc));
+  ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
+  Observe(meta);
+  return absl::OkStatus();
+}
 
 void KubeApiStore::Observe(const api::ObjectMeta& meta) {
   const ClaimKey key{meta.ns, meta.name};

@@ -233,6 +233,8 @@ class KubeApiStore final : public Store {
                                     const std::string& body, std::string_view content_type,
                                     std::string_view what, absl::Time deadline);
   void Remember(const ClaimKey& key, ObjectState state);
+  // Observe()s the claim object an apiserver answer holds.
+  absl::Status ObserveAnswer(std::string_view body);
 
   KubeApi* const api_;
   const Options options_;

@@ -60,6 +60,17 @@ class ClaimsOnDoubleTest : public ExtenderOnDoubleTest {
                     std::string::npos;
            }).text;
   }
+  // A virt-launcher pod of VM `vm` (its VMI `vmi_uid`) for pdc's scheduler,
+  // asking for one NVMe drive and naming `claims` in its annotation.
+  KubeReply CreateClaimPod(const std::string& vm, const std::string& vmi_uid,
+                           const std::string& pod, const std::string& claims) {
+    return Call(
+        "POST", Pods(),
+        absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")", pod, R"(",)",
+                     R"("annotations":{"pdc.kubevirt.io/claims":")", claims, R"("},)",
+                     Owner("VirtualMachineInstance", vm, vmi_uid),
+                     R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
+  }
   std::string Holds(const std::string& node) {
     return absl::StrCat("/api/v1/namespaces/", ns_, "/configmaps/",
                         extender::HoldsConfigMapName(node));
@@ -89,12 +100,7 @@ TEST_F(ClaimsOnDoubleTest, AClaimObjectIsAClaimAndItsDeletionLeavesTheDeviceRele
 
   // A VM pod that names the claim binds it; the status records the binding.
   const std::string vmi_uid = CreateVm("vm1");
-  KubeReply pod = Call(
-      "POST", Pods(),
-      absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"virt-launcher-vm1-x",)",
-                   R"("annotations":{"pdc.kubevirt.io/claims":"data"},)",
-                   Owner("VirtualMachineInstance", "vm1", vmi_uid),
-                   R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
+  KubeReply pod = CreateClaimPod("vm1", vmi_uid, "virt-launcher-vm1-x", "data");
   ASSERT_EQ(pod.status, 201) << pod.text;
   EXPECT_EQ(Bind("virt-launcher-vm1-x", pod.Str({"metadata", "uid"})).body, R"({"Error":""})");
   KubeReply bound = Call("GET", Claims("/data"));
@@ -157,12 +163,7 @@ TEST_F(ClaimsOnDoubleTest, ADeletedDeleteClaimStaysUntilItsDeviceIsErased) {
   AwaitObject(Claims("/scratch"),
               [](const KubeReply& r) { return r.Str({"status", "phase"}) == "Pending"; });
   const std::string vmi_uid = CreateVm("vm1");
-  KubeReply pod = Call(
-      "POST", Pods(),
-      absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"virt-launcher-vm1-x",)",
-                   R"("annotations":{"pdc.kubevirt.io/claims":"scratch"},)",
-                   Owner("VirtualMachineInstance", "vm1", vmi_uid),
-                   R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
+  KubeReply pod = CreateClaimPod("vm1", vmi_uid, "virt-launcher-vm1-x", "scratch");
   ASSERT_EQ(pod.status, 201) << pod.text;
   ASSERT_EQ(Bind("virt-launcher-vm1-x", pod.Str({"metadata", "uid"})).body, R"({"Error":""})");
   // The device went to vfio-pci for the VM.
@@ -354,12 +355,7 @@ TEST_F(ClaimsOnDoubleTest, EveryDeviceOfAClaimInConflictIsHeld) {
   AwaitObject(Claims("/fresh"),
               [](const KubeReply& r) { return r.Str({"status", "phase"}) == "Pending"; });
   const std::string vmi_uid = CreateVm("vm2");
-  KubeReply pod = Call(
-      "POST", Pods(),
-      absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"virt-launcher-vm2-x",)",
-                   R"("annotations":{"pdc.kubevirt.io/claims":"fresh"},)",
-                   Owner("VirtualMachineInstance", "vm2", vmi_uid),
-                   R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
+  KubeReply pod = CreateClaimPod("vm2", vmi_uid, "virt-launcher-vm2-x", "fresh");
   ASSERT_EQ(pod.status, 201) << pod.text;
   EXPECT_THAT(Bind("virt-launcher-vm2-x", pod.Str({"metadata", "uid"})).body,
               Not(HasSubstr(R"({"Error":""})")));
