@@ -406,6 +406,16 @@ absl::Status ExtenderApp::Init() {
       reviewer_ = std::make_unique<HttpTokenReviewer>(kube_api_.get());
     }
     node_auth_ = std::make_unique<NodeAuthenticator>(ao, reviewer_.get(), &notifier_, clock);
+    registry_.AddCallbackFamily(
+        "pdc_node_token_reviews_total",
+        "TokenReviews of node drivers' tokens (extender.nodeAuth) by result: accepted, "
+        "refused (401/403), error (kube-apiserver could not answer: the calls failed with 503).",
+        MetricType::kCounter, {"result"}, [a = node_auth_.get()] {
+          const NodeAuthenticator::ReviewCounts c = a->review_counts();
+          return std::vector<LabeledValue>{{{"accepted"}, static_cast<double>(c.accepted)},
+                                           {{"refused"}, static_cast<double>(c.refused)},
+                                           {{"error"}, static_cast<double>(c.failed)}};
+        });
     spdlog::info("node identities: {}{}{}",
                  na.service_account.empty()
                      ? std::string()

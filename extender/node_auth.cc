@@ -48,9 +48,9 @@ NodeAuthenticator::~NodeAuthenticator() {
 
 std::string NodeAuthenticator::Topic(uint64_t token) { return absl::StrCat("auth/", token); }
 
-uint64_t NodeAuthenticator::reviews() const {
+NodeAuthenticator::ReviewCounts NodeAuthenticator::review_counts() const {
   absl::MutexLock lock(&mu_);
-  return reviews_asked_;
+  return counts_;
 }
 
 std::optional<absl::StatusOr<NodeCaller>> NodeAuthenticator::Lookup(
@@ -206,7 +206,6 @@ void NodeAuthenticator::Work() {
       digest = std::move(waiting_.front());
       waiting_.pop_front();
       bearer = reviews_.at(digest).bearer;
-      ++reviews_asked_;
     }
     absl::StatusOr<api::TokenReviewStatus> review =
         reviewer_->Review(bearer, options_.audience, options_.review_timeout);
@@ -228,6 +227,7 @@ void NodeAuthenticator::Work() {
       absl::MutexLock lock(&mu_);
       // An answer is remembered; a failure to get one is not.
       if (review.ok()) RememberLocked(digest, caller);
+      ++(!review.ok() ? counts_.failed : caller.ok() ? counts_.accepted : counts_.refused);
       auto review_it = reviews_.find(digest);
       const std::vector<uint64_t> waiting = std::move(review_it->second.jobs);
       reviews_.erase(review_it);

@@ -127,8 +127,15 @@ class NodeAuthenticator {
   absl::Duration max_wait() const { return options_.review_timeout + absl::Seconds(1); }
   // The verdict on a TokenReview answer (public for tests).
   absl::StatusOr<NodeCaller> Judge(const api::TokenReviewStatus& review) const;
-  // TokenReviews asked so far (cache misses that reached the apiserver).
-  uint64_t reviews() const;
+  // TokenReviews asked so far, by outcome: the token was accepted, refused
+  // (401/403), or kube-apiserver could not be asked (503); the counts of
+  // pdc_node_token_reviews_total.
+  struct ReviewCounts {
+    uint64_t accepted = 0;
+    uint64_t refused = 0;
+    uint64_t failed = 0;
+  };
+  ReviewCounts review_counts() const;
 
  private:
   struct CacheEntry {
@@ -170,7 +177,7 @@ class NodeAuthenticator {
   // the oldest are dropped (their connection closed).
   std::deque<uint64_t> finished_ ABSL_GUARDED_BY(mu_);
   uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t reviews_asked_ ABSL_GUARDED_BY(mu_) = 0;
+  ReviewCounts counts_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };
 

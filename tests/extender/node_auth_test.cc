@@ -305,6 +305,11 @@ TEST_F(NodeAuthTest, ApiserverDownFailsClosedAndIsNotCached) {
   reviewer_.SetDown(absl::OkStatus());
   EXPECT_EQ(Run("GET", "/v1/nodes/node-a", "", "token-a").status, 200);
   EXPECT_EQ(reviewer_.calls(), 3);
+  EXPECT_EQ(Run("GET", "/v1/nodes/node-a", "", "nobody").status, 401);
+  const NodeAuthenticator::ReviewCounts counts = auth_->review_counts();
+  EXPECT_EQ(counts.failed, 2u);
+  EXPECT_EQ(counts.accepted, 1u);
+  EXPECT_EQ(counts.refused, 1u);
 }
 
 TEST_F(NodeAuthTest, ReviewNeverHoldsTheCallingThread) {

@@ -172,6 +172,9 @@ TEST_F(NodeAuthOnDoubleTest, RotatedTokenIsSentAndApiserverDownFailsClosed) {
   // Back: the new token works.
   ASSERT_OK_AND_ASSIGN(r, node->Get("/v1/nodes/node-a/handoffs"));
   EXPECT_EQ(r.status, 200) << r.body;
+  ASSERT_OK_AND_ASSIGN(HttpResponse metrics, pdc_->Get("/metrics"));
+  EXPECT_THAT(metrics.body, HasSubstr("pdc_node_token_reviews_total{result=\"accepted\"} 2"));
+  EXPECT_THAT(metrics.body, HasSubstr("pdc_node_token_reviews_total{result=\"error\"} 1"));
 }
 
 }  // namespace
