@@ -113,6 +113,44 @@ struct LeaderElectionConfig {
   std::string service;
 };
 
+// extender.nodeAuth: who may write a node's state through the REST API
+// (docs/operations.md "Node identity"). Without it, pdc-node presents the
+// shared tokenFile and may write any node. With it, a node driver proves its
+// node and may touch only that node: its inventory, its allocations
+// long-poll and its hand-offs.
+struct NodeAuthConfig {
+  // serviceAccount: "<namespace>/<name>" of pdc-node's ServiceAccount. Set:
+  // a bearer token that is not the admin tokenFile is checked with a
+  // TokenReview (needs extender.kubernetes.mode in-cluster or kubeconfig);
+  // it must belong to this service account (user
+  // system:serviceaccount:<namespace>:<name>) and carry the node name
+  // kube-apiserver (1.30+) adds to pod-bound tokens
+  // (authentication.kubernetes.io/node-name). "" = no TokenReview.
+  std::string service_account;
+  // audience: the audience the node's token must be issued for (the
+  // DaemonSet's projected serviceAccountToken volume). Required with
+  // serviceAccount.
+  std::string audience = "pdc-extender";
+  // cacheTTL: how long an authenticated TokenReview answer is reused
+  // (1s..1h; 2m, kube-apiserver's --authentication-token-webhook-cache-ttl
+  // default). A token that stops being valid (its pod deleted) still works
+  // this long.
+  absl::Duration cache_ttl = absl::Minutes(2);
+  // cacheSize: tokens remembered at most (16..1000000); the oldest answer
+  // is dropped first. Each node driver has one token at a time (two for a
+  // while after kubelet rotates it).
+  int cache_size = 4096;
+  // reviewTimeout: the longest a TokenReview may take (100ms..30s); a
+  // request whose review is not answered by then is refused (503).
+  absl::Duration review_timeout = absl::Seconds(5);
+  // tokenDir: per-node tokens for clusters whose tokens carry no node name
+  // (before Kubernetes 1.30): a directory with one file per node, named
+  // after the node and holding its token (a Secret mounted as a volume,
+  // one key per node). Read again when the directory changes. Files whose
+  // name starts with '.' are skipped. "" = none.
+  std::string token_dir;
+};
+
 // extender.webhook: the mutating admission webhook that pins a restarting VM's
 // virt-launcher pod to the node of its bound claims (docs/operations.md).
 struct WebhookConfig {
@@ -172,6 +210,7 @@ struct ExtenderConfig {
   // /v1/, reads included (not /healthz, /readyz, /metrics). "" = no token
   // required.
   std::string token_file;
+  NodeAuthConfig node_auth;  // nodeAuth: per-node identity of pdc-node.
   // allowUnauthenticated: start even though the listener is reachable beyond
   // loopback and the REST API (no tokenFile) or the scheduler verbs (no
   // tls.clientCAFile) accept anyone who can reach it. What is configured is
@@ -213,7 +252,11 @@ struct NodeConfig {
   // extenderURL: base URL of pdc-extender (http:// or https://).
   std::string extender_url = "http://pdc-extender.kube-system.svc:8888";
   ClientTlsConfig tls;  // tls: caFile, certFile, keyFile (for https).
-  // tokenFile: bearer token sent with inventory reports. "" = none.
+  // tokenFile: the bearer token sent with every call to pdc-extender: the
+  // admin token (extender.tokenFile), or, with extender.nodeAuth, this
+  // node's own (the DaemonSet's projected service-account token, or its
+  // file of extender.nodeAuth.tokenDir). Read again when the file changes
+  // (kubelet rotates projected tokens). "" = none.
   std::string token_file;
   std::string sysfs_root = "/sys";  // sysfsRoot: a fake tree in tests.
   std::string dev_root = "/dev";    // devRoot: /dev/vfio/<group>, block devices.

@@ -359,6 +359,24 @@ std::vector<FieldSpec> MakeFields() {
       "extender.tokenFile",
       [](auto& c) -> auto& { return c.extender.token_file; }));
   f.push_back(Str(
+      "extender.nodeAuth.serviceAccount",
+      [](auto& c) -> auto& { return c.extender.node_auth.service_account; }));
+  f.push_back(Str(
+      "extender.nodeAuth.audience",
+      [](auto& c) -> auto& { return c.extender.node_auth.audience; }));
+  f.push_back(Dur(
+      "extender.nodeAuth.cacheTTL",
+      [](auto& c) -> auto& { return c.extender.node_auth.cache_ttl; }));
+  f.push_back(Int<int>(
+      "extender.nodeAuth.cacheSize",
+      [](auto& c) -> auto& { return c.extender.node_auth.cache_size; }));
+  f.push_back(Dur(
+      "extender.nodeAuth.reviewTimeout",
+      [](auto& c) -> auto& { return c.extender.node_auth.review_timeout; }));
+  f.push_back(Str(
+      "extender.nodeAuth.tokenDir",
+      [](auto& c) -> auto& { return c.extender.node_auth.token_dir; }));
+  f.push_back(Str(
       "extender.dataDir",
       [](auto& c) -> auto& { return c.extender.data_dir; }));
   f.push_back(Enum(

@@ -126,6 +126,49 @@ absl::Status ValidateCommon(const PdcConfig& c) {
   return absl::OkStatus();
 }
 
+// extender.nodeAuth.
+absl::Status ValidateNodeAuth(const ExtenderConfig& e) {
+  const NodeAuthConfig& na = e.node_auth;
+  if (!na.service_account.empty()) {
+    const size_t slash = na.service_account.find('/');
+    if (slash == std::string::npos) {
+      return Bad("extender.nodeAuth.serviceAccount",
+                 absl::StrCat(QuoteYaml(na.service_account),
+                              " is not <namespace>/<name> (pdc-node's ServiceAccount, e.g. "
+                              "pdc-system/pdc-node)"));
+    }
+    RETURN_IF_ERROR(model::ValidateNamespace("extender.nodeAuth.serviceAccount namespace",
+                                             na.service_account.substr(0, slash)));
+    RETURN_IF_ERROR(model::ValidateObjectName("extender.nodeAuth.serviceAccount name",
+                                              na.service_account.substr(slash + 1)));
+    if (e.kubernetes.mode == KubernetesMode::kNone) {
+      return Bad("extender.nodeAuth.serviceAccount",
+                 "needs a Kubernetes API to send TokenReviews to: set "
+                 "extender.kubernetes.mode to in-cluster or kubeconfig (or use "
+                 "extender.nodeAuth.tokenDir)");
+    }
+    if (na.audience.empty()) {
+      return Bad("extender.nodeAuth.audience",
+                 "required with extender.nodeAuth.serviceAccount (the audience of pdc-node's "
+                 "projected service-account token)");
+    }
+  }
+  if (na.cache_ttl < absl::Seconds(1) || na.cache_ttl > absl::Hours(1)) {
+    return Bad("extender.nodeAuth.cacheTTL",
+               absl::StrCat("must be between 1s and 1h, got ", absl::FormatDuration(na.cache_ttl)));
+  }
+  if (na.cache_size < 16 || na.cache_size > 1000000) {
+    return Bad("extender.nodeAuth.cacheSize",
+               absl::StrCat("must be between 16 and 1000000, got ", na.cache_size));
+  }
+  if (na.review_timeout < absl::Milliseconds(100) || na.review_timeout > absl::Seconds(30)) {
+    return Bad("extender.nodeAuth.reviewTimeout",
+               absl::StrCat("must be between 100ms and 30s, got ",
+                            absl::FormatDuration(na.review_timeout)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateExtender(const ExtenderConfig& e) {
   if (!IsHostPort(e.listen)) {
     return Bad("extender.listen",
@@ -195,8 +238,9 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
   // configuration says, by name, that it need not be.
   if (!e.allow_unauthenticated && !IsLoopbackListen(e.listen)) {
     std::vector<std::string> open;
-    if (e.token_file.empty()) {
-      open.push_back("the REST API needs extender.tokenFile");
+    if (e.token_file.empty() && e.node_auth.service_account.empty() &&
+        e.node_auth.token_dir.empty()) {
+      open.push_back("the REST API needs extender.tokenFile (or extender.nodeAuth)");
     }
     if (e.tls.client_ca_file.empty()) {
       open.push_back(
@@ -243,6 +287,7 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
   // validation, ValidatePodSpec), so no other name can match a pod.
   RETURN_IF_ERROR(model::ValidateObjectName("extender.kubernetes.schedulerName",
                                             e.kubernetes.scheduler_name));
+  RETURN_IF_ERROR(ValidateNodeAuth(e));
   const LeaderElectionConfig& le = e.leader_election;
   if (le.enabled) {
     if (e.store != StoreKind::kKubernetes) {

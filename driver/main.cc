@@ -104,11 +104,8 @@ int Main(int argc, char** argv) {
   client_options.key_file = nc.tls.key_file;
   client_options.user_agent = "pdc-node";
   client_options.timeout = absl::Seconds(30);
-  if (!nc.token_file.empty()) {
-    auto token = ReadFileToString(nc.token_file);
-    if (!token.ok()) return Fail(token.status());
-    client_options.bearer_token = std::string(absl::StripAsciiWhitespace(*token));
-  }
+  // Read again when it changes: kubelet rotates the projected token.
+  client_options.bearer_token_file = nc.token_file;
   auto client = HttpClient::Create(client_options);
   if (!client.ok()) return Fail(client.status());
   HttpExtenderApi api(std::move(*client));

@@ -400,12 +400,48 @@ absl::Status ExtenderApp::Init() {
     ctx_.binds = binds_.get();
   }
 
+  const NodeAuthConfig& na = ec.node_auth;
+  if (!na.service_account.empty() || !na.token_dir.empty()) {
+    NodeAuthOptions ao;
+    ao.service_account = na.service_account;
+    ao.audience = na.audience;
+    ao.cache_ttl = na.cache_ttl;
+    ao.cache_size = static_cast<size_t>(na.cache_size);
+    ao.review_timeout = na.review_timeout;
+    ao.token_dir = na.token_dir;
+    if (!na.service_account.empty()) {
+      // Validate refuses serviceAccount without a Kubernetes API.
+      reviewer_ = std::make_unique<HttpTokenReviewer>(kube_api_.get());
+    }
+    node_auth_ = std::make_unique<NodeAuthenticator>(ao, reviewer_.get(), &notifier_, clock);
+    registry_.AddCallbackFamily(
+        "pdc_node_token_reviews_total",
+        "TokenReviews of node drivers' tokens (extender.nodeAuth) by result: accepted, "
+        "refused (401/403), error (kube-apiserver could not answer: the calls failed with 503).",
+        MetricType::kCounter, {"result"}, [a = node_auth_.get()] {
+          const NodeAuthenticator::ReviewCounts c = a->review_counts();
+          return std::vector<LabeledValue>{{{"accepted"}, static_cast<double>(c.accepted)},
+                                           {{"refused"}, static_cast<double>(c.refused)},
+                                           {{"error"}, static_cast<double>(c.failed)}};
+        });
+    spdlog::info("node identities: {}{}{}",
+                 na.service_account.empty()
+                     ? std::string()
+                     : absl::StrCat("TokenReview of service account ", na.service_account,
+                                    "'s tokens for audience ", na.audience, " (cached ",
+                                    absl::FormatDuration(na.cache_ttl), ")"),
+                 !na.service_account.empty() && !na.token_dir.empty() ? ", and " : "",
+                 na.token_dir.empty() ? std::string()
+                                      : absl::StrCat("per-node tokens in ", na.token_dir));
+  }
+
   RouterOptions ro;
   ro.scheduler_prefix = ec.scheduler_path_prefix;
   while (!ro.scheduler_prefix.empty() && ro.scheduler_prefix.back() == '/') {
     ro.scheduler_prefix.pop_back();
   }
   ro.bearer_token = *token;
+  ro.node_auth = node_auth_.get();
   ro.scheduler_requires_client_cert = !ec.tls.client_ca_file.empty();
   ro.claims_are_objects = ec.store == StoreKind::kKubernetes;
   ro.leadership = elector_.get();
@@ -468,14 +504,14 @@ absl::Status ExtenderApp::Init() {
                  webhook_server_->port());
   }
 
-  if (!IsLoopbackListen(ec.listen) &&
-      (ec.token_file.empty() || ec.tls.client_ca_file.empty())) {
+  const bool rest_open = ec.token_file.empty() && node_auth_ == nullptr;
+  if (!IsLoopbackListen(ec.listen) && (rest_open || ec.tls.client_ca_file.empty())) {
     // Only with extender.allowUnauthenticated (Validate refuses it otherwise).
     spdlog::warn("extender.allowUnauthenticated: anyone who can reach {} may call {}",
                  ec.listen,
-                 ec.token_file.empty() && ec.tls.client_ca_file.empty()
+                 rest_open && ec.tls.client_ca_file.empty()
                      ? "the REST API and the scheduler verbs"
-                     : (ec.token_file.empty() ? "the REST API" : "the scheduler verbs"));
+                     : (rest_open ? "the REST API" : "the scheduler verbs"));
   }
 
   if (elector_ == nullptr) {

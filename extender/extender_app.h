@@ -44,6 +44,8 @@
 #include "extender/kube_reflector.h"
 #include "extender/leader_elector.h"
 #include "extender/leader_endpoint.h"
+#include "extender/node_auth.h"
+#include "extender/token_reviewer.h"
 #include "extender/vm_directory.h"
 #include "common/notifier.h"
 #include "extender/pod_cache.h"
@@ -123,6 +125,10 @@ class ExtenderApp {
   // With a Kubernetes API: binds run here, off the HTTP threads.
   std::unique_ptr<Binder> binder_;
   std::unique_ptr<BindQueue> binds_;
+  // extender.nodeAuth: node identities (made before, so destroyed after,
+  // the router and the server that use them).
+  std::unique_ptr<TokenReviewer> reviewer_;
+  std::unique_ptr<NodeAuthenticator> node_auth_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> server_;
   // extender.webhook: its own listener and threads.

@@ -6,6 +6,8 @@
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "extender/json_response.h"
+#include "extender/node_token_dir.h"
+#include "model/names.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
@@ -49,14 +51,59 @@ std::string Cut(std::string_view s, size_t max) {
   return absl::StrCat(Sv(s.substr(0, max)), "... (", s.size(), " bytes)");
 }
 
-// Constant-time comparison, so the token cannot be guessed byte by byte.
-bool SameSecret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+// The token of an `Authorization: Bearer <token>` header, "" when there is
+// none. credentials = auth-scheme 1*SP token68 (RFC 7235 §2.1); the scheme is
+// case-insensitive ("bearer", "BEARER"), the token is not.
+std::string_view BearerOf(std::string_view h) {
+  constexpr std::string_view kBearer = "bearer";
+  if (h.size() <= kBearer.size() ||
+      !json::EqualsIgnoreCase(h.substr(0, kBearer.size()), kBearer) ||
+      h[kBearer.size()] != ' ') {
+    return "";
   }
-  return diff == 0;
+  h.remove_prefix(kBearer.size());
+  while (!h.empty() && h.front() == ' ') h.remove_prefix(1);
+  return h;
+}
+
+// A refused node identity: 401 the token proves nothing, 403 it is someone
+// pdc-node is not, 503 it could not be checked now.
+HttpResponse Refused(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnauthenticated:
+      return Error(401, StdSv(s.message()));
+    case absl::StatusCode::kPermissionDenied:
+      return Error(403, StdSv(s.message()));
+    default:
+      return Error(503, StdSv(s.message()));
+  }
+}
+
+// 403 unless a node identity of `node` may make this call: only its own
+// node's driver endpoints (see router.h).
+std::optional<HttpResponse> NodeMayNot(const NodeCaller& caller, std::string_view method,
+                                       std::string_view path,
+                                       const std::vector<std::string_view>& p) {
+  const std::string who = absl::StrCat("node ", model::QuoteForMessage(caller.node),
+                                       " (authenticated by ", caller.source, ")");
+  if (p.size() >= 2 && p[0] == "nodes" && p[1] != caller.node) {
+    return Error(403, absl::StrCat(who, " may not call ", Cut(method, kLoggedMethodBytes), " ",
+                                   Cut(path, kLoggedPathBytes), ": that is node ",
+                                   model::QuoteForMessage(p[1]),
+                                   "'s; a node driver may touch only its own node"));
+  }
+  const bool own = p.size() >= 2 && p[0] == "nodes";
+  const std::string_view sub = p.size() == 3 ? p[2] : "";
+  if (own && ((p.size() == 2 && method == "GET") || (sub == "inventory" && method == "PUT") ||
+              (sub == "allocations" && method == "GET") ||
+              (sub == "handoffs" && (method == "GET" || method == "POST")))) {
+    return std::nullopt;
+  }
+  return Error(403, absl::StrCat(who, " may not call ", Cut(method, kLoggedMethodBytes), " ",
+                                 Cut(path, kLoggedPathBytes),
+                                 ": a node driver may only report its own node's inventory, "
+                                 "read its allocations and its hand-offs, and confirm them; "
+                                 "this call needs the admin token (extender.tokenFile)"));
 }
 
 }  // namespace
@@ -67,20 +114,60 @@ Router::Router(RouterOptions options, const ExtenderContext* ctx)
       scheduler_(ctx),
       rest_(ctx, options_.max_long_poll) {}
 
-bool Router::Authorized(const HttpRequest& req) const {
-  if (options_.bearer_token.empty()) return true;
-  // credentials = auth-scheme 1*SP token68 (RFC 7235 §2.1); the scheme is
-  // case-insensitive ("bearer", "BEARER"), the token is not.
-  constexpr std::string_view kBearer = "bearer";
-  std::string_view h = req.authorization;
-  if (h.size() <= kBearer.size() ||
-      !json::EqualsIgnoreCase(h.substr(0, kBearer.size()), kBearer) ||
-      h[kBearer.size()] != ' ') {
-    return false;
+Router::Authn Router::Authenticate(HttpRequest& req) const {
+  NodeAuthenticator* const na = options_.node_auth;
+  if (options_.bearer_token.empty() && na == nullptr) return {};
+  auto refused = [](const absl::Status& s) { return Authn{Refused(s), std::nullopt}; };
+  auto caller = [&](const absl::StatusOr<NodeCaller>& c) {
+    return c.ok() ? Authn{std::nullopt, *c} : refused(c.status());
+  };
+  if (req.resume_token != 0 && na != nullptr) {
+    // A request parked while its token was reviewed (the body is with the
+    // job). The version is read first: a review ending after it wakes the
+    // re-parked request at once.
+    const std::string topic = NodeAuthenticator::Topic(req.resume_token);
+    const uint64_t seen = ctx_->notifier->version(topic);
+    NodeAuthenticator::Resumed r = na->Resume(req.resume_token);
+    switch (r.state) {
+      case NodeAuthenticator::Resumed::State::kDone:
+        req.body = std::move(r.body);
+        return caller(r.caller);
+      case NodeAuthenticator::Resumed::State::kPending:
+        if (req.allow_wait) {
+          HttpResponse wait;
+          wait.long_poll = LongPoll{seen, na->max_wait(), topic, req.resume_token};
+          return {std::move(wait), std::nullopt};
+        }
+        na->Abandon(req.resume_token);
+        return refused(absl::UnavailableError(absl::StrCat(
+            "kube-apiserver did not answer the TokenReview of the bearer token within ",
+            absl::FormatDuration(na->max_wait()), "; retry")));
+      case NodeAuthenticator::Resumed::State::kGone:
+        return refused(absl::UnavailableError(
+            "the check of the bearer token was dropped (too many waiting); retry"));
+    }
   }
-  h.remove_prefix(kBearer.size());
-  while (!h.empty() && h.front() == ' ') h.remove_prefix(1);
-  return SameSecret(h, options_.bearer_token);
+  const std::string_view bearer = BearerOf(req.authorization);
+  if (!options_.bearer_token.empty() && SameSecret(bearer, options_.bearer_token)) return {};
+  if (na == nullptr || bearer.empty()) {
+    return refused(absl::UnauthenticatedError(
+        na == nullptr ? "this call needs 'Authorization: Bearer <token>' with the configured "
+                        "API token"
+                      : "this call needs 'Authorization: Bearer <token>': the admin token, or "
+                        "a node driver's own token"));
+  }
+  if (std::optional<absl::StatusOr<NodeCaller>> now = na->Lookup(bearer)) return caller(*now);
+  if (!req.allow_wait) {
+    // The re-run of a long-poll whose time is up, and the token's answer
+    // left the cache meanwhile: no time to ask again.
+    return refused(absl::UnavailableError(
+        "the bearer token must be checked again (TokenReview); retry"));
+  }
+  absl::StatusOr<NodeAuthenticator::Ticket> t = na->Start(bearer, std::move(req.body));
+  if (!t.ok()) return refused(absl::UnavailableError(t.status().message()));
+  HttpResponse wait;
+  wait.long_poll = LongPoll{t->seen, na->max_wait(), t->topic, t->token};
+  return {std::move(wait), std::nullopt};
 }
 
 HttpResponse NotLeader(std::string_view path, std::string_view leader, bool standby,
@@ -199,9 +286,10 @@ HttpResponse Router::Rest(HttpRequest& req, std::string_view path,
   auto allow = [&](std::string_view method) { return m == method; };
   // With a token configured every /v1/ call needs it, reads too: claims,
   // pods and serial numbers are not for anyone who can reach the port.
-  if (!Authorized(req)) {
-    return Error(401, "this call needs 'Authorization: Bearer <token>' with "
-                      "the configured API token");
+  Authn who = Authenticate(req);
+  if (who.answer.has_value()) return *std::move(who.answer);
+  if (who.node.has_value()) {
+    if (std::optional<HttpResponse> no = NodeMayNot(*who.node, m, path, p)) return *no;
   }
   const Query q = ParseQuery(query);
   // nodes

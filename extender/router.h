@@ -9,9 +9,17 @@
 //        /{verb} is accepted too, so a urlPrefix without a path works.
 //   /v1/...   the REST API (docs/rest-api.md §3-§5)
 //   GET /healthz /readyz /metrics; /readyz/leader with leader election
-// Auth: when a bearer token is configured, every REST call under /v1/, reads
-// included, needs `Authorization: Bearer <token>` (the scheme in any case;
-// 401 otherwise). /healthz, /readyz and /metrics stay open (probes and
+// Auth: when a bearer token or node identities are configured, every REST
+// call under /v1/, reads included, needs `Authorization: Bearer <token>`
+// (the scheme in any case; 401 otherwise). The admin token may call
+// everything. Any other token is a node identity's (node_auth.h: a
+// TokenReview, or extender.nodeAuth.tokenDir), which may call only its own
+// node's driver endpoints - PUT inventory, GET allocations, GET and POST
+// handoffs, GET the node - and gets 403 naming both nodes on another
+// node's, and 403 elsewhere (claims, devices, the lists of every node,
+// cancelling a hand-off, releasing a device: people's calls). A token that
+// needs a TokenReview parks the request (LongPoll) until it is answered; the
+// review never runs on a server thread. /healthz, /readyz and /metrics stay open (probes and
 // Prometheus; /metrics holds counters and node names only). Scheduler verbs
 // are open on their listener, or need a verified client certificate when
 // scheduler_requires_client_cert. Whether a listener beyond loopback may be
@@ -21,12 +29,14 @@
 #define PDC_EXTENDER_ROUTER_H_
 
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
 #include "common/metrics.h"
 #include "extender/extender_context.h"
 #include "extender/leader_elector.h"
+#include "extender/node_auth.h"
 #include "extender/rest_handlers.h"
 #include "extender/scheduler_handlers.h"
 #include "net/http_types.h"
@@ -40,7 +50,9 @@ using net::LongPoll;
 
 struct RouterOptions {
   std::string scheduler_prefix = "/scheduler";
-  std::string bearer_token;  // "" = no token required.
+  std::string bearer_token;  // The admin token; "" = none.
+  // Node identities (extender.nodeAuth); outlives the router. Null = none.
+  NodeAuthenticator* node_auth = nullptr;
   bool scheduler_requires_client_cert = false;
   absl::Duration max_long_poll = absl::Seconds(60);
   // store: kubernetes - claims are PersistentDeviceClaim objects: the REST
@@ -78,7 +90,14 @@ class Router {
                         std::string_view query, Route* route) const;
   HttpResponse Rest(HttpRequest& request, std::string_view path,
                     std::string_view query, Route* route) const;
-  bool Authorized(const HttpRequest& request) const;
+  // Who calls a REST endpoint: `answer` set = refused, or parked while its
+  // token is reviewed; else `node` set = a node identity, unset = the
+  // admin (or no authentication configured).
+  struct Authn {
+    std::optional<HttpResponse> answer;
+    std::optional<NodeCaller> node;
+  };
+  Authn Authenticate(HttpRequest& request) const;
 
   const RouterOptions options_;
   const ExtenderContext* const ctx_;

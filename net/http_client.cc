@@ -24,6 +24,7 @@
 #include "common/strings.h"
 #include "net/http_url.h"
 #include "net/read_buffer.h"
+#include "net/token_file.h"
 
 namespace pdc {
 
@@ -90,6 +91,10 @@ class HttpClient::Impl {
       : options_(std::move(options)), url_(std::move(url)) {}
 
   absl::Status Init() {
+    if (!options_.bearer_token_file.empty()) {
+      token_file_ = std::make_unique<TokenFile>(options_.bearer_token_file);
+      RETURN_IF_ERROR(token_file_->Get().status());
+    }
     if (!url_.tls) return absl::OkStatus();
     ssl_ctx_.emplace(ssl::context::tls_client);
     ErrorCode ec;
@@ -138,7 +143,10 @@ class HttpClient::Impl {
         verb, absl::StrCat(url_.path_prefix, Sv(target)), 11};
     req.set(http::field::host, url_.HostHeader());
     req.set(http::field::user_agent, options_.user_agent);
-    if (!options_.bearer_token.empty()) {
+    if (token_file_ != nullptr) {
+      ASSIGN_OR_RETURN(std::string token, token_file_->Get());
+      req.set(http::field::authorization, absl::StrCat("Bearer ", token));
+    } else if (!options_.bearer_token.empty()) {
       req.set(http::field::authorization,
               absl::StrCat("Bearer ", options_.bearer_token));
     }
@@ -410,6 +418,7 @@ class HttpClient::Impl {
   }
 
   const HttpClientOptions options_;
+  std::unique_ptr<TokenFile> token_file_;  // options_.bearer_token_file, when set.
   const BaseUrl url_;
   net::io_context ioc_{1};
   std::optional<ssl::context> ssl_ctx_;

@@ -56,6 +56,10 @@ struct HttpClientOptions {
   std::string key_file;
   // Sent as "Authorization: Bearer <token>" when non-empty.
   std::string bearer_token;
+  // Or: a file holding the token, read again when it changes (token_file.h;
+  // kubelet rotates projected service-account tokens). Wins over
+  // bearer_token; Create fails when it cannot be read.
+  std::string bearer_token_file;
   // Whole-request limit (connect + send + receive) unless a request says
   // otherwise. Long-polls must pass a timeout above their wait.
   absl::Duration timeout = absl::Seconds(30);

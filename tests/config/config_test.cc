@@ -254,6 +254,22 @@ TEST(ConfigTest, ErrorsNameTheField) {
        "node.metricsListen: \"nope\" is not host:port"},
       {"node:\n  nodeName: a\n  tls:\n    keyFile: /k.pem\n", Component::kNode,
        "node.tls.certFile: required when node.tls.keyFile is set"},
+      {"extender:\n  nodeAuth:\n    serviceAccount: pdc-node\n", Component::kExtender,
+       "extender.nodeAuth.serviceAccount: \"pdc-node\" is not <namespace>/<name>"},
+      {"extender:\n  nodeAuth:\n    serviceAccount: Pdc/pdc-node\n", Component::kExtender,
+       "extender.nodeAuth.serviceAccount namespace"},
+      {"extender:\n  nodeAuth:\n    serviceAccount: pdc-system/pdc-node\n",
+       Component::kExtender,
+       "extender.nodeAuth.serviceAccount: needs a Kubernetes API to send TokenReviews to"},
+      {"extender:\n  kubernetes:\n    mode: in-cluster\n  nodeAuth:\n"
+       "    serviceAccount: pdc-system/pdc-node\n    audience: \"\"\n",
+       Component::kExtender, "extender.nodeAuth.audience: required with"},
+      {"extender:\n  nodeAuth:\n    cacheTTL: 2h\n", Component::kExtender,
+       "extender.nodeAuth.cacheTTL: must be between 1s and 1h, got 2h"},
+      {"extender:\n  nodeAuth:\n    cacheSize: 1\n", Component::kExtender,
+       "extender.nodeAuth.cacheSize: must be between 16 and 1000000, got 1"},
+      {"extender:\n  nodeAuth:\n    reviewTimeout: 1m\n", Component::kExtender,
+       "extender.nodeAuth.reviewTimeout: must be between 100ms and 30s, got 1m"},
   };
   for (const Case& c : cases) {
     EXPECT_THAT(FromYaml(c.yaml, c.component),
@@ -358,8 +374,10 @@ TEST(ConfigTest, ListenBeyondLoopbackNeedsEveryInterfaceAuthenticated) {
       {with("0.0.0.0:8888", {{"--extender.allowUnauthenticated=true"}}), ""},
       {with("0.0.0.0:8888", {token, {"--extender.allowUnauthenticated=true"}}), ""},
       {with("0.0.0.0:8888", {}),
-       "the REST API needs extender.tokenFile; the scheduler verbs need "
+       "the REST API needs extender.tokenFile (or extender.nodeAuth); the scheduler verbs need "
        "extender.tls.clientCAFile"},
+      // Node identities authenticate the REST API too.
+      {with("0.0.0.0:8888", {{"--extender.nodeAuth.tokenDir=/nodes"}, mtls}), ""},
       {with("0.0.0.0:8888", {token}), "the scheduler verbs need extender.tls.clientCAFile"},
       {with("[::]:8888", {mtls}), "the REST API needs extender.tokenFile"},
       {with(":8888", {token}), "is reachable beyond loopback"},

@@ -382,6 +382,8 @@ def main():
               "https://pdc-extender.virt-devices.svc:8888/scheduler" and
               ksc["leaderElection"]["resourceNamespace"] == "virt-devices",
               "the release namespace reaches the URLs and the Lease")
+        check(pdc["extender"]["nodeAuth"]["serviceAccount"] == "virt-devices/pdc-node",
+              "the release namespace reaches extender.nodeAuth.serviceAccount")
         for o in objs:
             ns = o["metadata"].get("namespace")
             if o["kind"] == "RoleBinding" and ns == "kube-system":

@@ -971,8 +971,23 @@ def main():
         env = {e["name"] for e in c.get("env", [])}
         check("NODE_NAME" in env and node.get("nodeName", "") == "",
               "pdc-node takes its node name from $NODE_NAME")
-        check(os.path.dirname(node["tokenFile"]) == mounts.get("api-token"),
-              "node.tokenFile lies in the token Secret mount")
+        # Its own identity (extender.nodeAuth): a projected token of its
+        # ServiceAccount for the audience pdc-extender, not the admin Secret.
+        projected = {v["name"]: v["projected"]["sources"] for v in spec["volumes"]
+                     if "projected" in v}
+        sat = [s["serviceAccountToken"] for s in projected.get("node-token", [])
+               if "serviceAccountToken" in s]
+        node_auth = ext.get("nodeAuth", {})
+        check(os.path.dirname(node["tokenFile"]) == mounts.get("node-token") and
+              len(sat) == 1 and os.path.basename(node["tokenFile"]) == sat[0].get("path"),
+              "node.tokenFile is the projected serviceAccountToken of volume node-token")
+        check(sat and sat[0].get("audience") == node_auth.get("audience") and
+              sat[0].get("expirationSeconds") == 3600,
+              "the node token's audience is extender.nodeAuth.audience, expirationSeconds 3600")
+        check(node_auth.get("serviceAccount", "").split("/") ==
+              [ds["metadata"]["namespace"], spec.get("serviceAccountName")],
+              "extender.nodeAuth.serviceAccount is pdc-node's ServiceAccount")
+        check("api-token" not in mounts, "pdc-node does not mount the admin token Secret")
     scheme = "https" if (ext.get("tls") or {}).get("certFile") else "http"
     svc_url = f"{scheme}://pdc-extender.pdc-system.svc:{listen_port}"
     check(node.get("extenderURL") == svc_url, f"node.extenderURL should be {svc_url}")

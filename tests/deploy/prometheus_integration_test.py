@@ -42,6 +42,7 @@ import urllib.request
 
 SKIP = 77
 TOKEN = "integration-test-token"
+NODE_A_TOKEN = "integration-test-node-a-token"
 RATE_INTERVAL = "1m"
 FAILURES = []
 
@@ -314,6 +315,15 @@ def run(args, tmp, procs):
     token = os.path.join(tmp, "token")
     with open(token, "w") as f:
         f.write(TOKEN + "\n")
+    # pdc-node's own identity: with no Kubernetes API here (no TokenReview),
+    # the per-node token fallback, extender.nodeAuth.tokenDir.
+    node_tokens = os.path.join(tmp, "node-tokens")
+    os.makedirs(node_tokens)
+    with open(os.path.join(node_tokens, "node-a"), "w") as f:
+        f.write(NODE_A_TOKEN + "\n")
+    node_token = os.path.join(tmp, "node-a-token")
+    with open(node_token, "w") as f:
+        f.write(NODE_A_TOKEN + "\n")
     ext_port, node_port, prom_port = free_port(), free_port(), free_port()
     ext = f"http://127.0.0.1:{ext_port}"
     node_metrics = f"http://127.0.0.1:{node_port}/metrics"
@@ -328,7 +338,7 @@ def run(args, tmp, procs):
         f"--node.sysfsRoot={tree}/sys", f"--node.devRoot={tree}/dev",
         f"--node.procRoot={tree}/proc",
         f"--node.stateDir={tmp}/node-state", f"--node.metricsListen=127.0.0.1:{node_port}",
-        "--node.heartbeatInterval=1s", f"--node.tokenFile={token}", "--node.tls.caFile=",
+        "--node.heartbeatInterval=1s", f"--node.tokenFile={node_token}", "--node.tls.caFile=",
         "--device-plugin=false"])  # No kubelet here: the test confirms hand-offs.
     wait_for("pdc-node to count a failed inventory report", lambda: (
         procs.alive("pdc-node") or (_ for _ in ()).throw(RuntimeError("pdc-node exited"))) and
@@ -340,6 +350,8 @@ def run(args, tmp, procs):
         f"--extender.listen=127.0.0.1:{ext_port}", "--extender.store=file",
         f"--extender.dataDir={tmp}/extender-data",
         "--extender.kubernetes.mode=none", f"--extender.tokenFile={token}",
+        # TokenReviews need the Kubernetes API: node-a's token is a file.
+        "--extender.nodeAuth.serviceAccount=", f"--extender.nodeAuth.tokenDir={node_tokens}",
         # The admission webhook needs its TLS Secret and a Kubernetes API;
         # the listener's TLS its Secrets (loopback needs no authentication).
         "--extender.webhook.listen=", "--extender.webhook.certFile=",

@@ -4,6 +4,7 @@
 #ifndef PDC_TESTS_KUBE_EXTENDER_ON_DOUBLE_H_
 #define PDC_TESTS_KUBE_EXTENDER_ON_DOUBLE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -54,6 +55,7 @@ users:
     c.extender.bind_deadline = absl::Seconds(8);
     c.extender.kubernetes.mode = KubernetesMode::kKubeconfig;
     c.extender.kubernetes.kubeconfig = kubeconfig_;
+    if (configure_) configure_(&c);
     absl::StatusOr<std::unique_ptr<extender::ExtenderApp>> app =
         extender::ExtenderApp::Start(c, {.version = "test"});
     ASSERT_TRUE(app.ok()) << app.status();
@@ -63,6 +65,9 @@ users:
     o.timeout = absl::Seconds(20);
     pdc_ = std::move(HttpClient::Create(o)).value();
   }
+
+  // Changes the configuration StartExtender starts with.
+  std::function<void(PdcConfig*)> configure_;
 
   // Stops pdc-extender and starts a new one. With store: kubernetes the
   // process keeps nothing the API does not hold (every change it

@@ -136,6 +136,7 @@ class KubeApiServerDouble::Impl {
 
   uint16_t port() const { return port_; }
   EtcdClient& etcd() { return etcd_; }
+  kube::TokenReviews& token_reviews() { return token_reviews_; }
 
   void AddFault(FaultRule rule) {
     absl::MutexLock lock(&mu_);
@@ -276,6 +277,17 @@ class KubeApiServerDouble::Impl {
     }
     const size_t q = target.find('?');
     const std::string path = target.substr(0, q);
+    if (path == kube::TokenReviews::kPath) {
+      if (method != "POST") {
+        return Reply(socket, req,
+                     Answer{405, kube::StatusJson(kube::ApiError(
+                                     {405, "MethodNotAllowed"},
+                                     Cat("the server does not allow this method on the "
+                                         "requested resource (",
+                                         method, ")")))});
+      }
+      return Reply(socket, req, token_reviews_.Review(req.body()));
+    }
     const kube::Query query = kube::ParseQuery(
         q == std::string::npos ? "" : std::string_view(target).substr(q + 1));
     absl::StatusOr<ResourcePath> p = store_.ParsePath(path);
@@ -610,6 +622,7 @@ class KubeApiServerDouble::Impl {
   const Clock* const clock_;
   EtcdClient etcd_;
   kube::KubeStore store_;
+  kube::TokenReviews token_reviews_;
   asio::io_context ioc_;
   tcp::acceptor acceptor_{ioc_};
   uint16_t port_ = 0;
@@ -645,6 +658,7 @@ std::string KubeApiServerDouble::url() const {
   return Cat("http://127.0.0.1:", impl_->port());
 }
 EtcdClient& KubeApiServerDouble::etcd() { return impl_->etcd(); }
+kube::TokenReviews& KubeApiServerDouble::token_reviews() { return impl_->token_reviews(); }
 
 void KubeApiServerDouble::DelayRequests(const RequestMatcher& match, int count,
                                         absl::Duration delay) {

@@ -7,7 +7,8 @@
 //    +binding), events, persistentdeviceclaims.pdc.kubevirt.io/v1alpha1
 //    (+status), virtualmachines / virtualmachineinstances.kubevirt.io/v1
 //    (+status), leases.coordination.k8s.io/v1,
-//    endpointslices.discovery.k8s.io/v1; namespaced paths and the
+//    endpointslices.discovery.k8s.io/v1; tokenreviews.authentication.k8s.io/v1
+//    (kube_token_review.h: tokens the test registers); namespaced paths and the
 //    all-namespaces collection for list and watch;
 //  - resourceVersion = the etcd mod_revision of the object's key; updates
 //    with a stale one are 409 Conflict (an etcd transaction on mod_revision);
@@ -49,6 +50,7 @@
 #include "common/clock.h"
 #include "tests/testing/etcd_client.h"
 #include "tests/testing/kube_resources.h"
+#include "tests/testing/kube_token_review.h"
 
 namespace pdc::testing {
 
@@ -89,6 +91,9 @@ class KubeApiServerDouble {
   std::string url() const;  // "http://127.0.0.1:<port>"
   // The etcd client the double uses (tests may read etcd directly).
   EtcdClient& etcd();
+
+  // The tokens TokenReviews know (register them before use).
+  kube::TokenReviews& token_reviews();
 
   // --- Fault injection (each applies to the next matching requests) -----
   // Waits `delay` before handling each of the next `count` matching requests.

@@ -57,9 +57,16 @@ extender:
   # The record is the cluster's: PersistentDeviceClaim objects (their
   # status) and the ConfigMaps pdc-holds-* of pdc-extender's namespace.
   store: kubernetes
-  # Token for every REST call under /v1/ (claims, inventory, reads too): the
-  # Secret {{ .Values.apiToken.secretName }}.
+  # The admin token, for every REST call under /v1/ (claims, inventory,
+  # reads too; people and pdcctl): the Secret {{ .Values.apiToken.secretName }}.
   tokenFile: /var/run/secrets/pdc/token
+  # Each pdc-node presents its own projected service-account token
+  # (node/daemonset.yaml), checked with a TokenReview: it may write only its
+  # own node's inventory and hand-offs (docs/operations.md "Node identity").
+  nodeAuth:
+    serviceAccount: {{ .Release.Namespace }}/pdc-node
+    audience: pdc-extender         # = the DaemonSet's serviceAccountToken audience
+    cacheTTL: 2m
 {{- if not (and .Values.schedulerTLS.enabled .Values.schedulerTLS.clientSecretName) }}
   # kube-scheduler authenticates only with a client certificate
   # (schedulerTLS.clientSecretName). Without one the scheduler verbs are
@@ -93,7 +100,7 @@ node:
   tls:
     caFile: {{ include "pdc.tlsDir" . }}/ca.crt
 {{- end }}
-  tokenFile: /var/run/secrets/pdc/token
+  tokenFile: /var/run/secrets/pdc-node/token   # projected token, re-read when kubelet renews it
   sysfsRoot: /sys                  # hostPath /sys
   devRoot: /dev                    # hostPath /dev: vfio groups, block devices
   procRoot: /proc                  # hostPID: the host's processes and mounts
