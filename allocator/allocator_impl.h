@@ -5,10 +5,13 @@
 // shared. A mutation holds it exclusively while it decides, appends its record
 // to the store and applies it, then releases it and waits for the store's
 // fsync; only then does it return OK. `checkpoint_mu_` serialises checkpoints
-// and is always taken before `mu_`.
+// and is always taken before `mu_`. A checkpoint holds `mu_` exclusively only
+// to cut (its revision, the store's log, the set of items), then shared, one
+// chunk of the encode at a time (snapshot_builder.h).
 #ifndef PDC_ALLOCATOR_ALLOCATOR_IMPL_H_
 #define PDC_ALLOCATOR_ALLOCATOR_IMPL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +78,13 @@ class AllocatorImpl final : public Allocator {
 
   // For tests: "" when the state's invariants hold.
   std::string CheckInvariantsForTest() const;
+  // For tests: the state as a snapshot record (what a checkpoint now would
+  // write).
+  Record SnapshotForTest() const;
+  // For tests: checkpoints encode `items` nodes or claims per chunk, and call
+  // `between_chunks` (when set) after the cut and after every chunk, on the
+  // checkpointing thread with no lock held: it may mutate the allocator.
+  void SetCheckpointChunkForTest(size_t items, std::function<void()> between_chunks);
 
  private:
   struct Evaluation {
@@ -154,6 +164,10 @@ class AllocatorImpl final : public Allocator {
   const Clock* const clock_;
 
   absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Nodes or claims a checkpoint encodes per hold of mu_: a mutation waits
+  // for one chunk at most (a fraction of a millisecond at the default).
+  size_t checkpoint_chunk_ ABSL_GUARDED_BY(checkpoint_mu_) = 256;
+  std::function<void()> between_chunks_ ABSL_GUARDED_BY(checkpoint_mu_);
   mutable absl::Mutex mu_;
   ClusterState state_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);

@@ -234,16 +234,29 @@ PutsEncoder::PutsEncoder(uint64_t revision, size_t puts) {
   e.Varint(puts);
 }
 
-void PutsEncoder::Put(const NodeRecord& node) {
-  Encoder e(&out_);
+void PutsEncoder::Put(const NodeRecord& node) { EncodePut(node, &out_); }
+
+void PutsEncoder::Put(const Claim& claim) { EncodePut(claim, &out_); }
+
+void PutsEncoder::EncodePut(const NodeRecord& node, std::string* out) {
+  Encoder e(out);
   e.U8(kTagPutNode);
   EncodeNode(e, node);
 }
 
-void PutsEncoder::Put(const Claim& claim) {
-  Encoder e(&out_);
+void PutsEncoder::EncodePut(const Claim& claim, std::string* out) {
+  Encoder e(out);
   e.U8(kTagPutClaim);
   EncodeClaim(e, claim);
+}
+
+std::pair<std::string_view, std::string_view> PutsEncoder::EncodedClaimKey(
+    std::string_view put) {
+  Decoder d(put);
+  d.U8();  // kTagPutClaim
+  std::string_view ns = d.String();
+  std::string_view name = d.String();
+  return {ns, name};
 }
 
 std::string PutsEncoder::Finish() && { return std::move(out_); }
