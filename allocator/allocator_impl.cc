@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -167,7 +168,7 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
   kept.reserve(inventory.devices.size());
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     for (Device& d : inventory.devices) {
       if (state_.Classify(d) != kNoClass) kept.push_back(std::move(d));
     }
@@ -220,7 +221,7 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
 absl::Status AllocatorImpl::RemoveNode(std::string_view name) {
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     const NodeState* node = state_.FindNode(name);
     if (node == nullptr || !node->has_record) {
       return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
@@ -260,7 +261,7 @@ absl::StatusOr<Claim> AllocatorImpl::CreateClaim(const ClaimKey& key, const Clai
   Claim claim;
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     if (state_.FindClaim(key) != nullptr) {
       return absl::AlreadyExistsError(absl::StrCat("claim ", key.ToString(), " already exists"));
     }
@@ -298,7 +299,7 @@ std::vector<Claim> AllocatorImpl::ListClaims(std::string_view ns) const {
 absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     const Claim* c = state_.FindClaim(key);
     if (c == nullptr) {
       return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
@@ -353,7 +354,7 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
 absl::Status AllocatorImpl::Release(const ClaimKey& key, std::string_view pod_uid) {
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     const Claim* c = state_.FindClaim(key);
     if (c == nullptr) {
       return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
@@ -379,7 +380,7 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ReleaseVm(std::string_view 
   std::vector<ClaimKey> keys;
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     RETURN_IF_ERROR(FailedLocked());
     std::vector<Mutation> mutations;
     for (const Claim& c : state_.claims()) {
@@ -420,7 +421,7 @@ std::vector<ReservingVm> AllocatorImpl::ReservingVms(std::string_view ns) const 
 absl::Status AllocatorImpl::ReleaseDevice(std::string_view name, PciAddress address) {
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     const NodeState* node = state_.FindNode(name);
     if (node == nullptr || !node->has_record) {
       return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
@@ -590,6 +591,7 @@ absl::Status AllocatorImpl::Checkpoint() {
       absl::ReaderMutexLock lock(&mu_);
       builder->EncodeSome(state_, checkpoint_chunk_);
     }
+    LetWaitingMutationsThrough();
     if (between_chunks_) between_chunks_();
   }
   // Destroyed after the lock is released: they may be thousands of claims.
@@ -607,6 +609,11 @@ absl::Status AllocatorImpl::Checkpoint() {
   absl::MutexLock lock(&mu_);
   checkpoint_revision_ = revision;
   return absl::OkStatus();
+}
+
+void AllocatorImpl::LetWaitingMutationsThrough() {
+  const uint64_t asking = mutations_asking_.load();
+  while (mutations_served_.load() < asking) std::this_thread::yield();
 }
 
 Record AllocatorImpl::SnapshotForTest() const {

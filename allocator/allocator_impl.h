@@ -11,6 +11,7 @@
 #ifndef PDC_ALLOCATOR_ALLOCATOR_IMPL_H_
 #define PDC_ALLOCATOR_ALLOCATOR_IMPL_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -163,6 +164,30 @@ class AllocatorImpl final : public Allocator {
   Store* const store_;
   const Clock* const clock_;
 
+  // Every mutation takes mu_ exclusively through a MutationLock, which
+  // counts the mutations that asked for it and those that got it. Between two
+  // chunks a checkpoint waits until every mutation that asked has had its
+  // turn: absl::Mutex is not fair, and the checkpoint's next ReaderLock could
+  // otherwise take the lock again before a woken writer runs, chunk after
+  // chunk, holding that writer for the whole encode.
+  class ABSL_SCOPED_LOCKABLE MutationLock {
+   public:
+    explicit MutationLock(AllocatorImpl* a) ABSL_EXCLUSIVE_LOCK_FUNCTION(a->mu_) : a_(a) {
+      a_->mutations_asking_.fetch_add(1);
+      a_->mu_.Lock();
+      a_->mutations_served_.fetch_add(1);
+    }
+    ~MutationLock() ABSL_UNLOCK_FUNCTION() { a_->mu_.Unlock(); }
+    MutationLock(const MutationLock&) = delete;
+    MutationLock& operator=(const MutationLock&) = delete;
+
+   private:
+    AllocatorImpl* const a_;
+  };
+  // Returns once every mutation that asked for mu_ before the call got it.
+  // REQUIRES: mu_ not held by the caller.
+  void LetWaitingMutationsThrough() ABSL_LOCKS_EXCLUDED(mu_);
+
   absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // Nodes or claims a checkpoint encodes per hold of mu_: a mutation waits
   // for one chunk at most (a fraction of a millisecond at the default).
@@ -172,6 +197,8 @@ class AllocatorImpl final : public Allocator {
   ClusterState state_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> mutations_asking_{0};
+  std::atomic<uint64_t> mutations_served_{0};
   // Set before the allocator is shared (see SetChangeListener), read only
   // afterwards: no lock.
   ChangeListener listener_;

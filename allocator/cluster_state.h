@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/container/node_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -173,10 +174,12 @@ class ClusterState {
   };
   // The pre-images of a cut: claims by identity (a claim's address is not
   // reused before it is deleted, which keeps its image first), node records
-  // by name (nullopt: no record at the cut).
+  // by name (nullopt: no record at the cut). Node maps: a busy encode keeps
+  // tens of thousands of claims, and a flat map's rehash would move them all
+  // inside one mutation.
   struct CutImages {
-    absl::flat_hash_map<const Claim*, Claim> claims;
-    absl::flat_hash_map<std::string, std::optional<NodeRecord>> nodes;
+    absl::node_hash_map<const Claim*, Claim> claims;
+    absl::node_hash_map<std::string, std::optional<NodeRecord>> nodes;
   };
   // REQUIRES: no cut open.
   Cut BeginCut();

@@ -226,8 +226,10 @@ std::string EncodeRecord(const Record& record) {
   return out;
 }
 
-PutsEncoder::PutsEncoder(uint64_t revision, size_t puts) {
-  out_.reserve(160 * puts);  // A little more than a typical claim.
+PutsEncoder::PutsEncoder(uint64_t revision, size_t puts, size_t bytes) {
+  // The header takes at most 21 bytes; 160 is a little more than a typical
+  // claim.
+  out_.reserve(bytes > 0 ? bytes + 21 : 160 * puts);
   Encoder e(&out_);
   e.U8(kFormatVersion);
   e.Varint(revision);

@@ -71,7 +71,8 @@ absl::StatusOr<Record> DecodeRecord(std::string_view bytes);
 // exactly `puts` Put calls must precede it.
 class PutsEncoder {
  public:
-  PutsEncoder(uint64_t revision, size_t puts);
+  // `bytes`: what the puts will take, when known (else a guess is reserved).
+  PutsEncoder(uint64_t revision, size_t puts, size_t bytes = 0);
   void Put(const NodeRecord& node);
   void Put(const Claim& claim);
   // A put encoded apart by EncodePut, appended as it is.
