@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -611,9 +610,20 @@ absl::Status AllocatorImpl::Checkpoint() {
   return absl::OkStatus();
 }
 
+void AllocatorImpl::CountMutation(bool served) {
+  absl::MutexLock lock(&turn_mu_);
+  if (!served) {
+    ++mutations_asking_;
+    return;
+  }
+  ++mutations_served_;
+  turn_taken_.SignalAll();
+}
+
 void AllocatorImpl::LetWaitingMutationsThrough() {
-  const uint64_t asking = mutations_asking_.load();
-  while (mutations_served_.load() < asking) std::this_thread::yield();
+  absl::MutexLock lock(&turn_mu_);
+  const uint64_t asking = mutations_asking_;
+  while (mutations_served_ < asking) turn_taken_.Wait(&turn_mu_);
 }
 
 Record AllocatorImpl::SnapshotForTest() const {

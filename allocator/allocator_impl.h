@@ -11,7 +11,6 @@
 #ifndef PDC_ALLOCATOR_ALLOCATOR_IMPL_H_
 #define PDC_ALLOCATOR_ALLOCATOR_IMPL_H_
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -173,9 +172,9 @@ class AllocatorImpl final : public Allocator {
   class ABSL_SCOPED_LOCKABLE MutationLock {
    public:
     explicit MutationLock(AllocatorImpl* a) ABSL_EXCLUSIVE_LOCK_FUNCTION(a->mu_) : a_(a) {
-      a_->mutations_asking_.fetch_add(1);
+      a_->CountMutation(/*served=*/false);
       a_->mu_.Lock();
-      a_->mutations_served_.fetch_add(1);
+      a_->CountMutation(/*served=*/true);
     }
     ~MutationLock() ABSL_UNLOCK_FUNCTION() { a_->mu_.Unlock(); }
     MutationLock(const MutationLock&) = delete;
@@ -184,9 +183,10 @@ class AllocatorImpl final : public Allocator {
    private:
     AllocatorImpl* const a_;
   };
+  void CountMutation(bool served) ABSL_LOCKS_EXCLUDED(turn_mu_);
   // Returns once every mutation that asked for mu_ before the call got it.
   // REQUIRES: mu_ not held by the caller.
-  void LetWaitingMutationsThrough() ABSL_LOCKS_EXCLUDED(mu_);
+  void LetWaitingMutationsThrough() ABSL_LOCKS_EXCLUDED(mu_, turn_mu_);
 
   absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   // Nodes or claims a checkpoint encodes per hold of mu_: a mutation waits
@@ -197,8 +197,11 @@ class AllocatorImpl final : public Allocator {
   ClusterState state_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<uint64_t> mutations_asking_{0};
-  std::atomic<uint64_t> mutations_served_{0};
+  // The MutationLock counts; a leaf lock, held for an increment or a check.
+  absl::Mutex turn_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::CondVar turn_taken_;  // Signalled when a mutation got mu_.
+  uint64_t mutations_asking_ ABSL_GUARDED_BY(turn_mu_) = 0;
+  uint64_t mutations_served_ ABSL_GUARDED_BY(turn_mu_) = 0;
   // Set before the allocator is shared (see SetChangeListener), read only
   // afterwards: no lock.
   ChangeListener listener_;
