@@ -20,7 +20,7 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
   out.pod_uid = request.pod_uid;
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     RETURN_IF_ERROR(FailedLocked());
     RequestPlan plan;
     BuildRequestPlan(state_, options_, request, plan);
@@ -144,7 +144,7 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
 absl::Status AllocatorImpl::Undo(const BindOutcome& outcome) {
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     std::vector<Mutation> mutations;
     std::vector<PciAddress> freed;  // Devices of claims this undo makes Pending.
     for (const BoundClaim& bc : outcome.claims) {

@@ -39,7 +39,7 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ConfirmHandoff(
   std::vector<ClaimKey> keys;
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     RETURN_IF_ERROR(FailedLocked());
     const NodeState* node = state_.FindNode(node_name);
     // The pod's claims of the resource on the node, pending or (for a
@@ -88,7 +88,7 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::CancelHandoff(std::string_v
   std::vector<ClaimKey> keys;
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     RETURN_IF_ERROR(FailedLocked());
     const NodeState* node = state_.FindNode(node_name);
     std::vector<Mutation> mutations;

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "allocator/device_identity.h"
+#include "allocator/snapshot_builder.h"
 #include "allocator/validation.h"
 #include "model/names.h"
 #include "common/status_macros.h"
@@ -165,7 +167,7 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
   kept.reserve(inventory.devices.size());
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     for (Device& d : inventory.devices) {
       if (state_.Classify(d) != kNoClass) kept.push_back(std::move(d));
     }
@@ -218,7 +220,7 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
 absl::Status AllocatorImpl::RemoveNode(std::string_view name) {
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     const NodeState* node = state_.FindNode(name);
     if (node == nullptr || !node->has_record) {
       return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
@@ -258,7 +260,7 @@ absl::StatusOr<Claim> AllocatorImpl::CreateClaim(const ClaimKey& key, const Clai
   Claim claim;
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     if (state_.FindClaim(key) != nullptr) {
       return absl::AlreadyExistsError(absl::StrCat("claim ", key.ToString(), " already exists"));
     }
@@ -296,7 +298,7 @@ std::vector<Claim> AllocatorImpl::ListClaims(std::string_view ns) const {
 absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     const Claim* c = state_.FindClaim(key);
     if (c == nullptr) {
       return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
@@ -351,7 +353,7 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
 absl::Status AllocatorImpl::Release(const ClaimKey& key, std::string_view pod_uid) {
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     const Claim* c = state_.FindClaim(key);
     if (c == nullptr) {
       return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
@@ -377,7 +379,7 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ReleaseVm(std::string_view 
   std::vector<ClaimKey> keys;
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     RETURN_IF_ERROR(FailedLocked());
     std::vector<Mutation> mutations;
     for (const Claim& c : state_.claims()) {
@@ -418,7 +420,7 @@ std::vector<ReservingVm> AllocatorImpl::ReservingVms(std::string_view ns) const 
 absl::Status AllocatorImpl::ReleaseDevice(std::string_view name, PciAddress address) {
   Commit commit;
   {
-    absl::MutexLock lock(&mu_);
+    MutationLock lock(this);
     const NodeState* node = state_.FindNode(name);
     if (node == nullptr || !node->has_record) {
       return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
@@ -567,25 +569,73 @@ uint64_t AllocatorImpl::revision() const {
 
 absl::Status AllocatorImpl::Checkpoint() {
   absl::MutexLock checkpoint_lock(&checkpoint_mu_);
-  std::string snapshot;
-  uint64_t revision = 0;
+  std::optional<SnapshotBuilder> builder;
   {
-    // Shared: filter, prioritize and every read go on while the state is
-    // encoded; mutations (which append under the exclusive lock) wait, so
-    // the snapshot and the store's cut are exactly at `revision`.
-    absl::ReaderMutexLock lock(&mu_);
+    // The cut: the revision, the store's log cut at it, and the claims and
+    // nodes the snapshot holds. Brief, but exclusive: it opens the cut's
+    // copy-on-write (ClusterState::BeginCut).
+    absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(FailedLocked());
     if (state_.revision() == checkpoint_revision_) return absl::OkStatus();
-    revision = state_.revision();
-    snapshot = state_.EncodeSnapshot();
-    RETURN_IF_ERROR(store_->BeginCheckpoint(revision));
+    RETURN_IF_ERROR(store_->BeginCheckpoint(state_.revision()));
+    builder.emplace(state_.BeginCut());
   }
+  // The encode, a chunk at a time under the lock held shared: filters and
+  // reads go on throughout, and a mutation waits for one chunk at most. It
+  // then changes the state, and the chunks after it still read every item
+  // as it was at the cut.
+  if (between_chunks_) between_chunks_();
+  while (!builder->Done()) {
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      builder->EncodeSome(state_, checkpoint_chunk_);
+    }
+    LetWaitingMutationsThrough();
+    if (between_chunks_) between_chunks_();
+  }
+  // Destroyed after the lock is released: they may be thousands of claims.
+  ClusterState::CutImages images;
+  {
+    absl::MutexLock lock(&mu_);
+    images = state_.EndCut();
+  }
+  images = {};
+  const uint64_t revision = builder->revision();
+  const std::string snapshot = std::move(*builder).Finish();
   RETURN_IF_ERROR(store_->WriteEncodedCheckpoint(revision, snapshot));
   // Only a written snapshot counts: after a failed one the next call writes
   // again even when nothing changed since.
   absl::MutexLock lock(&mu_);
   checkpoint_revision_ = revision;
   return absl::OkStatus();
+}
+
+void AllocatorImpl::CountMutation(bool served) {
+  absl::MutexLock lock(&turn_mu_);
+  if (!served) {
+    ++mutations_asking_;
+    return;
+  }
+  ++mutations_served_;
+  turn_taken_.SignalAll();
+}
+
+void AllocatorImpl::LetWaitingMutationsThrough() {
+  absl::MutexLock lock(&turn_mu_);
+  const uint64_t asking = mutations_asking_;
+  while (mutations_served_ < asking) turn_taken_.Wait(&turn_mu_);
+}
+
+Record AllocatorImpl::SnapshotForTest() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return state_.Snapshot();
+}
+
+void AllocatorImpl::SetCheckpointChunkForTest(size_t items,
+                                              std::function<void()> between_chunks) {
+  absl::MutexLock checkpoint_lock(&checkpoint_mu_);
+  checkpoint_chunk_ = items;
+  between_chunks_ = std::move(between_chunks);
 }
 
 bool AllocatorImpl::CheckpointDue() const {

@@ -5,10 +5,13 @@
 // shared. A mutation holds it exclusively while it decides, appends its record
 // to the store and applies it, then releases it and waits for the store's
 // fsync; only then does it return OK. `checkpoint_mu_` serialises checkpoints
-// and is always taken before `mu_`.
+// and is always taken before `mu_`. A checkpoint holds `mu_` exclusively only
+// to cut (its revision, the store's log, the set of items), then shared, one
+// chunk of the encode at a time (snapshot_builder.h).
 #ifndef PDC_ALLOCATOR_ALLOCATOR_IMPL_H_
 #define PDC_ALLOCATOR_ALLOCATOR_IMPL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +78,13 @@ class AllocatorImpl final : public Allocator {
 
   // For tests: "" when the state's invariants hold.
   std::string CheckInvariantsForTest() const;
+  // For tests: the state as a snapshot record (what a checkpoint now would
+  // write).
+  Record SnapshotForTest() const;
+  // For tests: checkpoints encode `items` nodes or claims per chunk, and call
+  // `between_chunks` (when set) after the cut and after every chunk, on the
+  // checkpointing thread with no lock held: it may mutate the allocator.
+  void SetCheckpointChunkForTest(size_t items, std::function<void()> between_chunks);
 
  private:
   struct Evaluation {
@@ -153,11 +163,45 @@ class AllocatorImpl final : public Allocator {
   Store* const store_;
   const Clock* const clock_;
 
+  // Every mutation takes mu_ exclusively through a MutationLock, which
+  // counts the mutations that asked for it and those that got it. Between two
+  // chunks a checkpoint waits until every mutation that asked has had its
+  // turn: absl::Mutex is not fair, and the checkpoint's next ReaderLock could
+  // otherwise take the lock again before a woken writer runs, chunk after
+  // chunk, holding that writer for the whole encode.
+  class ABSL_SCOPED_LOCKABLE MutationLock {
+   public:
+    explicit MutationLock(AllocatorImpl* a) ABSL_EXCLUSIVE_LOCK_FUNCTION(a->mu_) : a_(a) {
+      a_->CountMutation(/*served=*/false);
+      a_->mu_.Lock();
+      a_->CountMutation(/*served=*/true);
+    }
+    ~MutationLock() ABSL_UNLOCK_FUNCTION() { a_->mu_.Unlock(); }
+    MutationLock(const MutationLock&) = delete;
+    MutationLock& operator=(const MutationLock&) = delete;
+
+   private:
+    AllocatorImpl* const a_;
+  };
+  void CountMutation(bool served) ABSL_LOCKS_EXCLUDED(turn_mu_);
+  // Returns once every mutation that asked for mu_ before the call got it.
+  // REQUIRES: mu_ not held by the caller.
+  void LetWaitingMutationsThrough() ABSL_LOCKS_EXCLUDED(mu_, turn_mu_);
+
   absl::Mutex checkpoint_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Nodes or claims a checkpoint encodes per hold of mu_: a mutation waits
+  // for one chunk at most (a fraction of a millisecond at the default).
+  size_t checkpoint_chunk_ ABSL_GUARDED_BY(checkpoint_mu_) = 256;
+  std::function<void()> between_chunks_ ABSL_GUARDED_BY(checkpoint_mu_);
   mutable absl::Mutex mu_;
   ClusterState state_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  // The MutationLock counts; a leaf lock, held for an increment or a check.
+  absl::Mutex turn_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::CondVar turn_taken_;  // Signalled when a mutation got mu_.
+  uint64_t mutations_asking_ ABSL_GUARDED_BY(turn_mu_) = 0;
+  uint64_t mutations_served_ ABSL_GUARDED_BY(turn_mu_) = 0;
   // Set before the allocator is shared (see SetChangeListener), read only
   // afterwards: no lock.
   ChangeListener listener_;

@@ -218,6 +218,7 @@ absl::Status ClusterState::ApplyPutClaim(Claim claim, uint64_t revision) {
     // The key, which the set hashes, is unchanged; the element stays put so
     // device slots may keep pointing at it.
     auto& existing = const_cast<Claim&>(*it);
+    KeepCutImage(existing);
     UnlinkClaim(&existing, revision,
                 existing.status.node == claim.status.node ? Unlink::kRelinkSameNode
                                                           : Unlink::kFinal);
@@ -231,12 +232,14 @@ absl::Status ClusterState::ApplyPutClaim(Claim claim, uint64_t revision) {
 void ClusterState::ApplyDeleteClaim(const ClaimKey& key, uint64_t revision) {
   auto it = claims_.find(key);
   if (it == claims_.end()) return;
+  KeepCutImage(*it);
   UnlinkClaim(&*it, revision, Unlink::kFinal);
   CountClaim(*it, -1);
   claims_.erase(it);
 }
 
 absl::Status ClusterState::ApplyPutNode(const NodeRecord& record, uint64_t revision) {
+  KeepCutImage(record.inventory.node);
   NodeState& node = GetOrCreateNode(record.inventory.node);
   node.has_record = true;
   Touch(node, revision);
@@ -270,6 +273,7 @@ absl::Status ClusterState::ApplyPutNode(const NodeRecord& record, uint64_t revis
 void ClusterState::ApplyDeleteNode(const std::string& name, uint64_t revision) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
+  KeepCutImage(name);
   NodeState& node = it->second;
   node.has_record = false;
   Touch(node, revision);
@@ -439,6 +443,45 @@ std::vector<const Claim*> ClusterState::SortedClaims() const {
   return claims;
 }
 
+void ClusterState::KeepCutImage(const std::string& name) {
+  if (!cut_open_ || cut_images_.nodes.contains(name)) return;
+  const NodeState* node = FindNode(name);
+  std::optional<NodeRecord> image;
+  if (node != nullptr && node->has_record) image = node->ToRecord();
+  cut_images_.nodes.emplace(name, std::move(image));
+}
+
+ClusterState::Cut ClusterState::BeginCut() {
+  cut_open_ = true;
+  Cut cut;
+  cut.revision = revision_;
+  cut.claims.reserve(claims_.size());
+  for (const Claim& claim : claims_) cut.claims.push_back(&claim);
+  for (const auto& [name, node] : nodes_) {
+    if (node.has_record) cut.nodes.push_back(name);
+  }
+  return cut;
+}
+
+ClusterState::CutImages ClusterState::EndCut() {
+  cut_open_ = false;
+  return std::exchange(cut_images_, CutImages{});
+}
+
+const Claim& ClusterState::ClaimAtCut(const Claim* claim) const {
+  auto it = cut_images_.claims.find(claim);
+  return it == cut_images_.claims.end() ? *claim : it->second;
+}
+
+NodeRecord ClusterState::NodeAtCut(const std::string& name) const {
+  if (auto it = cut_images_.nodes.find(name); it != cut_images_.nodes.end()) {
+    // Cut::nodes had a record at the cut, so its image has one.
+    return it->second.value_or(NodeRecord{});
+  }
+  // Unchanged since the cut, so still there with its record.
+  return FindNode(name)->ToRecord();
+}
+
 Record ClusterState::Snapshot() const {
   Record r;
   r.revision = revision_;
@@ -449,15 +492,6 @@ Record ClusterState::Snapshot() const {
   for (const NodeState* n : nodes) r.mutations.push_back(PutNode{n->ToRecord()});
   for (const Claim* c : claims) r.mutations.push_back(PutClaim{*c});
   return r;
-}
-
-std::string ClusterState::EncodeSnapshot() const {
-  const std::vector<const NodeState*> nodes = SortedNodes();
-  const std::vector<const Claim*> claims = SortedClaims();
-  PutsEncoder e(revision_, nodes.size() + claims.size());
-  for (const NodeState* n : nodes) e.Put(n->ToRecord());
-  for (const Claim* c : claims) e.Put(*c);
-  return std::move(e).Finish();
 }
 
 }  // namespace pdc

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/container/node_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -156,11 +158,43 @@ class ClusterState {
   // violation (for tests and recovery).
   std::string CheckInvariants() const;
 
-  // All nodes (with records) and claims as one snapshot record, sorted.
+  // --- A snapshot at a cut (docs/design.md §8.4) ---------------------------
+  // A checkpoint encodes the state at one revision R in chunks, releasing the
+  // allocator's lock between them, while mutations go on. From BeginCut() to
+  // EndCut() the state keeps the pre-image, as of R, of every node record and
+  // claim a record changes or deletes: copied on the first such change after
+  // R (copy-on-write), so that SnapshotBuilder (snapshot_builder.h) reads
+  // every item as it was at R, whatever happened to it since.
+  struct Cut {
+    uint64_t revision = 0;
+    std::vector<std::string> nodes;  // Nodes with a record at R, any order.
+    // The claims at R, any order. A claim deleted since is gone from the
+    // state but not from here: read them only through ClaimAtCut().
+    std::vector<const Claim*> claims;
+  };
+  // The pre-images of a cut: claims by identity (a claim's address is not
+  // reused before it is deleted, which keeps its image first), node records
+  // by name (nullopt: no record at the cut). Node maps: a busy encode keeps
+  // tens of thousands of claims, and a flat map's rehash would move them all
+  // inside one mutation.
+  struct CutImages {
+    absl::node_hash_map<const Claim*, Claim> claims;
+    absl::node_hash_map<std::string, std::optional<NodeRecord>> nodes;
+  };
+  // REQUIRES: no cut open.
+  Cut BeginCut();
+  // Closes the cut and hands its pre-images over, for the caller to destroy
+  // once it released the allocator's lock: after a busy encode they are
+  // thousands of claims. REQUIRES: a cut open.
+  CutImages EndCut();
+  // `claim` (from Cut::claims) as it was at the cut.
+  const Claim& ClaimAtCut(const Claim* claim) const;
+  // The record of `node` (from Cut::nodes) as it was at the cut.
+  NodeRecord NodeAtCut(const std::string& node) const;
+
+  // All nodes (with records) and claims as one snapshot record, sorted: what
+  // a checkpoint writes (through SnapshotBuilder, which does not build it).
   Record Snapshot() const;
-  // EncodeRecord(Snapshot()), without building the Record: what a
-  // checkpoint writes, at a fraction of the time under the allocator's lock.
-  std::string EncodeSnapshot() const;
 
  private:
   template <typename RecordRef>
@@ -191,6 +225,12 @@ class ClusterState {
   void EraseNode(absl::flat_hash_map<std::string, NodeState>::iterator it);
   NodeState* MutableNode(std::string_view name);
   void ComputeSummary(NodeState& node) const;
+  // While a cut is open: keep what the claim / the node's record was
+  // before its first change since the cut.
+  void KeepCutImage(const Claim& claim) {
+    if (cut_open_) cut_images_.claims.try_emplace(&claim, claim);
+  }
+  void KeepCutImage(const std::string& node);
   // Marks `node` changed by the record at `revision` (its version).
   void Touch(NodeState& node, uint64_t revision) {
     node.version = revision;
@@ -208,6 +248,9 @@ class ClusterState {
   absl::flat_hash_set<std::string> stale_summaries_;  // While deferred.
   // Where Touch reports, during an Apply that asked for it; else null.
   std::vector<std::string>* touched_ = nullptr;
+  // Whether a cut is open (see BeginCut), and its pre-images.
+  bool cut_open_ = false;
+  CutImages cut_images_;
 };
 
 }  // namespace pdc

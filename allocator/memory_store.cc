@@ -1,6 +1,10 @@
 #include "allocator/memory_store.h"
 
+#include <algorithm>
+#include <iterator>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -78,10 +82,23 @@ absl::Status MemoryStore::BeginCheckpoint(uint64_t revision) {
 }
 
 absl::Status MemoryStore::WriteEncodedCheckpoint(uint64_t revision, std::string_view snapshot) {
-  absl::MutexLock lock(&mu_);
-  // Encoded, as a file would hold it; Recover decodes it.
-  snapshot_ = std::string(snapshot);
-  std::erase_if(log_, [&](const LoggedRecord& r) { return r.revision <= revision; });
+  // Encoded, as a file would hold it; Recover decodes it. Copied, and the
+  // old snapshot and records freed, outside the lock: Append, which the
+  // allocator calls under its own lock, waits for this lock (at 40k claims
+  // the copy and the frees took longer than the whole pause allowed for a
+  // checkpoint).
+  std::optional<std::string> written(std::in_place, snapshot);
+  std::vector<LoggedRecord> covered;
+  {
+    absl::MutexLock lock(&mu_);
+    snapshot_.swap(written);
+    // The log is in revision order: the covered records are a prefix.
+    const auto end = std::find_if(log_.begin(), log_.end(), [&](const LoggedRecord& r) {
+      return r.revision > revision;
+    });
+    covered.assign(std::make_move_iterator(log_.begin()), std::make_move_iterator(end));
+    log_.erase(log_.begin(), end);
+  }
   return absl::OkStatus();
 }
 

@@ -226,24 +226,39 @@ std::string EncodeRecord(const Record& record) {
   return out;
 }
 
-PutsEncoder::PutsEncoder(uint64_t revision, size_t puts) {
-  out_.reserve(160 * puts);  // A little more than a typical claim.
+PutsEncoder::PutsEncoder(uint64_t revision, size_t puts, size_t bytes) {
+  // The header takes at most 21 bytes; 160 is a little more than a typical
+  // claim.
+  out_.reserve(bytes > 0 ? bytes + 21 : 160 * puts);
   Encoder e(&out_);
   e.U8(kFormatVersion);
   e.Varint(revision);
   e.Varint(puts);
 }
 
-void PutsEncoder::Put(const NodeRecord& node) {
-  Encoder e(&out_);
+void PutsEncoder::Put(const NodeRecord& node) { EncodePut(node, &out_); }
+
+void PutsEncoder::Put(const Claim& claim) { EncodePut(claim, &out_); }
+
+void PutsEncoder::EncodePut(const NodeRecord& node, std::string* out) {
+  Encoder e(out);
   e.U8(kTagPutNode);
   EncodeNode(e, node);
 }
 
-void PutsEncoder::Put(const Claim& claim) {
-  Encoder e(&out_);
+void PutsEncoder::EncodePut(const Claim& claim, std::string* out) {
+  Encoder e(out);
   e.U8(kTagPutClaim);
   EncodeClaim(e, claim);
+}
+
+std::pair<std::string_view, std::string_view> PutsEncoder::EncodedClaimKey(
+    std::string_view put) {
+  Decoder d(put);
+  d.U8();  // kTagPutClaim
+  std::string_view ns = d.String();
+  std::string_view name = d.String();
+  return {ns, name};
 }
 
 std::string PutsEncoder::Finish() && { return std::move(out_); }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -70,10 +71,21 @@ absl::StatusOr<Record> DecodeRecord(std::string_view bytes);
 // exactly `puts` Put calls must precede it.
 class PutsEncoder {
  public:
-  PutsEncoder(uint64_t revision, size_t puts);
+  // `bytes`: what the puts will take, when known (else a guess is reserved).
+  PutsEncoder(uint64_t revision, size_t puts, size_t bytes = 0);
   void Put(const NodeRecord& node);
   void Put(const Claim& claim);
+  // A put encoded apart by EncodePut, appended as it is.
+  void PutEncoded(std::string_view put) { out_.append(put); }
   std::string Finish() &&;
+
+  // Append to *out exactly the bytes Put writes for `node` / `claim`: a
+  // checkpoint encodes its puts in pieces and joins them in snapshot order.
+  static void EncodePut(const NodeRecord& node, std::string* out);
+  static void EncodePut(const Claim& claim, std::string* out);
+  // The claim key (namespace, name) a claim put written by EncodePut starts
+  // with, as views into `put`. REQUIRES: `put` begins with such a put.
+  static std::pair<std::string_view, std::string_view> EncodedClaimKey(std::string_view put);
 
  private:
   std::string out_;

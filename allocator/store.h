@@ -13,6 +13,8 @@
 //   4. From time to time: BeginCheckpoint() under the lock, held at least
 //      shared so that no Append runs meanwhile (the cut is exact), then
 //      WriteCheckpoint(snapshot) outside it. One checkpoint at a time.
+//      Appends go on between the two: the snapshot holds the state at the
+//      cut, the records after it stay in the log after it.
 //
 // How a shared store (etcd) maps onto this: Append is a transaction that
 // compares the store's revision key with record.revision - 1 and fails with

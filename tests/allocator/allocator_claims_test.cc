@@ -1,10 +1,8 @@
 // Claim lifecycle, validation, inventory and recovery of the allocator core.
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "allocator/allocator.h"
 #include "allocator/allocator_impl.h"
 #include "allocator/memory_store.h"
@@ -232,33 +230,6 @@ TEST_F(FaultyStoreTest, FailedCheckpointIsRetriedAndStopsNothing) {
   EXPECT_FALSE(allocator->Checkpoint().ok());
   ASSERT_OK(allocator->Checkpoint());  // Same revision as the failed one.
   EXPECT_EQ(faulty_.checkpoint_writes(), 2);
-}
-
-// A checkpoint holds the allocator's lock only shared: while it encodes the
-// state and cuts the log, filter and reads answer (kube-scheduler's calls do
-// not pause); mutations wait for it.
-TEST_F(FaultyStoreTest, CheckpointLetsFiltersAndReadsThrough) {
-  Allocator* allocator = allocator_on_faulty_.get();
-  ASSERT_OK(allocator->CreateClaim({"default", "held"}, Spec(kNvme, 1)));
-  absl::Notification entered, resume;
-  faulty_.PauseNextBeginCheckpoint(&entered, &resume);
-  std::thread checkpoint([&] { EXPECT_OK(allocator->Checkpoint()); });
-  entered.WaitForNotification();
-  absl::Notification read;
-  std::thread reader([&] {
-    const std::vector<std::string_view> nodes = {"node-a"};
-    FilterResult f = allocator->Filter(VmPod("vm1", "u1"), nodes);
-    EXPECT_EQ(f.nodes.size(), 1u);
-    EXPECT_OK(allocator->GetClaim({"default", "held"}).status());
-    EXPECT_EQ(allocator->ListNodes().size(), 1u);
-    read.Notify();
-  });
-  // With the lock held exclusively this would wait for the checkpoint.
-  EXPECT_TRUE(read.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  resume.Notify();
-  reader.join();
-  checkpoint.join();
-  EXPECT_EQ(faulty_.checkpoint_writes(), 1);
 }
 
 // A record the store refuses is not applied: the allocator answers with the

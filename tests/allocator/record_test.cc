@@ -1,8 +1,10 @@
 #include "allocator/record.h"
 
 #include <string>
+#include <utility>
 
 #include "allocator/cluster_state.h"
+#include "allocator/snapshot_builder.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -94,10 +96,25 @@ TEST(RecordTest, EncodedSnapshotIsTheEncodedSnapshotRecord) {
   c.status.node = "node-z";
   r2.mutations.push_back(PutClaim{c});
   ASSERT_OK(state.Apply(r2));
-  EXPECT_EQ(state.EncodeSnapshot(), EncodeRecord(state.Snapshot()));
-  ASSERT_OK_AND_ASSIGN(Record back, DecodeRecord(state.EncodeSnapshot()));
-  EXPECT_EQ(back.revision, 2u);
-  EXPECT_EQ(back.mutations.size(), 3u);
+  // Whatever the chunks, the pieces join into the snapshot record's bytes.
+  for (size_t chunk : {1, 2, 100}) {
+    SnapshotBuilder builder(state.BeginCut());
+    while (!builder.Done()) builder.EncodeSome(state, chunk);
+    state.EndCut();
+    const std::string encoded = std::move(builder).Finish();
+    EXPECT_EQ(encoded, EncodeRecord(state.Snapshot())) << chunk << " per chunk";
+    ASSERT_OK_AND_ASSIGN(Record back, DecodeRecord(encoded));
+    EXPECT_EQ(back.revision, 2u);
+    EXPECT_EQ(back.mutations.size(), 3u);
+  }
+}
+
+TEST(RecordTest, EncodedClaimPutStartsWithItsKey) {
+  Claim c = std::get<PutClaim>(SampleRecord().mutations[0]).claim;
+  std::string put;
+  PutsEncoder::EncodePut(c, &put);
+  EXPECT_EQ(PutsEncoder::EncodedClaimKey(put), std::make_pair(std::string_view(c.key.ns),
+                                                              std::string_view(c.key.name)));
 }
 
 TEST(RecordTest, EveryTruncationIsDataLossNotACrash) {

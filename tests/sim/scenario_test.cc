@@ -147,7 +147,8 @@ TEST(ScenarioTest, FormatDuration) {
 }
 
 TEST(ScenarioTest, ShippedScenariosAreValid) {
-  for (const char* name : {"demo", "kubevirtci-2nvme", "rack-5000", "node-failure"}) {
+  for (const char* name :
+       {"demo", "kubevirtci-2nvme", "rack-5000", "rack-15000", "node-failure"}) {
     const std::string path = std::string(PDC_SIM_SCENARIO_DIR) + "/" + name + ".yaml";
     absl::StatusOr<Scenario> s = LoadScenarioFile(path);
     ASSERT_TRUE(s.ok()) << s.status();

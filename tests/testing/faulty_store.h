@@ -13,9 +13,6 @@
 //     without reaching the wrapped store; nothing else changes (a failed
 //     snapshot write is not sticky). checkpoint_writes() counts the ones that
 //     reached it.
-//   PauseNextBeginCheckpoint(entered, resume): the next BeginCheckpoint
-//     notifies `entered`, then waits for `resume` before it goes on (to look
-//     at what the allocator allows while a checkpoint holds its lock).
 // Tests using it link pdc_allocator.
 // Thread-safety: thread-safe when the wrapped store is; calls to the wrapped
 // store are made without holding this wrapper's lock, so concurrent Syncs
@@ -31,7 +28,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "allocator/store.h"
 
 namespace pdc::testing {
@@ -52,11 +48,6 @@ class FaultyStore final : public Store {
   void FailNextCheckpointWrite(absl::Status error) {
     absl::MutexLock lock(&mu_);
     next_checkpoint_write_ = std::move(error);
-  }
-  void PauseNextBeginCheckpoint(absl::Notification* entered, absl::Notification* resume) {
-    absl::MutexLock lock(&mu_);
-    pause_entered_ = entered;
-    pause_resume_ = resume;
   }
   int checkpoint_writes() const {
     absl::MutexLock lock(&mu_);
@@ -96,17 +87,6 @@ class FaultyStore final : public Store {
 
   absl::Status BeginCheckpoint(uint64_t revision) override {
     if (absl::Status s = Failed(); !s.ok()) return s;
-    absl::Notification* entered = nullptr;
-    absl::Notification* resume = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
-      entered = std::exchange(pause_entered_, nullptr);
-      resume = std::exchange(pause_resume_, nullptr);
-    }
-    if (entered != nullptr) {
-      entered->Notify();
-      resume->WaitForNotification();
-    }
     return store_->BeginCheckpoint(revision);
   }
 
@@ -140,8 +120,6 @@ class FaultyStore final : public Store {
   absl::Status next_sync_ ABSL_GUARDED_BY(mu_);
   absl::Status next_checkpoint_write_ ABSL_GUARDED_BY(mu_);
   int checkpoint_writes_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Notification* pause_entered_ ABSL_GUARDED_BY(mu_) = nullptr;
-  absl::Notification* pause_resume_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
 };
 
