@@ -71,6 +71,11 @@ class ClaimsOnDoubleTest : public ExtenderOnDoubleTest {
                      Owner("VirtualMachineInstance", vm, vmi_uid),
                      R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
   }
+  // Writes a claim's status as someone restoring a backup might; the
+  // HTTP status of the PATCH to `status_path` (Claims("/<name>/status")).
+  int WriteStatus(const std::string& status_path, const std::string& body) {
+    return Call("PATCH", status_path, body, "application/merge-patch+json").status;
+  }
   std::string Holds(const std::string& node) {
     return absl::StrCat("/api/v1/namespaces/", ns_, "/configmaps/",
                         extender::HoldsConfigMapName(node));
@@ -278,10 +283,8 @@ TEST_F(ClaimsOnDoubleTest, ADeviceInTwoClaimsIsUsedForNeither) {
   for (const std::string name : {"one", "two"}) {
     KubeReply c = Call("POST", Claims(), NvmeClaim(name, "Retain"));
     ASSERT_EQ(c.status, 201) << c.text;
-    ASSERT_EQ(Call("PATCH", Claims(absl::StrCat("/", name, "/status")),
-                   R"({"status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"}]}})",
-                   "application/merge-patch+json")
-                  .status,
+    ASSERT_EQ(WriteStatus(Claims(absl::StrCat("/", name, "/status")),
+                          R"({"status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"}]}})"),
               200);
   }
   StartExtender(StoreKind::kKubernetes);
@@ -333,16 +336,12 @@ TEST_F(ClaimsOnDoubleTest, EveryDeviceOfAClaimInConflictIsHeld) {
       "POST", Claims(),
       R"({"apiVersion":"pdc.kubevirt.io/v1alpha1","kind":"PersistentDeviceClaim","metadata":{"name":"pair"},"spec":{"resourceName":"devices.kubevirt.io/nvme","count":2,"reclaimPolicy":"Retain"}})");
   ASSERT_EQ(c.status, 201) << c.text;
-  ASSERT_EQ(Call("PATCH", Claims("/pair/status"),
-                 R"({"status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"},{"address":"0000:5e:00.0","serial":"SNA1"}]}})",
-                 "application/merge-patch+json")
-                .status,
+  ASSERT_EQ(WriteStatus(Claims("/pair/status"),
+                        R"({"status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"},{"address":"0000:5e:00.0","serial":"SNA1"}]}})"),
             200);
   ASSERT_EQ(Call("POST", Claims(), NvmeClaim("single", "Retain")).status, 201);
-  ASSERT_EQ(Call("PATCH", Claims("/single/status"),
-                 R"({"status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"}]}})",
-                 "application/merge-patch+json")
-                .status,
+  ASSERT_EQ(WriteStatus(Claims("/single/status"),
+                        R"({"status":{"phase":"Bound","node":"node-a","devices":[{"address":"0000:3b:00.0","serial":"SNA0"}]}})"),
             200);
   StartExtender(StoreKind::kKubernetes);
   ASSERT_TRUE(AwaitReady());
