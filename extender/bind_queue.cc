@@ -7,7 +7,7 @@
 namespace pdc::extender {
 
 BindQueue::BindQueue(const Binder* binder, Notifier* notifier, BindQueueOptions options)
-    : binder_(binder), notifier_(notifier), options_(options) {
+    : binder_(binder), notifier_(notifier), options_(options), jobs_(options_.max_jobs) {
   threads_.reserve(static_cast<size_t>(options_.threads));
   for (int i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { Work(); });
 }
@@ -30,11 +30,10 @@ absl::StatusOr<BindQueue::Ticket> BindQueue::Start(const api::BindingArgs& args)
                            "will retry the pod"));
   }
   Ticket t;
-  t.token = ++next_token_;
+  t.token = jobs_.Add(Job{args, binder_->DeadlineFromNow()});
   t.topic = Topic(t.token);
   // Read before the job can end: its bump moves the topic past `seen`.
   t.seen = notifier_->version(t.topic);
-  jobs_.emplace(t.token, Job{args, binder_->DeadlineFromNow(), false, std::nullopt});
   waiting_.push_back(t.token);
   return t;
 }
@@ -43,11 +42,9 @@ std::optional<BindResult> BindQueue::Take(uint64_t token) {
   std::optional<BindResult> out;
   {
     absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(token);
-    if (it == jobs_.end() || !it->second.result.has_value()) return std::nullopt;
-    out = std::move(it->second.result);
-    jobs_.erase(it);
-    std::erase(finished_, token);
+    auto entry = jobs_.Take(token);
+    if (!entry.has_value()) return std::nullopt;
+    out = std::move(entry->result);
   }
   notifier_->Retire(Topic(token));
   return out;
@@ -57,15 +54,7 @@ void BindQueue::Abandon(uint64_t token) {
   bool retire = false;
   {
     absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(token);
-    if (it == jobs_.end()) return;
-    if (it->second.result.has_value()) {
-      jobs_.erase(it);
-      std::erase(finished_, token);
-      retire = true;
-    } else {
-      it->second.abandoned = true;  // Skipped if waiting; dropped when it ends.
-    }
+    retire = jobs_.Abandon(token);  // Else skipped if waiting; dropped when it ends.
   }
   if (retire) notifier_->Retire(Topic(token));
 }
@@ -76,14 +65,6 @@ size_t BindQueue::jobs() const {
 }
 
 bool BindQueue::HasWorkLocked() const { return stopping_ || !waiting_.empty(); }
-
-void BindQueue::TrimFinishedLocked(std::vector<uint64_t>* dropped) {
-  while (finished_.size() > options_.max_jobs) {
-    jobs_.erase(finished_.front());
-    dropped->push_back(finished_.front());
-    finished_.pop_front();
-  }
-}
 
 void BindQueue::Work() {
   for (;;) {
@@ -96,31 +77,22 @@ void BindQueue::Work() {
       if (stopping_) return;
       token = waiting_.front();
       waiting_.pop_front();
-      Job& job = jobs_.at(token);
-      if (job.abandoned) {
-        jobs_.erase(token);
-        continue;
-      }
+      if (jobs_.DropIfAbandoned(token)) continue;
+      const Job& job = jobs_.Find(token)->job;
       args = job.args;
       deadline = job.deadline;
       ++running_;
     }
     BindResult result = binder_->Bind(args, deadline);
     std::vector<uint64_t> dropped;
+    bool kept = false;
     {
       absl::MutexLock lock(&mu_);
       --running_;
-      Job& job = jobs_.at(token);
-      if (job.abandoned) {
-        jobs_.erase(token);
-        dropped.push_back(token);
-      } else {
-        job.result = std::move(result);
-        finished_.push_back(token);
-        TrimFinishedLocked(&dropped);
-      }
+      kept = jobs_.Finish(token, std::move(result), &dropped);
+      if (!kept) dropped.push_back(token);
     }
-    notifier_->Bump(std::vector<std::string>{Topic(token)});
+    if (kept) notifier_->Bump(std::vector<std::string>{Topic(token)});
     for (uint64_t t : dropped) notifier_->Retire(Topic(t));
   }
 }

@@ -31,13 +31,13 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/scheduler_wire.h"
 #include "common/notifier.h"
 #include "extender/binder.h"
+#include "extender/parked_jobs.h"
 
 namespace pdc::extender {
 
@@ -81,14 +81,10 @@ class BindQueue {
   struct Job {
     api::BindingArgs args;
     absl::Time deadline;
-    bool abandoned = false;
-    std::optional<BindResult> result;
   };
 
   void Work();
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops finished results beyond max_jobs, oldest first, into `dropped`.
-  void TrimFinishedLocked(std::vector<uint64_t>* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Binder* const binder_;
   Notifier* const notifier_;
@@ -96,10 +92,9 @@ class BindQueue {
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, Job> jobs_ ABSL_GUARDED_BY(mu_);
-  std::deque<uint64_t> waiting_ ABSL_GUARDED_BY(mu_);   // Not started, in order.
-  std::deque<uint64_t> finished_ ABSL_GUARDED_BY(mu_);  // Results not taken, in order.
+  // Finished results beyond max_jobs are dropped, oldest first.
+  ParkedJobs<Job, BindResult> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> waiting_ ABSL_GUARDED_BY(mu_);  // Not started, in order.
   size_t running_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };

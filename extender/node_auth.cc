@@ -31,7 +31,8 @@ NodeAuthenticator::NodeAuthenticator(NodeAuthOptions options, TokenReviewer* rev
       username_(ServiceAccountUser(options_.service_account)),
       reviewer_(options_.service_account.empty() ? nullptr : reviewer),
       notifier_(notifier),
-      clock_(clock) {
+      clock_(clock),
+      jobs_(options_.max_jobs) {
   if (!options_.token_dir.empty()) token_dir_ = std::make_unique<NodeTokenDir>(options_.token_dir, clock_);
   if (reviewer_ == nullptr) return;
   threads_.reserve(static_cast<size_t>(options_.threads));
@@ -84,22 +85,21 @@ absl::StatusOr<NodeAuthenticator::Ticket> NodeAuthenticator::Start(std::string_v
   if (reviewer_ == nullptr) return absl::InternalError("no TokenReview is configured");
   std::string digest = Sha256(bearer);
   absl::MutexLock lock(&mu_);
-  if (jobs_.size() - finished_.size() >= options_.max_jobs) {
+  if (jobs_.running() >= options_.max_jobs) {
     return absl::UnavailableError(absl::StrCat(
         options_.max_jobs, " requests already wait for a TokenReview; retry later"));
   }
-  Ticket t;
-  t.token = ++next_token_;
-  t.topic = Topic(t.token);
-  // Read before the job can end: its bump moves the topic past `seen`.
-  t.seen = notifier_->version(t.topic);
   auto [review, fresh] = reviews_.try_emplace(digest);
   if (fresh) {
     review->second.bearer = std::string(bearer);
     waiting_.push_back(digest);
   }
+  Ticket t;
+  t.token = jobs_.Add(Job{std::move(digest), std::move(body)});
+  t.topic = Topic(t.token);
+  // Read before the job can end: its bump moves the topic past `seen`.
+  t.seen = notifier_->version(t.topic);
   review->second.jobs.push_back(t.token);
-  jobs_.emplace(t.token, Job{std::move(digest), std::move(body), false, std::nullopt});
   return t;
 }
 
@@ -107,17 +107,15 @@ NodeAuthenticator::Resumed NodeAuthenticator::Resume(uint64_t token) {
   Resumed out;
   {
     absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(token);
-    if (it == jobs_.end()) return out;  // kGone
-    if (!it->second.result.has_value()) {
-      out.state = Resumed::State::kPending;
+    auto entry = jobs_.Take(token);
+    if (!entry.has_value()) {
+      // Still under review, or gone.
+      if (jobs_.Find(token) != nullptr) out.state = Resumed::State::kPending;
       return out;
     }
     out.state = Resumed::State::kDone;
-    out.caller = *std::move(it->second.result);
-    out.body = std::move(it->second.body);
-    jobs_.erase(it);
-    std::erase(finished_, token);
+    out.caller = *std::move(entry->result);
+    out.body = std::move(entry->job.body);
   }
   notifier_->Retire(Topic(token));
   return out;
@@ -127,15 +125,7 @@ void NodeAuthenticator::Abandon(uint64_t token) {
   bool retire = false;
   {
     absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(token);
-    if (it == jobs_.end()) return;
-    if (it->second.result.has_value()) {
-      jobs_.erase(it);
-      std::erase(finished_, token);
-      retire = true;
-    } else {
-      it->second.abandoned = true;  // Dropped when its review ends.
-    }
+    retire = jobs_.Abandon(token);  // Else dropped when its review ends.
   }
   if (retire) notifier_->Retire(Topic(token));
 }
@@ -232,21 +222,11 @@ void NodeAuthenticator::Work() {
       const std::vector<uint64_t> waiting = std::move(review_it->second.jobs);
       reviews_.erase(review_it);
       for (uint64_t token : waiting) {
-        auto it = jobs_.find(token);
-        if (it == jobs_.end()) continue;
-        if (it->second.abandoned) {
-          jobs_.erase(it);
+        if (jobs_.Finish(token, caller, &dropped)) {
+          topics.push_back(Topic(token));
+        } else {
           dropped.push_back(token);
-          continue;
         }
-        it->second.result = caller;
-        finished_.push_back(token);
-        topics.push_back(Topic(token));
-      }
-      while (finished_.size() > options_.max_jobs) {
-        jobs_.erase(finished_.front());
-        dropped.push_back(finished_.front());
-        finished_.pop_front();
       }
     }
     if (!topics.empty()) notifier_->Bump(topics);

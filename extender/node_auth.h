@@ -54,6 +54,7 @@
 #include "common/clock.h"
 #include "common/notifier.h"
 #include "extender/node_token_dir.h"
+#include "extender/parked_jobs.h"
 #include "extender/token_reviewer.h"
 
 namespace pdc::extender {
@@ -150,8 +151,6 @@ class NodeAuthenticator {
   struct Job {
     std::string digest;
     std::string body;
-    bool abandoned = false;
-    std::optional<absl::StatusOr<NodeCaller>> result;
   };
 
   void Work();
@@ -172,11 +171,9 @@ class NodeAuthenticator {
   std::list<std::string> cache_order_ ABSL_GUARDED_BY(mu_);  // Oldest first.
   absl::flat_hash_map<std::string, Review> reviews_ ABSL_GUARDED_BY(mu_);  // By digest.
   std::deque<std::string> waiting_ ABSL_GUARDED_BY(mu_);  // Digests not started.
-  absl::flat_hash_map<uint64_t, Job> jobs_ ABSL_GUARDED_BY(mu_);
-  // Jobs with a result nobody resumed yet, oldest first; beyond max_jobs
-  // the oldest are dropped (their connection closed).
-  std::deque<uint64_t> finished_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 0;
+  // Results nobody resumed yet beyond max_jobs are dropped, oldest first
+  // (their connections are closed by then).
+  ParkedJobs<Job, absl::StatusOr<NodeCaller>> jobs_ ABSL_GUARDED_BY(mu_);
   ReviewCounts counts_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };
