@@ -154,12 +154,23 @@ std::vector<std::function<void()>> EveryKindOfChange(Allocator& a) {
   };
 }
 
-TEST(CheckpointCutTest, SnapshotIsTheStateAtItsRevisionWhateverChangesWhileItIsEncoded) {
+// An allocator over a store that keeps the snapshot it was given, holding
+// the populated state, and a script of every kind of change.
+class CheckpointCutOverSnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(allocator, Allocator::Open(TestOptions(), &store, &clock));
+    impl = dynamic_cast<AllocatorImpl*>(allocator.get());
+    Populate(*allocator);
+  }
+
   FakeClock clock;
   SnapshotKeepingStore store;
-  ASSERT_OK_AND_ASSIGN(auto allocator, Allocator::Open(TestOptions(), &store, &clock));
-  auto* impl = dynamic_cast<AllocatorImpl*>(allocator.get());
-  Populate(*allocator);
+  std::unique_ptr<Allocator> allocator;
+  AllocatorImpl* impl = nullptr;
+};
+
+TEST_F(CheckpointCutOverSnapshotTest, SnapshotIsTheStateAtItsRevisionWhateverChangesWhileItIsEncoded) {
   Script script(EveryKindOfChange(*allocator));
   impl->SetCheckpointChunkForTest(1, [&script] { script(); });
   const Record at_cut = impl->SnapshotForTest();
@@ -195,12 +206,7 @@ TEST(CheckpointCutTest, SnapshotIsTheStateAtItsRevisionWhateverChangesWhileItIsE
 
 // Once a checkpoint is done its pre-images are gone: the next one, with
 // nothing happening meanwhile, writes the state as it is then.
-TEST(CheckpointCutTest, TheNextCheckpointWritesTheStateOfItsOwnCut) {
-  FakeClock clock;
-  SnapshotKeepingStore store;
-  ASSERT_OK_AND_ASSIGN(auto allocator, Allocator::Open(TestOptions(), &store, &clock));
-  auto* impl = dynamic_cast<AllocatorImpl*>(allocator.get());
-  Populate(*allocator);
+TEST_F(CheckpointCutOverSnapshotTest, TheNextCheckpointWritesTheStateOfItsOwnCut) {
   Script script(EveryKindOfChange(*allocator));
   impl->SetCheckpointChunkForTest(1, [&script] { script(); });
   ASSERT_OK(allocator->Checkpoint());
