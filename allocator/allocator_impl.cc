@@ -169,7 +169,15 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
   {
     MutationLock lock(this);
     for (Device& d : inventory.devices) {
-      if (state_.Classify(d) != kNoClass) kept.push_back(std::move(d));
+      if (state_.Classify(d) == kNoClass) continue;
+      // A reason only on an unhealthy device, and one on each: what the
+      // record keeps, so memory and a recovered store agree.
+      if (d.health == DeviceHealth::kHealthy) {
+        d.unhealthy_reason = UnhealthyReason::kNone;
+      } else if (d.unhealthy_reason == UnhealthyReason::kNone) {
+        d.unhealthy_reason = UnhealthyReason::kUnspecified;
+      }
+      kept.push_back(std::move(d));
     }
     inventory.devices = std::move(kept);
     std::sort(inventory.devices.begin(), inventory.devices.end(),

@@ -93,7 +93,7 @@ std::vector<std::string_view> SerialIndex::Duplicates() const {
 
 void RefuseDuplicateSerials(const SerialIndex& index, NodeInventory& inventory) {
   for (Device& d : inventory.devices) {
-    if (index.Find(d.serial).size() > 1) d.health = DeviceHealth::kUnhealthy;
+    if (index.Find(d.serial).size() > 1) MarkUnhealthy(d, UnhealthyReason::kAmbiguousIdentity);
   }
 }
 

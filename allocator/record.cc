@@ -26,7 +26,9 @@ enum Tag : uint8_t {
 // at the end of a claim; older claims decode with "" (unknown).
 // Version 5 added Reservation::claim_rank after the VM UID; older
 // reservations decode with 0 (unknown: the claim key orders the hand-off).
-constexpr uint8_t kFormatVersion = 5;
+// Version 6 added Device::unhealthy_reason after the health; older unhealthy
+// devices decode as kUnspecified.
+constexpr uint8_t kFormatVersion = 6;
 constexpr uint8_t kOldestFormatVersion = 1;
 
 void EncodeDevice(Encoder& e, const Device& d) {
@@ -37,11 +39,12 @@ void EncodeDevice(Encoder& e, const Device& d) {
   e.Signed(d.iommu_group);
   e.Signed(d.numa_node);
   e.U8(static_cast<uint8_t>(d.health));
+  e.U8(static_cast<uint8_t>(d.unhealthy_reason));
   e.String(d.serial);
   e.String(d.driver);
 }
 
-void DecodeDevice(Decoder& d, Device& out) {
+void DecodeDevice(Decoder& d, uint8_t version, Device& out) {
   out.address = PciAddress::FromPacked(d.Fixed32());
   out.vendor_id = static_cast<uint16_t>(d.Varint());
   out.device_id = static_cast<uint16_t>(d.Varint());
@@ -51,6 +54,13 @@ void DecodeDevice(Decoder& d, Device& out) {
   uint8_t health = d.U8();
   if (health > 1) d.Fail();
   out.health = static_cast<DeviceHealth>(health);
+  uint8_t reason = version >= 6 ? d.U8() : static_cast<uint8_t>(UnhealthyReason::kNone);
+  if (reason > static_cast<uint8_t>(kLastUnhealthyReason)) d.Fail();
+  out.unhealthy_reason = static_cast<UnhealthyReason>(reason);
+  if (out.health == DeviceHealth::kUnhealthy && reason == 0) {
+    out.unhealthy_reason = UnhealthyReason::kUnspecified;
+  }
+  if (out.health == DeviceHealth::kHealthy && reason != 0) d.Fail();
   out.serial = std::string(d.String());
   out.driver = std::string(d.String());
 }
@@ -181,9 +191,9 @@ void EncodeNode(Encoder& e, const NodeRecord& n) {
 
 void DecodeNode(Decoder& d, uint8_t version, NodeRecord& n) {
   n.inventory.node = std::string(d.String());
-  uint64_t count = d.Count(13);
+  uint64_t count = d.Count(version >= 6 ? 14 : 13);
   n.inventory.devices.resize(count);
-  for (Device& dev : n.inventory.devices) DecodeDevice(d, dev);
+  for (Device& dev : n.inventory.devices) DecodeDevice(d, version, dev);
   uint64_t returns = d.Count(4);
   n.return_to_host.resize(returns);
   for (PciAddress& a : n.return_to_host) a = PciAddress::FromPacked(d.Fixed32());

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "api/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
@@ -36,6 +40,16 @@ absl::StatusOr<uint32_t> ParseHex(const Value& obj, std::string_view key,
                                                 digits, " hex digits"));
   }
   return static_cast<uint32_t>(v);
+}
+
+std::string UnhealthyReasonError(std::string_view reason) {
+  std::vector<std::string> names;
+  for (auto r = static_cast<uint8_t>(UnhealthyReason::kUnspecified);
+       r <= static_cast<uint8_t>(kLastUnhealthyReason); ++r) {
+    names.emplace_back(ToString(static_cast<UnhealthyReason>(r)));
+  }
+  return absl::StrCat(model::QuoteForMessage(reason), " must be one of ",
+                      absl::StrJoin(names, ", "));
 }
 
 absl::StatusOr<Device> ParseDevice(const Value& v, std::string_view at) {
@@ -70,7 +84,21 @@ absl::StatusOr<Device> ParseDevice(const Value& v, std::string_view at) {
   d.serial = std::string(serial);
   d.driver = std::string(driver);
   ASSIGN_OR_RETURN(bool healthy, json::OptBool(v, "healthy", f("healthy"), true));
-  d.health = healthy ? DeviceHealth::kHealthy : DeviceHealth::kUnhealthy;
+  ASSIGN_OR_RETURN(std::string_view reason,
+                   json::OptString(v, "unhealthyReason", f("unhealthyReason")));
+  if (healthy) {
+    if (!reason.empty()) {
+      return json::FieldError(f("unhealthyReason"), "is set but the device is healthy");
+    }
+    return d;
+  }
+  d.health = DeviceHealth::kUnhealthy;
+  d.unhealthy_reason = UnhealthyReason::kUnspecified;
+  if (!reason.empty()) {
+    std::optional<UnhealthyReason> r = ParseUnhealthyReason(reason);
+    if (!r) return json::FieldError(f("unhealthyReason"), UnhealthyReasonError(reason));
+    d.unhealthy_reason = *r;
+  }
   return d;
 }
 
@@ -152,6 +180,11 @@ void WriteDeviceFields(Writer& w, const Device& d) {
   Str(w, d.driver);
   Key(w, "healthy");
   w.Bool(d.health == DeviceHealth::kHealthy);
+  if (d.health != DeviceHealth::kHealthy) {
+    Key(w, "unhealthyReason");
+    Str(w, ToString(d.unhealthy_reason == UnhealthyReason::kNone ? UnhealthyReason::kUnspecified
+                                                                 : d.unhealthy_reason));
+  }
 }
 
 absl::StatusOr<NodeInventory> ParseInventory(std::string_view body,

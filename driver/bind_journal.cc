@@ -10,7 +10,8 @@
 namespace pdc::driver {
 namespace {
 
-constexpr std::string_view kHeader = "pdc-vfio-journal v1";
+constexpr std::string_view kHeader = "pdc-vfio-journal v2";
+constexpr std::string_view kHeaderV1 = "pdc-vfio-journal v1";
 
 std::optional<JournalState> ParseState(absl::string_view s) {
   if (s == "binding") return JournalState::kBinding;
@@ -48,17 +49,20 @@ std::string_view ToString(JournalState state) {
   return "unknown";
 }
 
-absl::StatusOr<std::unique_ptr<BindJournal>> BindJournal::Open(std::string path) {
-  std::unique_ptr<BindJournal> j(new BindJournal(path));
+absl::StatusOr<std::unique_ptr<BindJournal>> BindJournal::Open(std::string path,
+                                                               std::string current_boot) {
+  std::unique_ptr<BindJournal> j(new BindJournal(path, std::move(current_boot)));
   auto content = ReadFileToString(path);
   if (absl::IsNotFound(content.status())) return j;
   if (!content.ok()) return content.status();
   std::vector<absl::string_view> lines =
       absl::StrSplit(*content, '\n', absl::SkipEmpty());
   if (lines.empty()) return j;
-  if (lines[0] != Sv(kHeader)) {
+  const bool v1 = lines[0] == Sv(kHeaderV1);
+  if (lines[0] != Sv(kHeader) && !v1) {
     return absl::DataLossError(absl::StrCat(path, ": first line is not \"", Sv(kHeader), "\""));
   }
+  const size_t fields = v1 ? 4 : 5;
   absl::MutexLock lock(&j->mu_);
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<absl::string_view> f = absl::StrSplit(lines[i], ' ');
@@ -66,13 +70,13 @@ absl::StatusOr<std::unique_ptr<BindJournal>> BindJournal::Open(std::string path)
       return absl::DataLossError(
           absl::StrCat(path, ":", i + 1, ": ", why, ": \"", lines[i], "\""));
     };
-    if (f.size() != 4) return corrupt("want 4 fields");
+    if (f.size() != fields) return corrupt(absl::StrCat("want ", fields, " fields"));
     auto address = PciAddress::Parse(StdSv(f[0]));
     if (!address.ok()) return corrupt("bad PCI address");
     auto state = ParseState(f[1]);
     if (!state) return corrupt("bad state");
-    j->entries_[*address] =
-        JournalEntry{*address, *state, FromDash(f[2]), FromDash(f[3])};
+    j->entries_[*address] = JournalEntry{*address, *state, FromDash(f[2]), FromDash(f[3]),
+                                         v1 ? std::string(kUnknownBoot) : FromDash(f[4])};
   }
   return j;
 }
@@ -101,6 +105,12 @@ absl::Status BindJournal::Put(const JournalEntry& in) {
   // A serial is a convenience (reported while the device is on vfio-pci);
   // one that would not read back is dropped rather than failing the bind.
   if (!IsWord(entry.serial)) entry.serial.clear();
+  if (entry.serial.empty()) {
+    entry.boot_id.clear();
+  } else if (entry.boot_id.empty()) {
+    entry.boot_id = current_boot_;
+  }
+  if (!IsWord(entry.boot_id)) entry.boot_id.clear();
   absl::MutexLock lock(&mu_);
   auto old = entries_.find(entry.address);
   std::optional<JournalEntry> previous;
@@ -118,6 +128,11 @@ absl::Status BindJournal::Put(const JournalEntry& in) {
   return s;
 }
 
+bool BindJournal::SerialCurrent(const JournalEntry& entry) const {
+  return current_boot_.empty() || entry.boot_id == current_boot_ ||
+         entry.boot_id == kUnknownBoot;
+}
+
 absl::Status BindJournal::Remove(PciAddress address) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(address);
@@ -133,7 +148,8 @@ absl::Status BindJournal::PersistLocked() {
   std::string out = absl::StrCat(Sv(kHeader), "\n");
   for (const auto& [a, e] : entries_) {
     absl::StrAppend(&out, a.ToString(), " ", Sv(ToString(e.state)), " ",
-                    OrDash(e.original_driver), " ", OrDash(e.serial), "\n");
+                    OrDash(e.original_driver), " ", OrDash(e.serial), " ",
+                    OrDash(e.boot_id), "\n");
   }
   return WriteFileAtomically(path_, out);
 }

@@ -8,9 +8,14 @@
 // vfio-pci and stays so until its user data is erased (nvme_erase.h): a
 // crash or a failed erase leaves the entry, and the device is reported
 // unhealthy until a later pass finishes the erase.
+// The serial is trusted only in the boot it was read in: after a reboot a
+// bus renumbering may have put another drive at the address, and a drive
+// that stayed on vfio-pci (vfio-pci.ids=, driverctl) shows no serial to
+// check (docs/design.md §4.1).
 // File format (text, one entry a line, sorted by address):
-//   pdc-vfio-journal v1
-//   <address> <binding|bound|restoring|erasing> <original driver or -> <serial or ->
+//   pdc-vfio-journal v2
+//   <address> <binding|bound|restoring|erasing> <original driver or -> <serial or -> <boot or ->
+// A v1 journal (no boot field) is read with every boot "unknown".
 // Thread-safety: thread-safe.
 #ifndef PDC_DRIVER_BIND_JOURNAL_H_
 #define PDC_DRIVER_BIND_JOURNAL_H_
@@ -44,30 +49,45 @@ struct JournalEntry {
   JournalState state = JournalState::kBinding;
   std::string original_driver;  // "" when the device had no driver.
   std::string serial;           // "" when unknown.
+  // The boot (kernel boot_id) `serial` was read from sysfs in; "" until Put
+  // stamps the current one, kUnknownBoot when a v1 journal held the entry.
+  std::string boot_id = {};
 
   bool operator==(const JournalEntry&) const = default;
 };
+
+inline constexpr std::string_view kUnknownBoot = "unknown";
 
 class BindJournal {
  public:
   // Loads `path` (a missing file is an empty journal). DataLoss names the
   // line when the file is corrupt: the node driver must not guess which
-  // driver a device belongs to.
-  static absl::StatusOr<std::unique_ptr<BindJournal>> Open(std::string path);
+  // driver a device belongs to. `current_boot` is this boot's kernel
+  // boot_id; "" trusts every serial (callers that cannot reboot: tests).
+  static absl::StatusOr<std::unique_ptr<BindJournal>> Open(std::string path,
+                                                           std::string current_boot = "");
+
+  // Whether `entry.serial` still names the drive at its address: it was read
+  // in this boot (the device has not left pdc's hands since, unless it was
+  // hot-swapped on vfio-pci), or by a pdc-node that did not record boots.
+  bool SerialCurrent(const JournalEntry& entry) const;
 
   std::optional<JournalEntry> Get(PciAddress address) const;
   std::vector<JournalEntry> Entries() const;  // Sorted by address.
 
   // Inserts or replaces; durable (written atomically and fsynced) on return.
+  // An entry with a serial and no boot_id is stamped with the current boot.
   absl::Status Put(const JournalEntry& entry);
   // Removes the entry when present; durable on return.
   absl::Status Remove(PciAddress address);
 
  private:
-  explicit BindJournal(std::string path) : path_(std::move(path)) {}
+  BindJournal(std::string path, std::string current_boot)
+      : path_(std::move(path)), current_boot_(std::move(current_boot)) {}
   absl::Status PersistLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
+  const std::string current_boot_;
   mutable absl::Mutex mu_;
   std::map<PciAddress, JournalEntry> entries_ ABSL_GUARDED_BY(mu_);
 };

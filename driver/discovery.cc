@@ -54,12 +54,11 @@ absl::StatusOr<DiscoveryResult> Discover(Sysfs& sysfs, std::string_view node,
     }
     Device d = ToDevice(*info);
     if (MatchingClass(options.classes, d) == nullptr) continue;
-    bool healthy = d.iommu_group >= 0;
+    if (d.iommu_group < 0) MarkUnhealthy(d, UnhealthyReason::kNoIommuGroup);
     if (auto it = options.expected_driver.find(a);
         it != options.expected_driver.end() && it->second != d.driver) {
-      healthy = false;
+      MarkUnhealthy(d, UnhealthyReason::kUnexpectedDriver);
     }
-    d.health = healthy ? DeviceHealth::kHealthy : DeviceHealth::kUnhealthy;
     out.inventory.devices.push_back(std::move(d));
   }
   std::sort(out.problems.begin(), out.problems.end());
@@ -75,7 +74,7 @@ void RefuseSharedSerials(DiscoveryResult* out) {
     if (devices.size() < 2) continue;
     std::vector<std::string> addresses;
     for (Device* d : devices) {
-      d->health = DeviceHealth::kUnhealthy;
+      MarkUnhealthy(*d, UnhealthyReason::kAmbiguousIdentity);
       addresses.push_back(d->address.ToString());
     }
     out->problems.push_back(absl::StrCat(

@@ -1,9 +1,10 @@
 // Device discovery for pdc-node: walks `bus/pci/devices`, keeps the functions
 // a configured device class matches and turns them into the inventory the
 // extender receives (model/types.h). Health: a device is healthy when it
-// is in an IOMMU group, bound to the driver the node driver expects (for
-// claimed devices vfio-pci), and (RefuseSharedSerials) the only function
-// reporting its serial; absent devices are simply not reported.
+// is in an IOMMU group (else NoIommuGroup), bound to the driver the node
+// driver expects, for claimed devices vfio-pci (else UnexpectedDriver), and
+// (RefuseSharedSerials) the only function reporting its serial (else
+// AmbiguousIdentity); absent devices are simply not reported.
 // Thread-safety: pure functions over a Sysfs.
 #ifndef PDC_DRIVER_DISCOVERY_H_
 #define PDC_DRIVER_DISCOVERY_H_

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/file_util.h"
@@ -82,16 +83,24 @@ int Main(int argc, char** argv) {
   const NodeConfig& nc = config->node;
   InstallLogging("pdc-node", config->log_format == LogFormat::kJson, config->log_level);
 
-  if (absl::Status s = MakeDirectories(nc.state_dir); !s.ok()) return Fail(s);
-  auto journal = BindJournal::Open(nc.state_dir + "/vfio-journal");
-  if (!journal.ok()) return Fail(journal.status());
-
   RealSysfs sys(nc.sysfs_root);
   RealSysfs dev(nc.dev_root);
   RealSysfs proc(nc.proc_root);
   // The safety checks need the host's processes and mounts: refuse to run
   // on a container's own view of them (no hostPID).
   if (absl::Status s = CheckHostView(proc); !s.ok()) return Fail(s);
+  // The journal's serials are trusted in the boot they were read in only.
+  auto boot_id = proc.Read("sys/kernel/random/boot_id");
+  if (!boot_id.ok()) return Fail(boot_id.status());
+  const std::string boot = std::string(absl::StripAsciiWhitespace(*boot_id));
+  if (boot.empty()) {
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat(nc.proc_root, "/sys/kernel/random/boot_id is empty")));
+  }
+
+  if (absl::Status s = MakeDirectories(nc.state_dir); !s.ok()) return Fail(s);
+  auto journal = BindJournal::Open(nc.state_dir + "/vfio-journal", boot);
+  if (!journal.ok()) return Fail(journal.status());
   BinderOptions binder_options;
   binder_options.classes = config->device_classes;
   binder_options.mountinfo_path = "1/mountinfo";  // PID 1's: the host's mounts.

@@ -55,11 +55,27 @@ absl::StatusOr<NodeInventory> Reconciler::Discover() {
   std::map<std::string, int> by_driver;
   for (Device& dev : r.inventory.devices) {
     ++by_driver[dev.driver];
-    // sysfs shows no serial once nvme let go; the journal remembers it.
+    // sysfs shows no serial once nvme let go; the journal remembers it, for
+    // this boot: after a reboot another drive may be at the address.
     auto e = journal_->Get(dev.address);
-    if (dev.serial.empty() && dev.driver == kVfioPci && e) dev.serial = e->serial;
-    // It may hold a previous VM's data: never offered until erased.
-    if (e && e->state == JournalState::kErasing) dev.health = DeviceHealth::kUnhealthy;
+    if (dev.serial.empty() && dev.driver == kVfioPci && e && !e->serial.empty()) {
+      if (journal_->SerialCurrent(*e)) {
+        dev.serial = e->serial;
+      } else {
+        MarkUnhealthy(dev, UnhealthyReason::kUnverifiedIdentity);
+        r.problems.push_back(absl::StrCat(
+            dev.address.ToString(), " has been on vfio-pci since an earlier boot: its journal "
+            "names serial \"", e->serial, "\", but after a reboot another drive may be at this "
+            "address and vfio-pci shows no serial, so it is not offered (unhealthy) until it is "
+            "bound to its host driver once"));
+      }
+    }
+    // It may hold a previous VM's data: never offered until erased. Said
+    // over any other reason (its driver is wrong because of the erase).
+    if (e && e->state == JournalState::kErasing) {
+      dev.health = DeviceHealth::kUnhealthy;
+      dev.unhealthy_reason = UnhealthyReason::kErasing;
+    }
   }
   driver::RefuseSharedSerials(&r);
   MarkHostUsed(&r.inventory);
@@ -92,8 +108,8 @@ void Reconciler::MarkHostUsed(NodeInventory* inventory) {
       continue;
     }
     // Never offered while the host uses it: the allocator skips unhealthy
-    // devices. The inventory has no field for the reason, so it is logged.
-    d.health = DeviceHealth::kUnhealthy;
+    // devices. The inventory says HostInUse; the log says how.
+    MarkUnhealthy(d, UnhealthyReason::kHostInUse);
     auto [e, inserted] = last_error_.try_emplace(key, it->second);
     if (inserted || e->second != it->second) {
       e->second = it->second;

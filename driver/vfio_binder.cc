@@ -267,7 +267,10 @@ absl::Status VfioBinder::BindOneLocked(const PciFunctionInfo& i) {
   if (auto old = journal_->Get(i.address)) {
     // Keep what we knew from the first time (e.g. an interrupted restore).
     entry.original_driver = old->original_driver;
-    if (entry.serial.empty()) entry.serial = old->serial;
+    if (entry.serial.empty()) {
+      entry.serial = old->serial;
+      entry.boot_id = old->boot_id;
+    }
   }
   RETURN_IF_ERROR(WithReason(journal_->Put(entry), kReasonJournal));
 

@@ -23,6 +23,45 @@ std::string_view ToString(ClaimPhase phase) {
   return "Unknown";
 }
 
+std::string_view ToString(UnhealthyReason reason) {
+  switch (reason) {
+    case UnhealthyReason::kNone:
+      return "";
+    case UnhealthyReason::kUnspecified:
+      return "Unspecified";
+    case UnhealthyReason::kNoIommuGroup:
+      return "NoIommuGroup";
+    case UnhealthyReason::kUnexpectedDriver:
+      return "UnexpectedDriver";
+    case UnhealthyReason::kErasing:
+      return "Erasing";
+    case UnhealthyReason::kAmbiguousIdentity:
+      return "AmbiguousIdentity";
+    case UnhealthyReason::kHostInUse:
+      return "HostInUse";
+    case UnhealthyReason::kUnverifiedIdentity:
+      return "UnverifiedIdentity";
+  }
+  return "Unspecified";
+}
+
+std::optional<UnhealthyReason> ParseUnhealthyReason(std::string_view name) {
+  for (auto r = static_cast<uint8_t>(UnhealthyReason::kUnspecified);
+       r <= static_cast<uint8_t>(kLastUnhealthyReason); ++r) {
+    if (ToString(static_cast<UnhealthyReason>(r)) == name) return static_cast<UnhealthyReason>(r);
+  }
+  return std::nullopt;
+}
+
+void MarkUnhealthy(Device& device, UnhealthyReason reason) {
+  if (device.health == DeviceHealth::kUnhealthy &&
+      device.unhealthy_reason != UnhealthyReason::kNone) {
+    return;
+  }
+  device.health = DeviceHealth::kUnhealthy;
+  device.unhealthy_reason = reason;
+}
+
 std::string_view ToString(ReclaimPolicy policy) {
   switch (policy) {
     case ReclaimPolicy::kRetain:

@@ -20,6 +20,26 @@ namespace pdc {
 
 enum class DeviceHealth : uint8_t { kHealthy = 0, kUnhealthy = 1 };
 
+// Which check made the node driver report a device unhealthy
+// (docs/design.md §4.1). Said on the wire as the CamelCase name ToString
+// gives; the detail (which mount, which process, which other function) is in
+// pdc-node's log. kNone on a healthy device.
+enum class UnhealthyReason : uint8_t {
+  kNone = 0,
+  kUnspecified = 1,        // Unhealthy, with no reason given.
+  kNoIommuGroup = 2,       // vfio cannot take a device outside an IOMMU group.
+  kUnexpectedDriver = 3,   // Claimed, not on the driver pdc-node put it on.
+  kErasing = 4,            // Holds a deleted claim's data until erased.
+  kAmbiguousIdentity = 5,  // Another function reports the same serial.
+  kHostInUse = 6,          // The host uses it, or the check could not tell.
+  // On vfio-pci since an earlier boot: which drive it is cannot be read.
+  kUnverifiedIdentity = 7,
+};
+inline constexpr UnhealthyReason kLastUnhealthyReason = UnhealthyReason::kUnverifiedIdentity;
+std::string_view ToString(UnhealthyReason reason);
+// The reason named `name` (a ToString value other than kNone's), or nullopt.
+std::optional<UnhealthyReason> ParseUnhealthyReason(std::string_view name);
+
 // Longest serial number and driver name pdc keeps. An NVMe controller's SN
 // is 20 bytes of ASCII; other classes' serials are of the same order. Linux
 // driver names are short identifiers. Both come from sysfs through the node
@@ -36,6 +56,7 @@ struct Device {
   int32_t iommu_group = -1;  // -1: no IOMMU group; vfio cannot use it.
   int16_t numa_node = -1;    // -1: unknown / single node.
   DeviceHealth health = DeviceHealth::kHealthy;
+  UnhealthyReason unhealthy_reason = UnhealthyReason::kNone;  // kNone when healthy.
   std::string serial;  // NVMe serial where sysfs has one, else "".
   std::string driver;  // Current kernel driver ("nvme", "vfio-pci"), "" none.
 
@@ -44,6 +65,10 @@ struct Device {
 
 // What a node driver reported: every device of a configured class on the
 // node. `devices` are sorted by address with no duplicates once accepted.
+// Marks `device` unhealthy for `reason`; a device already unhealthy keeps
+// the reason it has (the first check that refused it names the cause).
+void MarkUnhealthy(Device& device, UnhealthyReason reason);
+
 struct NodeInventory {
   std::string node;
   std::vector<Device> devices;

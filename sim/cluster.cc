@@ -75,7 +75,7 @@ NodeInventory Cluster::Inventory(int node, const std::vector<bool>& healthy) con
     dev.numa_node = static_cast<int16_t>(d.numa);
     dev.serial = d.serial;
     dev.driver = "vfio-pci";
-    dev.health = healthy[i] ? DeviceHealth::kHealthy : DeviceHealth::kUnhealthy;
+    if (!healthy[i]) MarkUnhealthy(dev, UnhealthyReason::kUnspecified);
     inv.devices.push_back(std::move(dev));
   }
   return inv;

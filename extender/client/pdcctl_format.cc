@@ -128,7 +128,9 @@ std::string DevicesTable(std::vector<api::DeviceListing> devices, std::string_vi
                     absl::StrFormat("%04x:%04x", d.vendor_id, d.device_id),
                     absl::StrFormat("%06x", d.class_code), OrNone(d.iommu_group),
                     OrNone(d.numa_node), OrNone(d.serial), OrNone(d.driver),
-                    d.health == DeviceHealth::kHealthy ? "Healthy" : "Unhealthy",
+                    d.health == DeviceHealth::kHealthy
+                        ? std::string("Healthy")
+                        : absl::StrCat("Unhealthy:", Sv(ToString(d.unhealthy_reason))),
                     std::string(api::ToString(l.state)),
                     // A Released device shows the deleted claim its data is of.
                     l.claim           ? l.claim->ToString()

@@ -42,6 +42,7 @@ Record SampleRecord() {
   n.inventory.node = "node-a";
   Device d = testing::NvmeDevice("0000:3b:00.0", 12, -1, "SN1");
   d.health = DeviceHealth::kUnhealthy;
+  d.unhealthy_reason = UnhealthyReason::kHostInUse;
   d.driver = "vfio-pci";
   n.inventory.devices.push_back(d);
   n.return_to_host = {*PciAddress::Parse("0000:5e:00.0")};
@@ -176,7 +177,6 @@ TEST(RecordTest, Version2NodeRecordsDecodeWithNothingReleased) {
   r.revision = 5;
   NodeRecord n;
   n.inventory.node = "node-a";
-  n.inventory.devices.push_back(testing::NvmeDevice("0000:3b:00.0", 12, 0, "SN1"));
   n.return_to_host = {*PciAddress::Parse("0000:5e:00.0")};
   r.mutations.push_back(PutNode{n});
   std::string bytes = EncodeRecord(r);
@@ -249,9 +249,60 @@ TEST(RecordTest, Version4ReservationsDecodeWithoutARank) {
   EXPECT_THAT(DecodeRecord(bytes), StatusIs(absl::StatusCode::kDataLoss));
 }
 
-// Records are written as version 5, which keeps both VM UIDs and the
-// claim's rank in its reserving pod.
-TEST(RecordTest, WritesVersion5WithVmUidsAndClaimRank) {
+// Version 5 devices (before the unhealthy reason) decode with an
+// unhealthy device's reason Unspecified and a healthy one's none.
+TEST(RecordTest, Version5DevicesDecodeWithAnUnspecifiedReason) {
+  Record r;
+  r.revision = 5;
+  NodeRecord n;
+  n.inventory.node = "node-a";
+  Device d = testing::NvmeDevice("0000:3b:00.0", 12, 0, "SN1");
+  d.health = DeviceHealth::kUnhealthy;
+  d.unhealthy_reason = UnhealthyReason::kHostInUse;
+  n.inventory.devices.push_back(d);
+  n.inventory.devices.push_back(testing::NvmeDevice("0000:5e:00.0", 13, 0, "SN2"));
+  r.mutations.push_back(PutNode{n});
+  std::string bytes = EncodeRecord(r);
+  // The reason is the byte before each device's serial (length, then text).
+  for (std::string_view serial : {"\x03SN2", "\x03SN1"}) {
+    const size_t at = bytes.find(serial);
+    ASSERT_NE(at, std::string::npos);
+    bytes.erase(at - 1, 1);
+  }
+  bytes[0] = 5;
+  ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
+  const NodeRecord& back = std::get<PutNode>(decoded.mutations.at(0)).node;
+  ASSERT_EQ(back.inventory.devices.size(), 2u);
+  EXPECT_EQ(back.inventory.devices[0].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(back.inventory.devices[0].unhealthy_reason, UnhealthyReason::kUnspecified);
+  EXPECT_EQ(back.inventory.devices[1].health, DeviceHealth::kHealthy);
+  EXPECT_EQ(back.inventory.devices[1].unhealthy_reason, UnhealthyReason::kNone);
+}
+
+// A healthy device with a reason, or a reason pdc does not know, is data
+// loss, not a device that is both.
+TEST(RecordTest, AReasonOnAHealthyDeviceOrAnUnknownOneIsDataLoss) {
+  for (auto [health, reason] : {std::pair{DeviceHealth::kHealthy, uint8_t{6}},
+                                std::pair{DeviceHealth::kUnhealthy, uint8_t{200}}}) {
+    Record r;
+    NodeRecord n;
+    n.inventory.node = "node-a";
+    Device d = testing::NvmeDevice("0000:3b:00.0", 12, 0, "SN1");
+    d.health = health;
+    d.unhealthy_reason = UnhealthyReason::kHostInUse;
+    n.inventory.devices.push_back(d);
+    r.mutations.push_back(PutNode{n});
+    std::string bytes = EncodeRecord(r);
+    const size_t at = bytes.find("\x03SN1");
+    ASSERT_NE(at, std::string::npos);
+    bytes[at - 1] = static_cast<char>(reason);
+    EXPECT_THAT(DecodeRecord(bytes), StatusIs(absl::StatusCode::kDataLoss)) << int(reason);
+  }
+}
+
+// Records are written as version 6, which keeps both VM UIDs, the claim's
+// rank in its reserving pod and the reason a device is unhealthy.
+TEST(RecordTest, WritesVersion6WithVmUidsAndClaimRank) {
   const Record sample = SampleRecord();
   ASSERT_OK_AND_ASSIGN(Record back, DecodeRecord(EncodeRecord(sample)));
   const Claim& c = std::get<PutClaim>(back.mutations.at(0)).claim;
@@ -259,7 +310,7 @@ TEST(RecordTest, WritesVersion5WithVmUidsAndClaimRank) {
   ASSERT_TRUE(c.status.reserved_for.has_value());
   EXPECT_EQ(c.status.reserved_for->vm_uid, "vm-uid-1");
   EXPECT_EQ(c.status.reserved_for->claim_rank, 3u);
-  EXPECT_EQ(EncodeRecord(sample)[0], 5);
+  EXPECT_EQ(EncodeRecord(sample)[0], 6);
 }
 
 }  // namespace

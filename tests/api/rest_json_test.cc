@@ -41,6 +41,50 @@ TEST(NodeDriverJsonTest, EncodesInventoryAsTheRestApiSays) {
             R"("driver":"nvme","healthy":true}]})");
 }
 
+// An unhealthy device says which check refused it; a healthy one says
+// nothing, and a reason the API does not have is refused by name.
+TEST(NodeDriverJsonTest, UnhealthyReasonRoundTripsAndIsChecked) {
+  NodeInventory inv = OneDevice();
+  inv.devices[0].health = DeviceHealth::kUnhealthy;
+  inv.devices[0].unhealthy_reason = UnhealthyReason::kHostInUse;
+  const std::string body = WriteInventory(inv);
+  EXPECT_THAT(body, HasSubstr(R"("healthy":false,"unhealthyReason":"HostInUse"})"));
+  ASSERT_OK_AND_ASSIGN(NodeInventory back, ParseInventory(body, "node-a"));
+  EXPECT_EQ(back, inv);
+
+  struct Case {
+    std::string device_tail;  // After "address".
+    absl::StatusOr<UnhealthyReason> want;
+  } cases[] = {
+      {R"("healthy":false)", UnhealthyReason::kUnspecified},
+      {R"("healthy":false,"unhealthyReason":"UnverifiedIdentity")",
+       UnhealthyReason::kUnverifiedIdentity},
+      {R"("healthy":true)", UnhealthyReason::kNone},
+      {R"("healthy":true,"unhealthyReason":"HostInUse")",
+       absl::InvalidArgumentError(
+           "devices[0].unhealthyReason: is set but the device is healthy")},
+      {R"("healthy":false,"unhealthyReason":"Tired")",
+       absl::InvalidArgumentError(
+           "devices[0].unhealthyReason: \"Tired\" must be one of Unspecified, NoIommuGroup, "
+           "UnexpectedDriver, Erasing, AmbiguousIdentity, HostInUse, UnverifiedIdentity")},
+      {R"("healthy":false,"unhealthyReason":"")", UnhealthyReason::kUnspecified},
+  };
+  for (const Case& c : cases) {
+    const std::string in = absl::StrCat(
+        R"({"node":"node-a","devices":[{"address":"0000:3b:00.0","vendor":"1b36",)",
+        R"("device":"0010","class":"010802",)", c.device_tail, "}]}");
+    absl::StatusOr<NodeInventory> got = ParseInventory(in, "node-a");
+    if (!c.want.ok()) {
+      EXPECT_THAT(got, StatusIs(absl::StatusCode::kInvalidArgument,
+                                HasSubstr(c.want.status().message())))
+          << in;
+      continue;
+    }
+    ASSERT_OK(got.status()) << in;
+    EXPECT_EQ(got->devices[0].unhealthy_reason, *c.want) << in;
+  }
+}
+
 TEST(NodeDriverJsonTest, DecodesAllocations) {
   ASSERT_OK_AND_ASSIGN(
       NodeAllocations a,
@@ -420,7 +464,7 @@ TEST(NodeListJsonTest, ListingsRoundTrip) {
 // Released (with the deleted claim), unhealthy, or free.
 TEST(NodeListJsonTest, ListingsSayEachDevicesState) {
   Device unhealthy = testing::NvmeDevice("0000:af:00.0", 15);
-  unhealthy.health = DeviceHealth::kUnhealthy;
+  MarkUnhealthy(unhealthy, UnhealthyReason::kHostInUse);
   NodeView a{"node-a",
              testing::Inventory("node-a", {testing::NvmeDevice("0000:3b:00.0", 12),
                                            testing::NvmeDevice("0000:5e:00.0", 13),

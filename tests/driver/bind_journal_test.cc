@@ -30,11 +30,11 @@ TEST(BindJournalTest, PersistsSortedEntriesAcrossReopen) {
   }
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(path));
   EXPECT_EQ(text,
-            "pdc-vfio-journal v1\n"
-            "0000:00:03.0 binding - -\n"
-            "0000:3b:00.0 bound nvme S1\n"
-            "0000:5e:00.0 restoring nvme -\n"
-            "0000:af:00.0 erasing nvme S9\n");
+            "pdc-vfio-journal v2\n"
+            "0000:00:03.0 binding - - -\n"
+            "0000:3b:00.0 bound nvme S1 -\n"
+            "0000:5e:00.0 restoring nvme - -\n"
+            "0000:af:00.0 erasing nvme S9 -\n");
   ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(path));
   EXPECT_THAT(j->Entries(),
               ElementsAre(JournalEntry{Addr("0000:00:03.0"), JournalState::kBinding, "", ""},
@@ -55,6 +55,8 @@ TEST(BindJournalTest, CorruptFileIsDataLoss) {
   } cases[] = {
       {"garbage\n", "first line"},
       {"pdc-vfio-journal v1\n0000:00:03.0 bound nvme\n", ":2: want 4 fields"},
+      {"pdc-vfio-journal v2\n0000:00:03.0 bound nvme S1\n", ":2: want 5 fields"},
+      {"pdc-vfio-journal v3\n", "first line"},
       {"pdc-vfio-journal v1\n0000:00:3.0 bound nvme -\n", "bad PCI address"},
       {"pdc-vfio-journal v1\n0000:00:03.0 maybe nvme -\n", "bad state"},
   };
@@ -64,6 +66,55 @@ TEST(BindJournalTest, CorruptFileIsDataLoss) {
                 StatusIs(absl::StatusCode::kDataLoss, HasSubstr(c.message)))
         << c.content;
   }
+}
+
+// A serial read from sysfs names the drive at its address in that boot only:
+// after a reboot a renumbering may have put another drive there.
+TEST(BindJournalTest, SerialIsCurrentInTheBootItWasReadIn) {
+  pdc::testing::TempDir tmp;
+  const std::string path = tmp.Join("j");
+  {
+    ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(path, "boot-a"));
+    ASSERT_OK(j->Put({Addr("0000:3b:00.0"), JournalState::kBound, "nvme", "S1"}));
+    ASSERT_OK(j->Put({Addr("0000:5e:00.0"), JournalState::kBound, "", ""}));
+    // Carried over from an earlier entry: keeps the boot it had.
+    ASSERT_OK(j->Put({Addr("0000:af:00.0"), JournalState::kBound, "nvme", "S9", "boot-0"}));
+    std::optional<JournalEntry> e = j->Get(Addr("0000:3b:00.0"));
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->boot_id, "boot-a");
+    EXPECT_TRUE(j->SerialCurrent(*e));
+    EXPECT_EQ(j->Get(Addr("0000:5e:00.0"))->boot_id, "");  // No serial: no boot.
+    EXPECT_FALSE(j->SerialCurrent(*j->Get(Addr("0000:af:00.0"))));
+  }
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(path));
+  EXPECT_EQ(text,
+            "pdc-vfio-journal v2\n"
+            "0000:3b:00.0 bound nvme S1 boot-a\n"
+            "0000:5e:00.0 bound - - -\n"
+            "0000:af:00.0 bound nvme S9 boot-0\n");
+  ASSERT_OK_AND_ASSIGN(auto same_boot, BindJournal::Open(path, "boot-a"));
+  EXPECT_TRUE(same_boot->SerialCurrent(*same_boot->Get(Addr("0000:3b:00.0"))));
+  ASSERT_OK_AND_ASSIGN(auto rebooted, BindJournal::Open(path, "boot-b"));
+  EXPECT_FALSE(rebooted->SerialCurrent(*rebooted->Get(Addr("0000:3b:00.0"))));
+}
+
+// A journal of a pdc-node that did not record boots keeps working as it
+// did: its serials are trusted (said in the design: until the next bind).
+TEST(BindJournalTest, Version1JournalIsReadWithBootsUnknown) {
+  pdc::testing::TempDir tmp;
+  std::ofstream(tmp.Join("j")) << "pdc-vfio-journal v1\n0000:3b:00.0 bound nvme S1\n";
+  ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(tmp.Join("j"), "boot-b"));
+  std::optional<JournalEntry> e = j->Get(Addr("0000:3b:00.0"));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(*e, (JournalEntry{Addr("0000:3b:00.0"), JournalState::kBound, "nvme", "S1",
+                              std::string(kUnknownBoot)}));
+  EXPECT_TRUE(j->SerialCurrent(*e));
+  // Any write: the file becomes v2.
+  ASSERT_OK(j->Put({Addr("0000:00:03.0"), JournalState::kBinding, "", ""}));
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(tmp.Join("j")));
+  EXPECT_EQ(text,
+            "pdc-vfio-journal v2\n0000:00:03.0 binding - - -\n"
+            "0000:3b:00.0 bound nvme S1 unknown\n");
 }
 
 TEST(BindJournalTest, DriverNameWithSpaceIsRefused) {

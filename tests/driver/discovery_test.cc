@@ -68,8 +68,11 @@ TEST(DiscoveryTest, HealthNeedsAGroupAndTheExpectedDriver) {
   ASSERT_EQ(r.inventory.devices.size(), 3u);
   EXPECT_EQ(r.inventory.devices[0].iommu_group, -1);
   EXPECT_EQ(r.inventory.devices[0].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(r.inventory.devices[0].unhealthy_reason, UnhealthyReason::kNoIommuGroup);
   EXPECT_EQ(r.inventory.devices[1].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(r.inventory.devices[1].unhealthy_reason, UnhealthyReason::kUnexpectedDriver);
   EXPECT_EQ(r.inventory.devices[2].health, DeviceHealth::kHealthy);
+  EXPECT_EQ(r.inventory.devices[2].unhealthy_reason, UnhealthyReason::kNone);
 }
 
 // Two functions with one serial (a dual-port drive, or firmware that does
@@ -86,8 +89,10 @@ TEST(DiscoveryTest, FunctionsSharingASerialAreRefused) {
   RefuseSharedSerials(&r);
   ASSERT_EQ(r.inventory.devices.size(), 5u);
   EXPECT_EQ(r.inventory.devices[0].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(r.inventory.devices[0].unhealthy_reason, UnhealthyReason::kAmbiguousIdentity);
   EXPECT_EQ(r.inventory.devices[1].health, DeviceHealth::kHealthy);
   EXPECT_EQ(r.inventory.devices[2].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(r.inventory.devices[2].unhealthy_reason, UnhealthyReason::kAmbiguousIdentity);
   EXPECT_EQ(r.inventory.devices[3].health, DeviceHealth::kHealthy);
   EXPECT_EQ(r.inventory.devices[4].health, DeviceHealth::kHealthy);
   ASSERT_EQ(r.problems.size(), 1u);

@@ -26,13 +26,14 @@ bool IsNvmeClass(uint32_t class_code) { return (class_code >> 8) == 0x0108; }
 FakeKernel::FakeKernel(const std::string& base) : RealSysfs(base + "/sys"), base_(base) {
   for (const char* d : {"/sys/bus/pci/devices", "/sys/bus/pci/drivers", "/sys/kernel/iommu_groups",
                         "/sys/class/block", "/sys/class/net", "/sys/devices/pci0000:00", "/dev",
-                        "/proc/self"}) {
+                        "/proc/self", "/proc/sys/kernel/random"}) {
     fs::create_directories(base_ + d);
   }
   Put(sys_root() + "/bus/pci/drivers_probe", "");
   Put(proc_root() + "/self/mountinfo",
       "22 1 0:21 / / rw,relatime - tmpfs rootfs rw\n");
   Put(proc_root() + "/swaps", "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n");
+  Put(proc_root() + "/sys/kernel/random/boot_id", std::string(kFakeBootId) + "\n");
   AddDriver({"nvme", {}, 0x010802});
   AddDriver({"vfio-pci", {}, std::nullopt});
   AddDriver({"pcieport", {}, 0x060400});

@@ -45,6 +45,9 @@ struct FakePciDevice {
   int partitions = 0;
 };
 
+// The kernel boot_id a FakeKernel reports (proc/sys/kernel/random/boot_id).
+inline constexpr char kFakeBootId[] = "4c9a1c4e-8e1f-4d6b-9a57-2f0b7d1e3c55";
+
 class FakeKernel : public RealSysfs {
  public:
   // `base` is an existing empty directory; sys/, dev/, proc/ go below it.

@@ -88,20 +88,28 @@ class ReconcilerTest : public ::testing::Test {
   void SetUp() override {
     host_.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme", .serial = "disk-a"});
     host_.kernel.AddDevice({.address = "0000:00:04.0", .group = 4, .driver = "nvme", .serial = "disk-b"});
-    auto j = BindJournal::Open(host_.tmp.Join("journal"));
-    ASSERT_TRUE(j.ok());
-    journal_ = std::move(*j);
-    BinderOptions bo;
-    bo.classes = {NvmeClass()};
-    bo.verify_attempts = 2;
-    bo.clock = &binder_clock_;
-    binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc, journal_.get(), bo);
+    OpenJournalAndBinder(kBoot);
     metrics_ = std::make_unique<NodeMetrics>(&registry_);
     // nvme0 is 03.0, nvme1 is 04.0 (the fake kernel numbers them in order).
     admin_.controllers["nvme0"].namespaces[1] = FakeNamespace{};
     admin_.controllers["nvme1"].namespaces[1] = FakeNamespace{};
     reconciler_ = NewReconciler();
     ASSERT_OK(reconciler_->Start());
+  }
+
+  static constexpr char kBoot[] = "boot-1";
+
+  // The journal read from disk (as pdc-node's start does, in `boot`) and a
+  // binder over it: what a restart or a reboot of the node driver sees.
+  void OpenJournalAndBinder(const std::string& boot) {
+    auto j = BindJournal::Open(host_.tmp.Join("journal"), boot);
+    ASSERT_OK(j.status());
+    journal_ = std::move(*j);
+    BinderOptions bo;
+    bo.classes = {NvmeClass()};
+    bo.verify_attempts = 2;
+    bo.clock = &binder_clock_;
+    binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc, journal_.get(), bo);
   }
 
   ReconcilerOptions Options() {
@@ -354,14 +362,7 @@ TEST_F(ReconcilerTest, RestartResumesAJournaledEraseBeforeReportingTheDeviceHeal
     admin_.controllers["nvme0"].namespaces[1].has_data = true;
 
     // The restart: journal read from disk, new binder, new reconciler.
-    auto j = BindJournal::Open(host_.tmp.Join("journal"));
-    ASSERT_OK(j.status());
-    journal_ = std::move(*j);
-    BinderOptions bo;
-    bo.classes = {NvmeClass()};
-    bo.verify_attempts = 2;
-    bo.clock = &binder_clock_;
-    binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc, journal_.get(), bo);
+    OpenJournalAndBinder(kBoot);
     reconciler_ = NewReconciler();  // The old one's journal and binder are gone.
     std::vector<NodeInventory> seen;
     ReconcilerOptions ro = Options();
@@ -374,6 +375,7 @@ TEST_F(ReconcilerTest, RestartResumesAJournaledEraseBeforeReportingTheDeviceHeal
     EXPECT_EQ(r.erased, 1);
     ASSERT_EQ(seen.size(), 2u);
     EXPECT_EQ(seen[0].devices[0].health, DeviceHealth::kUnhealthy);  // Before the erase.
+    EXPECT_EQ(seen[0].devices[0].unhealthy_reason, UnhealthyReason::kErasing);
     EXPECT_EQ(seen[1].devices[0].health, DeviceHealth::kHealthy);
     EXPECT_EQ(seen[1].devices[0].driver, "nvme");
     EXPECT_FALSE(admin_.controllers["nvme0"].namespaces[1].has_data);
@@ -547,12 +549,14 @@ TEST_F(ReconcilerTest, ADeviceTheHostUsesIsUnhealthyUntilTheHostLetsGo) {
   ASSERT_EQ(api_.inventories.back().devices.size(), 2u);
   EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kHealthy);
   EXPECT_EQ(api_.inventories.back().devices[1].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(api_.inventories.back().devices[1].unhealthy_reason, UnhealthyReason::kHostInUse);
   EXPECT_TRUE(Rendered("pdc_node_devices_host_used 1"));
   EXPECT_THAT(host_.kernel.OpenDevNodes(), IsEmpty()) << "the check keeps nothing open";
 
   std::filesystem::remove_all(host_.kernel.proc_root() + "/4242");
   ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
   EXPECT_EQ(api_.inventories.back().devices[1].health, DeviceHealth::kHealthy);
+  EXPECT_EQ(api_.inventories.back().devices[1].unhealthy_reason, UnhealthyReason::kNone);
   EXPECT_TRUE(Rendered("pdc_node_devices_host_used 0"));
 }
 
@@ -563,7 +567,42 @@ TEST_F(ReconcilerTest, ADeviceThatCannotBeCheckedIsUnhealthy) {
   ASSERT_EQ(api_.inventories.back().devices.size(), 2u);
   EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kUnhealthy);
   EXPECT_EQ(api_.inventories.back().devices[1].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(api_.inventories.back().devices[1].unhealthy_reason, UnhealthyReason::kHostInUse);
   EXPECT_TRUE(Rendered("pdc_node_devices_host_used 2"));
+}
+
+// A drive left on vfio-pci shows no serial; the journal's is the drive's
+// only in the boot it was read in. After a reboot (vfio-pci.ids=, driverctl
+// keep the address on vfio-pci) another drive may be at the address: it is
+// reported without the serial and unhealthy, so no claim follows the serial
+// onto it and nobody gets it. A restart in the same boot keeps the serial.
+TEST_F(ReconcilerTest, AJournaledSerialIsTrustedOnlyInTheBootItWasReadIn) {
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  ASSERT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+  struct Case {
+    const char* boot;
+    std::string serial;
+    DeviceHealth health;
+    UnhealthyReason reason;
+  } cases[] = {
+      {kBoot, "disk-a", DeviceHealth::kHealthy, UnhealthyReason::kNone},
+      {"boot-2", "", DeviceHealth::kUnhealthy, UnhealthyReason::kUnverifiedIdentity},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.boot);
+    OpenJournalAndBinder(c.boot);
+    reconciler_ = NewReconciler();
+    ASSERT_OK(reconciler_->Start());
+    ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+    ASSERT_EQ(api_.inventories.back().devices.size(), 2u);
+    const Device& d = api_.inventories.back().devices[0];
+    EXPECT_EQ(d.driver, "vfio-pci");
+    EXPECT_EQ(d.serial, c.serial);
+    EXPECT_EQ(d.health, c.health);
+    EXPECT_EQ(d.unhealthy_reason, c.reason);
+    EXPECT_EQ(api_.inventories.back().devices[1].health, DeviceHealth::kHealthy);
+  }
 }
 
 TEST_F(ReconcilerTest, BindsAWholeGroupInOneCall) {

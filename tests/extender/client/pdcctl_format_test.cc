@@ -76,7 +76,8 @@ TEST(PdcctlFormatTest, DevicesTableFiltersByNode) {
   constexpr char kDevices[] = R"({"items": [
     {"node": "node-b", "address": "0000:01:00.0", "vendor": "8086",
      "device": "5845", "class": "010802", "iommuGroup": -1, "numaNode": -1,
-     "serial": "", "driver": "nvme", "healthy": false, "claim": null},
+     "serial": "", "driver": "nvme", "healthy": false, "unhealthyReason": "NoIommuGroup",
+     "claim": null},
     {"node": "node-a", "address": "0000:3b:00.0", "vendor": "1b36",
      "device": "0010", "class": "010802", "iommuGroup": 12, "numaNode": 0,
      "serial": "SN1", "driver": "vfio-pci", "healthy": true,
@@ -89,13 +90,13 @@ TEST(PdcctlFormatTest, DevicesTableFiltersByNode) {
   const std::string all = DevicesTable(devices, "");
   EXPECT_EQ(all,
             "NODE     ADDRESS        ID          CLASS    IOMMU    NUMA     "
-            "SERIAL   DRIVER     HEALTH      STATE       CLAIM\n"
+            "SERIAL   DRIVER     HEALTH                   STATE       CLAIM\n"
             "node-a   0000:3b:00.0   1b36:0010   010802   12       0        "
-            "SN1      vfio-pci   Healthy     Allocated   vms/vm1-nvme\n"
+            "SN1      vfio-pci   Healthy                  Allocated   vms/vm1-nvme\n"
             "node-a   0000:5e:00.0   1b36:0010   010802   13       0        "
-            "SN2      vfio-pci   Healthy     Released    (vms/old)\n"
+            "SN2      vfio-pci   Healthy                  Released    (vms/old)\n"
             "node-b   0000:01:00.0   8086:5845   010802   <none>   <none>   "
-            "<none>   nvme       Unhealthy   Unhealthy   <none>\n");
+            "<none>   nvme       Unhealthy:NoIommuGroup   Unhealthy   <none>\n");
   const std::string b = DevicesTable(devices, "node-b");
   EXPECT_THAT(b, HasSubstr("node-b"));
   EXPECT_THAT(b, ::testing::Not(HasSubstr("node-a")));
