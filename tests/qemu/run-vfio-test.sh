@@ -40,21 +40,11 @@ command -v bc >/dev/null || log() { printf '[run-vfio-test] %s\n' "$*"; }
 mkdir -p "$WORK"
 trap 'log "FAIL: command at line $LINENO failed"' ERR
 
+# shellcheck source=tests/qemu/qemu-common.sh
+. "$REPO/tests/qemu/qemu-common.sh"
+
 # --- 1. Host packages -------------------------------------------------------
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-missing=()
-command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
-dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed' ||
-  missing+=(busybox-static)
-if [ "${#missing[@]}" -gt 0 ]; then
-  log "installing ${missing[*]}"
-  $SUDO apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
-BUSYBOX=/bin/busybox
-[ -x "$BUSYBOX" ] || die "busybox-static did not provide $BUSYBOX"
+qemu_host_packages
 
 # --- 2. The guest program ---------------------------------------------------
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
@@ -69,38 +59,7 @@ GUEST_BIN=$BUILD/tests/driver/pdc-vfio-guest-check
 [ -n "$GUEST_BIN" ] || die "pdc-vfio-guest-check was not built"
 
 # --- 3. Kernel (downloaded, unpacked, cached; never installed) ---------------
-kernel_package() {
-  apt-cache depends linux-image-amd64 2>/dev/null |
-    awk '/Depends: linux-image-[0-9]/ {print $2; exit}'
-}
-KPKG=$(kernel_package)
-if [ -z "$KPKG" ]; then
-  log "no package lists: apt-get update"
-  $SUDO apt-get update -q >/dev/null
-  KPKG=$(kernel_package)
-fi
-[ -n "$KPKG" ] || die "cannot find the kernel package behind linux-image-amd64 (apt-get update?)"
-KV=${KPKG#linux-image-}
-KDIR=$WORK/kernel-$KV
-# The stamp names the module set: a cache unpacked for another set is redone.
-KSTAMP=$KDIR/.complete-nvme-vfio-ext4-loop
-if [ ! -f "$KSTAMP" ]; then
-  log "downloading $KPKG"
-  rm -rf "$KDIR" && mkdir -p "$KDIR"
-  (cd "$WORK" && rm -f ./linux-image-*.deb && apt-get download -q "$KPKG" >/dev/null 2>&1) ||
-    die "apt-get download $KPKG failed"
-  log "unpacking the kernel and the modules the test needs"
-  M="./lib/modules/$KV"
-  dpkg-deb --fsys-tarfile "$WORK"/linux-image-*.deb |
-    tar -x -C "$KDIR" --wildcards "./boot/vmlinuz-$KV" \
-      "$M/kernel/drivers/nvme/host/*" "$M/kernel/drivers/vfio/*" "$M/kernel/virt/lib/*" \
-      "$M/kernel/block/t10-pi.ko" "$M/kernel/lib/crc*" "$M/kernel/lib/libcrc32c.ko" \
-      "$M/kernel/crypto/crc*" "$M/kernel/fs/ext4/*" "$M/kernel/fs/jbd2/*" \
-      "$M/kernel/fs/mbcache.ko" "$M/kernel/drivers/block/loop.ko" \
-      "$M/modules.builtin" "$M/modules.order"
-  rm -f "$WORK"/linux-image-*.deb
-  touch "$KSTAMP"
-fi
+qemu_kernel
 
 # --- 4. Initramfs --------------------------------------------------------------
 ROOT=$WORK/initramfs
@@ -159,14 +118,7 @@ chmod +x "$ROOT/init"
 
 # --- 5. A small ext2 image for the "mounted namespace" case -------------------
 IMG=$WORK/mounted.img
-rm -f "$IMG" && truncate -s 8M "$IMG"
-if command -v mkfs.ext2 >/dev/null; then
-  mkfs.ext2 -q -F "$IMG"
-elif [ -x /sbin/mkfs.ext2 ]; then
-  /sbin/mkfs.ext2 -q -F "$IMG"
-else
-  "$BUSYBOX" mke2fs -q "$IMG" >/dev/null 2>&1 || "$BUSYBOX" mke2fs "$IMG" >/dev/null
-fi
+qemu_ext2_image "$IMG" 8M
 
 # --- 5b. The drive to erase: 16 MiB, a pattern at 0 and at 8 MiB -------------
 ERASE_IMG=$WORK/erase.img

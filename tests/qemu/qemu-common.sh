@@ -1,0 +1,73 @@
+# Shared by the real-kernel tests (run-vfio-test.sh, run-daemon-test.sh):
+# host packages, the cached Debian kernel, and small images. Sourced, not run.
+# Expects: WORK (work/cache dir), log and die functions.
+
+# qemu_host_packages: apt-gets qemu-system-x86 and busybox-static when
+# missing; sets SUDO and BUSYBOX.
+qemu_host_packages() {
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  local missing=()
+  command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+  dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed' ||
+    missing+=(busybox-static)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    log "installing ${missing[*]}"
+    $SUDO apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
+  BUSYBOX=/bin/busybox
+  [ -x "$BUSYBOX" ] || die "busybox-static did not provide $BUSYBOX"
+}
+
+# qemu_kernel: the current Debian 12 kernel and the modules the tests need,
+# downloaded with `apt-get download`, unpacked into $WORK/kernel-<version>
+# and cached there (never installed). Sets KV and KDIR.
+qemu_kernel() {
+  kernel_package() {
+    apt-cache depends linux-image-amd64 2>/dev/null |
+      awk '/Depends: linux-image-[0-9]/ {print $2; exit}'
+  }
+  local kpkg
+  kpkg=$(kernel_package)
+  if [ -z "$kpkg" ]; then
+    log "no package lists: apt-get update"
+    $SUDO apt-get update -q >/dev/null
+    kpkg=$(kernel_package)
+  fi
+  [ -n "$kpkg" ] || die "cannot find the kernel package behind linux-image-amd64 (apt-get update?)"
+  KV=${kpkg#linux-image-}
+  KDIR=$WORK/kernel-$KV
+  # The stamp names the module set: a cache unpacked for another set is redone.
+  local kstamp=$KDIR/.complete-nvme-vfio-ext4-loop
+  if [ ! -f "$kstamp" ]; then
+    log "downloading $kpkg"
+    rm -rf "$KDIR" && mkdir -p "$KDIR"
+    (cd "$WORK" && rm -f ./linux-image-*.deb && apt-get download -q "$kpkg" >/dev/null 2>&1) ||
+      die "apt-get download $kpkg failed"
+    log "unpacking the kernel and the modules the test needs"
+    local m="./lib/modules/$KV"
+    dpkg-deb --fsys-tarfile "$WORK"/linux-image-*.deb |
+      tar -x -C "$KDIR" --wildcards "./boot/vmlinuz-$KV" \
+        "$m/kernel/drivers/nvme/host/*" "$m/kernel/drivers/vfio/*" "$m/kernel/virt/lib/*" \
+        "$m/kernel/block/t10-pi.ko" "$m/kernel/lib/crc*" "$m/kernel/lib/libcrc32c.ko" \
+        "$m/kernel/crypto/crc*" "$m/kernel/fs/ext4/*" "$m/kernel/fs/jbd2/*" \
+        "$m/kernel/fs/mbcache.ko" "$m/kernel/drivers/block/loop.ko" \
+        "$m/modules.builtin" "$m/modules.order"
+    rm -f "$WORK"/linux-image-*.deb
+    touch "$kstamp"
+  fi
+}
+
+# qemu_ext2_image PATH SIZE: an empty ext2 file system image, made without root.
+qemu_ext2_image() {
+  rm -f "$1" && truncate -s "$2" "$1"
+  if command -v mkfs.ext2 >/dev/null; then
+    mkfs.ext2 -q -F "$1"
+  elif [ -x /sbin/mkfs.ext2 ]; then
+    /sbin/mkfs.ext2 -q -F "$1"
+  else
+    "$BUSYBOX" mke2fs -q "$1" >/dev/null 2>&1 || "$BUSYBOX" mke2fs "$1" >/dev/null
+  fi
+}
