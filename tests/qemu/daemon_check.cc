@@ -233,8 +233,26 @@ void Renumbering(Env& e, PciAddress old_addr) {
   const bool gone = WaitFor(absl::Seconds(40), [&] { return !FunctionAt(old_addr); });
   Check(gone, absl::StrCat(old_s, " was hot-unplugged (gone from sysfs)"));
   if (!gone) return;
-  const bool reported = WaitFor(absl::Seconds(20), [&] { return !e.view.ByAddress(old_addr); });
+  // Until pdc-node reports it gone, the extender still lists the device: held
+  // by the claim, never free.
+  bool offered = false;
+  const bool reported = WaitFor(absl::Seconds(20), [&] {
+    std::optional<api::DeviceListing> l = e.view.ByAddress(old_addr);
+    offered = offered || (l && l->state == api::DeviceState::kFree);
+    return !l;
+  });
   Check(reported, absl::StrCat("pdc-node reported ", old_s, " gone"));
+  Check(!offered, absl::StrCat(old_s, " was never listed free while it went away"));
+  const bool withdrawn = e.kubelet->WaitForDevices(
+      kResource,
+      [&](const std::vector<v1beta1::Device>& ds) {
+        for (const v1beta1::Device& d : ds) {
+          if (d.id() == old_s) return false;
+        }
+        return true;
+      },
+      absl::Seconds(20));
+  Check(withdrawn, absl::StrCat("ListAndWatch no longer advertises ", old_s, " to kubelet"));
   std::optional<Claim> c = GetClaim(e, "vm1-disk");
   Check(c && c->status.phase == ClaimPhase::kLost,
         absl::StrCat("claim vm1-disk is Lost while its drive is nowhere (",

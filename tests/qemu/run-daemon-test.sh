@@ -116,6 +116,8 @@ if [ $rc -ne 0 ]; then
   echo "guest: pdc-extender log tail:"; tail -n 15 /tmp/pdc-extender.log | sed 's/^/  | /'
   echo "guest: kernel log tail:"; dmesg | tail -n 15
 fi
+echo "guest: pdc-node warnings and errors:"; grep -E "Z [WEC] " /tmp/pdc-node.log | sed 's/^/  | /'
+echo "guest: pdc-extender warnings and errors:"; grep -E "Z [WEC] " /tmp/pdc-extender.log | sed 's/^/  | /'
 echo "guest: done rc=$rc"
 poweroff -f
 INIT
@@ -182,7 +184,9 @@ on_action() {
   case "$1" in
     unplug)
       log "device_del vm-nvme (the claimed controller on root port rp1)"
-      hmp "device_del vm-nvme" ;;
+      local said
+      said=$(hmp "device_del vm-nvme")
+      [ -z "$said" ] || log "device_del: $said" ;;
     plug)
       # The drive is free once the guest let go of the old device (it waited
       # for that); retry briefly in case QEMU finishes the removal late.
