@@ -75,22 +75,22 @@ std::vector<std::string> LinesWith(const std::string& path,
 
 absl::StatusOr<api::NodeDetail> NodeView::Get() const { return pdc_->GetNode(node_); }
 
-std::optional<api::DeviceListing> NodeView::BySerial(std::string_view serial) const {
+std::optional<api::DeviceListing> NodeView::Find(
+    const std::function<bool(const Device&)>& match) const {
   absl::StatusOr<api::NodeDetail> d = Get();
   if (!d.ok()) return std::nullopt;
   for (const api::DeviceListing& l : d->devices) {
-    if (l.device.serial == serial) return l;
+    if (match(l.device)) return l;
   }
   return std::nullopt;
 }
 
+std::optional<api::DeviceListing> NodeView::BySerial(std::string_view serial) const {
+  return Find([&](const Device& d) { return d.serial == serial; });
+}
+
 std::optional<api::DeviceListing> NodeView::ByAddress(PciAddress address) const {
-  absl::StatusOr<api::NodeDetail> d = Get();
-  if (!d.ok()) return std::nullopt;
-  for (const api::DeviceListing& l : d->devices) {
-    if (l.device.address == address) return l;
-  }
-  return std::nullopt;
+  return Find([&](const Device& d) { return d.address == address; });
 }
 
 std::optional<std::string> NodeView::UnhealthyReason(PciAddress address) const {

@@ -53,6 +53,8 @@ class NodeView {
   std::optional<std::string> UnhealthyReason(PciAddress address) const;
 
  private:
+  std::optional<api::DeviceListing> Find(const std::function<bool(const Device&)>& match) const;
+
   PdcClient* pdc_;
   std::string node_;
 };

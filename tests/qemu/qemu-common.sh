@@ -1,6 +1,52 @@
 # Shared by the real-kernel tests (run-vfio-test.sh, run-daemon-test.sh):
-# host packages, the cached Debian kernel, and small images. Sourced, not run.
-# Expects: WORK (work/cache dir), log and die functions.
+# the set-up, host packages, the cached Debian kernel, small images, the
+# build and the verdict. Sourced, not run.
+
+# qemu_setup NAME WORK_SUBDIR DEFAULT_TIMEOUT [BUILD_DIR]: sets REPO, BUILD,
+# WORK ($PDC_QEMU_WORK or BUILD/WORK_SUBDIR), VM_TIMEOUT ($PDC_QEMU_TIMEOUT or
+# the default), START, and log/die that print "[NAME <seconds>s] ...".
+qemu_setup() {
+  QEMU_TEST_NAME=$1
+  REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  BUILD=${4:-${PDC_BUILD_DIR:-$REPO/build}}
+  BUILD=$(mkdir -p "$BUILD" && cd "$BUILD" && pwd)
+  WORK=${PDC_QEMU_WORK:-$BUILD/$2}
+  VM_TIMEOUT=${PDC_QEMU_TIMEOUT:-$3}
+  START=$(date +%s.%N)
+  mkdir -p "$WORK"
+}
+log() {
+  if command -v bc >/dev/null; then
+    printf '[%s %5.1fs] %s\n' "$QEMU_TEST_NAME" "$(echo "$(date +%s.%N) - $START" | bc)" "$*"
+  else
+    printf '[%s] %s\n' "$QEMU_TEST_NAME" "$*"
+  fi
+}
+die() { log "FAIL: $*"; exit 1; }
+
+# qemu_build TARGET...: configures BUILD when it has no CMakeCache.txt, then
+# builds the targets.
+qemu_build() {
+  if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+    log "configuring $BUILD"
+    cmake -S "$REPO" -B "$BUILD" -G Ninja >/dev/null
+  fi
+  log "building $*"
+  cmake --build "$BUILD" --target "$@" >/dev/null
+}
+
+# qemu_verdict CONSOLE MARKER QEMU_RC WHAT: exits 0 when the console has
+# "MARKER: PASS", else prints why and the console's tail and exits 1.
+qemu_verdict() {
+  if grep -q "^$2: PASS" "$1"; then
+    log "PASS: $4 ($(grep -c '^PASS:' "$1") checks); console log: $1"
+    exit 0
+  fi
+  [ "$3" -eq 124 ] && log "QEMU timed out after ${VM_TIMEOUT}s"
+  log "last console lines:"
+  tail -n 40 "$1" | sed 's/^/  | /'
+  die "$4 failed (console log: $1)"
+}
 
 # qemu_host_packages: apt-gets qemu-system-x86 and busybox-static when
 # missing; sets SUDO and BUSYBOX.
@@ -70,4 +116,21 @@ qemu_ext2_image() {
   else
     "$BUSYBOX" mke2fs -q "$1" >/dev/null 2>&1 || "$BUSYBOX" mke2fs "$1" >/dev/null
   fi
+}
+
+# qemu_init_prologue: the start of a guest's /init (busybox applets, /proc,
+# /sys, /dev, the modules both tests load), printed for a script to go on.
+qemu_init_prologue() {
+  cat <<'PROLOGUE'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+echo "guest: kernel $(uname -r) up"
+for m in crct10dif_generic crc64_rocksoft_generic nvme vfio vfio_iommu_type1 vfio-pci ext4 loop; do
+  modprobe "$m" || echo "guest: modprobe $m failed"
+done
+PROLOGUE
 }

@@ -24,32 +24,16 @@
 # Exit status 0 only when the guest prints "PDC-DAEMON-RESULT: PASS".
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BUILD=${1:-${PDC_BUILD_DIR:-$REPO/build}}
-BUILD=$(mkdir -p "$BUILD" && cd "$BUILD" && pwd)
-WORK=${PDC_QEMU_WORK:-$BUILD/qemu-daemon}
-VM_TIMEOUT=${PDC_QEMU_TIMEOUT:-150}
-START=$(date +%s.%N)
-
-log() { printf '[run-daemon-test %5.1fs] %s\n' "$(echo "$(date +%s.%N) - $START" | bc 2>/dev/null || echo 0)" "$*"; }
-die() { log "FAIL: $*"; exit 1; }
-command -v bc >/dev/null || log() { printf '[run-daemon-test] %s\n' "$*"; }
-
-mkdir -p "$WORK"
-trap 'log "FAIL: command at line $LINENO failed"' ERR
 # shellcheck source=tests/qemu/qemu-common.sh
-. "$REPO/tests/qemu/qemu-common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/qemu-common.sh"
+qemu_setup run-daemon-test qemu-daemon 150 "${1:-}"
+trap 'log "FAIL: command at line $LINENO failed"' ERR
 
 qemu_host_packages
 command -v python3 >/dev/null || die "python3 is needed to drive QEMU's monitor"
 
 # --- The programs ---------------------------------------------------------------
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  log "configuring $BUILD"
-  cmake -S "$REPO" -B "$BUILD" -G Ninja >/dev/null
-fi
-log "building pdc-extender pdc-node pdc-daemon-guest-check"
-cmake --build "$BUILD" --target pdc-extender pdc-node pdc-daemon-guest-check >/dev/null
+qemu_build pdc-extender pdc-node pdc-daemon-guest-check
 BINS=("$BUILD/extender/pdc-extender" "$BUILD/driver/pdc-node"
       "$BUILD/tests/driver/pdc-daemon-guest-check")
 for b in "${BINS[@]}"; do [ -x "$b" ] || die "$b was not built"; done
@@ -58,19 +42,9 @@ qemu_kernel
 
 # --- Initramfs (cached: rebuilt when a program, a library or /init changes) ----
 INIT=$WORK/init.new
-cat >"$INIT" <<'INIT'
-#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin:/sbin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
+{ qemu_init_prologue; cat <<'INIT'; } >"$INIT"
 mount -t tmpfs tmpfs /tmp
 ip link set lo up
-echo "guest: kernel $(uname -r) up"
-for m in crct10dif_generic crc64_rocksoft_generic nvme vfio vfio_iommu_type1 vfio-pci ext4 loop; do
-  modprobe "$m" || echo "guest: modprobe $m failed"
-done
 ns_of() {  # The namespace block device of the controller with serial $1.
   for c in /sys/class/nvme/*; do
     read -r s <"$c/serial"
@@ -235,11 +209,4 @@ wait "$QPID"
 qemu_rc=$?
 set -e
 
-if grep -q '^PDC-DAEMON-RESULT: PASS' "$CONSOLE"; then
-  log "PASS: real-kernel whole-node test ($(grep -c '^PASS:' "$CONSOLE") checks); console log: $CONSOLE"
-  exit 0
-fi
-[ "$qemu_rc" -eq 124 ] && log "QEMU timed out after ${VM_TIMEOUT}s"
-log "last console lines:"
-tail -n 40 "$CONSOLE" | sed 's/^/  | /'
-die "real-kernel whole-node test failed (console log: $CONSOLE)"
+qemu_verdict "$CONSOLE" PDC-DAEMON-RESULT "$qemu_rc" "real-kernel whole-node test"

@@ -26,33 +26,16 @@
 # Exit status 0 only when the guest prints "PDC-GUEST-RESULT: PASS".
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BUILD=${1:-${PDC_BUILD_DIR:-$REPO/build}}
-BUILD=$(mkdir -p "$BUILD" && cd "$BUILD" && pwd)
-WORK=${PDC_QEMU_WORK:-$BUILD/qemu-vfio}
-VM_TIMEOUT=${PDC_QEMU_TIMEOUT:-100}
-START=$(date +%s.%N)
-
-log() { printf '[run-vfio-test %5.1fs] %s\n' "$(echo "$(date +%s.%N) - $START" | bc 2>/dev/null || echo 0)" "$*"; }
-die() { log "FAIL: $*"; exit 1; }
-command -v bc >/dev/null || log() { printf '[run-vfio-test] %s\n' "$*"; }
-
-mkdir -p "$WORK"
-trap 'log "FAIL: command at line $LINENO failed"' ERR
-
 # shellcheck source=tests/qemu/qemu-common.sh
-. "$REPO/tests/qemu/qemu-common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/qemu-common.sh"
+qemu_setup run-vfio-test qemu-vfio 100 "${1:-}"
+trap 'log "FAIL: command at line $LINENO failed"' ERR
 
 # --- 1. Host packages -------------------------------------------------------
 qemu_host_packages
 
 # --- 2. The guest program ---------------------------------------------------
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  log "configuring $BUILD"
-  cmake -S "$REPO" -B "$BUILD" -G Ninja >/dev/null
-fi
-log "building pdc-vfio-guest-check"
-cmake --build "$BUILD" --target pdc-vfio-guest-check >/dev/null
+qemu_build pdc-vfio-guest-check
 GUEST_BIN=$BUILD/tests/driver/pdc-vfio-guest-check
 [ -x "$GUEST_BIN" ] || GUEST_BIN=$(find "$BUILD" -path "$WORK" -prune -o \
   -name pdc-vfio-guest-check -type f -perm -u+x -print | head -1)
@@ -73,17 +56,7 @@ if command -v strip >/dev/null; then
 else
   cp "$GUEST_BIN" "$ROOT/pdc-vfio-guest-check"
 fi
-cat >"$ROOT/init" <<'INIT'
-#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin:/sbin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-echo "guest: kernel $(uname -r) up"
-for m in crct10dif_generic crc64_rocksoft_generic nvme vfio vfio_iommu_type1 vfio-pci ext4 loop; do
-  modprobe "$m" || echo "guest: modprobe $m failed"
-done
+{ qemu_init_prologue; cat <<'INIT'; } >"$ROOT/init"
 # nvme probes asynchronously: wait for the six controllers and their serials.
 i=0
 while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 6 ] && [ $i -lt 300 ]; do
@@ -165,11 +138,4 @@ if [ "$left" -ne 0 ]; then
   die "the erased drive's image still holds its data"
 fi
 log "PASS: $ERASE_IMG holds no pattern after the guest's erase"
-if grep -q '^PDC-GUEST-RESULT: PASS' "$CONSOLE"; then
-  log "PASS: real-kernel vfio test ($(grep -c '^PASS:' "$CONSOLE") checks); console log: $CONSOLE"
-  exit 0
-fi
-[ "$qemu_rc" -eq 124 ] && log "QEMU timed out after ${VM_TIMEOUT}s"
-log "last console lines:"
-tail -n 30 "$CONSOLE" | sed 's/^/  | /'
-die "real-kernel vfio test failed (console log: $CONSOLE)"
+qemu_verdict "$CONSOLE" PDC-GUEST-RESULT "$qemu_rc" "real-kernel vfio test"
