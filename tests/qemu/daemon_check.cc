@@ -15,7 +15,10 @@
 // one is not bound; then, with --move, a PCI renumbering driven by the host
 // (the "PDC-HOST-ACTION: unplug|plug" lines ask run-daemon-test.sh to
 // device_del the claimed controller and device_add it on another root
-// port): the old address is offered to no one meanwhile, the claim follows
+// port; "plug-other" puts another drive into the vacated slot first): the
+// old address is offered to no one meanwhile, also once another drive took
+// it (held while the Lost claim names it, left on nvme, free once the claim
+// moved on), the claim follows
 // the serial to the new address, pdc-node binds it, and Allocate for the
 // VM's restarted pod answers the new address.
 // Prints "PASS:"/"FAIL:" lines and "PDC-DAEMON-RESULT: PASS|FAIL".
@@ -41,6 +44,8 @@ namespace {
 constexpr char kResource[] = "devices.kubevirt.io/nvme";
 constexpr char kEnv[] = "PCI_RESOURCE_DEVICES_KUBEVIRT_IO_NVME";
 constexpr char kNs[] = "default";
+// The drive run-daemon-test.sh plugs into the vacated slot.
+constexpr char kOtherSerial[] = "pdc-swap";
 
 struct Options {
   std::string node = "guest";
@@ -227,6 +232,51 @@ void HostAction(const char* what) {
   std::fflush(stdout);
 }
 
+std::string Describe(const std::optional<api::DeviceListing>& l) {
+  if (!l) return "not listed";
+  return absl::StrCat("serial ", l->device.serial, ", ", std::string(api::ToString(l->state)),
+                      ", ", l->device.driver,
+                      l->device.health == DeviceHealth::kHealthy ? ", healthy" : ", unhealthy",
+                      l->claim ? ", claim " + l->claim->ToString() : std::string());
+}
+
+// A hot swap into the vacated slot: another drive takes the claimed drive's
+// old address while the claim is Lost. The Lost claim still names that
+// address, so the drive there is held for nobody (docs/design.md §4.1: a
+// drive nobody can be sure of is given to nobody): not offered, left on
+// nvme, and it does not end the claim's Lost state.
+void AnotherDriveInTheOldSlot(Env& e, PciAddress old_addr) {
+  const std::string old_s = old_addr.ToString();
+  HostAction("plug-other");
+  std::optional<driver::PciFunctionInfo> f;
+  const bool there = WaitFor(absl::Seconds(40), [&] {
+    f = FunctionBySerial(kOtherSerial);
+    return f.has_value();
+  });
+  Check(there && f->address == old_addr,
+        absl::StrCat(kOtherSerial, " plugged into the vacated slot, at ",
+                     there ? f->address.ToString() : "(nowhere)", " (want ", old_s, ")"));
+  if (!there || f->address != old_addr) return;
+  std::optional<api::DeviceListing> l;
+  const bool listed = WaitFor(absl::Seconds(20), [&] {
+    l = e.view.ByAddress(old_addr);
+    return l && l->device.serial == kOtherSerial;
+  });
+  Check(listed && l->state != api::DeviceState::kFree,
+        absl::StrCat("pdc-extender lists ", old_s, " as ", kOtherSerial,
+                     ", not free while a Lost claim names the address (", Describe(l), ")"));
+  std::optional<Claim> c = GetClaim(e, "vm1-disk");
+  Check(c && c->status.phase == ClaimPhase::kLost,
+        absl::StrCat("claim vm1-disk stays Lost: ", kOtherSerial, " is another drive"));
+  std::string reason;
+  absl::StatusOr<bool> passed = e.sched.Filter(VmPod("vm2", "q9w8e", {}), &reason);
+  Check(passed.ok() && !*passed,
+        absl::StrCat(kOtherSerial, " is not offered to vm2 either (filter: ", reason, ")"));
+  // pdc-node runs a pass a second: three passes leave it with the host.
+  const bool taken = WaitFor(absl::Seconds(3), [&] { return !OnDriver(old_addr, "nvme"); });
+  Check(!taken, absl::StrCat(kOtherSerial, " at ", old_s, " stays on nvme"));
+}
+
 void Renumbering(Env& e, PciAddress old_addr) {
   const std::string old_s = old_addr.ToString();
   HostAction("unplug");
@@ -264,6 +314,8 @@ void Renumbering(Env& e, PciAddress old_addr) {
   Check(passed.ok() && !*passed,
         absl::StrCat("meanwhile no device is offered to vm2 (filter: ", reason, ")"));
 
+  AnotherDriveInTheOldSlot(e, old_addr);
+
   HostAction("plug");
   std::optional<driver::PciFunctionInfo> f;
   const bool back = WaitFor(absl::Seconds(40), [&] {
@@ -289,6 +341,15 @@ void Renumbering(Env& e, PciAddress old_addr) {
   if (!moved.empty()) std::printf("  pdc-extender: %s\n", moved.back().c_str());
   const bool vfio = WaitFor(absl::Seconds(20), [&] { return OnDriver(now, driver::kVfioPci); });
   Check(vfio, absl::StrCat("pdc-node bound the new address ", now.ToString(), " to vfio-pci"));
+  std::optional<api::DeviceListing> swapped;
+  const bool freed = WaitFor(absl::Seconds(10), [&] {
+    swapped = e.view.ByAddress(old_addr);
+    return swapped && swapped->device.serial == kOtherSerial &&
+           swapped->state == api::DeviceState::kFree;
+  });
+  Check(freed && OnDriver(old_addr, "nvme"),
+        absl::StrCat(kOtherSerial, " at ", old_s, " is free once the claim left the address (",
+                     Describe(swapped), ")"));
 
   // The VM's pod restarts: same VM, new pod.
   e.kubelet->Release(VmPod("vm1", "a1b2c", {}).uid);

@@ -29,10 +29,12 @@ die() { log "FAIL: $*"; exit 1; }
 qemu_build() {
   if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     log "configuring $BUILD"
-    cmake -S "$REPO" -B "$BUILD" -G Ninja >/dev/null
+    cmake -S "$REPO" -B "$BUILD" -G Ninja >"$WORK/build.log" 2>&1 ||
+      { tail -n 40 "$WORK/build.log"; die "configuring $BUILD failed"; }
   fi
   log "building $*"
-  cmake --build "$BUILD" --target "$@" >/dev/null
+  cmake --build "$BUILD" --target "$@" >"$WORK/build.log" 2>&1 ||
+    { tail -n 40 "$WORK/build.log"; die "building $* failed"; }
 }
 
 # qemu_verdict CONSOLE MARKER QEMU_RC WHAT: exits 0 when the console has

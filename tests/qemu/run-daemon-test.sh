@@ -13,7 +13,9 @@
 # When the guest prints "PDC-HOST-ACTION: unplug" this script removes the
 # claimed controller through QEMU's monitor (device_del); on
 # "PDC-HOST-ACTION: plug" it adds the same drive with the same serial on
-# another root port (device_add): a PCI renumbering under a running node.
+# another root port (device_add): a PCI renumbering under a running node;
+# on "PDC-HOST-ACTION: plug-other", before that, it adds another drive
+# (serial pdc-swap) into the vacated slot.
 #
 # Usage: tests/qemu/run-daemon-test.sh [BUILD_DIR]
 #   BUILD_DIR (default: $PDC_BUILD_DIR or <repo>/build) is a CMake build tree
@@ -161,6 +163,11 @@ on_action() {
       local said
       said=$(hmp "device_del vm-nvme")
       [ -z "$said" ] || log "device_del: $said" ;;
+    plug-other)
+      local said
+      said=$(hmp "device_add nvme,id=other-nvme,drive=do,serial=pdc-swap,bus=rp1")
+      [ -z "$said" ] || log "device_add other-nvme: $said"
+      log "device_add other-nvme (another drive, serial pdc-swap) on root port rp1" ;;
     plug)
       # The drive is free once the guest let go of the old device (it waited
       # for that); retry briefly in case QEMU finishes the removal late.
@@ -186,6 +193,7 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -device pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1 \
   -device pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2 \
   -blockdev driver=null-co,node-name=dv,size=67108864 \
+  -blockdev driver=null-co,node-name=do,size=67108864 \
   -device nvme,id=vm-nvme,drive=dv,serial=pdc-vm,bus=rp1 \
   -drive if=none,id=dm,file="$WORK/mounted.img",format=raw \
   -device nvme,drive=dm,serial=pdc-mnt \
