@@ -70,9 +70,14 @@ qemu_host_packages() {
 }
 
 # qemu_kernel: the current Debian 12 kernel and the modules the tests need,
-# downloaded with `apt-get download`, unpacked into $WORK/kernel-<version>
-# and cached there (never installed). Sets KV and KDIR.
+# downloaded with `apt-get download`, unpacked into
+# BUILD/qemu-kernel/kernel-<version> (both tests share it; $WORK/kernel-...
+# when PDC_QEMU_WORK is set) and cached there (never installed). Sets KV and
+# KDIR.
 qemu_kernel() {
+  local cache=$BUILD/qemu-kernel
+  [ -n "${PDC_QEMU_WORK:-}" ] && cache=$WORK
+  mkdir -p "$cache"
   kernel_package() {
     apt-cache depends linux-image-amd64 2>/dev/null |
       awk '/Depends: linux-image-[0-9]/ {print $2; exit}'
@@ -86,24 +91,24 @@ qemu_kernel() {
   fi
   [ -n "$kpkg" ] || die "cannot find the kernel package behind linux-image-amd64 (apt-get update?)"
   KV=${kpkg#linux-image-}
-  KDIR=$WORK/kernel-$KV
+  KDIR=$cache/kernel-$KV
   # The stamp names the module set: a cache unpacked for another set is redone.
   local kstamp=$KDIR/.complete-nvme-vfio-ext4-loop
   if [ ! -f "$kstamp" ]; then
     log "downloading $kpkg"
     rm -rf "$KDIR" && mkdir -p "$KDIR"
-    (cd "$WORK" && rm -f ./linux-image-*.deb && apt-get download -q "$kpkg" >/dev/null 2>&1) ||
+    (cd "$cache" && rm -f ./linux-image-*.deb && apt-get download -q "$kpkg" >/dev/null 2>&1) ||
       die "apt-get download $kpkg failed"
     log "unpacking the kernel and the modules the test needs"
     local m="./lib/modules/$KV"
-    dpkg-deb --fsys-tarfile "$WORK"/linux-image-*.deb |
+    dpkg-deb --fsys-tarfile "$cache"/linux-image-*.deb |
       tar -x -C "$KDIR" --wildcards "./boot/vmlinuz-$KV" \
         "$m/kernel/drivers/nvme/host/*" "$m/kernel/drivers/vfio/*" "$m/kernel/virt/lib/*" \
         "$m/kernel/block/t10-pi.ko" "$m/kernel/lib/crc*" "$m/kernel/lib/libcrc32c.ko" \
         "$m/kernel/crypto/crc*" "$m/kernel/fs/ext4/*" "$m/kernel/fs/jbd2/*" \
         "$m/kernel/fs/mbcache.ko" "$m/kernel/drivers/block/loop.ko" \
         "$m/modules.builtin" "$m/modules.order"
-    rm -f "$WORK"/linux-image-*.deb
+    rm -f "$cache"/linux-image-*.deb
     touch "$kstamp"
   fi
 }
