@@ -66,31 +66,10 @@ struct Env {
   driver::testing::FakeKubelet* kubelet;
 };
 
-sim::PodInfo VmPod(const std::string& vm, const std::string& suffix,
-                   const std::vector<std::string>& claims) {
-  sim::PodInfo p;
-  p.ns = kNs;
-  p.name = absl::StrCat("virt-launcher-", vm, "-", suffix);
-  p.uid = absl::StrCat("uid-", vm, "-", suffix);
-  p.vm = vm;
-  p.vmi_uid = absl::StrCat("vmi-uid-", vm);
-  p.resource = kResource;
-  p.device_count = 1;
-  p.cpu = 1;
-  p.memory_gib = 1;
-  p.claims = claims;
-  return p;
-}
-
 std::optional<Claim> GetClaim(Env& e, const std::string& name) {
   absl::StatusOr<Claim> c = e.pdc->GetClaim(ClaimKey{kNs, name});
   if (!c.ok()) return std::nullopt;
   return *c;
-}
-
-bool OnDriver(PciAddress a, std::string_view driver) {
-  std::optional<driver::PciFunctionInfo> f = FunctionAt(a);
-  return f.has_value() && f->driver == driver;
 }
 
 // kubelet admits `pod`: Allocate through the plugin; checks the answer names
@@ -225,19 +204,6 @@ void CheckHostUsed(Env& e, const std::string& serial, const std::string& how) {
   Check(c && c->status.phase == ClaimPhase::kPending,
         absl::StrCat("claim ", claim, " stays Pending"));
   Check(OnDriver(f->address, "nvme"), absl::StrCat(addr, " stays on nvme"));
-}
-
-void HostAction(const char* what) {
-  std::printf("PDC-HOST-ACTION: %s\n", what);
-  std::fflush(stdout);
-}
-
-std::string Describe(const std::optional<api::DeviceListing>& l) {
-  if (!l) return "not listed";
-  return absl::StrCat("serial ", l->device.serial, ", ", std::string(api::ToString(l->state)),
-                      ", ", l->device.driver,
-                      l->device.health == DeviceHealth::kHealthy ? ", healthy" : ", unhealthy",
-                      l->claim ? ", claim " + l->claim->ToString() : std::string());
 }
 
 // A hot swap into the vacated slot: another drive takes the claimed drive's

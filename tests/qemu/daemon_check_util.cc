@@ -73,6 +73,40 @@ std::vector<std::string> LinesWith(const std::string& path,
   return out;
 }
 
+sim::PodInfo VmPod(const std::string& vm, const std::string& suffix,
+                   const std::vector<std::string>& claims) {
+  sim::PodInfo p;
+  p.ns = "default";
+  p.name = absl::StrCat("virt-launcher-", vm, "-", suffix);
+  p.uid = absl::StrCat("uid-", vm, "-", suffix);
+  p.vm = vm;
+  p.vmi_uid = absl::StrCat("vmi-uid-", vm);
+  p.resource = "devices.kubevirt.io/nvme";
+  p.device_count = 1;
+  p.cpu = 1;
+  p.memory_gib = 1;
+  p.claims = claims;
+  return p;
+}
+
+bool OnDriver(PciAddress a, std::string_view driver) {
+  std::optional<driver::PciFunctionInfo> f = FunctionAt(a);
+  return f.has_value() && f->driver == driver;
+}
+
+void HostAction(const char* what) {
+  std::printf("PDC-HOST-ACTION: %s\n", what);
+  std::fflush(stdout);
+}
+
+std::string Describe(const std::optional<api::DeviceListing>& l) {
+  if (!l) return "not listed";
+  return absl::StrCat("serial ", l->device.serial, ", ", std::string(api::ToString(l->state)),
+                      ", ", l->device.driver,
+                      l->device.health == DeviceHealth::kHealthy ? ", healthy" : ", unhealthy",
+                      l->claim ? ", claim " + l->claim->ToString() : std::string());
+}
+
 absl::StatusOr<api::NodeDetail> NodeView::Get() const { return pdc_->GetNode(node_); }
 
 std::optional<api::DeviceListing> NodeView::Find(

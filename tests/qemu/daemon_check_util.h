@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -35,6 +36,18 @@ bool WaitFor(absl::Duration timeout, const std::function<bool()>& done);
 std::optional<driver::PciFunctionInfo> FunctionBySerial(std::string_view serial);
 // The function at `address` (its driver link), or nullopt when absent.
 std::optional<driver::PciFunctionInfo> FunctionAt(PciAddress address);
+
+// A virt-launcher pod in namespace "default" of VM `vm` asking for one
+// devices.kubevirt.io/nvme, with `claims` in pdc.kubevirt.io/claims; its
+// name and UID end in `suffix`.
+sim::PodInfo VmPod(const std::string& vm, const std::string& suffix,
+                   const std::vector<std::string>& claims);
+// Whether the function at `a` is bound to `driver` now (sysfs).
+bool OnDriver(PciAddress a, std::string_view driver);
+// Prints "PDC-HOST-ACTION: <what>" for run-daemon-test.sh.
+void HostAction(const char* what);
+// "serial S, <state>, <driver>, healthy|unhealthy[, claim K]" or "not listed".
+std::string Describe(const std::optional<api::DeviceListing>& l);
 
 // The lines of the file at `path` that contain every one of `needles`.
 std::vector<std::string> LinesWith(const std::string& path,
