@@ -13,14 +13,14 @@
 // is confirmed; namespaces the host uses (mounted, held with O_EXCL by a
 // child, backing a loop device) are reported unhealthy and a claim pinned to
 // one is not bound; then, with --move, a PCI renumbering driven by the host
-// (the "PDC-HOST-ACTION: unplug|plug" lines ask run-daemon-test.sh to
-// device_del the claimed controller and device_add it on another root
-// port; "plug-other" puts another drive into the vacated slot first): the
-// old address is offered to no one meanwhile, also once another drive took
-// it (held while the Lost claim names it, left on nvme, free once the claim
-// moved on), the claim follows
-// the serial to the new address, pdc-node binds it, and Allocate for the
-// VM's restarted pod answers the new address.
+// (the "PDC-HOST-ACTION: unplug|plug-other|plug" lines ask
+// run-daemon-test.sh to device_del the claimed controller, to put another
+// drive into the vacated slot, and to device_add the claimed drive on another
+// root port): the old address is offered to no one meanwhile (the drive that
+// took it is held while the Lost claim names the address, left on nvme, and
+// free once the claim moved on), the claim follows the serial to the new
+// address, pdc-node binds it, and Allocate for the VM's restarted pod
+// answers the new address.
 // Prints "PASS:"/"FAIL:" lines and "PDC-DAEMON-RESULT: PASS|FAIL".
 // Not part of the product.
 #include <fcntl.h>
@@ -32,7 +32,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tests/driver/fake_kubelet.h"

@@ -2,7 +2,7 @@
 # Real-kernel test of pdc's whole node path. Boots the same stock Debian 12
 # kernel as run-vfio-test.sh under QEMU/TCG (emulated Intel IOMMU, four
 # emulated NVMe controllers, one of them behind a hot-pluggable
-# pcie-root-port) and runs, inside a busybox initramfs, the real daemons on
+# pcie-root-port, a fifth hot-plugged later) and runs, inside a busybox initramfs, the real daemons on
 # loopback: pdc-extender (embedded file store) and pdc-node (reconcile loop,
 # bind journal, device plugin), both from one config file the guest's /init
 # writes, and pdc-daemon-guest-check (tests/qemu/daemon_check.cc), which
