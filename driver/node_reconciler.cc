@@ -171,6 +171,29 @@ void Reconciler::LogMovedClaims(const NodeAllocations& allocations) {
   claim_devices_ = std::move(now);
 }
 
+absl::Status Reconciler::SameDriveAsReported(const PciFunctionInfo& now) const {
+  // On vfio-pci sysfs shows no serial: the journal vouches for the drive.
+  if (now.serial.empty()) return absl::OkStatus();
+  const Device* reported = nullptr;
+  if (last_reported_) {
+    for (const Device& d : last_reported_->devices) {
+      if (d.address == now.address) reported = &d;
+    }
+  }
+  // Not reported there, or reported without a serial: nothing to compare
+  // (the binder's own checks decide).
+  if (reported == nullptr || reported->serial.empty() || reported->serial == now.serial) {
+    return absl::OkStatus();
+  }
+  return WithFailureReason(
+      absl::FailedPreconditionError(absl::StrCat(
+          "the drive at ", now.address.ToString(), " has serial ", now.serial,
+          ", not the serial ", reported->serial, " pdc-extender was told of: it was swapped "
+          "or the bus renumbered since the report; not bound until pdc-extender has the new "
+          "inventory")),
+      kReasonDriveChanged);
+}
+
 void Reconciler::Apply(const NodeAllocations& allocations, PassResult* result) {
   std::set<PciAddress> claimed;
   std::map<int32_t, std::vector<PciAddress>> by_group;
@@ -181,6 +204,10 @@ void Reconciler::Apply(const NodeAllocations& allocations, PassResult* result) {
     auto info = ReadPciFunction(*sys_, c.address);
     if (!info.ok()) {
       NoteError(c.address.ToString(), info.status(), "bind", result);
+      continue;
+    }
+    if (absl::Status same = SameDriveAsReported(*info); !same.ok()) {
+      NoteError(c.address.ToString(), same, "bind", result);
       continue;
     }
     // A device without a group is bound alone and refused with its reason.

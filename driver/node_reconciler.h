@@ -34,6 +34,7 @@
 #include "driver/node_extender_api.h"
 #include "driver/node_metrics.h"
 #include "driver/nvme_erase.h"
+#include "driver/pci_function.h"
 #include "driver/sysfs.h"
 #include "driver/vfio_binder.h"
 
@@ -100,6 +101,11 @@ class Reconciler {
   // logs why, once per change.
   void MarkHostUsed(NodeInventory* inventory);
   absl::Status Report(const NodeInventory& inventory, bool force);
+  // OK unless the last inventory reported another serial at `now.address`:
+  // the allocations answer was computed from that inventory, so a drive that
+  // took the address since (a hot swap, a renumbering during the long-poll)
+  // must not be taken for the claimed one.
+  absl::Status SameDriveAsReported(const PciFunctionInfo& now) const;
   void Apply(const NodeAllocations& allocations, PassResult* result);
   void ReturnToHost(PciAddress address, PassResult* result);
   // Runs the erases journaled pending whose retry time came.

@@ -60,6 +60,9 @@ inline constexpr std::string_view kReasonNotFound = "device_not_found";
 inline constexpr std::string_view kReasonSysfs = "sysfs_error";
 inline constexpr std::string_view kReasonJournal = "journal_error";
 inline constexpr std::string_view kReasonErasePending = "erase_pending";
+// The drive at a claimed address is not the one last reported (hot-swapped,
+// or the bus renumbered, after the report the allocations answer).
+inline constexpr std::string_view kReasonDriveChanged = "drive_changed";
 
 // The reason of a status returned by VfioBinder ("" for OK).
 std::string FailureReason(const absl::Status& status);

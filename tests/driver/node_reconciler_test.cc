@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -201,6 +202,33 @@ TEST_F(ReconcilerTest, ReportsThenBindsClaimedDevicesAndReportsAgain) {
   EXPECT_TRUE(Rendered("pdc_node_devices{driver=\"vfio-pci\"} 1"));
   EXPECT_TRUE(Rendered("pdc_node_allocations_version 5"));
   EXPECT_TRUE(Rendered("pdc_node_inventory_reports_total 2"));
+}
+
+// The allocations answer is computed from the inventory reported before the
+// long-poll; a drive that took the claimed address meanwhile (hot-swapped,
+// or the bus renumbered) is another drive, and stays with the host until
+// pdc-extender has seen it.
+TEST_F(ReconcilerTest, ADriveSwappedDuringTheLongPollIsNotTakenForTheClaimedOne) {
+  Claim({"0000:00:03.0"}, 5);
+  api_.on_call = [&] {
+    if (api_.polls.empty() && !api_.inventories.empty()) {
+      std::ofstream(host_.kernel.sys_root() + "/bus/pci/devices/0000:00:03.0/nvme/nvme0/serial")
+          << "disk-z    \n";
+    }
+  };
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::Seconds(10)));
+  EXPECT_EQ(r.bound, 0);
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_THAT(r.errors, ElementsAre(AllOf(HasSubstr("0000:00:03.0"), HasSubstr("disk-z"),
+                                          HasSubstr("disk-a"))));
+  EXPECT_TRUE(Rendered("pdc_node_bind_failures_total{operation=\"bind\",reason=\"drive_changed\"} 1"));
+  // The next pass reports disk-z; an extender that still claims the address
+  // after seeing it gets the drive bound.
+  api_.on_call = nullptr;
+  ASSERT_OK_AND_ASSIGN(r, reconciler_->RunOnce(absl::Seconds(10)));
+  EXPECT_EQ(api_.inventories[1].devices[0].serial, "disk-z");
+  EXPECT_EQ(r.bound, 1);
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
 }
 
 TEST_F(ReconcilerTest, KeepsClaimedDevicesBoundAndReportsOnlyOnHeartbeat) {

@@ -26,81 +26,23 @@
 # Exit status 0 only when the guest prints "PDC-GUEST-RESULT: PASS".
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BUILD=${1:-${PDC_BUILD_DIR:-$REPO/build}}
-BUILD=$(mkdir -p "$BUILD" && cd "$BUILD" && pwd)
-WORK=${PDC_QEMU_WORK:-$BUILD/qemu-vfio}
-VM_TIMEOUT=${PDC_QEMU_TIMEOUT:-100}
-START=$(date +%s.%N)
-
-log() { printf '[run-vfio-test %5.1fs] %s\n' "$(echo "$(date +%s.%N) - $START" | bc 2>/dev/null || echo 0)" "$*"; }
-die() { log "FAIL: $*"; exit 1; }
-command -v bc >/dev/null || log() { printf '[run-vfio-test] %s\n' "$*"; }
-
-mkdir -p "$WORK"
+# shellcheck source=tests/qemu/qemu-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/qemu-common.sh"
+qemu_setup run-vfio-test qemu-vfio 100 "${1:-}"
 trap 'log "FAIL: command at line $LINENO failed"' ERR
 
 # --- 1. Host packages -------------------------------------------------------
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-missing=()
-command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
-dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed' ||
-  missing+=(busybox-static)
-if [ "${#missing[@]}" -gt 0 ]; then
-  log "installing ${missing[*]}"
-  $SUDO apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
-BUSYBOX=/bin/busybox
-[ -x "$BUSYBOX" ] || die "busybox-static did not provide $BUSYBOX"
+qemu_host_packages
 
 # --- 2. The guest program ---------------------------------------------------
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  log "configuring $BUILD"
-  cmake -S "$REPO" -B "$BUILD" -G Ninja >/dev/null
-fi
-log "building pdc-vfio-guest-check"
-cmake --build "$BUILD" --target pdc-vfio-guest-check >/dev/null
+qemu_build pdc-vfio-guest-check
 GUEST_BIN=$BUILD/tests/driver/pdc-vfio-guest-check
 [ -x "$GUEST_BIN" ] || GUEST_BIN=$(find "$BUILD" -path "$WORK" -prune -o \
   -name pdc-vfio-guest-check -type f -perm -u+x -print | head -1)
 [ -n "$GUEST_BIN" ] || die "pdc-vfio-guest-check was not built"
 
 # --- 3. Kernel (downloaded, unpacked, cached; never installed) ---------------
-kernel_package() {
-  apt-cache depends linux-image-amd64 2>/dev/null |
-    awk '/Depends: linux-image-[0-9]/ {print $2; exit}'
-}
-KPKG=$(kernel_package)
-if [ -z "$KPKG" ]; then
-  log "no package lists: apt-get update"
-  $SUDO apt-get update -q >/dev/null
-  KPKG=$(kernel_package)
-fi
-[ -n "$KPKG" ] || die "cannot find the kernel package behind linux-image-amd64 (apt-get update?)"
-KV=${KPKG#linux-image-}
-KDIR=$WORK/kernel-$KV
-# The stamp names the module set: a cache unpacked for another set is redone.
-KSTAMP=$KDIR/.complete-nvme-vfio-ext4-loop
-if [ ! -f "$KSTAMP" ]; then
-  log "downloading $KPKG"
-  rm -rf "$KDIR" && mkdir -p "$KDIR"
-  (cd "$WORK" && rm -f ./linux-image-*.deb && apt-get download -q "$KPKG" >/dev/null 2>&1) ||
-    die "apt-get download $KPKG failed"
-  log "unpacking the kernel and the modules the test needs"
-  M="./lib/modules/$KV"
-  dpkg-deb --fsys-tarfile "$WORK"/linux-image-*.deb |
-    tar -x -C "$KDIR" --wildcards "./boot/vmlinuz-$KV" \
-      "$M/kernel/drivers/nvme/host/*" "$M/kernel/drivers/vfio/*" "$M/kernel/virt/lib/*" \
-      "$M/kernel/block/t10-pi.ko" "$M/kernel/lib/crc*" "$M/kernel/lib/libcrc32c.ko" \
-      "$M/kernel/crypto/crc*" "$M/kernel/fs/ext4/*" "$M/kernel/fs/jbd2/*" \
-      "$M/kernel/fs/mbcache.ko" "$M/kernel/drivers/block/loop.ko" \
-      "$M/modules.builtin" "$M/modules.order"
-  rm -f "$WORK"/linux-image-*.deb
-  touch "$KSTAMP"
-fi
+qemu_kernel
 
 # --- 4. Initramfs --------------------------------------------------------------
 ROOT=$WORK/initramfs
@@ -114,17 +56,7 @@ if command -v strip >/dev/null; then
 else
   cp "$GUEST_BIN" "$ROOT/pdc-vfio-guest-check"
 fi
-cat >"$ROOT/init" <<'INIT'
-#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin:/sbin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-echo "guest: kernel $(uname -r) up"
-for m in crct10dif_generic crc64_rocksoft_generic nvme vfio vfio_iommu_type1 vfio-pci ext4 loop; do
-  modprobe "$m" || echo "guest: modprobe $m failed"
-done
+{ qemu_init_prologue; cat <<'INIT'; } >"$ROOT/init"
 # nvme probes asynchronously: wait for the six controllers and their serials.
 i=0
 while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 6 ] && [ $i -lt 300 ]; do
@@ -159,14 +91,7 @@ chmod +x "$ROOT/init"
 
 # --- 5. A small ext2 image for the "mounted namespace" case -------------------
 IMG=$WORK/mounted.img
-rm -f "$IMG" && truncate -s 8M "$IMG"
-if command -v mkfs.ext2 >/dev/null; then
-  mkfs.ext2 -q -F "$IMG"
-elif [ -x /sbin/mkfs.ext2 ]; then
-  /sbin/mkfs.ext2 -q -F "$IMG"
-else
-  "$BUSYBOX" mke2fs -q "$IMG" >/dev/null 2>&1 || "$BUSYBOX" mke2fs "$IMG" >/dev/null
-fi
+qemu_ext2_image "$IMG" 8M
 
 # --- 5b. The drive to erase: 16 MiB, a pattern at 0 and at 8 MiB -------------
 ERASE_IMG=$WORK/erase.img
@@ -213,11 +138,4 @@ if [ "$left" -ne 0 ]; then
   die "the erased drive's image still holds its data"
 fi
 log "PASS: $ERASE_IMG holds no pattern after the guest's erase"
-if grep -q '^PDC-GUEST-RESULT: PASS' "$CONSOLE"; then
-  log "PASS: real-kernel vfio test ($(grep -c '^PASS:' "$CONSOLE") checks); console log: $CONSOLE"
-  exit 0
-fi
-[ "$qemu_rc" -eq 124 ] && log "QEMU timed out after ${VM_TIMEOUT}s"
-log "last console lines:"
-tail -n 30 "$CONSOLE" | sed 's/^/  | /'
-die "real-kernel vfio test failed (console log: $CONSOLE)"
+qemu_verdict "$CONSOLE" PDC-GUEST-RESULT "$qemu_rc" "real-kernel vfio test"

@@ -1,0 +1,424 @@
+// pdc-daemon-guest-check: the orchestrator of run-daemon-test.sh's guest.
+// The guest's /init starts the real pdc-extender (embedded file store) and
+// the real pdc-node (reconcile loop, bind journal, device plugin) on
+// loopback; this program plays kube-scheduler and kubelet around them:
+//   - kubelet: FakeKubelet (tests/driver/fake_kubelet.h) serves kubelet.sock
+//     in the device plugin directory and calls pdc-node's plugin over the
+//     real unix sockets;
+//   - kube-scheduler: filter and bind as its extender client sends them
+//     (sim/kube_wire.h), the claim created over the REST API.
+// Checks, against the real kernel: the inventory reaches the extender with
+// the real serials; a claim is bound, pdc-node moves the device to vfio-pci,
+// Allocate names it (PCI_RESOURCE_..., /dev/vfio/<group>) and the hand-off
+// is confirmed; namespaces the host uses (mounted, held with O_EXCL by a
+// child, backing a loop device) are reported unhealthy and a claim pinned to
+// one is not bound; then, with --move, a PCI renumbering driven by the host
+// (the "PDC-HOST-ACTION: unplug|plug-other|plug" lines ask
+// run-daemon-test.sh to device_del the claimed controller, to put another
+// drive into the vacated slot, and to device_add the claimed drive on another
+// root port): the old address is offered to no one meanwhile (the drive that
+// took it is held while the Lost claim names the address, left on nvme, and
+// free once the claim moved on), the claim follows the serial to the new
+// address, pdc-node binds it, and Allocate for the VM's restarted pod
+// answers the new address.
+// Prints "PASS:"/"FAIL:" lines and "PDC-DAEMON-RESULT: PASS|FAIL".
+// Not part of the product.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tests/driver/fake_kubelet.h"
+#include "tests/qemu/daemon_check_util.h"
+
+namespace pdc::qemu {
+namespace {
+
+constexpr char kResource[] = "devices.kubevirt.io/nvme";
+constexpr char kEnv[] = "PCI_RESOURCE_DEVICES_KUBEVIRT_IO_NVME";
+constexpr char kNs[] = "default";
+// The drive run-daemon-test.sh plugs into the vacated slot.
+constexpr char kOtherSerial[] = "pdc-swap";
+
+struct Options {
+  std::string node = "guest";
+  std::string extender = "http://127.0.0.1:8888";
+  std::string plugin_dir = "/var/lib/kubelet/device-plugins";
+  std::string node_log = "/tmp/pdc-node.log";
+  std::string extender_log = "/tmp/pdc-extender.log";
+  std::string vm_serial = "pdc-vm";
+  std::vector<std::string> host_used;  // serial:how
+  bool move = false;
+};
+
+struct Env {
+  Options opt;
+  PdcClient* pdc;
+  NodeView view;
+  SchedulerCalls sched;
+  driver::testing::FakeKubelet* kubelet;
+};
+
+std::optional<Claim> GetClaim(Env& e, const std::string& name) {
+  absl::StatusOr<Claim> c = e.pdc->GetClaim(ClaimKey{kNs, name});
+  if (!c.ok()) return std::nullopt;
+  return *c;
+}
+
+// kubelet admits `pod`: Allocate through the plugin; checks the answer names
+// exactly `address` and its VFIO group.
+void CheckAllocate(Env& e, const sim::PodInfo& pod, PciAddress address, int group) {
+  const std::string addr = address.ToString();
+  const bool listed = e.kubelet->WaitForDevices(
+      kResource,
+      [&](const std::vector<v1beta1::Device>& ds) {
+        for (const v1beta1::Device& d : ds) {
+          if (d.id() == addr && d.health() == "Healthy") return true;
+        }
+        return false;
+      },
+      absl::Seconds(20));
+  Check(listed, absl::StrCat("ListAndWatch advertises ", addr, " as Healthy to kubelet"));
+  driver::testing::FakeKubelet::Admission a = e.kubelet->Admit(pod.uid, kResource, 1, false);
+  Check(a.response.ok(), absl::StrCat("Allocate for pod ", pod.name, " answers: ",
+                                      a.response.ok() ? "ok" : a.response.status().ToString()));
+  if (!a.response.ok()) return;
+  auto env = a.response->envs().find(kEnv);
+  const std::string got = env == a.response->envs().end() ? "<unset>" : env->second;
+  Check(got == addr, absl::StrCat("Allocate: ", kEnv, "=", got, " (want ", addr, ")"));
+  const std::string group_dev = absl::StrCat("/dev/vfio/", group);
+  bool has_group = false, has_container = false;
+  for (const v1beta1::DeviceSpec& d : a.response->devices()) {
+    has_group = has_group || d.host_path() == group_dev;
+    has_container = has_container || d.host_path() == "/dev/vfio/vfio";
+  }
+  Check(has_group && has_container,
+        absl::StrCat("Allocate: device specs name ", group_dev, " and /dev/vfio/vfio"));
+  Check(access(group_dev.c_str(), F_OK) == 0, absl::StrCat(group_dev, " exists in the guest"));
+}
+
+// Filter then bind `pod`; true when both accepted it.
+bool Schedule(Env& e, const sim::PodInfo& pod) {
+  std::string reason;
+  absl::StatusOr<bool> passed = e.sched.Filter(pod, &reason);
+  Check(passed.ok() && *passed,
+        absl::StrCat("filter passes node ", e.opt.node, " for ", pod.name,
+                     passed.ok() ? (*passed ? "" : " (failed: " + reason + ")")
+                                 : " (" + passed.status().ToString() + ")"));
+  if (!passed.ok() || !*passed) return false;
+  absl::StatusOr<std::string> err = e.sched.Bind(pod);
+  Check(err.ok() && err->empty(),
+        absl::StrCat("bind ", pod.name, " to ", e.opt.node,
+                     err.ok() ? (err->empty() ? "" : " refused: " + *err)
+                              : " (" + err.status().ToString() + ")"));
+  return err.ok() && err->empty();
+}
+
+// The claim `name` bound at the device with `serial` on vfio-pci, handed off
+// to `pod`. Returns the address.
+std::optional<PciAddress> CheckBoundAndHandedOff(Env& e, const std::string& name,
+                                                 const sim::PodInfo& pod) {
+  std::optional<Claim> c;
+  WaitFor(absl::Seconds(10), [&] {
+    c = GetClaim(e, name);
+    return c && c->status.phase == ClaimPhase::kBound && c->status.devices.size() == 1;
+  });
+  const bool bound = c && c->status.phase == ClaimPhase::kBound && c->status.devices.size() == 1;
+  Check(bound && c->status.devices[0].serial == e.opt.vm_serial && c->status.node == e.opt.node,
+        absl::StrCat("claim ", name, " is Bound on ", e.opt.node, " to serial ",
+                     e.opt.vm_serial));
+  if (!bound) return std::nullopt;
+  const PciAddress a = c->status.devices[0].address;
+  const bool vfio = WaitFor(absl::Seconds(20), [&] { return OnDriver(a, driver::kVfioPci); });
+  Check(vfio, absl::StrCat("pdc-node bound ", a.ToString(), " to vfio-pci (sysfs driver link)"));
+  std::optional<api::DeviceListing> l = e.view.ByAddress(a);
+  const int group = l ? l->device.iommu_group : -1;
+  CheckAllocate(e, pod, a, group);
+  const bool confirmed = WaitFor(absl::Seconds(20), [&] {
+    c = GetClaim(e, name);
+    return c && c->status.handed_off_to == pod.uid;
+  });
+  Check(confirmed, absl::StrCat("claim ", name, " shows the hand-off to ", pod.uid,
+                                " confirmed (handedOffTo)"));
+  absl::StatusOr<std::vector<PendingHandoff>> pending = e.pdc->ListHandoffs(e.opt.node);
+  Check(pending.ok() && pending->empty(), "no hand-off pending on the node afterwards");
+  return a;
+}
+
+std::optional<PciAddress> HappyPath(Env& e) {
+  api::ClaimCreate create;
+  create.key = ClaimKey{kNs, "vm1-disk"};
+  create.spec.resource_name = kResource;
+  create.spec.count = 1;
+  absl::StatusOr<Claim> made = e.pdc->CreateClaim(create);
+  Check(made.ok() && made->status.phase == ClaimPhase::kPending,
+        "claim default/vm1-disk created (REST), Pending");
+  const sim::PodInfo pod = VmPod("vm1", "a1b2c", {"vm1-disk"});
+  if (!Schedule(e, pod)) return std::nullopt;
+  return CheckBoundAndHandedOff(e, "vm1-disk", pod);
+}
+
+// A controller the host uses (`how`: mounted, O_EXCL held, loop device).
+void CheckHostUsed(Env& e, const std::string& serial, const std::string& how) {
+  std::optional<driver::PciFunctionInfo> f = FunctionBySerial(serial);
+  Check(f.has_value(), absl::StrCat("the guest sees ", serial, " (", how, ")"));
+  if (!f) return;
+  const std::string addr = f->address.ToString();
+  std::optional<api::DeviceListing> l;
+  const bool unhealthy = WaitFor(absl::Seconds(20), [&] {
+    l = e.view.BySerial(serial);
+    return l && l->device.health == DeviceHealth::kUnhealthy;
+  });
+  Check(unhealthy, absl::StrCat(serial, " at ", addr, " (", how,
+                                ") is reported unhealthy in GET /v1/nodes/", e.opt.node));
+  if (std::optional<std::string> reason = e.view.UnhealthyReason(f->address)) {
+    Check(!reason->empty(), absl::StrCat(serial, ": unhealthyReason \"", *reason, "\""));
+  }
+  std::vector<std::string> lines = LinesWith(e.opt.node_log, {addr, "not offered"});
+  Check(!lines.empty(), absl::StrCat("pdc-node logged why ", addr, " is not offered"));
+  if (!lines.empty()) std::printf("  pdc-node: %s\n", lines.back().c_str());
+
+  const std::string claim = absl::StrCat("pin-", serial);
+  api::ClaimCreate create;
+  create.key = ClaimKey{kNs, claim};
+  create.spec.resource_name = kResource;
+  create.spec.count = 1;
+  create.spec.serial = serial;
+  Check(e.pdc->CreateClaim(create).ok(), absl::StrCat("claim ", claim, " pinned to ", serial));
+  const sim::PodInfo pod = VmPod(absl::StrCat("vm-", serial), "x1y2z", {claim});
+  std::string reason;
+  absl::StatusOr<bool> passed = e.sched.Filter(pod, &reason);
+  Check(passed.ok() && !*passed, absl::StrCat("filter fails ", e.opt.node, " for ", pod.name,
+                                              ": ", reason));
+  absl::StatusOr<std::string> err = e.sched.Bind(pod);
+  Check(err.ok() && !err->empty(), absl::StrCat("bind of ", pod.name, " refused: ",
+                                                err.ok() ? *err : err.status().ToString()));
+  std::optional<Claim> c = GetClaim(e, claim);
+  Check(c && c->status.phase == ClaimPhase::kPending,
+        absl::StrCat("claim ", claim, " stays Pending"));
+  Check(OnDriver(f->address, "nvme"), absl::StrCat(addr, " stays on nvme"));
+}
+
+// A hot swap into the vacated slot: another drive takes the claimed drive's
+// old address while the claim is Lost. The Lost claim still names that
+// address, so the drive there is held for nobody (docs/design.md §4.1: a
+// drive nobody can be sure of is given to nobody): not offered, left on
+// nvme, and it does not end the claim's Lost state.
+void AnotherDriveInTheOldSlot(Env& e, PciAddress old_addr) {
+  const std::string old_s = old_addr.ToString();
+  HostAction("plug-other");
+  std::optional<driver::PciFunctionInfo> f;
+  const bool there = WaitFor(absl::Seconds(40), [&] {
+    f = FunctionBySerial(kOtherSerial);
+    return f.has_value();
+  });
+  Check(there && f->address == old_addr,
+        absl::StrCat(kOtherSerial, " plugged into the vacated slot, at ",
+                     there ? f->address.ToString() : "(nowhere)", " (want ", old_s, ")"));
+  if (!there || f->address != old_addr) return;
+  std::optional<api::DeviceListing> l;
+  const bool listed = WaitFor(absl::Seconds(20), [&] {
+    l = e.view.ByAddress(old_addr);
+    return l && l->device.serial == kOtherSerial;
+  });
+  Check(listed && l->state != api::DeviceState::kFree,
+        absl::StrCat("pdc-extender lists ", old_s, " as ", kOtherSerial,
+                     ", not free while a Lost claim names the address (", Describe(l), ")"));
+  std::optional<Claim> c = GetClaim(e, "vm1-disk");
+  Check(c && c->status.phase == ClaimPhase::kLost,
+        absl::StrCat("claim vm1-disk stays Lost: ", kOtherSerial, " is another drive"));
+  std::string reason;
+  absl::StatusOr<bool> passed = e.sched.Filter(VmPod("vm2", "q9w8e", {}), &reason);
+  Check(passed.ok() && !*passed,
+        absl::StrCat(kOtherSerial, " is not offered to vm2 either (filter: ", reason, ")"));
+  // pdc-node runs a pass a second: three passes leave it with the host.
+  const bool taken = WaitFor(absl::Seconds(3), [&] { return !OnDriver(old_addr, "nvme"); });
+  Check(!taken, absl::StrCat(kOtherSerial, " at ", old_s, " stays on nvme"));
+}
+
+void Renumbering(Env& e, PciAddress old_addr) {
+  const std::string old_s = old_addr.ToString();
+  HostAction("unplug");
+  const bool gone = WaitFor(absl::Seconds(40), [&] { return !FunctionAt(old_addr); });
+  Check(gone, absl::StrCat(old_s, " was hot-unplugged (gone from sysfs)"));
+  if (!gone) return;
+  // Until pdc-node reports it gone, the extender still lists the device: held
+  // by the claim, never free.
+  bool offered = false;
+  const bool reported = WaitFor(absl::Seconds(20), [&] {
+    std::optional<api::DeviceListing> l = e.view.ByAddress(old_addr);
+    offered = offered || (l && l->state == api::DeviceState::kFree);
+    return !l;
+  });
+  Check(reported, absl::StrCat("pdc-node reported ", old_s, " gone"));
+  Check(!offered, absl::StrCat(old_s, " was never listed free while it went away"));
+  const bool withdrawn = e.kubelet->WaitForDevices(
+      kResource,
+      [&](const std::vector<v1beta1::Device>& ds) {
+        for (const v1beta1::Device& d : ds) {
+          if (d.id() == old_s) return false;
+        }
+        return true;
+      },
+      absl::Seconds(20));
+  Check(withdrawn, absl::StrCat("ListAndWatch no longer advertises ", old_s, " to kubelet"));
+  std::optional<Claim> c = GetClaim(e, "vm1-disk");
+  Check(c && c->status.phase == ClaimPhase::kLost,
+        absl::StrCat("claim vm1-disk is Lost while its drive is nowhere (",
+                     c ? std::string(ToString(c->status.phase)) : std::string("no claim"), ")"));
+  // Another VM asks for a device meanwhile: nothing is free.
+  const sim::PodInfo other = VmPod("vm2", "q9w8e", {});
+  std::string reason;
+  absl::StatusOr<bool> passed = e.sched.Filter(other, &reason);
+  Check(passed.ok() && !*passed,
+        absl::StrCat("meanwhile no device is offered to vm2 (filter: ", reason, ")"));
+
+  AnotherDriveInTheOldSlot(e, old_addr);
+
+  HostAction("plug");
+  std::optional<driver::PciFunctionInfo> f;
+  const bool back = WaitFor(absl::Seconds(40), [&] {
+    f = FunctionBySerial(e.opt.vm_serial);
+    return f.has_value();
+  });
+  Check(back && f->address != old_addr,
+        absl::StrCat(e.opt.vm_serial, " is back at a new address ",
+                     back ? f->address.ToString() : "(none)", " (was ", old_s, ")"));
+  if (!back || f->address == old_addr) return;
+  const PciAddress now = f->address;
+  const bool follows = WaitFor(absl::Seconds(30), [&] {
+    c = GetClaim(e, "vm1-disk");
+    return c && c->status.phase == ClaimPhase::kBound && c->status.devices.size() == 1 &&
+           c->status.devices[0].address == now;
+  });
+  Check(follows && c->status.devices[0].serial == e.opt.vm_serial,
+        absl::StrCat("claim vm1-disk follows serial ", e.opt.vm_serial, " to ", now.ToString(),
+                     ", Bound"));
+  std::vector<std::string> moved =
+      LinesWith(e.opt.extender_log, {"moved from " + old_s + " to " + now.ToString()});
+  Check(!moved.empty(), "pdc-extender recorded the move");
+  if (!moved.empty()) std::printf("  pdc-extender: %s\n", moved.back().c_str());
+  const bool vfio = WaitFor(absl::Seconds(20), [&] { return OnDriver(now, driver::kVfioPci); });
+  Check(vfio, absl::StrCat("pdc-node bound the new address ", now.ToString(), " to vfio-pci"));
+  std::optional<api::DeviceListing> swapped;
+  const bool freed = WaitFor(absl::Seconds(10), [&] {
+    swapped = e.view.ByAddress(old_addr);
+    return swapped && swapped->device.serial == kOtherSerial &&
+           swapped->state == api::DeviceState::kFree;
+  });
+  Check(freed && OnDriver(old_addr, "nvme"),
+        absl::StrCat(kOtherSerial, " at ", old_s, " is free once the claim left the address (",
+                     Describe(swapped), ")"));
+
+  // The VM's pod restarts: same VM, new pod.
+  e.kubelet->Release(VmPod("vm1", "a1b2c", {}).uid);
+  const sim::PodInfo again = VmPod("vm1", "r3s4t", {"vm1-disk"});
+  if (!Schedule(e, again)) return;
+  std::optional<PciAddress> a = CheckBoundAndHandedOff(e, "vm1-disk", again);
+  Check(a == now, absl::StrCat("the restarted pod got ", now.ToString()));
+}
+
+// A child holds /dev/<ns> open with O_EXCL until killed.
+pid_t HoldExclusive(const std::string& serial) {
+  std::optional<driver::PciFunctionInfo> f = FunctionBySerial(serial);
+  if (!f || f->nvme_controller.empty()) return -1;
+  const std::string dev = absl::StrCat("/dev/", f->nvme_controller, "n1");
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(dev.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
+    const char ok = fd >= 0 ? '1' : '0';
+    (void)!write(ready[1], &ok, 1);
+    if (fd < 0) _exit(1);
+    while (true) pause();
+  }
+  close(ready[1]);
+  char ok = '0';
+  (void)!read(ready[0], &ok, 1);
+  close(ready[0]);
+  Check(ok == '1', absl::StrCat("a child process (pid ", pid, ") holds ", dev, " with O_EXCL"));
+  return pid;
+}
+
+int Main(int argc, char** argv) {
+  Options opt;
+  std::string excl;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    auto value = [&](std::string_view flag) { return std::string(a.substr(flag.size())); };
+    if (a.starts_with("--node=")) opt.node = value("--node=");
+    else if (a.starts_with("--extender=")) opt.extender = value("--extender=");
+    else if (a.starts_with("--vm=")) opt.vm_serial = value("--vm=");
+    else if (a.starts_with("--host-used=")) opt.host_used.push_back(value("--host-used="));
+    else if (a.starts_with("--exclusive=")) excl = value("--exclusive=");
+    else if (a == "--move") opt.move = true;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  const pid_t holder = excl.empty() ? -1 : HoldExclusive(excl);
+  if (!excl.empty()) opt.host_used.push_back(excl + ":held with O_EXCL by a child process");
+
+  driver::testing::FakeKubelet kubelet(opt.plugin_dir);
+  absl::Status started = kubelet.Start();
+  Check(started.ok(), absl::StrCat("kubelet double serves ", opt.plugin_dir, "/kubelet.sock ",
+                                   started.ToString()));
+  Check(kubelet.WaitForRegistrations(1, absl::Seconds(30)),
+        "pdc-node registered its device plugin with the kubelet double");
+
+  HttpClientOptions ho;
+  ho.base_url = opt.extender;
+  ho.timeout = absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<HttpClient>> http = HttpClient::Create(ho);
+  if (!http.ok()) {
+    Check(false, http.status().ToString());
+    return 1;
+  }
+  PdcClient pdc(std::move(*http));
+  Env e{opt, &pdc, NodeView(&pdc, opt.node), SchedulerCalls(&pdc, opt.node), &kubelet};
+
+  std::vector<std::string> serials = {opt.vm_serial};
+  for (const std::string& h : opt.host_used) serials.push_back(h.substr(0, h.find(':')));
+  const bool inventory = WaitFor(absl::Seconds(30), [&] {
+    for (const std::string& s : serials) {
+      std::optional<api::DeviceListing> l = e.view.BySerial(s);
+      std::optional<driver::PciFunctionInfo> f = FunctionBySerial(s);
+      if (!l || !f || l->device.address != f->address) return false;
+    }
+    return true;
+  });
+  Check(inventory, absl::StrCat("pdc-node's inventory reached pdc-extender with the real "
+                                "serials and addresses (GET /v1/nodes/", opt.node, ")"));
+
+  std::optional<PciAddress> bound = HappyPath(e);
+  for (const std::string& h : opt.host_used) {
+    const size_t colon = h.find(':');
+    CheckHostUsed(e, h.substr(0, colon), colon == std::string::npos ? "" : h.substr(colon + 1));
+  }
+  if (opt.move) {
+    Check(bound.has_value(), "a bound device to renumber");
+    if (bound) Renumbering(e, *bound);
+  }
+  if (holder > 0) {
+    kill(holder, SIGKILL);
+    waitpid(holder, nullptr, 0);
+  }
+  kubelet.Stop();
+  std::printf("PDC-DAEMON-RESULT: %s (%d checks, %d failed)\n",
+              Failures() == 0 ? "PASS" : "FAIL", Checks(), Failures());
+  std::fflush(stdout);
+  return Failures() == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace pdc::qemu
+
+int main(int argc, char** argv) { return pdc::qemu::Main(argc, argv); }

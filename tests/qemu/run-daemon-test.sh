@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Real-kernel test of pdc's whole node path. Boots the same stock Debian 12
+# kernel as run-vfio-test.sh under QEMU/TCG (emulated Intel IOMMU, four
+# emulated NVMe controllers, one of them behind a hot-pluggable
+# pcie-root-port, a fifth hot-plugged later) and runs, inside a busybox initramfs, the real daemons on
+# loopback: pdc-extender (embedded file store) and pdc-node (reconcile loop,
+# bind journal, device plugin), both from one config file the guest's /init
+# writes, and pdc-daemon-guest-check (tests/qemu/daemon_check.cc), which
+# plays kube-scheduler and kubelet (the kubelet double of tests/driver) around
+# them. The daemons are dynamically linked: they, the guest program and
+# their shared libraries (with the dynamic loader) are copied into the
+# initramfs, which is cached until one of them or /init changes.
+# When the guest prints "PDC-HOST-ACTION: unplug" this script removes the
+# claimed controller through QEMU's monitor (device_del); on
+# "PDC-HOST-ACTION: plug" it adds the same drive with the same serial on
+# another root port (device_add): a PCI renumbering under a running node;
+# on "PDC-HOST-ACTION: plug-other", before that, it adds another drive
+# (serial pdc-swap) into the vacated slot.
+#
+# Usage: tests/qemu/run-daemon-test.sh [BUILD_DIR]
+#   BUILD_DIR (default: $PDC_BUILD_DIR or <repo>/build) is a CMake build tree
+#   of this repository; the script builds pdc-extender, pdc-node and
+#   pdc-daemon-guest-check in it.
+# Environment: PDC_QEMU_WORK (work/cache dir, default BUILD_DIR/qemu-daemon),
+#   PDC_QEMU_TIMEOUT (seconds for the VM, default 150).
+# Exit status 0 only when the guest prints "PDC-DAEMON-RESULT: PASS".
+set -euo pipefail
+
+# shellcheck source=tests/qemu/qemu-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/qemu-common.sh"
+qemu_setup run-daemon-test qemu-daemon 150 "${1:-}"
+trap 'log "FAIL: command at line $LINENO failed"' ERR
+
+qemu_host_packages
+command -v python3 >/dev/null || die "python3 is needed to drive QEMU's monitor"
+
+# --- The programs ---------------------------------------------------------------
+qemu_build pdc-extender pdc-node pdc-daemon-guest-check
+BINS=("$BUILD/extender/pdc-extender" "$BUILD/driver/pdc-node"
+      "$BUILD/tests/driver/pdc-daemon-guest-check")
+for b in "${BINS[@]}"; do [ -x "$b" ] || die "$b was not built"; done
+
+qemu_kernel
+
+# --- Initramfs (cached: rebuilt when a program, a library or /init changes) ----
+INIT=$WORK/init.new
+{ qemu_init_prologue; cat <<'INIT'; } >"$INIT"
+mount -t tmpfs tmpfs /tmp
+ip link set lo up
+ns_of() {  # The namespace block device of the controller with serial $1.
+  for c in /sys/class/nvme/*; do
+    read -r s <"$c/serial"
+    [ "$s" = "$1" ] && echo "/dev/${c##*/}n1"
+  done
+}
+i=0
+while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 4 ] && [ $i -lt 300 ]; do
+  sleep 0.1; i=$((i + 1))
+done
+mnt=$(ns_of pdc-mnt); lp=$(ns_of pdc-loop)
+i=0
+while { [ ! -b "$mnt" ] || [ ! -b "$lp" ]; } && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+mkdir -p /mnt/a /mnt/b
+mount -t ext2 "$mnt" /mnt/a && echo "guest: $mnt (pdc-mnt) mounted at /mnt/a"
+if mount -t ext2 "$lp" /mnt/b && dd if=/dev/zero of=/mnt/b/loop.img bs=1M count=1 2>/dev/null &&
+    losetup /dev/loop0 /mnt/b/loop.img; then
+  echo "guest: /dev/loop0 over /mnt/b/loop.img on $lp (pdc-loop)"
+fi
+mkdir -p /etc/pdc /var/lib/pdc /var/lib/pdc-node /var/lib/kubelet/device-plugins
+cat >/etc/pdc/pdc.yaml <<'YAML'
+logLevel: info
+extender:
+  listen: "127.0.0.1:8888"
+  dataDir: /var/lib/pdc
+  store: file
+  workerThreads: 2
+  bindThreads: 2
+node:
+  nodeName: guest
+  extenderURL: "http://127.0.0.1:8888"
+  stateDir: /var/lib/pdc-node
+  heartbeatInterval: 1s
+  metricsListen: ""
+YAML
+/pdc-extender --config=/etc/pdc/pdc.yaml >/tmp/pdc-extender.log 2>&1 &
+/pdc-node --config=/etc/pdc/pdc.yaml >/tmp/pdc-node.log 2>&1 &
+/pdc-daemon-guest-check --node=guest --vm=pdc-vm --exclusive=pdc-excl \
+  --host-used=pdc-mnt:mounted --host-used=pdc-loop:backs-a-loop-device --move
+rc=$?
+if [ $rc -ne 0 ]; then
+  echo "guest: pdc-node log tail:"; tail -n 25 /tmp/pdc-node.log | sed 's/^/  | /'
+  echo "guest: pdc-extender log tail:"; tail -n 15 /tmp/pdc-extender.log | sed 's/^/  | /'
+  echo "guest: kernel log tail:"; dmesg | tail -n 15
+fi
+echo "guest: pdc-node warnings and errors:"; grep -E "Z [WEC] " /tmp/pdc-node.log | sed 's/^/  | /'
+echo "guest: pdc-extender warnings and errors:"; grep -E "Z [WEC] " /tmp/pdc-extender.log | sed 's/^/  | /'
+echo "guest: done rc=$rc"
+poweroff -f
+INIT
+
+# Every file the programs load: their ldd libraries and the dynamic loader.
+libs_of() {
+  ldd "$@" | awk '/=> \// {print $3} /^\t\/.*ld-linux/ {print $1}' | sort -u
+}
+mapfile -t LIBS < <(libs_of "${BINS[@]}")
+KEY=$( { sha256sum "${BINS[@]}" "$INIT" "$BUSYBOX"; for l in "${LIBS[@]}"; do
+         sha256sum "$(readlink -f "$l")"; done; echo "$KV"; } | sha256sum | cut -d' ' -f1)
+INITRD=$WORK/initrd.gz
+if [ -f "$INITRD" ] && [ "$(cat "$WORK/initrd.key" 2>/dev/null)" = "$KEY" ]; then
+  log "initramfs unchanged (cached)"
+else
+  log "building the initramfs (${#LIBS[@]} shared libraries)"
+  ROOT=$WORK/initramfs
+  rm -rf "$ROOT" && mkdir -p "$ROOT"/{bin,sbin,proc,sys,dev,tmp,mnt,etc,lib/modules}
+  cp "$BUSYBOX" "$ROOT/bin/busybox"
+  ln -s ../bin/busybox "$ROOT/sbin/modprobe"
+  cp -a "$KDIR/lib/modules/$KV" "$ROOT/lib/modules/"
+  "$BUSYBOX" depmod -b "$ROOT" "$KV"
+  for b in "${BINS[@]}"; do strip -o "$ROOT/$(basename "$b")" "$b"; done
+  for l in "${LIBS[@]}"; do
+    mkdir -p "$ROOT$(dirname "$l")"
+    cp -L "$l" "$ROOT$l"
+  done
+  echo "127.0.0.1 localhost" >"$ROOT/etc/hosts"
+  cp "$INIT" "$ROOT/init" && chmod +x "$ROOT/init"
+  (cd "$ROOT" && find . | "$BUSYBOX" cpio -o -H newc -R 0:0 2>/dev/null | gzip -1 >"$INITRD")
+  echo "$KEY" >"$WORK/initrd.key"
+fi
+
+qemu_ext2_image "$WORK/mounted.img" 8M
+qemu_ext2_image "$WORK/loopfs.img" 8M
+
+# --- QEMU's monitor ---------------------------------------------------------------
+MON=$WORK/monitor.sock
+# hmp COMMAND: one human monitor command; prints QEMU's answer.
+hmp() {
+  python3 - "$MON" "$1" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+def until_prompt():
+    data = b""
+    while not data.endswith(b"(qemu) "):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode(errors="replace")
+until_prompt()
+s.sendall(sys.argv[2].encode() + b"\n")
+out = until_prompt()
+# The answer follows the echoed command line and precedes the next prompt.
+lines = [l for l in out.replace("\r", "").split("\n")[1:] if l and not l.startswith("(qemu)")]
+print("\n".join(l for l in lines if sys.argv[2] not in l))
+PY
+}
+# on_action unplug|plug: the host's part of the renumbering.
+on_action() {
+  case "$1" in
+    unplug)
+      log "device_del vm-nvme (the claimed controller on root port rp1)"
+      local said
+      said=$(hmp "device_del vm-nvme")
+      [ -z "$said" ] || log "device_del: $said" ;;
+    plug-other)
+      local said
+      said=$(hmp "device_add nvme,id=other-nvme,drive=do,serial=pdc-swap,bus=rp1")
+      [ -z "$said" ] || log "device_add other-nvme: $said"
+      log "device_add other-nvme (another drive, serial pdc-swap) on root port rp1" ;;
+    plug)
+      # The drive is free once the guest let go of the old device (it waited
+      # for that); retry briefly in case QEMU finishes the removal late.
+      local out i
+      for i in $(seq 1 20); do
+        out=$(hmp "device_add nvme,id=vm-nvme-2,drive=dv,serial=pdc-vm,bus=rp2")
+        [ -z "$out" ] && break
+        log "device_add: $out (retrying)"
+        sleep 0.5
+      done
+      log "device_add vm-nvme-2 (same drive, same serial) on root port rp2" ;;
+  esac
+}
+
+# --- Boot -----------------------------------------------------------------------
+log "booting $KV under QEMU (TCG, intel-iommu, 4 NVMe, 2 root ports)"
+CONSOLE=$WORK/console.log
+: >"$CONSOLE"
+rm -f "$MON"
+timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
+  -machine q35 -accel tcg -cpu max -smp 1 -m 768M \
+  -device intel-iommu,intremap=on \
+  -device pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1 \
+  -device pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2 \
+  -blockdev driver=null-co,node-name=dv,size=67108864 \
+  -blockdev driver=null-co,node-name=do,size=67108864 \
+  -device nvme,id=vm-nvme,drive=dv,serial=pdc-vm,bus=rp1 \
+  -drive if=none,id=dm,file="$WORK/mounted.img",format=raw \
+  -device nvme,drive=dm,serial=pdc-mnt \
+  -drive if=none,id=dl,file="$WORK/loopfs.img",format=raw \
+  -device nvme,drive=dl,serial=pdc-loop \
+  -drive if=none,id=dx,driver=null-co,size=64M -device nvme,drive=dx,serial=pdc-excl \
+  -kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$INITRD" \
+  -append "console=ttyS0 panic=-1 intel_iommu=on iommu=pt quiet loglevel=3" \
+  -monitor "unix:$MON,server,nowait" \
+  -nodefaults -display none -serial stdio -no-reboot </dev/null >"$CONSOLE" 2>&1 &
+QPID=$!
+set +e
+while IFS= read -r line; do
+  line=${line%$'\r'}
+  case "$line" in
+    PDC-HOST-ACTION:*) on_action "${line#PDC-HOST-ACTION: }" ;;
+    PASS*|FAIL*|guest*|PDC-*|"  "*) printf '%s\n' "$line" ;;
+  esac
+done < <(tail -n +1 -F --pid="$QPID" "$CONSOLE" 2>/dev/null)
+wait "$QPID"
+qemu_rc=$?
+set -e
+
+qemu_verdict "$CONSOLE" PDC-DAEMON-RESULT "$qemu_rc" "real-kernel whole-node test"
