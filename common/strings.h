@@ -23,6 +23,16 @@ inline std::string_view StdSv(absl::string_view s) {
   return std::string_view(s.data(), s.size());
 }
 
+// True when `s` holds no white space and no control character: it can be a
+// field of a space-separated line and read back (the node driver's
+// journals).
+inline bool IsSpaceFreeWord(std::string_view s) {
+  for (char c : s) {
+    if (c <= ' ' || c == 0x7f) return false;
+  }
+  return true;
+}
+
 // Value of one hexadecimal digit (either case), or -1.
 // Length of the well-formed UTF-8 sequence starting at s[i] (Unicode 15,
 // table 3-7: no overlongs, no surrogates, nothing above U+10FFFF): 1 for

@@ -264,6 +264,10 @@ struct NodeConfig {
   std::string proc_root = "/proc";
   // stateDir: remembers each device's original driver across restarts.
   std::string state_dir = "/var/lib/pdc-node";
+  // podResourcesSocket: kubelet's pod resources API, read at start to
+  // confirm hand-offs a restart left unconfirmed; "" = do not ask kubelet
+  // (the hand-off journal in stateDir alone).
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   // heartbeatInterval: inventory is re-sent at least this often; must be
   // well below extender.nodeStaleAfter.
   absl::Duration heartbeat_interval = absl::Seconds(10);

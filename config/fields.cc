@@ -462,6 +462,9 @@ std::vector<FieldSpec> MakeFields() {
       "node.procRoot", [](auto& c) -> auto& { return c.node.proc_root; }));
   f.push_back(Str(
       "node.stateDir", [](auto& c) -> auto& { return c.node.state_dir; }));
+  f.push_back(Str(
+      "node.podResourcesSocket",
+      [](auto& c) -> auto& { return c.node.pod_resources_socket; }));
   f.push_back(Dur(
       "node.heartbeatInterval",
       [](auto& c) -> auto& { return c.node.heartbeat_interval; }));

@@ -358,6 +358,13 @@ absl::Status ValidateNode(const PdcConfig& c) {
   if (n.sysfs_root.empty()) return Bad("node.sysfsRoot", "must not be empty");
   if (n.dev_root.empty()) return Bad("node.devRoot", "must not be empty");
   if (n.state_dir.empty()) return Bad("node.stateDir", "must not be empty");
+  if (!n.pod_resources_socket.empty() && n.pod_resources_socket[0] != '/') {
+    return Bad("node.podResourcesSocket",
+               absl::StrCat(QuoteYaml(n.pod_resources_socket),
+                            " is not an absolute path (like "
+                            "/var/lib/kubelet/pod-resources/kubelet.sock; \"\" "
+                            "turns the recovery from kubelet off)"));
+  }
   RETURN_IF_ERROR(
       CheckPositive("node.heartbeatInterval", n.heartbeat_interval));
   if (n.heartbeat_interval >= c.extender.node_stale_after) {

@@ -26,12 +26,7 @@ std::string FromDash(absl::string_view s) { return s == "-" ? "" : std::string(s
 
 // Driver names and serials go in a space-separated line: refuse what would
 // not read back.
-bool IsWord(const std::string& s) {
-  for (char c : s) {
-    if (c <= ' ' || c == 0x7f) return false;
-  }
-  return s != "-";
-}
+bool IsWord(const std::string& s) { return IsSpaceFreeWord(s) && s != "-"; }
 
 }  // namespace
 

@@ -27,6 +27,7 @@
 #include "config/config.h"
 #include "driver/deviceplugin/device_plugin_manager.h"
 #include "driver/bind_journal.h"
+#include "driver/deviceplugin/handoff_journal.h"
 #include "driver/host_usage.h"
 #include "driver/node_extender_api.h"
 #include "driver/node_metrics.h"
@@ -134,13 +135,25 @@ int Main(int argc, char** argv) {
   // /dev/nvmeN before a deleted claim's device is offered again.
   DevNvmeAdmin nvme_admin(nc.dev_root);
   options.nvme_admin = &nvme_admin;
+  // Declared first: the plugins' confirmer writes it until it stops.
+  std::unique_ptr<deviceplugin::HandoffJournal> handoff_journal;
   std::unique_ptr<deviceplugin::DevicePluginManager> plugins;
   if (device_plugin && !once) {
+    // A corrupt line loses only itself: the rest is confirmed again.
+    auto opened = deviceplugin::HandoffJournal::Open(nc.state_dir + "/handoff-journal");
+    if (!opened.ok()) return Fail(opened.status());
+    for (const absl::Status& s : opened->corrupt) {
+      spdlog::error("{} (kept in {}.corrupt; the other hand-offs are confirmed again)",
+                    s.ToString(), opened->journal->path());
+    }
+    handoff_journal = std::move(opened->journal);
     deviceplugin::DevicePluginManagerOptions po;
     po.node = nc.node_name;
     po.plugin_dir = device_plugin_dir;
     po.classes = config->device_classes;
     po.metrics = &metrics;
+    po.confirmer.journal = handoff_journal.get();
+    po.recovery.socket_path = nc.pod_resources_socket;
     plugins = std::make_unique<deviceplugin::DevicePluginManager>(&sys, &plugin_api, RealClock(),
                                                                   std::move(po));
     options.on_inventory = [&plugins](const NodeInventory& i) { plugins->OnInventory(i); };

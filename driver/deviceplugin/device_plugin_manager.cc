@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,10 @@ DevicePluginManager::DevicePluginManager(Sysfs* sys, ExtenderApi* api, const Clo
                                                          options_.metrics}));
     plugins_.emplace(c.resource_name, std::move(plugin));
   }
+  std::set<std::string> resources;
+  for (const auto& [name, p] : plugins_) resources.insert(name);
+  recovery_ = std::make_unique<HandoffRecovery>(api, &book_, &confirmer_, std::move(resources),
+                                                options_.recovery);
 }
 
 DevicePluginManager::~DevicePluginManager() { Stop(); }
@@ -44,7 +49,14 @@ absl::Status DevicePluginManager::Start() {
                  "--device-plugin-dir, or run with --device-plugin=false)",
                  options_.plugin_dir);
   }
+  // Journaled hand-offs were answered: never offered again, confirmed again.
+  if (options_.confirmer.journal != nullptr) {
+    for (const HandoffRecord& r : options_.confirmer.journal->Entries()) {
+      book_.MarkHandedOff(r.resource_name, r.pod_uid);
+    }
+  }
   confirmer_.Start();
+  recovery_->Start();
   (void)CheckEndpoints();  // Logged; the watcher retries.
   watcher_ = std::thread([this] { Watch(); });
   return absl::OkStatus();
@@ -57,6 +69,7 @@ void DevicePluginManager::Stop() {
     absl::MutexLock lock(&endpoints_mu_);
     for (auto& [name, e] : endpoints_) e->Stop();
   }
+  recovery_->Stop();
   confirmer_.Stop();
 }
 

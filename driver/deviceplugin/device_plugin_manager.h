@@ -1,7 +1,10 @@
 // DevicePluginManager: pdc-node as the kubelet device plugin for every
 // managed resource name (docs/design.md §6.3). One ResourcePlugin and one
 // PluginEndpoint per resource name of the configured device classes; one
-// HandoffBook and HandoffConfirmer shared by them. The reconcile loop feeds
+// HandoffBook and HandoffConfirmer shared by them, and the HandoffRecovery
+// that confirms at start what a restart left unconfirmed (with the hand-off
+// journal in `confirmer.journal`, which Start marks answered in the book
+// and confirms again). The reconcile loop feeds
 // it (OnInventory, OnAllocations); a watcher thread keeps every endpoint
 // served and registered, also across kubelet restarts.
 // Thread-safety: Start/Stop from one thread; On* from the reconcile loop;
@@ -23,6 +26,7 @@
 #include "common/clock.h"
 #include "driver/deviceplugin/handoff_book.h"
 #include "driver/deviceplugin/handoff_confirmer.h"
+#include "driver/deviceplugin/handoff_recovery.h"
 #include "driver/deviceplugin/kubelet_registrar.h"
 #include "driver/deviceplugin/names.h"
 #include "driver/deviceplugin/resource_plugin.h"
@@ -43,6 +47,7 @@ struct DevicePluginManagerOptions {
   absl::Duration vfio_wait = absl::Seconds(10);
   absl::Duration vfio_poll = absl::Milliseconds(200);
   ConfirmerOptions confirmer;
+  RecoveryOptions recovery;
   NodeMetrics* metrics = nullptr;  // Optional; must outlive the manager.
 };
 
@@ -70,6 +75,7 @@ class DevicePluginManager {
   PluginEndpoint* endpoint(const std::string& resource_name) const;
   HandoffBook& book() { return book_; }
   HandoffConfirmer& confirmer() { return confirmer_; }
+  HandoffRecovery& recovery() { return *recovery_; }
 
  private:
   void Watch();
@@ -78,6 +84,7 @@ class DevicePluginManager {
   const DevicePluginManagerOptions options_;
   HandoffBook book_;
   HandoffConfirmer confirmer_;
+  std::unique_ptr<HandoffRecovery> recovery_;
   std::map<std::string, std::unique_ptr<ResourcePlugin>> plugins_;
   std::map<std::string, std::unique_ptr<PluginEndpoint>> endpoints_;
   absl::Mutex endpoints_mu_;  // Ensure/Stop one at a time.

@@ -12,6 +12,7 @@
 #define PDC_DRIVER_DEVICEPLUGIN_HANDOFF_BOOK_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -60,6 +61,10 @@ class HandoffBook {
   //   FailedPrecondition  more than one pod is waiting: pdc does not guess
   absl::StatusOr<PendingPod> Pending(std::string_view resource_name) const;
 
+  // Every pod waiting for devices here, of any resource name, by resource
+  // name then pod UID (recovery after a restart, pod_resources_recovery.h).
+  std::vector<PendingPod> AllPending() const;
+
   // kubelet's Allocate was answered for this pod: it is no longer pending
   // here, whatever the extender says until it has recorded the hand-off.
   void MarkHandedOff(std::string_view resource_name, std::string_view pod_uid);
@@ -69,8 +74,14 @@ class HandoffBook {
   bool PendingUpstream(std::string_view resource_name, std::string_view pod_uid) const;
 
   uint64_t version() const;
+  // An allocations answer was taken: until then nothing is known upstream.
+  bool has_answer() const;
 
  private:
+  // Pods waiting per (resource name, pod uid); `only` = "" for every
+  // resource name.
+  std::map<std::pair<std::string, std::string>, PendingPod> PendingLocked(
+      std::string_view only) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool PendingUpstreamLocked(std::string_view resource_name, std::string_view pod_uid) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 

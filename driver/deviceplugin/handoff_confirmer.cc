@@ -20,6 +20,13 @@ void HandoffConfirmer::Start() {
   absl::MutexLock lock(&mu_);
   if (thread_.joinable()) return;
   stop_ = false;
+  if (options_.journal != nullptr) {
+    for (HandoffRecord& r : options_.journal->Entries()) {
+      spdlog::info("confirming again the hand-off of {} to pod {}/{} (uid {}) from {}",
+                   r.resource_name, r.ns, r.pod_name, r.pod_uid, options_.journal->path());
+      jobs_.push_back(Job{std::move(r), absl::InfinitePast(), absl::ZeroDuration()});
+    }
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -33,18 +40,30 @@ void HandoffConfirmer::Stop() {
   absl::MutexLock lock(&mu_);
   for (const Job& j : jobs_) {
     spdlog::warn("stopping with the {} hand-off to pod uid {} unconfirmed; the extender keeps "
-                 "other pods off this node for it until it is confirmed or cancelled",
-                 j.resource_name, j.pod_uid);
+                 "other pods off this node for it until it is confirmed or cancelled{}",
+                 j.record.resource_name, j.record.pod_uid,
+                 options_.journal != nullptr ? " (journaled: confirmed again at start)" : "");
   }
   jobs_.clear();
 }
 
-void HandoffConfirmer::Enqueue(std::string resource_name, std::string pod_uid,
-                               std::vector<PciAddress> devices) {
+absl::Status HandoffConfirmer::Enqueue(HandoffRecord record) {
+  std::sort(record.devices.begin(), record.devices.end());
+  absl::Status journaled;
+  if (options_.journal != nullptr) journaled = options_.journal->Put(record);
   absl::MutexLock lock(&mu_);
-  jobs_.push_back(Job{std::move(resource_name), std::move(pod_uid), std::move(devices),
-                      absl::InfinitePast(), absl::ZeroDuration()});
+  jobs_.push_back(Job{std::move(record), absl::InfinitePast(), absl::ZeroDuration()});
   ++wakeups_;
+  return journaled;
+}
+
+void HandoffConfirmer::Forget(const HandoffRecord& r) {
+  if (options_.journal == nullptr) return;
+  if (absl::Status s = options_.journal->Remove(r.resource_name, r.pod_uid); !s.ok()) {
+    // Harmless: confirming again at start is answered the same or NotFound.
+    spdlog::warn("hand-off of {} to pod uid {} stays in the journal: {}", r.resource_name,
+                 r.pod_uid, s.ToString());
+  }
 }
 
 uint64_t HandoffConfirmer::confirmed() const {
@@ -87,11 +106,17 @@ void HandoffConfirmer::Loop() {
     ++in_flight_;
     mu_.Unlock();
     // The extender is called without the lock: Enqueue never waits on it.
-    absl::Status s = api_->ConfirmHandoff(book_->node(), job.pod_uid, job.resource_name,
-                                          job.devices);
-    const std::string devices = absl::StrJoin(job.devices, ",", [](std::string* out, PciAddress a) {
+    const HandoffRecord& r = job.record;
+    absl::Status s = api_->ConfirmHandoff(book_->node(), r.pod_uid, r.resource_name, r.devices);
+    const std::string devices = absl::StrJoin(r.devices, ",", [](std::string* out, PciAddress a) {
       out->append(a.ToString());
     });
+    // Before the job counts as done: whoever waits for the confirmer to be
+    // idle finds the journal already without it.
+    const bool gone = !s.ok() && (absl::IsNotFound(s) ||
+                                  (book_->has_answer() &&
+                                   !book_->PendingUpstream(r.resource_name, r.pod_uid)));
+    if (s.ok() || gone) Forget(r);
     mu_.Lock();
     --in_flight_;
     ++job.attempts;
@@ -101,14 +126,14 @@ void HandoffConfirmer::Loop() {
     if (s.ok()) {
       count("confirmed");
       ++confirmed_;
-      spdlog::info("hand-off of {} {} to pod uid {} confirmed to pdc-extender", job.resource_name,
-                   devices, job.pod_uid);
+      spdlog::info("hand-off of {} {} to pod uid {} confirmed to pdc-extender", r.resource_name,
+                   devices, r.pod_uid);
       continue;
     }
-    if (absl::IsNotFound(s) || !book_->PendingUpstream(job.resource_name, job.pod_uid)) {
+    if (gone) {
       count("gone");
       spdlog::info("hand-off of {} {} to pod uid {}: nothing pending upstream any more ({})",
-                   job.resource_name, devices, job.pod_uid, s.ToString());
+                   r.resource_name, devices, r.pod_uid, s.ToString());
       continue;
     }
     count("failed");
@@ -118,7 +143,7 @@ void HandoffConfirmer::Loop() {
     // without a line per retry.
     if ((job.attempts & (job.attempts - 1)) == 0) spdlog::warn("confirming the hand-off of {} {} to pod uid {} failed (attempt {}), retrying in "
                  "{}: {}",
-                 job.resource_name, devices, job.pod_uid, job.attempts,
+                 r.resource_name, devices, r.pod_uid, job.attempts,
                  absl::FormatDuration(job.backoff), s.ToString());
     jobs_.push_back(std::move(job));
   }

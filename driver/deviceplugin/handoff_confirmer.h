@@ -6,6 +6,9 @@
 // pod waiting upstream (its reservation went away). Until then the
 // extender's gate keeps other pods of that resource off this node, which is
 // the point: confirming late is safe, confirming wrongly is not.
+// With a HandoffJournal each hand-off is journaled (fsynced) by Enqueue and
+// removed from it once it needs no confirming any more; Start queues what
+// the journal holds, so a restart loses none.
 // Thread-safety: Enqueue from any thread; one background thread.
 #ifndef PDC_DRIVER_DEVICEPLUGIN_HANDOFF_CONFIRMER_H_
 #define PDC_DRIVER_DEVICEPLUGIN_HANDOFF_CONFIRMER_H_
@@ -16,10 +19,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "model/pci_address.h"
 #include "driver/deviceplugin/handoff_book.h"
+#include "driver/deviceplugin/handoff_journal.h"
 #include "driver/node_extender_api.h"
 #include "driver/node_metrics.h"
 
@@ -28,6 +33,7 @@ namespace pdc::driver::deviceplugin {
 struct ConfirmerOptions {
   absl::Duration backoff_initial = absl::Milliseconds(500);
   absl::Duration backoff_max = absl::Seconds(30);
+  HandoffJournal* journal = nullptr;  // Optional; must outlive the confirmer.
 };
 
 class HandoffConfirmer {
@@ -35,12 +41,16 @@ class HandoffConfirmer {
   // `api`, `book` and `metrics` (may be null) must outlive the confirmer.
   HandoffConfirmer(ExtenderApi* api, const HandoffBook* book, ConfirmerOptions options,
                    NodeMetrics* metrics = nullptr);
-  ~HandoffConfirmer();  // Stops; unconfirmed hand-offs are dropped (logged).
+  ~HandoffConfirmer();  // Stops; unconfirmed hand-offs stay journaled (logged).
 
+  // Starts the thread; the journal's entries are queued first.
   void Start();
   void Stop();
 
-  void Enqueue(std::string resource_name, std::string pod_uid, std::vector<PciAddress> devices);
+  // Journals the hand-off (durable on return) and queues its confirmation.
+  // The confirmation is queued even when the journal write fails, whose
+  // error is returned: only a restart before it is accepted would lose it.
+  absl::Status Enqueue(HandoffRecord record);
 
   // Confirmations taken by the extender so far, and still queued (tests).
   uint64_t confirmed() const;
@@ -50,14 +60,14 @@ class HandoffConfirmer {
 
  private:
   struct Job {
-    std::string resource_name;
-    std::string pod_uid;
-    std::vector<PciAddress> devices;
+    HandoffRecord record;
     absl::Time due;
     absl::Duration backoff;
     int attempts = 0;
   };
   void Loop();
+  // Drops the journal entry of a hand-off that needs no confirming now.
+  void Forget(const HandoffRecord& record);
 
   ExtenderApi* const api_;
   const HandoffBook* const book_;

@@ -229,9 +229,17 @@ absl::StatusOr<Handoff> ResourcePlugin::AllocateLocked(const std::vector<std::st
   // Done here at once: a second Allocate before the extender has recorded
   // this one must not get these devices again.
   book_->MarkHandedOff(options_.resource_name, pod.pod_uid);
-  std::vector<PciAddress> confirmed = pod.devices;  // The confirmation lists them sorted.
-  std::sort(confirmed.begin(), confirmed.end());
-  confirmer_->Enqueue(options_.resource_name, pod.pod_uid, std::move(confirmed));
+  // Journaled before kubelet hears the answer, so that a restart before the
+  // confirmation is accepted confirms it again (handoff_journal.h).
+  absl::Status journaled = confirmer_->Enqueue(
+      HandoffRecord{options_.resource_name, pod.pod_uid, pod.ns, pod.pod_name, pod.devices});
+  if (!journaled.ok()) {
+    // Answering anyway: refusing would fail the pod's admission for a
+    // record only a restart in the next moments would miss (and the
+    // PodResources recovery may still find it then).
+    spdlog::warn("hand-off of {} to VM {} is not journaled: {}", options_.resource_name,
+                 pod.Describe(), journaled.ToString());
+  }
   spdlog::info("handing {} {} (claims {}) to VM {}; kubelet had chosen [{}]",
                options_.resource_name, Join(pod.devices), absl::StrJoin(pod.claims, ","),
                pod.Describe(), absl::StrJoin(kubelet_ids, ","));

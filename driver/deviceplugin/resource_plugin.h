@@ -9,8 +9,9 @@
 //                           refusal that says why (nobody waiting, more than
 //                           one waiting, count mismatch, device not on
 //                           vfio-pci or unhealthy). Never another VM's device.
-// After answering, the hand-off is marked done locally at once and confirmed
-// to pdc-extender in the background (HandoffConfirmer).
+// Before answering, the hand-off is marked done locally and journaled
+// (fsynced, so a restart confirms it again); it is confirmed to
+// pdc-extender in the background (HandoffConfirmer).
 // The gRPC side lives in Service() objects, one per server generation (a
 // server restarts when kubelet does); the state is here.
 // Thread-safety: thread-safe; gRPC calls arrive on gRPC's threads,

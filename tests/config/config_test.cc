@@ -50,6 +50,7 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(c.node.sysfs_root, "/sys");
   EXPECT_EQ(c.node.dev_root, "/dev");
   EXPECT_EQ(c.node.state_dir, "/var/lib/pdc-node");
+  EXPECT_EQ(c.node.pod_resources_socket, "/var/lib/kubelet/pod-resources/kubelet.sock");
   ASSERT_EQ(c.device_classes.size(), 1u);
   EXPECT_EQ(c.device_classes[0].resource_name, "devices.kubevirt.io/nvme");
   EXPECT_THAT(
@@ -252,6 +253,8 @@ TEST(ConfigTest, ErrorsNameTheField) {
        "extender.nodeStaleAfter (1m)"},
       {"node:\n  nodeName: a\n  metricsListen: nope\n", Component::kNode,
        "node.metricsListen: \"nope\" is not host:port"},
+      {"node:\n  nodeName: a\n  podResourcesSocket: kubelet.sock\n", Component::kNode,
+       "node.podResourcesSocket: \"kubelet.sock\" is not an absolute path"},
       {"node:\n  nodeName: a\n  tls:\n    keyFile: /k.pem\n", Component::kNode,
        "node.tls.certFile: required when node.tls.keyFile is set"},
       {"extender:\n  nodeAuth:\n    serviceAccount: pdc-node\n", Component::kExtender,

@@ -285,9 +285,13 @@ def main():
         check(hp.get("device-plugins") ==
               "/var/snap/microk8s/common/var/lib/kubelet/device-plugins",
               f"kubeletRootDir: device-plugins hostPath {hp.get('device-plugins')}")
+        check(hp.get("pod-resources") ==
+              "/var/snap/microk8s/common/var/lib/kubelet/pod-resources",
+              f"kubeletRootDir: pod-resources hostPath {hp.get('pod-resources')}")
         mounts = {m["name"]: m["mountPath"] for m in node["containers"][0]["volumeMounts"]}
-        check(mounts.get("device-plugins") == "/var/lib/kubelet/device-plugins",
-              "kubeletRootDir moves the hostPath only")
+        check(mounts.get("device-plugins") == "/var/lib/kubelet/device-plugins" and
+              mounts.get("pod-resources") == "/var/lib/kubelet/pod-resources",
+              "kubeletRootDir moves the hostPaths only")
         check(ext.get("nodeSelector") == {"node-role.kubernetes.io/control-plane": ""},
               f"extender.nodeSelector: {ext.get('nodeSelector')}")
         check(node.get("nodeSelector") == {"kubernetes.io/os": "linux", "vm-host": "yes"},

@@ -559,9 +559,8 @@ def check_kubelet_components(kubectl, repo, base_objs):
                    glob.glob(os.path.join(deploy, "components", "*")) if os.path.isdir(d))
     check(sorted(listed) == found and found,
           f"kustomization.yaml lists components {listed}, deploy/components has {found}")
-    want = {"components/kubelet-k0s": "/var/lib/k0s/kubelet/device-plugins",
-            "components/kubelet-microk8s":
-                "/var/snap/microk8s/common/var/lib/kubelet/device-plugins"}
+    want = {"components/kubelet-k0s": "/var/lib/k0s/kubelet",
+            "components/kubelet-microk8s": "/var/snap/microk8s/common/var/lib/kubelet"}
     check(set(want) == set(found), f"kubelet components: {found}")
 
     def node_ds(objs):
@@ -585,10 +584,13 @@ def check_kubelet_components(kubectl, repo, base_objs):
             if not check(got and base, f"{comp}: no DaemonSet pdc-node rendered"):
                 continue
             vols = {v["name"]: v for v in got["spec"]["template"]["spec"]["volumes"]}
-            check(vols.get("device-plugins", {}).get("hostPath", {}).get("path") == path,
-                  f"{comp}: device-plugins hostPath should be {path}")
-            vols["device-plugins"]["hostPath"]["path"] = "/var/lib/kubelet/device-plugins"
-            check(got == base, f"{comp} changes more than the device-plugins hostPath")
+            # Every kubelet directory pdc-node mounts moves with the root.
+            for sub in ("device-plugins", "pod-resources"):
+                check(vols.get(sub, {}).get("hostPath", {}).get("path") == f"{path}/{sub}",
+                      f"{comp}: {sub} hostPath should be {path}/{sub}")
+                if sub in vols:
+                    vols[sub]["hostPath"]["path"] = f"/var/lib/kubelet/{sub}"
+            check(got == base, f"{comp} changes more than the kubelet hostPaths")
             check(len(objs) == len(base_objs), f"{comp}: object count changed")
 
 

@@ -10,7 +10,9 @@
 // and there is a choice, the preferred IDs that are available (else the
 // first ones), then Allocate with the devices kubelet chose. Restart() does what a
 // restarting kubelet does to the directory: every socket in it is removed
-// and kubelet.sock is created anew.
+// and kubelet.sock is created anew. kubelet's other socket, the pod
+// resources endpoint, is FakePodResources (fake_pod_resources.h, in the same
+// library).
 // Thread-safety: thread-safe. Test-only.
 #ifndef PDC_TESTS_DRIVER_FAKE_KUBELET_H_
 #define PDC_TESTS_DRIVER_FAKE_KUBELET_H_

@@ -11,32 +11,16 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
 #include "tests/extender/extender_fixture.h"
+#include "tests/testing/captured_log.h"
 
 namespace pdc::extender::testing {
 namespace {
 
+using pdc::testing::CapturedLog;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-// Routes the default logger to a string at debug level for one test.
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    auto logger = std::make_shared<spdlog::logger>("test", sink);
-    logger->set_level(spdlog::level::debug);
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 class RouterBoundsTest : public ExtenderFixture {
  protected:
