@@ -34,6 +34,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/strings.h"
 #include "tests/driver/fake_kubelet.h"
 #include "tests/qemu/daemon_check_util.h"
 
@@ -177,8 +178,10 @@ void CheckHostUsed(Env& e, const std::string& serial, const std::string& how) {
   });
   Check(unhealthy, absl::StrCat(serial, " at ", addr, " (", how,
                                 ") is reported unhealthy in GET /v1/nodes/", e.opt.node));
-  if (std::optional<std::string> reason = e.view.UnhealthyReason(f->address)) {
-    Check(!reason->empty(), absl::StrCat(serial, ": unhealthyReason \"", *reason, "\""));
+  if (l) {
+    Check(l->device.unhealthy_reason == UnhealthyReason::kHostInUse,
+          absl::StrCat(serial, ": unhealthyReason \"", Sv(ToString(l->device.unhealthy_reason)),
+                       "\" (want HostInUse)"));
   }
   std::vector<std::string> lines = LinesWith(e.opt.node_log, {addr, "not offered"});
   Check(!lines.empty(), absl::StrCat("pdc-node logged why ", addr, " is not offered"));

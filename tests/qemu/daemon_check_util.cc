@@ -19,8 +19,6 @@ namespace {
 int failures = 0;
 int checks = 0;
 
-std::string NodeTarget(const std::string& node) { return absl::StrCat("/v1/nodes/", node); }
-
 }  // namespace
 
 void Check(bool ok, const std::string& what) {
@@ -125,26 +123,6 @@ std::optional<api::DeviceListing> NodeView::BySerial(std::string_view serial) co
 
 std::optional<api::DeviceListing> NodeView::ByAddress(PciAddress address) const {
   return Find([&](const Device& d) { return d.address == address; });
-}
-
-std::optional<std::string> NodeView::UnhealthyReason(PciAddress address) const {
-  absl::StatusOr<HttpResponse> r = pdc_->http().Get(NodeTarget(node_));
-  if (!r.ok() || r->status != 200) return std::nullopt;
-  rapidjson::Document doc;
-  namespace json = api::json;
-  if (!json::ParseObject(r->body, &doc).ok()) return std::nullopt;
-  const json::Value* devices = json::Find(doc, "devices");
-  if (devices == nullptr || !devices->IsArray()) return std::nullopt;
-  const std::string want = address.ToString();
-  for (const json::Value& d : devices->GetArray()) {
-    if (!d.IsObject()) continue;
-    const json::Value* a = json::Find(d, "address");
-    if (a == nullptr || !a->IsString() || json::StringOf(*a) != want) continue;
-    const json::Value* reason = json::Find(d, "unhealthyReason");
-    if (reason == nullptr || !reason->IsString()) return std::nullopt;
-    return std::string(json::StringOf(*reason));
-  }
-  return std::nullopt;
 }
 
 absl::StatusOr<bool> SchedulerCalls::Filter(const sim::PodInfo& pod, std::string* reason) {

@@ -61,9 +61,6 @@ class NodeView {
   // The listing of the device with `serial`, or nullopt (also on errors).
   std::optional<api::DeviceListing> BySerial(std::string_view serial) const;
   std::optional<api::DeviceListing> ByAddress(PciAddress address) const;
-  // The device's "unhealthyReason" in the raw JSON, nullopt when the server
-  // does not write the field (or the device is not listed).
-  std::optional<std::string> UnhealthyReason(PciAddress address) const;
 
  private:
   std::optional<api::DeviceListing> Find(const std::function<bool(const Device&)>& match) const;
