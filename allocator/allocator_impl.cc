@@ -242,7 +242,7 @@ absl::Status AllocatorImpl::RemoveNode(std::string_view name) {
     std::sort(claims.begin(), claims.end(),
               [](const ClaimEntry* a, const ClaimEntry* b) { return a->key < b->key; });
     for (const ClaimEntry* c : claims) {
-      if (c->status.phase != ClaimPhase::kBound) continue;
+      if (c->phase != ClaimPhase::kBound) continue;
       Claim updated = c->ToClaim();
       updated.status.phase = ClaimPhase::kLost;
       updated.status.lost_reason = absl::StrCat("node ", Sv(name), " was removed");
@@ -312,7 +312,7 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
     std::vector<Mutation> mutations;
     mutations.push_back(pdc::DeleteClaim{key});
     const NodeState* node = state_.FindNode(c->status.node());
-    if (c->spec.reclaim_policy == ReclaimPolicy::kDelete && node != nullptr &&
+    if (c->reclaim_policy == ReclaimPolicy::kDelete && node != nullptr &&
         !c->status.devices.empty()) {
       // Every device goes on the return list, also one the node does not
       // report now: until it is back on its host driver (erased), it holds
@@ -325,7 +325,7 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
       rec.return_to_host.erase(std::unique(rec.return_to_host.begin(), rec.return_to_host.end()),
                                rec.return_to_host.end());
       mutations.push_back(PutNode{std::move(rec)});
-    } else if (c->spec.reclaim_policy == ReclaimPolicy::kRetain && node != nullptr &&
+    } else if (c->reclaim_policy == ReclaimPolicy::kRetain && node != nullptr &&
                !c->status.devices.empty()) {
       // The devices keep the claim's data: Released, also those the node
       // does not report now (they may come back). Without a record (the node
@@ -494,10 +494,10 @@ absl::StatusOr<NodeAllocations> AllocatorImpl::GetNodeAllocations(std::string_vi
   out.version = node->version;
   out.return_to_host = node->return_to_host;
   for (const DeviceSlot& s : node->devices) {
-    if (s.owner == nullptr || s.owner->status.phase != ClaimPhase::kBound) continue;
+    if (s.owner == nullptr || s.owner->phase != ClaimPhase::kBound) continue;
     out.claimed.push_back(NodeAllocation{s.device.address, s.owner->key,
                                          s.owner->spec.resource_name(),
-                                         s.owner->spec.reclaim_policy,
+                                         s.owner->reclaim_policy,
                                          s.owner->status.reserved_for,
                                          s.owner->status.HandoffPending()});
   }

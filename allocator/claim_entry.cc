@@ -45,13 +45,14 @@ std::string UnpackUuid(const PackedUuid& uuid) {
 }
 
 ClaimEntry::ClaimEntry(Claim claim, NamePool& names)
-    : key(std::move(claim.key)), created_revision(claim.created_revision) {
+    : key(std::move(claim.key)),
+      count(claim.spec.count),
+      reclaim_policy(claim.spec.reclaim_policy),
+      phase(claim.status.phase),
+      created_revision(claim.created_revision) {
   spec.resource = names.Intern(claim.spec.resource_name);
-  spec.count = claim.spec.count;
-  spec.reclaim_policy = claim.spec.reclaim_policy;
   spec.owner_vm = std::move(claim.spec.owner_vm);
   spec.owner_vm_uid = std::move(claim.spec.owner_vm_uid);
-  status.phase = claim.status.phase;
   status.node_name = names.Intern(claim.status.node);
   status.devices.assign(std::make_move_iterator(claim.status.devices.begin()),
                         std::make_move_iterator(claim.status.devices.end()));
@@ -59,14 +60,13 @@ ClaimEntry::ClaimEntry(Claim claim, NamePool& names)
   status.handed_off_to = std::move(claim.status.handed_off_to);
 
   const std::optional<PackedUuid> packed = PackUuid(claim.uid);
-  uid_packed_ = packed.has_value();
-  if (uid_packed_) uid_ = *packed;
-  if (uid_packed_ && claim.spec.node.empty() && claim.spec.serial.empty() &&
+  if (packed.has_value()) uid_ = *packed;
+  if (packed.has_value() && claim.spec.node.empty() && claim.spec.serial.empty() &&
       !claim.spec.address.has_value() && claim.status.lost_reason.empty()) {
     return;
   }
   auto rare = std::make_unique<Rare>();
-  if (!uid_packed_) rare->uid = std::move(claim.uid);
+  if (!packed.has_value()) rare->uid = std::move(claim.uid);
   rare->node = std::move(claim.spec.node);
   rare->serial = std::move(claim.spec.serial);
   rare->address = claim.spec.address;
@@ -82,8 +82,8 @@ void ClaimEntry::ReleaseNames(NamePool& names) {
 }
 
 std::string ClaimEntry::uid() const {
-  if (uid_packed_) return UnpackUuid(uid_);
-  return rare_->uid;
+  if (rare_ != nullptr && rare_->uid.has_value()) return *rare_->uid;
+  return UnpackUuid(uid_);
 }
 
 Claim ClaimEntry::ToClaim() const {
@@ -91,11 +91,11 @@ Claim ClaimEntry::ToClaim() const {
   c.key = key;
   c.uid = uid();
   c.spec.resource_name = spec.resource_name();
-  c.spec.count = spec.count;
-  c.spec.reclaim_policy = spec.reclaim_policy;
+  c.spec.count = count;
+  c.spec.reclaim_policy = reclaim_policy;
   c.spec.owner_vm = spec.owner_vm;
   c.spec.owner_vm_uid = spec.owner_vm_uid;
-  c.status.phase = status.phase;
+  c.status.phase = phase;
   c.status.node = status.node();
   c.status.devices.assign(status.devices.begin(), status.devices.end());
   c.status.reserved_for = status.reserved_for;

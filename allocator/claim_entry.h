@@ -14,7 +14,9 @@
 //
 // The fields the scheduling paths read keep Claim's names and shapes
 // (status.reserved_for, spec.owner_vm ...); the pooled ones are functions
-// (spec.resource_name(), status.node()), and so is uid().
+// (spec.resource_name(), status.node()), and so is uid(). The small ones of
+// spec and status (count, reclaim_policy, phase) sit together in the entry
+// itself, where each would otherwise bring its own padding.
 //
 // Thread-safety: a value type; ClusterState guards its entries.
 #ifndef PDC_ALLOCATOR_CLAIM_ENTRY_H_
@@ -47,8 +49,6 @@ class ClaimEntry {
     const std::string& resource_name() const { return NamePool::Text(resource); }
 
     const std::string* resource = nullptr;  // Pooled.
-    int32_t count = 1;
-    ReclaimPolicy reclaim_policy = ReclaimPolicy::kRetain;
     std::string owner_vm;
     std::string owner_vm_uid;
   };
@@ -59,7 +59,6 @@ class ClaimEntry {
       return reserved_for.has_value() && reserved_for->pod_uid != handed_off_to;
     }
 
-    ClaimPhase phase = ClaimPhase::kPending;
     const std::string* node_name = nullptr;  // Pooled; nullptr: "".
     absl::InlinedVector<BoundDevice, 1> devices;  // Sorted by address.
     std::optional<Reservation> reserved_for;
@@ -91,19 +90,21 @@ class ClaimEntry {
   ClaimKey key;
   Spec spec;
   Status status;
+  int32_t count = 1;                                      // ClaimSpec::count.
+  ReclaimPolicy reclaim_policy = ReclaimPolicy::kRetain;  // ClaimSpec::reclaim_policy.
+  ClaimPhase phase = ClaimPhase::kPending;                // ClaimStatus::phase.
   uint64_t created_revision = 0;
 
  private:
   struct Rare {
-    std::string uid;  // When it is not a canonical UUID.
+    std::optional<std::string> uid;  // When it is not a canonical UUID.
     std::string node;  // ClaimSpec's pins.
     std::string serial;
     std::optional<PciAddress> address;
     std::string lost_reason;
   };
 
-  PackedUuid uid_{};
-  bool uid_packed_ = false;
+  PackedUuid uid_{};  // The uid, unless the out-of-line block has it.
   std::unique_ptr<const Rare> rare_;
 };
 

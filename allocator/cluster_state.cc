@@ -172,7 +172,7 @@ absl::Status ClusterState::LinkClaim(const ClaimEntry* claim, uint64_t revision)
   if (node_name.empty()) return absl::OkStatus();
   NodeState& node = GetOrCreateNode(node_name);
   Touch(node, revision);
-  node.claims.insert(claim);
+  if (!node.HasClaim(claim)) node.claims.push_back(claim);
   if (claim->status.HandoffPending() &&
       std::find(node.handoff_pending.begin(), node.handoff_pending.end(), claim) ==
           node.handoff_pending.end()) {
@@ -198,7 +198,11 @@ void ClusterState::UnlinkClaim(const ClaimEntry* claim, uint64_t revision, Unlin
   if (it == nodes_.end()) return;
   NodeState& node = it->second;
   Touch(node, revision);
-  node.claims.erase(claim);
+  if (auto pos = std::find(node.claims.begin(), node.claims.end(), claim);
+      pos != node.claims.end()) {
+    *pos = node.claims.back();
+    node.claims.pop_back();
+  }
   node.handoff_pending.erase(
       std::remove(node.handoff_pending.begin(), node.handoff_pending.end(), claim),
       node.handoff_pending.end());
@@ -342,16 +346,16 @@ std::string ClusterState::CheckInvariants() const {
   std::array<size_t, 3> by_phase{};
   for (const ClaimEntry& claim : claims_) {
     const ClaimKey& key = claim.key;
-    ++by_phase[static_cast<size_t>(claim.status.phase)];
-    if (claim.status.phase == ClaimPhase::kPending) {
+    ++by_phase[static_cast<size_t>(claim.phase)];
+    if (claim.phase == ClaimPhase::kPending) {
       if (!claim.status.devices.empty()) {
         return absl::StrCat("pending claim ", key.ToString(), " has devices");
       }
       continue;
     }
-    if (claim.status.devices.size() != static_cast<size_t>(claim.spec.count)) {
+    if (claim.status.devices.size() != static_cast<size_t>(claim.count)) {
       return absl::StrCat("claim ", key.ToString(), " has ", claim.status.devices.size(),
-                          " devices, wants ", claim.spec.count);
+                          " devices, wants ", claim.count);
     }
     for (const BoundDevice& b : claim.status.devices) {
       auto [it, inserted] =
@@ -361,7 +365,7 @@ std::string ClusterState::CheckInvariants() const {
                             " is in claims ", it->second->key.ToString(), " and ",
                             key.ToString());
       }
-      if (claim.status.phase != ClaimPhase::kBound) continue;
+      if (claim.phase != ClaimPhase::kBound) continue;
       const NodeState* node = FindNode(claim.status.node());
       const DeviceSlot* slot = node ? node->Find(b.address) : nullptr;
       if (slot == nullptr) {
@@ -392,7 +396,7 @@ std::string ClusterState::CheckInvariants() const {
     for (const ClaimEntry* c : node.claims) pending += c->status.HandoffPending() ? 1 : 0;
     bool pending_linked = true;
     for (const ClaimEntry* c : node.handoff_pending) {
-      pending_linked = pending_linked && node.claims.contains(c);
+      pending_linked = pending_linked && node.HasClaim(c);
     }
     if (pending != node.handoff_pending.size() || !pending_linked) {
       return absl::StrCat("node ", name, " has a stale pending hand-off index");

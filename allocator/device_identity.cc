@@ -115,7 +115,7 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
   // Why each claim is Lost, by claim index; "" while it is not.
   std::vector<std::string> lost(claims.size());
   for (size_t i = 0; i < claims.size(); ++i) {
-    if (claims[i]->status.phase == ClaimPhase::kPending) continue;
+    if (claims[i]->phase == ClaimPhase::kPending) continue;
     for (const BoundDevice& b : claims[i]->status.devices) {
       Located l = Locate(inventory, index, b.address, b.serial);
       l.owner = i;
@@ -191,9 +191,9 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
   size_t k = 0;
   for (size_t i = 0; i < claims.size(); ++i) {
     const ClaimEntry& c = *claims[i];
-    if (c.status.phase == ClaimPhase::kPending) continue;
+    if (c.phase == ClaimPhase::kPending) continue;
     const ClaimPhase phase = lost[i].empty() ? ClaimPhase::kBound : ClaimPhase::kLost;
-    bool same = phase == c.status.phase && lost[i] == c.lost_reason();
+    bool same = phase == c.phase && lost[i] == c.lost_reason();
     for (size_t j = 0; same && j < c.status.devices.size(); ++j) {
       same = all[k + j].address == c.status.devices[j].address;
     }

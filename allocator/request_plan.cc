@@ -41,7 +41,7 @@ std::string AddExplicitClaims(const ClusterState& state, const SchedulingRequest
       return absl::StrCat("claim ", key.ToString(), " asks for ", claim->spec.resource_name(),
                           ", which is not a configured device class");
     }
-    explicit_count[cls] += static_cast<size_t>(claim->spec.count);
+    explicit_count[cls] += static_cast<size_t>(claim->count);
     plan.claims.push_back(ResolvedClaim{key, true, claim->ToClaim()});
   }
   return "";
@@ -92,8 +92,8 @@ std::string AddTemplateClaims(const ClusterState& state, const AllocatorOptions&
                             "); this VM (uid ", request.vm_uid,
                             ") gets its own once that claim is deleted");
       }
-      if (static_cast<size_t>(existing->spec.count) != rest) {
-        return absl::StrCat("claim ", key.ToString(), " holds ", existing->spec.count, " ",
+      if (static_cast<size_t>(existing->count) != rest) {
+        return absl::StrCat("claim ", key.ToString(), " holds ", existing->count, " ",
                             resource, " but the pod requests ", rest,
                             "; delete the claim to change its size");
       }

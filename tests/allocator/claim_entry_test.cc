@@ -101,6 +101,8 @@ TEST(ClaimEntryTest, ToClaimGivesBackTheClaim) {
     EXPECT_EQ(entry.spec.resource_name(), tc.claim.spec.resource_name);
     EXPECT_EQ(entry.status.node(), tc.claim.status.node);
     EXPECT_EQ(entry.status.HandoffPending(), tc.claim.status.HandoffPending());
+    EXPECT_EQ(entry.phase, tc.claim.status.phase);
+    EXPECT_EQ(entry.count, tc.claim.spec.count);
     entry.ReleaseNames(names);
     EXPECT_EQ(names.size(), 0u);
   }
