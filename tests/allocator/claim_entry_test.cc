@@ -163,7 +163,9 @@ TEST(PackUuidTest, OnlyTheCanonicalFormPacks) {
     SCOPED_TRACE(tc.text);
     const std::optional<PackedUuid> packed = PackUuid(tc.text);
     ASSERT_EQ(packed.has_value(), tc.packs);
-    if (packed) EXPECT_EQ(UnpackUuid(*packed), tc.text);
+    if (packed) {
+      EXPECT_EQ(UnpackUuid(*packed), tc.text);
+    }
   }
 }
 
