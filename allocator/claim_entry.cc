@@ -13,6 +13,13 @@ bool IsDash(size_t i) { return i == 8 || i == 13 || i == 18 || i == 23; }
 
 int LowerHexValue(char c) { return c >= 'A' && c <= 'F' ? -1 : HexDigitValue(c); }
 
+// A field added to Claim must be carried here too (the constructor and
+// ToClaim), or an entry would drop it without a word: this trips first.
+#if defined(__GLIBCXX__) && __SIZEOF_POINTER__ == 8
+static_assert(sizeof(Claim) == 560 && sizeof(ClaimSpec) == 184 && sizeof(ClaimStatus) == 272,
+              "Claim changed: carry the change in ClaimEntry, then update these sizes");
+#endif
+
 }  // namespace
 
 std::optional<PackedUuid> PackUuid(std::string_view text) {
