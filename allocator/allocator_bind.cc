@@ -148,9 +148,9 @@ absl::Status AllocatorImpl::Undo(const BindOutcome& outcome) {
     std::vector<Mutation> mutations;
     std::vector<PciAddress> freed;  // Devices of claims this undo makes Pending.
     for (const BoundClaim& bc : outcome.claims) {
-      const Claim* c = state_.FindClaim(bc.key);
+      const ClaimEntry* c = state_.FindClaim(bc.key);
       // Only claims still exactly as this bind left them.
-      if (c == nullptr || c->uid != bc.uid || !c->status.reserved_for ||
+      if (c == nullptr || c->uid() != bc.uid || !c->status.reserved_for ||
           c->status.reserved_for->pod_uid != outcome.pod_uid) {
         continue;
       }
@@ -159,10 +159,11 @@ absl::Status AllocatorImpl::Undo(const BindOutcome& outcome) {
         mutations.push_back(pdc::DeleteClaim{bc.key});
         continue;
       }
-      Claim u = *c;
+      const Claim current = c->ToClaim();
+      Claim u = current;
       if (bc.allocated) u.status = ClaimStatus{};
       u.status.reserved_for = bc.previous_reservation;
-      if (u != *c) mutations.push_back(PutClaim{std::move(u)});
+      if (u != current) mutations.push_back(PutClaim{std::move(u)});
     }
     // A Released device the bind took goes back to Released with its claim
     // undone (after the claim's mutation, so the device is unowned by then).

@@ -19,9 +19,9 @@ std::string JoinAddresses(const std::vector<PciAddress>& addresses) {
   });
 }
 
-std::vector<PciAddress> ClaimAddresses(const std::vector<const Claim*>& claims) {
+std::vector<PciAddress> ClaimAddresses(const std::vector<const ClaimEntry*>& claims) {
   std::vector<PciAddress> out;
-  for (const Claim* c : claims) {
+  for (const ClaimEntry* c : claims) {
     for (const BoundDevice& b : c->status.devices) out.push_back(b.address);
   }
   std::sort(out.begin(), out.end());
@@ -44,12 +44,12 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ConfirmHandoff(
     const NodeState* node = state_.FindNode(node_name);
     // The pod's claims of the resource on the node, pending or (for a
     // repeated confirmation) already handed to it.
-    std::vector<const Claim*> mine;
+    std::vector<const ClaimEntry*> mine;
     bool any_pending = false;
     if (node != nullptr) {
-      for (const Claim* c : node->claims) {
+      for (const ClaimEntry* c : node->claims) {
         const auto& r = c->status.reserved_for;
-        if (!r || r->pod_uid != pod_uid || c->spec.resource_name != resource_name) continue;
+        if (!r || r->pod_uid != pod_uid || c->spec.resource_name() != resource_name) continue;
         mine.push_back(c);
         any_pending = any_pending || c->status.HandoffPending();
       }
@@ -60,7 +60,7 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ConfirmHandoff(
                                               Sv(node_name)));
     }
     std::sort(mine.begin(), mine.end(),
-              [](const Claim* a, const Claim* b) { return a->key < b->key; });
+              [](const ClaimEntry* a, const ClaimEntry* b) { return a->key < b->key; });
     const std::vector<PciAddress> held = ClaimAddresses(mine);
     if (held != given) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -69,10 +69,10 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ConfirmHandoff(
           JoinAddresses(given)));
     }
     std::vector<Mutation> mutations;
-    for (const Claim* c : mine) {
+    for (const ClaimEntry* c : mine) {
       keys.push_back(c->key);
       if (!c->status.HandoffPending()) continue;
-      Claim u = *c;
+      Claim u = c->ToClaim();
       u.status.handed_off_to = std::string(pod_uid);
       mutations.push_back(PutClaim{std::move(u)});
     }
@@ -93,10 +93,10 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::CancelHandoff(std::string_v
     const NodeState* node = state_.FindNode(node_name);
     std::vector<Mutation> mutations;
     if (node != nullptr) {
-      for (const Claim* c : node->handoff_pending) {
+      for (const ClaimEntry* c : node->handoff_pending) {
         if (c->status.reserved_for->pod_uid != pod_uid) continue;
         keys.push_back(c->key);
-        Claim u = *c;
+        Claim u = c->ToClaim();
         u.status.reserved_for.reset();
         mutations.push_back(PutClaim{std::move(u)});
       }
@@ -118,14 +118,14 @@ std::vector<PendingHandoff> AllocatorImpl::PendingHandoffs(std::string_view node
   {
     absl::ReaderMutexLock lock(&mu_);
     auto collect = [&](const NodeState& node) {
-      for (const Claim* c : node.handoff_pending) {
+      for (const ClaimEntry* c : node.handoff_pending) {
         const Reservation& r = *c->status.reserved_for;
         auto it = std::find_if(out.begin(), out.end(), [&](const PendingHandoff& p) {
-          return p.node == node.name && p.resource_name == c->spec.resource_name &&
+          return p.node == node.name && p.resource_name == c->spec.resource_name() &&
                  p.pod.pod_uid == r.pod_uid;
         });
         if (it == out.end()) {
-          it = out.insert(out.end(), PendingHandoff{node.name, c->spec.resource_name,
+          it = out.insert(out.end(), PendingHandoff{node.name, c->spec.resource_name(),
                                                     c->key.ns, r, {}, {}});
         }
         it->claims.push_back(c->key);

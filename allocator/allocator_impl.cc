@@ -203,9 +203,9 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
       }
       // Claims and Released marks follow their drives by serial
       // (device_identity.h); a claim whose drive is not found turns Lost.
-      std::vector<const Claim*> claims(node->claims.begin(), node->claims.end());
+      std::vector<const ClaimEntry*> claims(node->claims.begin(), node->claims.end());
       std::sort(claims.begin(), claims.end(),
-                [](const Claim* a, const Claim* b) { return a->key < b->key; });
+                [](const ClaimEntry* a, const ClaimEntry* b) { return a->key < b->key; });
       IdentityUpdate update =
           FollowDevices(inventory, serials, claims, node->released, next.return_to_host);
       next.released = std::move(update.released);
@@ -246,12 +246,12 @@ absl::Status AllocatorImpl::RemoveNode(std::string_view name) {
       rec.return_to_host = node->return_to_host;
       mutations.push_back(PutNode{std::move(rec)});
     }
-    std::vector<const Claim*> claims(node->claims.begin(), node->claims.end());
+    std::vector<const ClaimEntry*> claims(node->claims.begin(), node->claims.end());
     std::sort(claims.begin(), claims.end(),
-              [](const Claim* a, const Claim* b) { return a->key < b->key; });
-    for (const Claim* c : claims) {
-      if (c->status.phase != ClaimPhase::kBound) continue;
-      Claim updated = *c;
+              [](const ClaimEntry* a, const ClaimEntry* b) { return a->key < b->key; });
+    for (const ClaimEntry* c : claims) {
+      if (c->phase != ClaimPhase::kBound) continue;
+      Claim updated = c->ToClaim();
       updated.status.phase = ClaimPhase::kLost;
       updated.status.lost_reason = absl::StrCat("node ", Sv(name), " was removed");
       mutations.push_back(PutClaim{std::move(updated)});
@@ -284,19 +284,19 @@ absl::StatusOr<Claim> AllocatorImpl::CreateClaim(const ClaimKey& key, const Clai
 
 absl::StatusOr<Claim> AllocatorImpl::GetClaim(const ClaimKey& key) const {
   absl::ReaderMutexLock lock(&mu_);
-  const Claim* c = state_.FindClaim(key);
+  const ClaimEntry* c = state_.FindClaim(key);
   if (c == nullptr) {
     return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
   }
-  return *c;
+  return c->ToClaim();
 }
 
 std::vector<Claim> AllocatorImpl::ListClaims(std::string_view ns) const {
   std::vector<Claim> out;
   {
     absl::ReaderMutexLock lock(&mu_);
-    for (const Claim& claim : state_.claims()) {
-      if (ns.empty() || claim.key.ns == ns) out.push_back(claim);
+    for (const ClaimEntry& claim : state_.claims()) {
+      if (ns.empty() || claim.key.ns == ns) out.push_back(claim.ToClaim());
     }
   }
   std::sort(out.begin(), out.end(), [](const Claim& a, const Claim& b) { return a.key < b.key; });
@@ -307,7 +307,7 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
   Commit commit;
   {
     MutationLock lock(this);
-    const Claim* c = state_.FindClaim(key);
+    const ClaimEntry* c = state_.FindClaim(key);
     if (c == nullptr) {
       return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
     }
@@ -319,8 +319,8 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
     }
     std::vector<Mutation> mutations;
     mutations.push_back(pdc::DeleteClaim{key});
-    const NodeState* node = state_.FindNode(c->status.node);
-    if (c->spec.reclaim_policy == ReclaimPolicy::kDelete && node != nullptr &&
+    const NodeState* node = state_.FindNode(c->status.node());
+    if (c->reclaim_policy == ReclaimPolicy::kDelete && node != nullptr &&
         !c->status.devices.empty()) {
       // Every device goes on the return list, also one the node does not
       // report now: until it is back on its host driver (erased), it holds
@@ -333,7 +333,7 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
       rec.return_to_host.erase(std::unique(rec.return_to_host.begin(), rec.return_to_host.end()),
                                rec.return_to_host.end());
       mutations.push_back(PutNode{std::move(rec)});
-    } else if (c->spec.reclaim_policy == ReclaimPolicy::kRetain && node != nullptr &&
+    } else if (c->reclaim_policy == ReclaimPolicy::kRetain && node != nullptr &&
                !c->status.devices.empty()) {
       // The devices keep the claim's data: Released, also those the node
       // does not report now (they may come back). Without a record (the node
@@ -362,7 +362,7 @@ absl::Status AllocatorImpl::Release(const ClaimKey& key, std::string_view pod_ui
   Commit commit;
   {
     MutationLock lock(this);
-    const Claim* c = state_.FindClaim(key);
+    const ClaimEntry* c = state_.FindClaim(key);
     if (c == nullptr) {
       return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
     }
@@ -372,7 +372,7 @@ absl::Status AllocatorImpl::Release(const ClaimKey& key, std::string_view pod_ui
           "claim ", key.ToString(), " is reserved by pod ", c->status.reserved_for->pod_uid,
           ", not ", Sv(pod_uid)));
     }
-    Claim updated = *c;
+    Claim updated = c->ToClaim();
     updated.status.reserved_for.reset();
     ASSIGN_OR_RETURN(commit, CommitLocked({PutClaim{std::move(updated)}}));
   }
@@ -390,12 +390,12 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ReleaseVm(std::string_view 
     MutationLock lock(this);
     RETURN_IF_ERROR(FailedLocked());
     std::vector<Mutation> mutations;
-    for (const Claim& c : state_.claims()) {
+    for (const ClaimEntry& c : state_.claims()) {
       if (c.key.ns != ns || !c.status.reserved_for || c.status.reserved_for->vm_uid != vm_uid) {
         continue;
       }
       keys.push_back(c.key);
-      Claim u = c;
+      Claim u = c.ToClaim();
       u.status.reserved_for.reset();
       mutations.push_back(PutClaim{std::move(u)});
     }
@@ -413,7 +413,7 @@ std::vector<ReservingVm> AllocatorImpl::ReservingVms(std::string_view ns) const 
   std::map<std::pair<std::string, std::string>, std::string> vms;
   {
     absl::ReaderMutexLock lock(&mu_);
-    for (const Claim& c : state_.claims()) {
+    for (const ClaimEntry& c : state_.claims()) {
       if (!ns.empty() && c.key.ns != ns) continue;
       const std::optional<Reservation>& r = c.status.reserved_for;
       if (r && !r->vm_uid.empty()) vms.try_emplace({c.key.ns, r->vm_uid}, r->vm);
@@ -502,10 +502,10 @@ absl::StatusOr<NodeAllocations> AllocatorImpl::GetNodeAllocations(std::string_vi
   out.version = node->version;
   out.return_to_host = node->return_to_host;
   for (const DeviceSlot& s : node->devices) {
-    if (s.owner == nullptr || s.owner->status.phase != ClaimPhase::kBound) continue;
+    if (s.owner == nullptr || s.owner->phase != ClaimPhase::kBound) continue;
     out.claimed.push_back(NodeAllocation{s.device.address, s.owner->key,
-                                         s.owner->spec.resource_name,
-                                         s.owner->spec.reclaim_policy,
+                                         s.owner->spec.resource_name(),
+                                         s.owner->reclaim_policy,
                                          s.owner->status.reserved_for,
                                          s.owner->status.HandoffPending()});
   }

@@ -123,7 +123,7 @@ class AllocatorImpl final : public Allocator {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // A claim of another pod that waits for its devices of a class the plan
   // needs on `node`, when hand-offs are serialised; else nullptr.
-  const Claim* BlockingHandoffLocked(const RequestPlan& plan, const NodeState& node) const
+  const ClaimEntry* BlockingHandoffLocked(const RequestPlan& plan, const NodeState& node) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   int ScoreLocked(const RequestPlan& plan, const Evaluation& e) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);

@@ -204,12 +204,12 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
       }
     }
   }
-  if (const Claim* other = BlockingHandoffLocked(plan, *node)) {
+  if (const ClaimEntry* other = BlockingHandoffLocked(plan, *node)) {
     const Reservation& r = *other->status.reserved_for;
     return {Verdict::kFailed, FilterReason::kHandoffPending, {},
             absl::StrCat("another VM is starting on this node: ", other->key.ns, "/", r.vm,
                          " (pod ", r.pod_name, ") has not received its ",
-                         other->spec.resource_name, " devices yet"),
+                         other->spec.resource_name(), " devices yet"),
             node};
   }
   e.reason = plan.bound.empty() ? FilterReason::kFreshFit : FilterReason::kStickyHit;
@@ -234,18 +234,19 @@ AllocatorImpl::HotVerdict AllocatorImpl::HotEvaluateLocked(const RequestPlan& pl
   return {HotVerdict::kFits, 0, 0};
 }
 
-const Claim* AllocatorImpl::BlockingHandoffLocked(const RequestPlan& plan,
+const ClaimEntry* AllocatorImpl::BlockingHandoffLocked(const RequestPlan& plan,
                                                   const NodeState& node) const {
   if (!options_.serialize_handoffs) return nullptr;
-  for (const Claim* c : node.handoff_pending) {
+  for (const ClaimEntry* c : node.handoff_pending) {
     const Reservation& r = *c->status.reserved_for;
     // The pod's own claims, or an older pod of the same VM (it is replaced:
     // KubeVirt runs one launcher pod per VM, and this bind takes the
     // reservation over), never block it.
-    if (r.pod_uid == plan.pod_uid || ReservedBySameVm(*c, plan.ns, plan.vm, plan.vm_uid)) {
+    if (r.pod_uid == plan.pod_uid ||
+        ReservedBySameVm(c->key.ns, r, plan.ns, plan.vm, plan.vm_uid)) {
       continue;
     }
-    const int16_t cls = state_.ClassIndex(c->spec.resource_name);
+    const int16_t cls = state_.ClassIndex(c->spec.resource_name());
     if (cls != kNoClass && plan.uses_class[cls]) return c;
   }
   return nullptr;

@@ -53,7 +53,7 @@ int16_t ClusterState::Classify(const Device& device) const {
   return kNoClass;
 }
 
-const Claim* ClusterState::FindClaim(const ClaimKey& key) const {
+const ClaimEntry* ClusterState::FindClaim(const ClaimKey& key) const {
   auto it = claims_.find(key);
   return it == claims_.end() ? nullptr : &*it;
 }
@@ -133,7 +133,7 @@ absl::Status ClusterState::ApplyRecord(RecordRef&& record) {
     for (const auto& m : record.mutations) {
       const auto* p = std::get_if<PutClaim>(&m);
       if (p == nullptr) continue;
-      if (const Claim* existing = FindClaim(p->claim.key)) {
+      if (const ClaimEntry* existing = FindClaim(p->claim.key)) {
         UnlinkClaim(existing, record.revision, Unlink::kRelinkSameNode);
       }
     }
@@ -167,12 +167,12 @@ NodeState& ClusterState::GetOrCreateNode(const std::string& name) {
   return it->second;
 }
 
-absl::Status ClusterState::LinkClaim(const Claim* claim, uint64_t revision) {
-  const std::string& node_name = claim->status.node;
+absl::Status ClusterState::LinkClaim(const ClaimEntry* claim, uint64_t revision) {
+  const std::string& node_name = claim->status.node();
   if (node_name.empty()) return absl::OkStatus();
   NodeState& node = GetOrCreateNode(node_name);
   Touch(node, revision);
-  node.claims.insert(claim);
+  if (!node.HasClaim(claim)) node.claims.push_back(claim);
   if (claim->status.HandoffPending() &&
       std::find(node.handoff_pending.begin(), node.handoff_pending.end(), claim) ==
           node.handoff_pending.end()) {
@@ -192,13 +192,17 @@ absl::Status ClusterState::LinkClaim(const Claim* claim, uint64_t revision) {
   return absl::OkStatus();
 }
 
-void ClusterState::UnlinkClaim(const Claim* claim, uint64_t revision, Unlink mode) {
-  if (claim->status.node.empty()) return;
-  auto it = nodes_.find(claim->status.node);
+void ClusterState::UnlinkClaim(const ClaimEntry* claim, uint64_t revision, Unlink mode) {
+  if (claim->status.node().empty()) return;
+  auto it = nodes_.find(claim->status.node());
   if (it == nodes_.end()) return;
   NodeState& node = it->second;
   Touch(node, revision);
-  node.claims.erase(claim);
+  if (auto pos = std::find(node.claims.begin(), node.claims.end(), claim);
+      pos != node.claims.end()) {
+    *pos = node.claims.back();
+    node.claims.pop_back();
+  }
   node.handoff_pending.erase(
       std::remove(node.handoff_pending.begin(), node.handoff_pending.end(), claim),
       node.handoff_pending.end());
@@ -213,17 +217,21 @@ void ClusterState::UnlinkClaim(const Claim* claim, uint64_t revision, Unlink mod
 absl::Status ClusterState::ApplyPutClaim(Claim claim, uint64_t revision) {
   auto it = claims_.find(claim.key);
   if (it == claims_.end()) {
-    it = claims_.insert(std::move(claim)).first;
+    it = claims_.insert(ClaimEntry(std::move(claim), names_)).first;
   } else {
     // The key, which the set hashes, is unchanged; the element stays put so
     // device slots may keep pointing at it.
-    auto& existing = const_cast<Claim&>(*it);
+    auto& existing = const_cast<ClaimEntry&>(*it);
     KeepCutImage(existing);
     UnlinkClaim(&existing, revision,
-                existing.status.node == claim.status.node ? Unlink::kRelinkSameNode
-                                                          : Unlink::kFinal);
+                existing.status.node() == claim.status.node ? Unlink::kRelinkSameNode
+                                                            : Unlink::kFinal);
     CountClaim(existing, -1);
-    existing = std::move(claim);
+    // The new entry pools its names before the old one gives them back, so
+    // a name both hold stays pooled.
+    ClaimEntry replacement(std::move(claim), names_);
+    existing.ReleaseNames(names_);
+    existing = std::move(replacement);
   }
   CountClaim(*it, +1);
   return LinkClaim(&*it, revision);
@@ -235,6 +243,7 @@ void ClusterState::ApplyDeleteClaim(const ClaimKey& key, uint64_t revision) {
   KeepCutImage(*it);
   UnlinkClaim(&*it, revision, Unlink::kFinal);
   CountClaim(*it, -1);
+  const_cast<ClaimEntry&>(*it).ReleaseNames(names_);
   claims_.erase(it);
 }
 
@@ -264,8 +273,8 @@ absl::Status ClusterState::ApplyPutNode(const NodeRecord& record, uint64_t revis
     if (auto* slot = const_cast<DeviceSlot*>(node.Find(a))) slot->hold = DeviceHold::kReturning;
   }
   // Re-link the claims that live on this node to the new slots.
-  std::vector<const Claim*> claims(node.claims.begin(), node.claims.end());
-  for (const Claim* c : claims) RETURN_IF_ERROR(LinkClaim(c, revision));
+  std::vector<const ClaimEntry*> claims(node.claims.begin(), node.claims.end());
+  for (const ClaimEntry* c : claims) RETURN_IF_ERROR(LinkClaim(c, revision));
   RecomputeSummary(node);
   return absl::OkStatus();
 }
@@ -333,35 +342,35 @@ void ClusterState::ComputeSummary(NodeState& node) const {
 }
 
 std::string ClusterState::CheckInvariants() const {
-  absl::flat_hash_map<std::pair<std::string, uint32_t>, const Claim*> seen;
+  absl::flat_hash_map<std::pair<std::string, uint32_t>, const ClaimEntry*> seen;
   std::array<size_t, 3> by_phase{};
-  for (const Claim& claim : claims_) {
+  for (const ClaimEntry& claim : claims_) {
     const ClaimKey& key = claim.key;
-    ++by_phase[static_cast<size_t>(claim.status.phase)];
-    if (claim.status.phase == ClaimPhase::kPending) {
+    ++by_phase[static_cast<size_t>(claim.phase)];
+    if (claim.phase == ClaimPhase::kPending) {
       if (!claim.status.devices.empty()) {
         return absl::StrCat("pending claim ", key.ToString(), " has devices");
       }
       continue;
     }
-    if (claim.status.devices.size() != static_cast<size_t>(claim.spec.count)) {
+    if (claim.status.devices.size() != static_cast<size_t>(claim.count)) {
       return absl::StrCat("claim ", key.ToString(), " has ", claim.status.devices.size(),
-                          " devices, wants ", claim.spec.count);
+                          " devices, wants ", claim.count);
     }
     for (const BoundDevice& b : claim.status.devices) {
       auto [it, inserted] =
-          seen.try_emplace(std::make_pair(claim.status.node, b.address.packed()), &claim);
+          seen.try_emplace(std::make_pair(claim.status.node(), b.address.packed()), &claim);
       if (!inserted) {
-        return absl::StrCat("device ", b.address.ToString(), " on ", claim.status.node,
+        return absl::StrCat("device ", b.address.ToString(), " on ", claim.status.node(),
                             " is in claims ", it->second->key.ToString(), " and ",
                             key.ToString());
       }
-      if (claim.status.phase != ClaimPhase::kBound) continue;
-      const NodeState* node = FindNode(claim.status.node);
+      if (claim.phase != ClaimPhase::kBound) continue;
+      const NodeState* node = FindNode(claim.status.node());
       const DeviceSlot* slot = node ? node->Find(b.address) : nullptr;
       if (slot == nullptr) {
         return absl::StrCat("bound claim ", key.ToString(), " names device ",
-                            b.address.ToString(), " missing from node ", claim.status.node);
+                            b.address.ToString(), " missing from node ", claim.status.node());
       }
       if (slot->owner != &claim) {
         return absl::StrCat("device ", b.address.ToString(), " does not link back to ",
@@ -384,10 +393,10 @@ std::string ClusterState::CheckInvariants() const {
       return absl::StrCat("node ", name, " has a stale free-device summary");
     }
     size_t pending = 0;
-    for (const Claim* c : node.claims) pending += c->status.HandoffPending() ? 1 : 0;
+    for (const ClaimEntry* c : node.claims) pending += c->status.HandoffPending() ? 1 : 0;
     bool pending_linked = true;
-    for (const Claim* c : node.handoff_pending) {
-      pending_linked = pending_linked && node.claims.contains(c);
+    for (const ClaimEntry* c : node.handoff_pending) {
+      pending_linked = pending_linked && node.HasClaim(c);
     }
     if (pending != node.handoff_pending.size() || !pending_linked) {
       return absl::StrCat("node ", name, " has a stale pending hand-off index");
@@ -434,12 +443,12 @@ std::vector<const NodeState*> ClusterState::SortedNodes() const {
   return nodes;
 }
 
-std::vector<const Claim*> ClusterState::SortedClaims() const {
-  std::vector<const Claim*> claims;
+std::vector<const ClaimEntry*> ClusterState::SortedClaims() const {
+  std::vector<const ClaimEntry*> claims;
   claims.reserve(claims_.size());
-  for (const Claim& claim : claims_) claims.push_back(&claim);
+  for (const ClaimEntry& claim : claims_) claims.push_back(&claim);
   std::sort(claims.begin(), claims.end(),
-            [](const Claim* a, const Claim* b) { return a->key < b->key; });
+            [](const ClaimEntry* a, const ClaimEntry* b) { return a->key < b->key; });
   return claims;
 }
 
@@ -456,7 +465,7 @@ ClusterState::Cut ClusterState::BeginCut() {
   Cut cut;
   cut.revision = revision_;
   cut.claims.reserve(claims_.size());
-  for (const Claim& claim : claims_) cut.claims.push_back(&claim);
+  for (const ClaimEntry& claim : claims_) cut.claims.push_back(&claim);
   for (const auto& [name, node] : nodes_) {
     if (node.has_record) cut.nodes.push_back(name);
   }
@@ -468,9 +477,9 @@ ClusterState::CutImages ClusterState::EndCut() {
   return std::exchange(cut_images_, CutImages{});
 }
 
-const Claim& ClusterState::ClaimAtCut(const Claim* claim) const {
+Claim ClusterState::ClaimAtCut(const ClaimEntry* claim) const {
   auto it = cut_images_.claims.find(claim);
-  return it == cut_images_.claims.end() ? *claim : it->second;
+  return it == cut_images_.claims.end() ? claim->ToClaim() : it->second;
 }
 
 NodeRecord ClusterState::NodeAtCut(const std::string& name) const {
@@ -486,11 +495,11 @@ Record ClusterState::Snapshot() const {
   Record r;
   r.revision = revision_;
   const std::vector<const NodeState*> nodes = SortedNodes();
-  const std::vector<const Claim*> claims = SortedClaims();
+  const std::vector<const ClaimEntry*> claims = SortedClaims();
   r.mutations.reserve(nodes.size() + claims.size());
   // Nodes first, so that replaying claims links them to existing slots.
   for (const NodeState* n : nodes) r.mutations.push_back(PutNode{n->ToRecord()});
-  for (const Claim* c : claims) r.mutations.push_back(PutClaim{*c});
+  for (const ClaimEntry* c : claims) r.mutations.push_back(PutClaim{c->ToClaim()});
   return r;
 }
 

@@ -10,6 +10,7 @@
 #ifndef PDC_ALLOCATOR_CLUSTER_STATE_H_
 #define PDC_ALLOCATOR_CLUSTER_STATE_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -24,7 +25,9 @@
 #include "absl/container/node_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "allocator/claim_entry.h"
 #include "allocator/hot_table.h"
+#include "allocator/name_pool.h"
 #include "allocator/record.h"
 #include "model/types.h"
 #include "common/strings.h"
@@ -43,7 +46,7 @@ enum class DeviceHold : uint8_t {
 struct DeviceSlot {
   Device device;
   int16_t class_index = kNoClass;
-  const Claim* owner = nullptr;  // The claim holding this device, if any.
+  const ClaimEntry* owner = nullptr;  // The claim holding this device, if any.
   DeviceHold hold = DeviceHold::kNone;
 };
 
@@ -69,37 +72,44 @@ struct NodeState {
   std::vector<DeviceSlot> devices;  // Sorted by address.
   std::vector<PciAddress> return_to_host;  // Sorted; slots have kReturning.
   std::vector<ReleasedDevice> released;     // Sorted; slots have kReleased.
-  absl::flat_hash_set<const Claim*> claims;  // Claims whose status.node is here.
+  // Claims whose status.node is here, in no order. A node holds about one
+  // claim per device: a vector takes half a hash set's memory and is as
+  // quick to search at that size.
+  std::vector<const ClaimEntry*> claims;
   // Of `claims`, those whose reserving pod has not received its devices yet
   // (ClaimStatus::HandoffPending). Almost always empty or tiny.
-  absl::InlinedVector<const Claim*, 1> handoff_pending;
+  absl::InlinedVector<const ClaimEntry*, 1> handoff_pending;
   absl::InlinedVector<ClassSummary, 2> summary;  // Indexed by class.
   uint64_t version = 0;                        // Last revision touching it.
   absl::Time last_report = absl::InfinitePast();  // In memory only.
 
   const DeviceSlot* Find(PciAddress address) const;
+  bool HasClaim(const ClaimEntry* claim) const {
+    return std::find(claims.begin(), claims.end(), claim) != claims.end();
+  }
   // The Released mark of `address`, or nullptr.
   const ReleasedDevice* FindReleased(PciAddress address) const;
   NodeRecord ToRecord() const;
 };
 
-// Claims are kept in a node_hash_set keyed by their own `key` (a map would
-// store every key twice): lookups by ClaimKey are transparent.
+// Claims are kept as ClaimEntry (claim_entry.h) in a node_hash_set keyed by
+// their own `key` (a map would store every key twice): lookups by ClaimKey
+// are transparent.
 struct ClaimByKeyHash {
   using is_transparent = void;
   size_t operator()(const ClaimKey& k) const { return absl::Hash<ClaimKey>()(k); }
-  size_t operator()(const Claim& c) const { return absl::Hash<ClaimKey>()(c.key); }
+  size_t operator()(const ClaimEntry& c) const { return absl::Hash<ClaimKey>()(c.key); }
 };
 struct ClaimByKeyEq {
   using is_transparent = void;
   static const ClaimKey& K(const ClaimKey& k) { return k; }
-  static const ClaimKey& K(const Claim& c) { return c.key; }
+  static const ClaimKey& K(const ClaimEntry& c) { return c.key; }
   template <typename A, typename B>
   bool operator()(const A& a, const B& b) const {
     return K(a) == K(b);
   }
 };
-using ClaimSet = absl::node_hash_set<Claim, ClaimByKeyHash, ClaimByKeyEq>;
+using ClaimSet = absl::node_hash_set<ClaimEntry, ClaimByKeyHash, ClaimByKeyEq>;
 
 class ClusterState {
  public:
@@ -130,7 +140,7 @@ class ClusterState {
   int16_t ClassIndex(std::string_view resource_name) const;
   int16_t Classify(const Device& device) const;
 
-  const Claim* FindClaim(const ClaimKey& key) const;
+  const ClaimEntry* FindClaim(const ClaimKey& key) const;
   const NodeState* FindNode(std::string_view name) const;
   // nullptr when the node is unknown or there are more than kHotClasses
   // classes; then callers use FindNode().
@@ -170,7 +180,7 @@ class ClusterState {
     std::vector<std::string> nodes;  // Nodes with a record at R, any order.
     // The claims at R, any order. A claim deleted since is gone from the
     // state but not from here: read them only through ClaimAtCut().
-    std::vector<const Claim*> claims;
+    std::vector<const ClaimEntry*> claims;
   };
   // The pre-images of a cut: claims by identity (a claim's address is not
   // reused before it is deleted, which keeps its image first), node records
@@ -178,7 +188,7 @@ class ClusterState {
   // tens of thousands of claims, and a flat map's rehash would move them all
   // inside one mutation.
   struct CutImages {
-    absl::node_hash_map<const Claim*, Claim> claims;
+    absl::node_hash_map<const ClaimEntry*, Claim> claims;
     absl::node_hash_map<std::string, std::optional<NodeRecord>> nodes;
   };
   // REQUIRES: no cut open.
@@ -188,7 +198,7 @@ class ClusterState {
   // thousands of claims. REQUIRES: a cut open.
   CutImages EndCut();
   // `claim` (from Cut::claims) as it was at the cut.
-  const Claim& ClaimAtCut(const Claim* claim) const;
+  Claim ClaimAtCut(const ClaimEntry* claim) const;
   // The record of `node` (from Cut::nodes) as it was at the cut.
   NodeRecord NodeAtCut(const std::string& node) const;
 
@@ -207,28 +217,30 @@ class ClusterState {
   NodeState& GetOrCreateNode(const std::string& name);
   // Links `claim`'s devices to the slots of its node, marks the node changed
   // at `revision` and recomputes its summary.
-  absl::Status LinkClaim(const Claim* claim, uint64_t revision);
+  absl::Status LinkClaim(const ClaimEntry* claim, uint64_t revision);
   // Undoes LinkClaim. With kRelinkSameNode the claim is about to be linked
   // to the same node again: the summary is left to that LinkClaim, and the
   // node stays even if it has no inventory and no other claim.
   enum class Unlink { kFinal, kRelinkSameNode };
-  void UnlinkClaim(const Claim* claim, uint64_t revision, Unlink mode);
-  void CountClaim(const Claim& claim, int delta) {
-    claims_by_phase_[static_cast<size_t>(claim.status.phase)] += delta;
+  void UnlinkClaim(const ClaimEntry* claim, uint64_t revision, Unlink mode);
+  void CountClaim(const ClaimEntry& claim, int delta) {
+    claims_by_phase_[static_cast<size_t>(claim.phase)] += delta;
   }
   void RecomputeSummary(NodeState& node);
   void SyncHot(const NodeState& node);
   NodeHot HotOf(const NodeState& node) const;
   // Snapshot order: nodes with records by name, then claims by key.
   std::vector<const NodeState*> SortedNodes() const;
-  std::vector<const Claim*> SortedClaims() const;
+  std::vector<const ClaimEntry*> SortedClaims() const;
   void EraseNode(absl::flat_hash_map<std::string, NodeState>::iterator it);
   NodeState* MutableNode(std::string_view name);
   void ComputeSummary(NodeState& node) const;
   // While a cut is open: keep what the claim / the node's record was
   // before its first change since the cut.
-  void KeepCutImage(const Claim& claim) {
-    if (cut_open_) cut_images_.claims.try_emplace(&claim, claim);
+  void KeepCutImage(const ClaimEntry& claim) {
+    if (cut_open_ && !cut_images_.claims.contains(&claim)) {
+      cut_images_.claims.emplace(&claim, claim.ToClaim());
+    }
   }
   void KeepCutImage(const std::string& node);
   // Marks `node` changed by the record at `revision` (its version).
@@ -239,6 +251,9 @@ class ClusterState {
 
   std::vector<DeviceClass> classes_;
   uint64_t revision_ = 0;
+  // The resource and node names of claims_ (ClaimEntry). Declared first:
+  // entries keep pointers into it.
+  NamePool names_;
   ClaimSet claims_;  // Pointer-stable elements.
   std::array<size_t, 3> claims_by_phase_{};  // Indexed by ClaimPhase.
   absl::flat_hash_map<std::string, NodeState> nodes_;

@@ -108,14 +108,14 @@ std::string AmbiguousSerialReason(std::string_view node, std::string_view serial
 }
 
 IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& index,
-                             const std::vector<const Claim*>& claims,
+                             const std::vector<const ClaimEntry*>& claims,
                              const std::vector<ReleasedDevice>& released,
                              const std::vector<PciAddress>& return_to_host) {
   std::vector<Located> all;
   // Why each claim is Lost, by claim index; "" while it is not.
   std::vector<std::string> lost(claims.size());
   for (size_t i = 0; i < claims.size(); ++i) {
-    if (claims[i]->status.phase == ClaimPhase::kPending) continue;
+    if (claims[i]->phase == ClaimPhase::kPending) continue;
     for (const BoundDevice& b : claims[i]->status.devices) {
       Located l = Locate(inventory, index, b.address, b.serial);
       l.owner = i;
@@ -190,10 +190,10 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
   IdentityUpdate out;
   size_t k = 0;
   for (size_t i = 0; i < claims.size(); ++i) {
-    const Claim& c = *claims[i];
-    if (c.status.phase == ClaimPhase::kPending) continue;
+    const ClaimEntry& c = *claims[i];
+    if (c.phase == ClaimPhase::kPending) continue;
     const ClaimPhase phase = lost[i].empty() ? ClaimPhase::kBound : ClaimPhase::kLost;
-    bool same = phase == c.status.phase && lost[i] == c.status.lost_reason;
+    bool same = phase == c.phase && lost[i] == c.lost_reason();
     for (size_t j = 0; same && j < c.status.devices.size(); ++j) {
       same = all[k + j].address == c.status.devices[j].address;
     }
@@ -201,7 +201,7 @@ IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& 
       k += c.status.devices.size();
       continue;
     }
-    Claim updated = c;
+    Claim updated = c.ToClaim();
     std::vector<DeviceMove> moves;
     for (BoundDevice& b : updated.status.devices) {
       const Located& l = all[k++];

@@ -18,6 +18,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
 #include "allocator/allocator.h"
+#include "allocator/claim_entry.h"
 #include "model/types.h"
 
 namespace pdc {
@@ -77,7 +78,7 @@ struct IdentityUpdate {
 // as before: that drive is not the deleted claim's. REQUIRES: `inventory`
 // sorted by address, `index` built from it, `claims` sorted by key.
 IdentityUpdate FollowDevices(const NodeInventory& inventory, const SerialIndex& index,
-                             const std::vector<const Claim*>& claims,
+                             const std::vector<const ClaimEntry*>& claims,
                              const std::vector<ReleasedDevice>& released,
                              const std::vector<PciAddress>& return_to_host);
 

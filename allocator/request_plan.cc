@@ -31,18 +31,18 @@ std::string AddExplicitClaims(const ClusterState& state, const SchedulingRequest
       return std::string(s.message());
     }
     ClaimKey key{request.ns, name};
-    const Claim* claim = state.FindClaim(key);
+    const ClaimEntry* claim = state.FindClaim(key);
     if (claim == nullptr) {
       return absl::StrCat("claim ", key.ToString(), " (annotation ", kClaimsAnnotation,
                           ") does not exist");
     }
-    int16_t cls = state.ClassIndex(claim->spec.resource_name);
+    int16_t cls = state.ClassIndex(claim->spec.resource_name());
     if (cls == kNoClass) {
-      return absl::StrCat("claim ", key.ToString(), " asks for ", claim->spec.resource_name,
+      return absl::StrCat("claim ", key.ToString(), " asks for ", claim->spec.resource_name(),
                           ", which is not a configured device class");
     }
-    explicit_count[cls] += static_cast<size_t>(claim->spec.count);
-    plan.claims.push_back(ResolvedClaim{key, true, *claim});
+    explicit_count[cls] += static_cast<size_t>(claim->count);
+    plan.claims.push_back(ResolvedClaim{key, true, claim->ToClaim()});
   }
   return "";
 }
@@ -78,9 +78,9 @@ std::string AddTemplateClaims(const ClusterState& state, const AllocatorOptions&
                             request.vm, " for ", resource);
       }
     }
-    if (const Claim* existing = state.FindClaim(key)) {
+    if (const ClaimEntry* existing = state.FindClaim(key)) {
       if (existing->spec.owner_vm != request.vm ||
-          existing->spec.resource_name != resource) {
+          existing->spec.resource_name() != resource) {
         return absl::StrCat("claim ", key.ToString(), " exists but is not VM ", request.vm,
                             "'s template claim for ", resource);
       }
@@ -92,12 +92,12 @@ std::string AddTemplateClaims(const ClusterState& state, const AllocatorOptions&
                             "); this VM (uid ", request.vm_uid,
                             ") gets its own once that claim is deleted");
       }
-      if (static_cast<size_t>(existing->spec.count) != rest) {
-        return absl::StrCat("claim ", key.ToString(), " holds ", existing->spec.count, " ",
+      if (static_cast<size_t>(existing->count) != rest) {
+        return absl::StrCat("claim ", key.ToString(), " holds ", existing->count, " ",
                             resource, " but the pod requests ", rest,
                             "; delete the claim to change its size");
       }
-      plan.claims.push_back(ResolvedClaim{key, true, *existing});
+      plan.claims.push_back(ResolvedClaim{key, true, existing->ToClaim()});
       continue;
     }
     ResolvedClaim r;

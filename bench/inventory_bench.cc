@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "allocator/allocator.h"
+#include "allocator/claim_entry.h"
 #include "allocator/device_identity.h"
 #include "allocator/memory_store.h"
+#include "allocator/name_pool.h"
 #include "benchmark/benchmark.h"
 #include "common/clock.h"
 
@@ -99,9 +101,12 @@ BENCHMARK(BM_Renumbered)->Arg(8)->Arg(24)->Arg(64);
 void BM_FollowDevices(benchmark::State& state) {
   const int devices = static_cast<int>(state.range(0));
   Node node(devices);
-  std::vector<Claim> claims = node.allocator->ListClaims("");
-  std::vector<const Claim*> pointers;
-  for (const Claim& c : claims) pointers.push_back(&c);
+  // The claims as ClusterState keeps them.
+  NamePool names;
+  std::vector<ClaimEntry> claims;
+  for (Claim& c : node.allocator->ListClaims("")) claims.emplace_back(std::move(c), names);
+  std::vector<const ClaimEntry*> pointers;
+  for (const ClaimEntry& c : claims) pointers.push_back(&c);
   const std::vector<ReleasedDevice> released = node.allocator->GetNode("worker-0")->released;
   // No duplicates: RefuseDuplicateSerials leaves it unchanged.
   NodeInventory inv = Drives(devices, static_cast<int>(state.range(1)));

@@ -74,8 +74,13 @@ std::string_view ToString(ReclaimPolicy policy) {
 
 bool ReservedBySameVm(const Claim& claim, std::string_view ns, std::string_view vm,
                       std::string_view vm_uid) {
-  const std::optional<Reservation>& r = claim.status.reserved_for;
-  if (!r.has_value() || claim.key.ns != ns || r->vm != vm) return false;
+  return ReservedBySameVm(claim.key.ns, claim.status.reserved_for, ns, vm, vm_uid);
+}
+
+bool ReservedBySameVm(std::string_view claim_ns, const std::optional<Reservation>& reservation,
+                      std::string_view ns, std::string_view vm, std::string_view vm_uid) {
+  const std::optional<Reservation>& r = reservation;
+  if (!r.has_value() || claim_ns != ns || r->vm != vm) return false;
   return r->vm_uid.empty() || vm_uid.empty() || r->vm_uid == vm_uid;
 }
 

@@ -237,6 +237,10 @@ struct Claim {
 // same name is another VM. False when the claim is not reserved.
 bool ReservedBySameVm(const Claim& claim, std::string_view ns, std::string_view vm,
                       std::string_view vm_uid);
+// The same for a claim of namespace `claim_ns` whose reservation is
+// `reservation` (the allocator keeps claims in another form).
+bool ReservedBySameVm(std::string_view claim_ns, const std::optional<Reservation>& reservation,
+                      std::string_view ns, std::string_view vm, std::string_view vm_uid);
 
 // VM identity of a pod, per docs/design.md §4.5: label `vm.kubevirt.io/name`,
 // else annotation `kubevirt.io/domain`, else the pod's own name. Pure function
