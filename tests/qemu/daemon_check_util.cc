@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "api/json_util.h"
 #include "common/file_util.h"
 #include "driver/sysfs.h"
 
