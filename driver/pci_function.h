@@ -29,7 +29,9 @@ struct PciFunctionInfo {
   std::string driver;           // Bound driver, "" when none.
   std::string driver_override;  // "" when unset ("(null)" in sysfs).
   std::string nvme_controller;  // "nvme0" for an NVMe controller, else "".
-  std::string serial;           // NVMe serial, trimmed; "" otherwise.
+  // NVMe serial, trimmed; for a controller reporting none, its namespace's
+  // "nguid:<32 hex>" or "eui64:<16 hex>" (docs/design.md §4.1); "" otherwise.
+  std::string serial;
   std::string model;            // NVMe model, trimmed; "" otherwise.
 
   bool IsNvme() const { return (class_code >> 8) == 0x0108; }

@@ -129,6 +129,34 @@ TEST(DiscoveryTest, DriverLinkOutsideTheRootIsAProblemNotATrustedName) {
   EXPECT_THAT(r.problems, ElementsAre(HasSubstr("outside")));
 }
 
+// A controller that reports no serial is known by its first namespace's
+// NGUID, else its EUI-64 (as the kernel prints them); with neither, by
+// nothing (its address, in the allocator).
+TEST(DiscoveryTest, ASerialLessControllerIsKnownByItsNamespaceIdentifier) {
+  struct Case {
+    const char* name;
+    std::string serial, nguid, eui;
+    std::string want;
+  } cases[] = {
+      {"serial wins", "S1", "01234567-89ab-cdef-0123-456789abcdef", "", "S1"},
+      {"nguid", "", "01234567-89AB-cdef-0123-456789abcdef", "00 11 22 33 44 55 66 77",
+       "nguid:0123456789abcdef0123456789abcdef"},
+      {"eui", "", "", "00 11 22 33 44 55 66 77", "eui64:0011223344556677"},
+      {"zero eui", "", "", "00 00 00 00 00 00 00 00", ""},
+      {"short nguid, then eui", "", "0123", "00 11 22 33 44 55 66 77", "eui64:0011223344556677"},
+      {"not hex", "", "", "00 11 22 33 44 55 66 zz", ""},
+      {"nothing", "", "", "", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    FakeHost host;
+    host.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme",
+                           .serial = c.serial, .nguid = c.nguid, .eui = c.eui});
+    ASSERT_OK_AND_ASSIGN(PciFunctionInfo i, ReadPciFunction(host.kernel, Addr("0000:00:03.0")));
+    EXPECT_EQ(i.serial, c.want);
+  }
+}
+
 TEST(DiscoveryTest, PciFunctionReadsOverrideAndController) {
   FakeHost host;
   host.kernel.AddDevice({.address = "0000:00:03.0", .group = 3, .driver = "nvme", .serial = "s1"});

@@ -43,6 +43,10 @@ struct FakePciDevice {
   std::string model = "QEMU NVMe Ctrl";
   int namespaces = 1;
   int partitions = 0;
+  // The first namespace's `nguid` and `eui` attributes, written as the
+  // kernel prints them; not written when "" (the kernel hides zero ones).
+  std::string nguid = "";
+  std::string eui = "";
 };
 
 // The kernel boot_id a FakeKernel reports (proc/sys/kernel/random/boot_id).
