@@ -54,6 +54,14 @@ NodeMetrics::NodeMetrics(MetricsRegistry* r)
           "pdc_node_handoff_confirmations_total",
           "Hand-off confirmations sent to pdc-extender, by outcome (failed ones are retried).",
           {"outcome"})),
+      handoffs_recovered(r->AddCounterFamily(
+          "pdc_node_handoffs_recovered_total",
+          "Hand-offs answered before a pdc-node restart and confirmed after it, by where they "
+          "were found (journal, pod_resources).",
+          {"source"})),
+      handoff_journal_errors(r->AddCounter(
+          "pdc_node_handoff_journal_errors_total",
+          "Hand-off journal writes and removals that failed.")),
       plugin_registrations(r->AddCounter("pdc_node_device_plugin_registrations_total",
                                          "Successful device plugin registrations with kubelet.")) {
   r->AddCallbackFamily("pdc_node_devices", "Managed devices on this node by current driver.",

@@ -49,6 +49,12 @@ class NodeMetrics {
   CounterFamily* handoffs;
   // pdc_node_handoff_confirmations_total{outcome="confirmed|gone|failed"}
   CounterFamily* handoff_confirmations;
+  // pdc_node_handoffs_recovered_total{source="journal|pod_resources"}:
+  // hand-offs answered before a restart and confirmed again after it.
+  CounterFamily* handoffs_recovered;
+  // pdc_node_handoff_journal_errors_total: hand-off journal writes and
+  // removals that failed (a restart may then not confirm that hand-off).
+  Counter* handoff_journal_errors;
   Counter* plugin_registrations;  // pdc_node_device_plugin_registrations_total
 
   // pdc_node_devices{driver}: managed devices by current driver, from the

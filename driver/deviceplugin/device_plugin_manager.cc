@@ -34,8 +34,10 @@ DevicePluginManager::DevicePluginManager(Sysfs* sys, ExtenderApi* api, const Clo
   }
   std::set<std::string> resources;
   for (const auto& [name, p] : plugins_) resources.insert(name);
+  RecoveryOptions recovery = options_.recovery;
+  recovery.metrics = options_.metrics;
   recovery_ = std::make_unique<HandoffRecovery>(api, &book_, &confirmer_, std::move(resources),
-                                                options_.recovery);
+                                                std::move(recovery));
 }
 
 DevicePluginManager::~DevicePluginManager() { Stop(); }
@@ -53,6 +55,9 @@ absl::Status DevicePluginManager::Start() {
   if (options_.confirmer.journal != nullptr) {
     for (const HandoffRecord& r : options_.confirmer.journal->Entries()) {
       book_.MarkHandedOff(r.resource_name, r.pod_uid);
+      if (options_.metrics != nullptr) {
+        options_.metrics->handoffs_recovered->WithLabels({"journal"})->Increment();
+      }
     }
   }
   confirmer_.Start();

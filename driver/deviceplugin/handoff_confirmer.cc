@@ -51,6 +51,7 @@ absl::Status HandoffConfirmer::Enqueue(HandoffRecord record) {
   std::sort(record.devices.begin(), record.devices.end());
   absl::Status journaled;
   if (options_.journal != nullptr) journaled = options_.journal->Put(record);
+  if (!journaled.ok() && metrics_ != nullptr) metrics_->handoff_journal_errors->Increment();
   absl::MutexLock lock(&mu_);
   jobs_.push_back(Job{std::move(record), absl::InfinitePast(), absl::ZeroDuration()});
   ++wakeups_;
@@ -60,6 +61,7 @@ absl::Status HandoffConfirmer::Enqueue(HandoffRecord record) {
 void HandoffConfirmer::Forget(const HandoffRecord& r) {
   if (options_.journal == nullptr) return;
   if (absl::Status s = options_.journal->Remove(r.resource_name, r.pod_uid); !s.ok()) {
+    if (metrics_ != nullptr) metrics_->handoff_journal_errors->Increment();
     // Harmless: confirming again at start is answered the same or NotFound.
     spdlog::warn("hand-off of {} to pod uid {} stays in the journal: {}", r.resource_name,
                  r.pod_uid, s.ToString());

@@ -90,6 +90,9 @@ absl::StatusOr<int> HandoffRecovery::RunOnce() {
     absl::Status s = confirmer_->Enqueue(
         HandoffRecord{p.resource_name, p.pod_uid, p.ns, p.pod_name, std::move(p.devices)});
     if (!s.ok()) spdlog::warn("recovered hand-off not journaled: {}", s.ToString());
+    if (options_.metrics != nullptr) {
+      options_.metrics->handoffs_recovered->WithLabels({"pod_resources"})->Increment();
+    }
     ++confirmed;
   }
   return confirmed;

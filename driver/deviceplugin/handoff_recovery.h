@@ -26,6 +26,7 @@
 #include "driver/deviceplugin/handoff_confirmer.h"
 #include "driver/deviceplugin/pod_resources_client.h"
 #include "driver/node_extender_api.h"
+#include "driver/node_metrics.h"
 
 namespace pdc::driver::deviceplugin {
 
@@ -37,6 +38,7 @@ struct RecoveryOptions {
   absl::Duration list_timeout = absl::Seconds(5);
   absl::Duration backoff_initial = absl::Seconds(1);
   absl::Duration backoff_max = absl::Seconds(30);
+  NodeMetrics* metrics = nullptr;  // Optional; must outlive the recovery.
 };
 
 // The pending pods that kubelet shows holding exactly their claimed devices

@@ -10,9 +10,11 @@
 
 #include "absl/strings/match.h"
 #include "common/file_util.h"
+#include "common/metrics.h"
 #include "driver/deviceplugin/device_plugin_manager.h"
 #include "driver/deviceplugin/handoff_journal.h"
 #include "driver/deviceplugin/handoff_recovery.h"
+#include "driver/node_metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/driver/fake_handoff_extender.h"
@@ -66,8 +68,10 @@ class HandoffRecoveryTest : public ::testing::Test {
   }
 
   std::unique_ptr<DevicePluginManager> NewManager(HandoffJournal* journal, GatedExtender* api,
-                                                  const std::string& socket) {
+                                                  const std::string& socket,
+                                                  NodeMetrics* metrics = nullptr) {
     DevicePluginManagerOptions o;
+    o.metrics = metrics;
     o.node = "node-a";
     o.plugin_dir = plugin_dir_.Join("absent");  // No kubelet to register with.
     o.classes = {NvmeClass()};
@@ -128,10 +132,12 @@ class HandoffRecoveryTest : public ::testing::Test {
 
     // Second life.
     CapturedLog log;
+    MetricsRegistry registry;
+    NodeMetrics metrics(&registry);
     {
       ASSERT_OK_AND_ASSIGN(HandoffJournal::Opened j, HandoffJournal::Open(path));
       EXPECT_EQ(j.corrupt.size(), c.corrupt_line ? 1u : 0u);
-      auto manager = NewManager(j.journal.get(), &extender, socket);
+      auto manager = NewManager(j.journal.get(), &extender, socket, &metrics);
       ASSERT_OK(manager->Start());
       ASSERT_TRUE(manager->recovery().WaitUntilDone(absl::Seconds(20)));
       ASSERT_TRUE(manager->confirmer().WaitUntilIdle(absl::Seconds(20)));
@@ -144,6 +150,16 @@ class HandoffRecoveryTest : public ::testing::Test {
     } else {
       EXPECT_THAT(extender.confirmations(), IsEmpty());
     }
+    // Where the hand-off was found again, counted.
+    const std::string rendered = registry.Render();
+    EXPECT_EQ(absl::StrContains(rendered,
+                                "pdc_node_handoffs_recovered_total{source=\"journal\"} 1\n"),
+              c.keep_journal)
+        << rendered;
+    EXPECT_EQ(absl::StrContains(rendered,
+                                "pdc_node_handoffs_recovered_total{source=\"pod_resources\"} 1\n"),
+              !c.keep_journal && c.want_confirmed)
+        << rendered;
     // Nothing is left to confirm again at the next start, whatever happened:
     // confirmed, gone upstream, or never journaled.
     ASSERT_OK_AND_ASSIGN(HandoffJournal::Opened after, HandoffJournal::Open(path));
