@@ -53,7 +53,7 @@ constexpr char kNvme[] = "devices.kubevirt.io/nvme";
 struct Env {
   std::unique_ptr<testing::EtcdProcess> etcd;
   std::unique_ptr<testing::KubeApiServerDouble> api;
-  std::unique_ptr<KubeApi> kube;
+  std::unique_ptr<kube::KubeApi> kube;
   std::unique_ptr<HttpClient> client;
   std::string error;
 };
@@ -79,10 +79,10 @@ Env* TheEnv(int members = 1) {
       return e;
     }
     e->api = *std::move(api);
-    KubeClientConfig kc;
+    kube::KubeClientConfig kc;
     kc.server = e->api->url();
     kc.token = "bench";
-    e->kube = std::move(KubeApi::Connect(kc)).value();
+    e->kube = std::move(kube::KubeApi::Connect(kc)).value();
     HttpClientOptions o;
     o.base_url = e->api->url();
     o.timeout = absl::Seconds(30);

@@ -23,7 +23,7 @@ constexpr absl::Duration kReadDeadline = absl::Seconds(10);
 
 }  // namespace
 
-ClaimController::ClaimController(Allocator* allocator, KubeApiStore* store, KubeClient* kube,
+ClaimController::ClaimController(Allocator* allocator, KubeApiStore* store, kube::KubeClient* kube,
                                  Options options)
     : allocator_(allocator), store_(store), kube_(kube), options_(options) {}
 

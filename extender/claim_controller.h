@@ -38,19 +38,19 @@
 #include "allocator/allocator.h"
 #include "common/clock.h"
 #include "api/claim_object.h"
-#include "extender/event_recorder.h"
+#include "kube/event_recorder.h"
 #include "extender/kube_api_store.h"
-#include "extender/kube_client.h"
-#include "extender/kube_reflector.h"
+#include "kube/kube_client.h"
+#include "kube/kube_reflector.h"
 #include "extender/pod_directory.h"
 
 namespace pdc::extender {
 
-class ClaimController final : public ReflectorSink {
+class ClaimController final : public kube::ReflectorSink {
  public:
   struct Options {
     absl::Duration retry = absl::Seconds(5);
-    EventRecorder* events = nullptr;  // Null: no Events.
+    kube::EventRecorder* events = nullptr;  // Null: no Events.
     const Clock* clock = RealClock();
     // The watch of the scheduler's pods, asked before the apiserver whether
     // a reserving pod still runs; may be null.
@@ -58,7 +58,7 @@ class ClaimController final : public ReflectorSink {
   };
 
   // `allocator`, `store` and `kube` must outlive the controller.
-  ClaimController(Allocator* allocator, KubeApiStore* store, KubeClient* kube, Options options);
+  ClaimController(Allocator* allocator, KubeApiStore* store, kube::KubeClient* kube, Options options);
   ~ClaimController() override;  // Stop().
 
   void Replace(const std::vector<const api::json::Value*>& items) override;
@@ -99,7 +99,7 @@ class ClaimController final : public ReflectorSink {
 
   Allocator* const allocator_;
   KubeApiStore* const store_;
-  KubeClient* const kube_;
+  kube::KubeClient* const kube_;
   const Options options_;
 
   mutable absl::Mutex mu_;

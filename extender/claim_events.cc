@@ -23,37 +23,37 @@ std::string Devices(const ClaimStatus& status) {
 
 }  // namespace
 
-ObjectRef ClaimRef(const ClaimKey& key, std::string_view uid) {
-  return ObjectRef{std::string(api::kClaimGroupVersion), std::string(api::kClaimKind), key.ns,
+kube::ObjectRef ClaimRef(const ClaimKey& key, std::string_view uid) {
+  return kube::ObjectRef{std::string(api::kClaimGroupVersion), std::string(api::kClaimKind), key.ns,
                    key.name, std::string(uid)};
 }
 
-void RecordStatusChange(EventRecorder* events, const Claim& claim, std::string_view uid,
+void RecordStatusChange(kube::EventRecorder* events, const Claim& claim, std::string_view uid,
                         std::optional<ClaimPhase> before) {
   if (events == nullptr || before == claim.status.phase) return;
-  const ObjectRef ref = ClaimRef(claim.key, uid);
+  const kube::ObjectRef ref = ClaimRef(claim.key, uid);
   switch (claim.status.phase) {
     case ClaimPhase::kBound:
       if (before == ClaimPhase::kLost) {
-        events->Record(ref, EventType::kNormal, "ClaimRecovered",
+        events->Record(ref, kube::EventType::kNormal, "ClaimRecovered",
                        absl::StrCat("its devices are back on node ", claim.status.node, ": ",
                                     Devices(claim.status)));
       } else {
-        events->Record(ref, EventType::kNormal, "ClaimBound",
+        events->Record(ref, kube::EventType::kNormal, "ClaimBound",
                        absl::StrCat("bound to node ", claim.status.node, ": ",
                                     Devices(claim.status),
                                     "; it keeps them until it is deleted"));
       }
       break;
     case ClaimPhase::kLost:
-      events->Record(ref, EventType::kWarning, "ClaimLost", claim.status.lost_reason);
+      events->Record(ref, kube::EventType::kWarning, "ClaimLost", claim.status.lost_reason);
       break;
     case ClaimPhase::kPending:
       break;
   }
 }
 
-void RecordReleased(EventRecorder* events, const Claim& claim, std::string_view uid) {
+void RecordReleased(kube::EventRecorder* events, const Claim& claim, std::string_view uid) {
   if (events == nullptr) return;
   std::string what;
   if (claim.status.devices.empty()) {
@@ -68,30 +68,30 @@ void RecordReleased(EventRecorder* events, const Claim& claim, std::string_view 
                         " keep their data and stay Released: only a claim that pins them, or "
                         "an administrator's release, gives them out again");
   }
-  events->Record(ClaimRef(claim.key, uid), EventType::kNormal, "ClaimReleased",
+  events->Record(ClaimRef(claim.key, uid), kube::EventType::kNormal, "ClaimReleased",
                  absl::StrCat("claim deleted; ", what));
 }
 
-void RecordDeviceMoved(EventRecorder* events, const DeviceMove& move, std::string_view uid) {
+void RecordDeviceMoved(kube::EventRecorder* events, const DeviceMove& move, std::string_view uid) {
   if (events == nullptr) return;
-  events->Record(ClaimRef(move.claim, uid), EventType::kNormal, "DeviceMoved",
+  events->Record(ClaimRef(move.claim, uid), kube::EventType::kNormal, "DeviceMoved",
                  absl::StrCat(move.released ? "Released device" : "device", " with serial ",
                               move.serial, " on node ", move.node, " is now at ",
                               move.to.ToString(), " (was ", move.from.ToString(),
                               "): the PCI bus was renumbered; the claim keeps the device"));
 }
 
-void RecordHandoffCancelled(EventRecorder* events, const PendingHandoff& handoff,
+void RecordHandoffCancelled(kube::EventRecorder* events, const PendingHandoff& handoff,
                             const ClaimKey& claim, std::string_view uid, std::string_view why) {
   if (events == nullptr) return;
-  events->Record(ClaimRef(claim, uid), EventType::kWarning, "HandoffCancelled",
+  events->Record(ClaimRef(claim, uid), kube::EventType::kWarning, "HandoffCancelled",
                  absl::StrCat("pod ", handoff.ns, "/", handoff.pod.pod_name, " (uid ",
                               handoff.pod.pod_uid, ") never received the devices from node ",
                               handoff.node, " and is gone (", Sv(why),
                               "): the claim is no longer reserved for it and keeps its devices"));
 }
 
-void RecordConflict(EventRecorder* events, const ClaimConflict& conflict,
+void RecordConflict(kube::EventRecorder* events, const ClaimConflict& conflict,
                     const std::vector<std::string>& uids) {
   if (events == nullptr) return;
   std::vector<std::string> names;
@@ -102,12 +102,12 @@ void RecordConflict(EventRecorder* events, const ClaimConflict& conflict,
       "; pdc uses it for none of them and holds it Released until an administrator deletes "
       "the wrong claims and releases the device");
   for (size_t i = 0; i < conflict.claims.size() && i < uids.size(); ++i) {
-    events->Record(ClaimRef(conflict.claims[i], uids[i]), EventType::kWarning, "DeviceConflict",
+    events->Record(ClaimRef(conflict.claims[i], uids[i]), kube::EventType::kWarning, "DeviceConflict",
                    message);
   }
 }
 
-void RecordPodBound(EventRecorder* events, std::string_view ns, std::string_view pod,
+void RecordPodBound(kube::EventRecorder* events, std::string_view ns, std::string_view pod,
                     std::string_view pod_uid, const BindOutcome& outcome) {
   if (events == nullptr || outcome.claims.empty()) return;
   std::vector<std::string> parts;
@@ -116,8 +116,8 @@ void RecordPodBound(EventRecorder* events, std::string_view ns, std::string_view
     for (PciAddress a : c.devices) devs.push_back(a.ToString());
     parts.push_back(absl::StrCat(c.key.name, " (", absl::StrJoin(devs, ", "), ")"));
   }
-  events->Record(ObjectRef{"v1", "Pod", std::string(ns), std::string(pod), std::string(pod_uid)},
-                 EventType::kNormal, "DevicesBound",
+  events->Record(kube::ObjectRef{"v1", "Pod", std::string(ns), std::string(pod), std::string(pod_uid)},
+                 kube::EventType::kNormal, "DevicesBound",
                  absl::StrCat("claims ", absl::StrJoin(parts, ", "), " on node ", outcome.node));
 }
 

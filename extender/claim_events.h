@@ -13,36 +13,36 @@
 #include <string_view>
 
 #include "allocator/allocator.h"
-#include "extender/event_recorder.h"
+#include "kube/event_recorder.h"
 #include "extender/kube_api_store.h"
 #include "model/types.h"
 
 namespace pdc::extender {
 
 // The PersistentDeviceClaim object `key` with `uid`.
-ObjectRef ClaimRef(const ClaimKey& key, std::string_view uid);
+kube::ObjectRef ClaimRef(const ClaimKey& key, std::string_view uid);
 
 // The status of `claim` (object `uid`) was recorded; its phase was
 // `before` (nullopt: unknown). Phase changes become events.
-void RecordStatusChange(EventRecorder* events, const Claim& claim, std::string_view uid,
+void RecordStatusChange(kube::EventRecorder* events, const Claim& claim, std::string_view uid,
                         std::optional<ClaimPhase> before);
 // The claim was deleted and its devices go by its reclaim policy.
-void RecordReleased(EventRecorder* events, const Claim& claim, std::string_view uid);
+void RecordReleased(kube::EventRecorder* events, const Claim& claim, std::string_view uid);
 // `conflict`'s device is in the status of each of its claims (object UIDs
 // by the same index in `uids`).
-void RecordConflict(EventRecorder* events, const ClaimConflict& conflict,
+void RecordConflict(kube::EventRecorder* events, const ClaimConflict& conflict,
                     const std::vector<std::string>& uids);
 // A device of claim `move.claim` (object `uid`), or a Released mark, was
 // found at a new PCI address by its serial (the node's bus was renumbered).
-void RecordDeviceMoved(EventRecorder* events, const DeviceMove& move, std::string_view uid);
+void RecordDeviceMoved(kube::EventRecorder* events, const DeviceMove& move, std::string_view uid);
 // The pending hand-off of `handoff`'s pod was cancelled (`why`: the pod
 // ended or is gone before its node's device plugin gave it the devices):
 // claim `claim` (object `uid`) is no longer reserved for it and keeps its
 // devices.
-void RecordHandoffCancelled(EventRecorder* events, const PendingHandoff& handoff,
+void RecordHandoffCancelled(kube::EventRecorder* events, const PendingHandoff& handoff,
                             const ClaimKey& claim, std::string_view uid, std::string_view why);
 // A bind gave pod `ns`/`pod` (`pod_uid`) its claims' devices.
-void RecordPodBound(EventRecorder* events, std::string_view ns, std::string_view pod,
+void RecordPodBound(kube::EventRecorder* events, std::string_view ns, std::string_view pod,
                     std::string_view pod_uid, const BindOutcome& outcome);
 
 }  // namespace pdc::extender

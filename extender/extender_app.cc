@@ -14,7 +14,7 @@
 #include "allocator/memory_store.h"
 #include "common/file_util.h"
 #include "extender/claim_events.h"
-#include "extender/kube_http_client.h"
+#include "kube/kube_http_client.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
@@ -57,7 +57,7 @@ std::string InstanceName() {
   return "pdc-extender";
 }
 
-absl::StatusOr<KubeClientConfig> ClientConfig(const KubernetesConfig& k) {
+absl::StatusOr<kube::KubeClientConfig> ClientConfig(const KubernetesConfig& k) {
   return k.mode == KubernetesMode::kInCluster ? InClusterConfig() : KubeconfigFile(k.kubeconfig);
 }
 
@@ -109,22 +109,22 @@ absl::StatusOr<std::unique_ptr<ExtenderApp>> ExtenderApp::Start(const PdcConfig&
 absl::Status ExtenderApp::StartStandby() {
   const ExtenderConfig& ec = config_.extender;
   const LeaderElectionConfig& le = ec.leader_election;
-  absl::StatusOr<KubeClientConfig> kc = ClientConfig(ec.kubernetes);
+  absl::StatusOr<kube::KubeClientConfig> kc = ClientConfig(ec.kubernetes);
   if (!kc.ok()) return kc.status();
-  absl::StatusOr<std::unique_ptr<KubeApi>> api = KubeApi::Connect(*kc);
+  absl::StatusOr<std::unique_ptr<kube::KubeApi>> api = kube::KubeApi::Connect(*kc);
   if (!api.ok()) return api.status();
   lease_api_ = *std::move(api);
-  LeaderElectorOptions eo;
+  kube::LeaderElectorOptions eo;
   eo.ns = OwnNamespace(ec.kubernetes.ns);
   eo.name = le.lease_name;
-  eo.identity = LeaderIdentity(le.identity.empty() ? InstanceName() : le.identity);
+  eo.identity = kube::LeaderIdentity(le.identity.empty() ? InstanceName() : le.identity);
   eo.lease_duration = le.lease_duration;
   eo.renew_deadline = le.renew_deadline;
   eo.retry_period = le.retry_period;
   eo.clock = options_.clock;
   eo.on_started_leading = [this] { promote_.Notify(); };
   eo.on_lost = [this] { lost_.Notify(); };
-  elector_ = std::make_unique<LeaderElector>(lease_api_.get(), std::move(eo));
+  elector_ = std::make_unique<kube::LeaderElector>(lease_api_.get(), std::move(eo));
   if (!le.service.empty()) {
     const char* ip = std::getenv("POD_IP");
     if (ip == nullptr || *ip == '\0') {
@@ -221,9 +221,9 @@ absl::Status ExtenderApp::Init() {
   absl::StatusOr<std::string> token = ReadToken(ec.token_file);
   if (!token.ok()) return token.status();
 
-  std::optional<KubeClientConfig> kc;
+  std::optional<kube::KubeClientConfig> kc;
   if (ec.kubernetes.mode != KubernetesMode::kNone) {
-    absl::StatusOr<KubeClientConfig> c = ClientConfig(ec.kubernetes);
+    absl::StatusOr<kube::KubeClientConfig> c = ClientConfig(ec.kubernetes);
     if (!c.ok()) return c.status();
     kc = *std::move(c);
     // A VM deleted (also while pdc-extender was down, found once synced
@@ -232,7 +232,7 @@ absl::Status ExtenderApp::Init() {
     vms_ = std::make_unique<VmDirectory>([this](std::string ns, std::string uid) {
       (void)ReleaseGoneVm(*allocator_, ns, uid);  // Logs what it did.
     });
-    absl::StatusOr<std::unique_ptr<KubeApi>> api = KubeApi::Connect(*kc);
+    absl::StatusOr<std::unique_ptr<kube::KubeApi>> api = kube::KubeApi::Connect(*kc);
     if (!api.ok()) return api.status();
     kube_api_ = *std::move(api);
   }
@@ -308,22 +308,22 @@ absl::Status ExtenderApp::Init() {
   metrics_ = std::make_unique<ExtenderMetrics>(&registry_, allocator_.get(), clock,
                                                options_.version);
   if (kube_api_ != nullptr) {
-    EventRecorderOptions eo;
+    kube::EventRecorderOptions eo;
     eo.metrics = metrics_->events();
-    events_ = std::make_unique<EventRecorder>(kube_api_.get(), "pdc-extender", InstanceName(),
+    events_ = std::make_unique<kube::EventRecorder>(kube_api_.get(), "pdc-extender", InstanceName(),
                                               clock, eo);
   }
   pods_ = std::make_unique<PodCache>(clock, 10000, absl::Minutes(10));
 
   if (kc.has_value()) {
-    absl::StatusOr<std::unique_ptr<KubeClient>> c = NewHttpKubeClient(*kc);
+    absl::StatusOr<std::unique_ptr<kube::KubeClient>> c = NewHttpKubeClient(*kc);
     if (!c.ok()) return c.status();
     kube_ = *std::move(c);
     spdlog::info("Kubernetes API: {}", kc->server);
     // Which VM a pod belongs to comes from the owner chain (UIDs), read
     // from these two watches; with store: kubernetes, the claims from a
     // third.
-    endpoint_ = std::make_unique<KubeEndpoint>(*kc);
+    endpoint_ = std::make_unique<kube::KubeEndpoint>(*kc);
     // A pod of the scheduler that ended or was deleted: its pending
     // hand-off and the deletion of its claims are looked at now. Both are
     // made before the watch starts.
@@ -345,7 +345,7 @@ absl::Status ExtenderApp::Init() {
     struct Watch {
       std::string_view path;
       std::string selector;
-      ReflectorSink* sink;
+      kube::ReflectorSink* sink;
     };
     std::vector<Watch> watches = {
         {kVmiPath, "", vms_->vmi_sink()},
@@ -366,10 +366,10 @@ absl::Status ExtenderApp::Init() {
                    ToString(ec.store));
     }
     for (Watch& w : watches) {
-      ReflectorOptions o;
+      kube::ReflectorOptions o;
       o.path = std::string(w.path);
       o.selector = std::move(w.selector);
-      reflectors_.push_back(std::make_unique<Reflector>(endpoint_.get(), o, w.sink));
+      reflectors_.push_back(std::make_unique<kube::Reflector>(endpoint_.get(), o, w.sink));
     }
     for (auto& r : reflectors_) r->Start();
     ctx_.vms = vms_.get();
@@ -411,7 +411,7 @@ absl::Status ExtenderApp::Init() {
     ao.token_dir = na.token_dir;
     if (!na.service_account.empty()) {
       // Validate refuses serviceAccount without a Kubernetes API.
-      reviewer_ = std::make_unique<HttpTokenReviewer>(kube_api_.get());
+      reviewer_ = std::make_unique<kube::HttpTokenReviewer>(kube_api_.get());
     }
     node_auth_ = std::make_unique<NodeAuthenticator>(ao, reviewer_.get(), &notifier_, clock);
     registry_.AddCallbackFamily(

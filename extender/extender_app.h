@@ -31,7 +31,7 @@
 #include "extender/admission_webhook.h"
 #include "extender/checkpointer.h"
 #include "extender/claim_controller.h"
-#include "extender/event_recorder.h"
+#include "kube/event_recorder.h"
 #include "extender/kube_api_store.h"
 #include "extender/extender_context.h"
 #include "extender/extender_metrics.h"
@@ -39,13 +39,13 @@
 #include "extender/router_server.h"
 #include "extender/bind_queue.h"
 #include "extender/binder.h"
-#include "extender/kube_client.h"
-#include "extender/kube_http_client.h"
-#include "extender/kube_reflector.h"
-#include "extender/leader_elector.h"
-#include "extender/leader_endpoint.h"
+#include "kube/kube_client.h"
+#include "kube/kube_http_client.h"
+#include "kube/kube_reflector.h"
+#include "kube/leader_elector.h"
+#include "kube/leader_endpoint.h"
 #include "extender/node_auth.h"
-#include "extender/token_reviewer.h"
+#include "kube/token_reviewer.h"
 #include "extender/vm_directory.h"
 #include "common/notifier.h"
 #include "extender/pod_cache.h"
@@ -84,7 +84,7 @@ class ExtenderApp {
   // exits (non-zero) so that it starts afresh as a follower.
   bool LeadershipLost() const { return lost_.HasBeenNotified(); }
   // The elector, or null without leader election.
-  const LeaderElector* leadership() const { return elector_.get(); }
+  const kube::LeaderElector* leadership() const { return elector_.get(); }
 
  private:
   ExtenderApp(const PdcConfig& config, Options options);
@@ -106,19 +106,19 @@ class ExtenderApp {
   std::unique_ptr<ExtenderMetrics> metrics_;
   Notifier notifier_;
   std::unique_ptr<PodCache> pods_;
-  std::unique_ptr<KubeClient> kube_;
+  std::unique_ptr<kube::KubeClient> kube_;
   // Kubernetes mode: the watches of VirtualMachines and their instances.
-  std::unique_ptr<KubeEndpoint> endpoint_;
+  std::unique_ptr<kube::KubeEndpoint> endpoint_;
   std::unique_ptr<VmDirectory> vms_;
   // ... and of the pods of pdc's scheduler.
   std::unique_ptr<PodDirectory> pod_watch_;
   // store: kubernetes: the API calls of the store, and the controller that
   // follows the claim objects.
-  std::unique_ptr<KubeApi> kube_api_;
+  std::unique_ptr<kube::KubeApi> kube_api_;
   KubeApiStore* api_store_ = nullptr;  // base_store_, when it is one.
   std::unique_ptr<ClaimController> claims_;
-  std::unique_ptr<EventRecorder> events_;
-  std::vector<std::unique_ptr<Reflector>> reflectors_;
+  std::unique_ptr<kube::EventRecorder> events_;
+  std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
   std::thread ready_waiter_;  // Sets the Router ready once they synced.
   absl::Notification stopping_;
   ExtenderContext ctx_;
@@ -127,7 +127,7 @@ class ExtenderApp {
   std::unique_ptr<BindQueue> binds_;
   // extender.nodeAuth: node identities (made before, so destroyed after,
   // the router and the server that use them).
-  std::unique_ptr<TokenReviewer> reviewer_;
+  std::unique_ptr<kube::TokenReviewer> reviewer_;
   std::unique_ptr<NodeAuthenticator> node_auth_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> server_;
@@ -137,15 +137,15 @@ class ExtenderApp {
   std::unique_ptr<HandoffSweeper> sweeper_;
   std::unique_ptr<Checkpointer> checkpointer_;
   // extender.leaderElection.
-  std::unique_ptr<KubeApi> lease_api_;
-  std::unique_ptr<LeaderElector> elector_;
+  std::unique_ptr<kube::KubeApi> lease_api_;
+  std::unique_ptr<kube::LeaderElector> elector_;
   std::unique_ptr<HttpServer> standby_server_;
   std::thread promoter_;
   absl::Notification promote_;
   absl::Notification lost_;
   uint16_t standby_port_ = 0;  // Init() listens on this port once promoted.
   absl::Notification router_ready_;
-  LeaderEndpoint endpoint_slice_;  // service "" = not published.
+  kube::LeaderEndpoint endpoint_slice_;  // service "" = not published.
   bool endpoint_published_ = false;  // Promoter thread; read after its join.
   std::atomic<double> promotion_seconds_{0};
   std::string address_;

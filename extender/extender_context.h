@@ -16,13 +16,13 @@
 #include "common/metrics.h"
 #include "common/notifier.h"
 #include "extender/extender_metrics.h"
-#include "extender/kube_client.h"
+#include "kube/kube_client.h"
 #include "extender/pod_cache.h"
 
 namespace pdc::extender {
 
 class BindQueue;    // bind_queue.h
-class EventRecorder;  // event_recorder.h
+class kube::EventRecorder;  // event_recorder.h
 class VmDirectory;  // vm_directory.h
 
 struct ExtenderContext {
@@ -33,7 +33,7 @@ struct ExtenderContext {
   // node; handlers never bump it themselves.
   Notifier* notifier = nullptr;
   api::ManagedResources managed;   // Resource names of the device classes.
-  KubeClient* kube = nullptr;      // Null: standalone (no Kubernetes API).
+  kube::KubeClient* kube = nullptr;      // Null: standalone (no Kubernetes API).
   // Runs binds off the HTTP threads (with a Kubernetes API). Null: binds run
   // on the HTTP thread that received them (standalone: no apiserver call).
   BindQueue* binds = nullptr;
@@ -41,7 +41,7 @@ struct ExtenderContext {
   // from its labels (standalone).
   const VmDirectory* vms = nullptr;
   ExtenderMetrics* metrics = nullptr;  // Null: no metrics.
-  EventRecorder* events = nullptr;     // Null: no Kubernetes Events.
+  kube::EventRecorder* events = nullptr;     // Null: no Kubernetes Events.
   const MetricsRegistry* registry = nullptr;  // Null: /metrics is 404.
 };
 

@@ -9,7 +9,7 @@
 
 namespace pdc::extender {
 
-HandoffSweeper::HandoffSweeper(Options options, Allocator* allocator, KubeClient* kube,
+HandoffSweeper::HandoffSweeper(Options options, Allocator* allocator, kube::KubeClient* kube,
                                const Clock* clock)
     : options_(options),
       allocator_(allocator),

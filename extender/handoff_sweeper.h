@@ -36,7 +36,7 @@
 #include "allocator/allocator.h"
 #include "common/clock.h"
 #include "common/notifier.h"
-#include "extender/kube_client.h"
+#include "kube/kube_client.h"
 #include "extender/pod_directory.h"
 
 namespace pdc::extender {
@@ -56,7 +56,7 @@ class HandoffSweeper {
         on_cancelled;
   };
   // All pointers must outlive the sweeper.
-  HandoffSweeper(Options options, Allocator* allocator, KubeClient* kube, const Clock* clock);
+  HandoffSweeper(Options options, Allocator* allocator, kube::KubeClient* kube, const Clock* clock);
   ~HandoffSweeper();  // Stops the thread.
 
   // One pass; returns how many pending hand-offs were cancelled.
@@ -76,7 +76,7 @@ class HandoffSweeper {
 
   const Options options_;
   Allocator* const allocator_;
-  KubeClient* const kube_;
+  kube::KubeClient* const kube_;
   const Clock* const clock_;
 
   absl::Mutex mu_;

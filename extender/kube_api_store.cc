@@ -13,7 +13,7 @@
 #include "common/backoff.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/kube_reflector.h"
+#include "kube/kube_reflector.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
@@ -90,7 +90,7 @@ std::string HoldsConfigMapName(std::string_view node) {
   return absl::StrFormat("%s%016x", Sv(kHoldsPrefix), h);
 }
 
-KubeApiStore::KubeApiStore(KubeApi* api, Options options)
+KubeApiStore::KubeApiStore(kube::KubeApi* api, Options options)
     : api_(api), options_(std::move(options)) {}
 
 absl::StatusOr<HttpResponse> KubeApiStore::Call(std::string_view method, const std::string& path,
@@ -115,7 +115,7 @@ absl::StatusOr<HttpResponse> KubeApiStore::Call(std::string_view method, const s
     absl::Status s;
     if (r.ok()) {
       if (r->status != 429 && r->status < 500) return r;
-      s = FromApiserver(r->status, r->body, what);
+      s = kube::FromApiserver(r->status, r->body, what);
     } else {
       s = r.status();
     }
@@ -131,7 +131,7 @@ absl::StatusOr<HttpResponse> KubeApiStore::Call(std::string_view method, const s
 
 absl::Status KubeApiStore::ListClaims(std::vector<api::ClaimObject>* out) {
   const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
-  CollectionList list;
+  kube::CollectionList list;
   RETURN_IF_ERROR(ListCollection(
       [&](const std::string& target) {
         return Call("GET", target, "", "", "list claims", deadline);
@@ -162,12 +162,12 @@ absl::Status KubeApiStore::ListClaims(std::vector<api::ClaimObject>* out) {
 
 absl::Status KubeApiStore::ListHolds(absl::flat_hash_map<std::string, Holds>* out) {
   const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
-  CollectionList list;
+  kube::CollectionList list;
   RETURN_IF_ERROR(ListCollection(
       [&](const std::string& target) {
         return Call("GET", target, "", "", "list device holds", deadline);
       },
-      Listed(ConfigMapsPath(options_.holds_namespace)), "", options_.list_page, &list));
+      kube::Listed(ConfigMapsPath(options_.holds_namespace)), "", options_.list_page, &list));
   for (const json::Value* item : list.items) {
     const json::Value* meta = json::Find(*item, "metadata");
     const json::Value* name = meta != nullptr && meta->IsObject() ? json::Find(*meta, "name")
@@ -489,7 +489,7 @@ absl::Status KubeApiStore::StartReclaim(const ClaimKey& key, const ObjectState& 
       reclaiming_[key] = Reclaim{cur.uid, cur.node, std::move(devices)};
       break;
     }
-    if (r.status != 409) return FromApiserver(r.status, r.body, what);
+    if (r.status != 409) return kube::FromApiserver(r.status, r.body, what);
     absl::StatusOr<ObjectState> fresh = Reread(key, deadline);
     if (absl::IsNotFound(fresh.status())) return absl::OkStatus();
     if (!fresh.ok()) return fresh.status();
@@ -634,7 +634,7 @@ absl::Status KubeApiStore::WriteClaim(const Claim& claim, std::string_view confl
       Forget(claim.key, st->uid);
       return absl::OkStatus();
     }
-    if (r.status != 409) return FromApiserver(r.status, r.body, what);
+    if (r.status != 409) return kube::FromApiserver(r.status, r.body, what);
     // A stale resourceVersion (someone edited the object): read it again.
     absl::StatusOr<ObjectState> fresh = Reread(claim.key, deadline);
     if (absl::IsNotFound(fresh.status())) return absl::OkStatus();
@@ -670,7 +670,7 @@ absl::Status KubeApiStore::CreateClaimObject(const Claim& claim) {
     // Created by a try whose answer was lost, or by someone else.
     ASSIGN_OR_RETURN(HttpResponse got, Call("GET", api::ClaimObjectPath(claim.key), "", "",
                                             what, deadline));
-    if (got.status != 200) return FromApiserver(got.status, got.body, what);
+    if (got.status != 200) return kube::FromApiserver(got.status, got.body, what);
     rapidjson::Document doc;
     RETURN_IF_ERROR(json::ParseObject(got.body, &doc));
     ASSIGN_OR_RETURN(api::ClaimObject existing, api::ReadClaimObject(doc));
@@ -685,7 +685,7 @@ absl::Status KubeApiStore::CreateClaimObject(const Claim& claim) {
     Remember(claim.key, std::move(st));
     return absl::OkStatus();
   }
-  if (r.status != 201 && r.status != 200) return FromApiserver(r.status, r.body, what);
+  if (r.status != 201 && r.status != 200) return kube::FromApiserver(r.status, r.body, what);
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
   ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
@@ -718,7 +718,7 @@ absl::Status KubeApiStore::DropClaim(const ClaimKey& key,
       Forget(key, st->uid);
       return absl::OkStatus();
     }
-    if (r.status != 200 && r.status != 202) return FromApiserver(r.status, r.body, what);
+    if (r.status != 200 && r.status != 202) return kube::FromApiserver(r.status, r.body, what);
     RETURN_IF_ERROR(ObserveAnswer(r.body));  // Now deleting: the finalizer below lets it go.
     st = Object(key);
   }
@@ -772,7 +772,7 @@ absl::Status KubeApiStore::SetFinalizer(const ClaimKey& key, bool present,
       Forget(key, st->uid);
       return absl::OkStatus();
     }
-    if (r.status != 409) return FromApiserver(r.status, r.body, what);
+    if (r.status != 409) return kube::FromApiserver(r.status, r.body, what);
     absl::StatusOr<ObjectState> fresh = Reread(key, deadline);
     if (absl::IsNotFound(fresh.status())) return absl::OkStatus();
     if (!fresh.ok()) return fresh.status();
@@ -790,7 +790,7 @@ absl::StatusOr<KubeApiStore::ObjectState> KubeApiStore::Reread(const ClaimKey& k
     objects_.erase(key);
     return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " is gone"));
   }
-  if (r.status != 200) return FromApiserver(r.status, r.body, what);
+  if (r.status != 200) return kube::FromApiserver(r.status, r.body, what);
   RETURN_IF_ERROR(ObserveAnswer(r.body));
   std::optional<ObjectState> st = Object(key);
   if (!st.has_value()) return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " is gone"));
@@ -817,7 +817,7 @@ absl::Status KubeApiStore::WriteHolds(const std::string& node, const Holds& hold
         holds_.erase(it);
         return absl::OkStatus();
       }
-      if (r->status != 409) return FromApiserver(r->status, r->body, what);
+      if (r->status != 409) return kube::FromApiserver(r->status, r->body, what);
     } else if (it == holds_.end()) {
       r = Call("POST", ConfigMapsPath(ns),
                api::WriteNodeHolds(name, ns, "", "", node,
@@ -842,14 +842,14 @@ absl::Status KubeApiStore::WriteHolds(const std::string& node, const Holds& hold
       holds_.erase(node);  // Gone: create it again.
       continue;
     }
-    if (r->status != 409) return FromApiserver(r->status, r->body, what);
+    if (r->status != 409) return kube::FromApiserver(r->status, r->body, what);
     // Exists already, or changed under us: take what is there and go on.
     ASSIGN_OR_RETURN(HttpResponse got, Call("GET", ConfigMapPath(ns, name), "", "", what, deadline));
     if (got.status == 404) {
       holds_.erase(node);
       continue;
     }
-    if (got.status != 200) return FromApiserver(got.status, got.body, what);
+    if (got.status != 200) return kube::FromApiserver(got.status, got.body, what);
     rapidjson::Document doc;
     RETURN_IF_ERROR(json::ParseObject(got.body, &doc));
     ASSIGN_OR_RETURN(api::NodeHoldsObject cur, api::ReadNodeHolds(doc));

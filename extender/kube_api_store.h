@@ -59,8 +59,8 @@
 #include "api/claim_object.h"
 #include "api/kube_objects.h"
 #include "common/clock.h"
-#include "extender/kube_http_client.h"
-#include "extender/kube_reflector.h"
+#include "kube/kube_http_client.h"
+#include "kube/kube_reflector.h"
 
 namespace pdc::extender {
 
@@ -107,7 +107,7 @@ class KubeApiStore final : public Store {
   };
 
   // `api` must outlive the store.
-  KubeApiStore(KubeApi* api, Options options);
+  KubeApiStore(kube::KubeApi* api, Options options);
 
   absl::StatusOr<RecoveryReport> Recover(const RecordVisitor& apply) override;
   absl::StatusOr<Ticket> Append(const Record& record) override;
@@ -236,7 +236,7 @@ class KubeApiStore final : public Store {
   // Observe()s the claim object an apiserver answer holds.
   absl::Status ObserveAnswer(std::string_view body);
 
-  KubeApi* const api_;
+  kube::KubeApi* const api_;
   const Options options_;
 
   // One batch written at a time; held across the API calls.

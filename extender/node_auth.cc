@@ -25,7 +25,7 @@ std::string ServiceAccountUser(std::string_view ns_name) {
 
 }  // namespace
 
-NodeAuthenticator::NodeAuthenticator(NodeAuthOptions options, TokenReviewer* reviewer,
+NodeAuthenticator::NodeAuthenticator(NodeAuthOptions options, kube::TokenReviewer* reviewer,
                                      Notifier* notifier, const Clock* clock)
     : options_(std::move(options)),
       username_(ServiceAccountUser(options_.service_account)),

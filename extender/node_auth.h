@@ -55,7 +55,7 @@
 #include "common/notifier.h"
 #include "extender/node_token_dir.h"
 #include "extender/parked_jobs.h"
-#include "extender/token_reviewer.h"
+#include "kube/token_reviewer.h"
 
 namespace pdc::extender {
 
@@ -103,7 +103,7 @@ class NodeAuthenticator {
 
   // `reviewer` (may be null: tokenDir only), `notifier` and `clock` outlive
   // the authenticator. Starts the review threads.
-  NodeAuthenticator(NodeAuthOptions options, TokenReviewer* reviewer, Notifier* notifier,
+  NodeAuthenticator(NodeAuthOptions options, kube::TokenReviewer* reviewer, Notifier* notifier,
                     const Clock* clock);
   // Skips the reviews not started, waits for the running ones, joins.
   ~NodeAuthenticator();
@@ -160,7 +160,7 @@ class NodeAuthenticator {
 
   const NodeAuthOptions options_;
   const std::string username_;  // system:serviceaccount:<ns>:<name>
-  TokenReviewer* const reviewer_;
+  kube::TokenReviewer* const reviewer_;
   Notifier* const notifier_;
   const Clock* const clock_;
   std::unique_ptr<NodeTokenDir> token_dir_;  // Null: none.

@@ -144,7 +144,7 @@ size_t PodDirectory::size() const {
   return pods_.size();
 }
 
-PodFate AskPodFate(const PodDirectory* pods, KubeClient* kube, std::string_view ns,
+PodFate AskPodFate(const PodDirectory* pods, kube::KubeClient* kube, std::string_view ns,
                    std::string_view pod_name, std::string_view pod_uid, absl::Duration timeout,
                    std::string* why) {
   if (pods != nullptr) {

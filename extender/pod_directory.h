@@ -25,8 +25,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "api/json_util.h"
-#include "extender/kube_client.h"
-#include "extender/kube_reflector.h"
+#include "kube/kube_client.h"
+#include "kube/kube_reflector.h"
 
 namespace pdc::extender {
 
@@ -50,7 +50,7 @@ struct PodRef {
 // when nobody can tell (`why` says).
 enum class PodFate { kAlive, kGone, kUnknown };
 
-class PodDirectory final : public ReflectorSink {
+class PodDirectory final : public kube::ReflectorSink {
  public:
   // Told, on the reflector's thread and outside the directory's lock, once
   // of each pod that ended (Failed, Succeeded) or left the watch before it
@@ -88,7 +88,7 @@ class PodDirectory final : public ReflectorSink {
 
 // The fate of a pod: the watch's answer when it has one (`pods` may be
 // null), else kube-apiserver's, read with `timeout`.
-PodFate AskPodFate(const PodDirectory* pods, KubeClient* kube, std::string_view ns,
+PodFate AskPodFate(const PodDirectory* pods, kube::KubeClient* kube, std::string_view ns,
                    std::string_view pod_name, std::string_view pod_uid, absl::Duration timeout,
                    std::string* why);
 

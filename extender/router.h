@@ -35,7 +35,7 @@
 #include "absl/time/time.h"
 #include "common/metrics.h"
 #include "extender/extender_context.h"
-#include "extender/leader_elector.h"
+#include "kube/leader_elector.h"
 #include "extender/node_auth.h"
 #include "extender/rest_handlers.h"
 #include "extender/scheduler_handlers.h"
@@ -61,7 +61,7 @@ struct RouterOptions {
   // extender.leaderElection: everything but /healthz and /metrics is
   // answered by NotLeader() while this replica does not lead. Outlives the
   // router; null = the only replica.
-  const LeaderElector* leadership = nullptr;
+  const kube::LeaderElector* leadership = nullptr;
 };
 
 // The answer of a replica that is not the leader: /healthz 200 (it is

@@ -34,7 +34,7 @@
 #include "allocator/allocator.h"
 #include "api/kube_objects.h"
 #include "api/scheduler_wire.h"
-#include "extender/kube_reflector.h"
+#include "kube/kube_reflector.h"
 
 namespace pdc::extender {
 
@@ -53,7 +53,7 @@ struct VmRef {
 
 // The metadata of one kind of object, by "<ns>/<name>". Objects whose
 // metadata pdc cannot read are not kept (and logged).
-class MetaCache final : public ReflectorSink {
+class MetaCache final : public kube::ReflectorSink {
  public:
   // Called, outside the cache's lock, with each object that left the cache
   // because it was deleted: a watch's DELETED, an object a relist no longer
@@ -92,8 +92,8 @@ class VmDirectory {
   // VM gone. Not told: what was deleted before the first list.
   explicit VmDirectory(VmGoneFn on_vm_gone = nullptr);
 
-  ReflectorSink* vmi_sink() { return &vmis_; }
-  ReflectorSink* vm_sink() { return &vms_; }
+  kube::ReflectorSink* vmi_sink() { return &vmis_; }
+  kube::ReflectorSink* vm_sink() { return &vms_; }
 
   // The VM of a pod in `ns` whose controller owner reference is
   // `controller` (nullptr: none). FailedPrecondition, saying which link

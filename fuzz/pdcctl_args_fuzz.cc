@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "extender/client/pdcctl_args.h"
+#include "pdcctl/pdcctl_args.h"
 #include "fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

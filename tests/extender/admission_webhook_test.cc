@@ -201,7 +201,7 @@ TEST_F(AdmissionWebhookTest, OtherKindsAreLeftAlone) {
 // launcher pod whose VMI the directory has not seen yet is not pinned.
 TEST_F(AdmissionWebhookTest, FollowsTheOwnerChainInKubernetesMode) {
   VmDirectory directory;
-  auto put = [](ReflectorSink* sink, const std::string& json) {
+  auto put = [](kube::ReflectorSink* sink, const std::string& json) {
     rapidjson::Document d;
     ASSERT_OK(api::json::Parse(json, &d));
     sink->Upsert(d);

@@ -22,7 +22,7 @@ using ::testing::HasSubstr;
 
 // FakeKube whose Binding waits until the test releases it: an apiserver
 // that takes its time.
-class GatedKube final : public KubeClient {
+class GatedKube final : public kube::KubeClient {
  public:
   absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name,
                                      absl::Duration timeout) override {

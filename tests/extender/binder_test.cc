@@ -41,7 +41,7 @@ using ::testing::HasSubstr;
 
 // FakeKube with a hook that runs when BindPod is called (what else goes
 // wrong at that moment).
-class HookedKube final : public KubeClient {
+class HookedKube final : public kube::KubeClient {
  public:
   explicit HookedKube(FakeKube* kube) : kube_(kube) {}
   absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name,

@@ -63,7 +63,7 @@ api::TokenReviewStatus NodeToken(const std::string& node,
 }
 
 // Answers from a table; counts the reviews; can hold them until released.
-class FakeReviewer final : public TokenReviewer {
+class FakeReviewer final : public kube::TokenReviewer {
  public:
   absl::StatusOr<api::TokenReviewStatus> Review(std::string_view token,
                                                 std::string_view audience,

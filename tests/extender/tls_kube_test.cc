@@ -9,7 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
-#include "extender/kube_http_client.h"
+#include "kube/kube_http_client.h"
 #include "extender/router_server.h"
 #include "net/http_client.h"
 #include "tests/extender/extender_fixture.h"
@@ -199,7 +199,7 @@ class KubeClientTest : public ::testing::Test {
     api_ = std::make_unique<FakeApiserver>(pki_);
     token_file_ = dir_.Join("token");
     ASSERT_OK(WriteFileAtomically(token_file_, "tok-1\n"));
-    KubeClientConfig c;
+    kube::KubeClientConfig c;
     c.server = absl::StrCat("https://127.0.0.1:", api_->port());
     c.ca_file = pki_.ca_cert;
     c.token_file = token_file_;
@@ -212,7 +212,7 @@ class KubeClientTest : public ::testing::Test {
   TestPki pki_;
   std::unique_ptr<FakeApiserver> api_;
   std::string token_file_;
-  std::unique_ptr<KubeClient> kube_;
+  std::unique_ptr<kube::KubeClient> kube_;
 };
 
 TEST_F(KubeClientTest, RequestsAreWhatKubeApiserverExpects) {
@@ -259,7 +259,7 @@ TEST_F(KubeClientTest, ApiserverStatusErrorsMapToCodesWithItsMessage) {
 }
 
 TEST_F(KubeClientTest, UntrustedApiserverIsUnavailable) {
-  KubeClientConfig c;
+  kube::KubeClientConfig c;
   c.server = absl::StrCat("https://127.0.0.1:", api_->port());
   c.token = "t";  // System trust store: our test CA is not in it.
   ASSERT_OK_AND_ASSIGN(auto k, NewHttpKubeClient(c));
@@ -279,7 +279,7 @@ TEST_F(BindThroughApiTest, RouterBindAnnotatesAndBindsOverHttps) {
   pdc::testing::TempDir dir;
   TestPki pki = MakeTestPki(dir.path());
   FakeApiserver api(pki);
-  KubeClientConfig c;
+  kube::KubeClientConfig c;
   c.server = absl::StrCat("https://127.0.0.1:", api.port());
   c.ca_file = pki.ca_cert;
   c.token = "static";
@@ -318,7 +318,7 @@ TEST(KubeConfigTest, InCluster) {
     if (k == "KUBERNETES_SERVICE_PORT") return "443";
     return std::nullopt;
   };
-  ASSERT_OK_AND_ASSIGN(KubeClientConfig c, InClusterConfig(env, dir.path()));
+  ASSERT_OK_AND_ASSIGN(kube::KubeClientConfig c, InClusterConfig(env, dir.path()));
   EXPECT_EQ(c.server, "https://10.96.0.1:443");
   EXPECT_EQ(c.token_file, dir.Join("token"));
   EXPECT_EQ(c.ca_file, dir.Join("ca.crt"));
@@ -349,7 +349,7 @@ users:
     client-certificate-data: )", absl::Base64Escape("CERT PEM"), R"(
     client-key-data: )", absl::Base64Escape("KEY PEM"), "\n");
   ASSERT_OK(WriteFileAtomically(dir.Join("config"), kubeconfig));
-  ASSERT_OK_AND_ASSIGN(KubeClientConfig c,
+  ASSERT_OK_AND_ASSIGN(kube::KubeClientConfig c,
                        KubeconfigFile(dir.Join("config"), dir.path()));
   EXPECT_EQ(c.server, "https://127.0.0.1:6443");
   ASSERT_OK_AND_ASSIGN(std::string ca, ReadFileToString(c.ca_file));
@@ -362,7 +362,7 @@ clusters: [{name: k, cluster: {server: "https://k:6443", certificate-authority: 
 contexts: [{name: c, context: {cluster: k, user: u}}]
 users: [{name: u, user: {token: abc}}]
 )"));
-  ASSERT_OK_AND_ASSIGN(KubeClientConfig t, KubeconfigFile(dir.Join("token-config")));
+  ASSERT_OK_AND_ASSIGN(kube::KubeClientConfig t, KubeconfigFile(dir.Join("token-config")));
   EXPECT_EQ(t.token, "abc");
   EXPECT_EQ(t.ca_file, dir.Join("ca.pem"));  // Relative to the kubeconfig.
 

@@ -4,7 +4,7 @@
 // Event created again, a full queue and a spammy object dropping and
 // counting, an apiserver that fails, is unreachable or hangs never holding
 // Record, and Stop bounded by its deadline.
-#include "extender/event_recorder.h"
+#include "kube/event_recorder.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -20,18 +20,18 @@
 #include "absl/strings/str_cat.h"
 #include "common/metrics.h"
 #include "extender/extender_metrics.h"
-#include "extender/kube_http_client.h"
+#include "kube/kube_http_client.h"
 #include "tests/kube/kube_test_util.h"
 #include "tests/testing/fake_clock.h"
 
 namespace pdc::testing {
 namespace {
 
-using extender::EventRecorder;
-using extender::EventRecorderOptions;
-using extender::EventResult;
-using extender::EventType;
-using extender::ObjectRef;
+using kube::EventRecorder;
+using kube::EventRecorderOptions;
+using kube::EventResult;
+using kube::EventType;
+using kube::ObjectRef;
 using ::testing::HasSubstr;
 
 // 2023-11-14T22:13:20.123456789Z
@@ -52,10 +52,10 @@ uint16_t ClosedPort() {
   return ntohs(a.sin_port);
 }
 
-std::unique_ptr<extender::KubeApi> Connect(const std::string& server) {
-  extender::KubeClientConfig c;
+std::unique_ptr<kube::KubeApi> Connect(const std::string& server) {
+  kube::KubeClientConfig c;
   c.server = server;
-  absl::StatusOr<std::unique_ptr<extender::KubeApi>> api = extender::KubeApi::Connect(c);
+  absl::StatusOr<std::unique_ptr<kube::KubeApi>> api = kube::KubeApi::Connect(c);
   EXPECT_TRUE(api.ok()) << api.status();
   return api.ok() ? *std::move(api) : nullptr;
 }
@@ -69,12 +69,12 @@ class EventRecorderTest : public KubeDoubleTest {
     ASSERT_NE(kube_, nullptr);
   }
 
-  std::unique_ptr<EventRecorder> NewRecorder(const Clock* clock, EventRecorderOptions o = {}) {
-    return std::make_unique<EventRecorder>(kube_.get(), "pdc-extender", "pdc-extender-7c9f-x2",
+  std::unique_ptr<kube::EventRecorder> NewRecorder(const Clock* clock, kube::EventRecorderOptions o = {}) {
+    return std::make_unique<kube::EventRecorder>(kube_.get(), "pdc-extender", "pdc-extender-7c9f-x2",
                                            clock, o);
   }
 
-  ObjectRef Pod(std::string name = "virt-launcher-vm1-abcde", std::string uid = "uid-1") const {
+  kube::ObjectRef Pod(std::string name = "virt-launcher-vm1-abcde", std::string uid = "uid-1") const {
     return {"v1", "Pod", ns_, std::move(name), std::move(uid)};
   }
 
@@ -116,17 +116,17 @@ class EventRecorderTest : public KubeDoubleTest {
     return false;
   }
 
-  std::unique_ptr<extender::KubeApi> kube_;
+  std::unique_ptr<kube::KubeApi> kube_;
 };
 
 TEST_F(EventRecorderTest, FirstEventIsPostedWithClientGoFields) {
   FakeClock clock(kT0);
   MetricsRegistry registry;
   extender::ExtenderMetrics metrics(&registry, nullptr, &clock, "test");
-  EventRecorderOptions o;
+  kube::EventRecorderOptions o;
   o.metrics = metrics.events();
-  std::unique_ptr<EventRecorder> events = NewRecorder(&clock, o);
-  events->Record(Pod(), EventType::kNormal, "ClaimBound",
+  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock, o);
+  events->Record(Pod(), kube::EventType::kNormal, "ClaimBound",
                  "claim c1 bound: device 0000:3b:00.0 on node-a");
   events->WaitIdle();
 
@@ -152,15 +152,15 @@ TEST_F(EventRecorderTest, FirstEventIsPostedWithClientGoFields) {
   EXPECT_EQ(kube::GetString(e, {"reportingComponent"}), "pdc-extender");
   EXPECT_EQ(kube::GetString(e, {"reportingInstance"}), "pdc-extender-7c9f-x2");
 
-  EXPECT_EQ(events->counts()[EventResult::kSent], 1);
+  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 1);
   EXPECT_THAT(registry.Render(), HasSubstr("pdc_events_total{result=\"sent\"} 1\n"));
 }
 
 TEST_F(EventRecorderTest, WarningOnAClaim) {
   FakeClock clock(kT0);
-  std::unique_ptr<EventRecorder> events = NewRecorder(&clock);
+  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
   events->Record({"pdc.kubevirt.io/v1alpha1", "PersistentDeviceClaim", ns_, "c1", "uid-c1"},
-                 EventType::kWarning, "ClaimLost", "node-a stopped reporting");
+                 kube::EventType::kWarning, "ClaimLost", "node-a stopped reporting");
   events->WaitIdle();
   std::vector<kube::Document> list = ListEvents();
   ASSERT_EQ(list.size(), 1u);
@@ -172,11 +172,11 @@ TEST_F(EventRecorderTest, WarningOnAClaim) {
 
 TEST_F(EventRecorderTest, RepeatWithinWindowPatchesCountAndLastTimestamp) {
   FakeClock clock(kT0);
-  std::unique_ptr<EventRecorder> events = NewRecorder(&clock);
-  events->Record(Pod(), EventType::kWarning, "HandoffCancelled", "the target pod was deleted");
+  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
+  events->Record(Pod(), kube::EventType::kWarning, "HandoffCancelled", "the target pod was deleted");
   events->WaitIdle();
   clock.Advance(absl::Minutes(3));
-  events->Record(Pod(), EventType::kWarning, "HandoffCancelled", "the target pod was deleted");
+  events->Record(Pod(), kube::EventType::kWarning, "HandoffCancelled", "the target pod was deleted");
   events->WaitIdle();
 
   std::vector<kube::Document> list = ListEvents();
@@ -187,16 +187,16 @@ TEST_F(EventRecorderTest, RepeatWithinWindowPatchesCountAndLastTimestamp) {
   EXPECT_EQ(kube::GetString(list[0], {"lastTimestamp"}), "2023-11-14T22:16:20Z");
   EXPECT_EQ(Requests(Cat("PATCH ", EventsPath(), "/", name)), 1);
   EXPECT_EQ(Requests(Cat("POST ", EventsPath())), 1);
-  EXPECT_EQ(events->counts()[EventResult::kSent], 1);
-  EXPECT_EQ(events->counts()[EventResult::kAggregated], 1);
+  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 1);
+  EXPECT_EQ(events->counts()[kube::EventResult::kAggregated], 1);
 }
 
 TEST_F(EventRecorderTest, RepeatAfterTenMinutesIsNewEvent) {
   FakeClock clock(kT0);
-  std::unique_ptr<EventRecorder> events = NewRecorder(&clock);
-  events->Record(Pod(), EventType::kNormal, "ClaimReleased", "claim c1 released");
+  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
+  events->Record(Pod(), kube::EventType::kNormal, "ClaimReleased", "claim c1 released");
   clock.Advance(absl::Minutes(10) + absl::Seconds(1));
-  events->Record(Pod(), EventType::kNormal, "ClaimReleased", "claim c1 released");
+  events->Record(Pod(), kube::EventType::kNormal, "ClaimReleased", "claim c1 released");
   events->WaitIdle();
 
   std::vector<kube::Document> list = ListEvents();
@@ -204,14 +204,14 @@ TEST_F(EventRecorderTest, RepeatAfterTenMinutesIsNewEvent) {
   for (const kube::Document& e : list) EXPECT_EQ(kube::GetInt(e, {"count"}), 1);
   EXPECT_EQ(kube::GetString(list[0], {"firstTimestamp"}), "2023-11-14T22:13:20Z");
   EXPECT_EQ(kube::GetString(list[1], {"firstTimestamp"}), "2023-11-14T22:23:21Z");
-  EXPECT_EQ(events->counts()[EventResult::kSent], 2);
-  EXPECT_EQ(events->counts()[EventResult::kAggregated], 0);
+  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 2);
+  EXPECT_EQ(events->counts()[kube::EventResult::kAggregated], 0);
 }
 
 TEST_F(EventRecorderTest, ExpiredEventIsCreatedAgainUnderItsName) {
   FakeClock clock(kT0);
-  std::unique_ptr<EventRecorder> events = NewRecorder(&clock);
-  events->Record(Pod(), EventType::kNormal, "ClaimRecovered", "node-a reports again");
+  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
+  events->Record(Pod(), kube::EventType::kNormal, "ClaimRecovered", "node-a reports again");
   events->WaitIdle();
   std::vector<kube::Document> list = ListEvents();
   ASSERT_EQ(list.size(), 1u);
@@ -220,7 +220,7 @@ TEST_F(EventRecorderTest, ExpiredEventIsCreatedAgainUnderItsName) {
   ASSERT_EQ(Call("DELETE", Cat(EventsPath(), "/", name)).status, 200);
 
   clock.Advance(absl::Minutes(1));
-  events->Record(Pod(), EventType::kNormal, "ClaimRecovered", "node-a reports again");
+  events->Record(Pod(), kube::EventType::kNormal, "ClaimRecovered", "node-a reports again");
   events->WaitIdle();
   list = ListEvents();
   ASSERT_EQ(list.size(), 1u);
@@ -229,17 +229,17 @@ TEST_F(EventRecorderTest, ExpiredEventIsCreatedAgainUnderItsName) {
   EXPECT_EQ(kube::GetString(list[0], {"firstTimestamp"}), "2023-11-14T22:13:20Z");
   EXPECT_EQ(kube::GetString(list[0], {"lastTimestamp"}), "2023-11-14T22:14:20Z");
   EXPECT_EQ(Requests(Cat("PATCH ", EventsPath(), "/", name)), 1);
-  EXPECT_EQ(events->counts()[EventResult::kSent], 2);
+  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 2);
 }
 
 TEST_F(EventRecorderTest, BadInputNeverMakesAnInvalidRequest) {
   FakeClock clock(kT0);
-  std::unique_ptr<EventRecorder> events = NewRecorder(&clock);
+  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
   std::string message = "device \"0000:3b:00.0\"\n\xFF\xC3 conflict ";
   message.append(5000, 'x');
-  events->Record(Pod("Virt_Launcher.-VM1"), EventType::kWarning, "device conflict!", message);
-  events->Record(Pod(""), EventType::kNormal, "ClaimBound", "no name");
-  events->Record({"v1", "Pod", "Bad/Namespace", "p", "u"}, EventType::kNormal, "ClaimBound", "m");
+  events->Record(Pod("Virt_Launcher.-VM1"), kube::EventType::kWarning, "device conflict!", message);
+  events->Record(Pod(""), kube::EventType::kNormal, "ClaimBound", "no name");
+  events->Record({"v1", "Pod", "Bad/Namespace", "p", "u"}, kube::EventType::kNormal, "ClaimBound", "m");
   events->WaitIdle();
 
   std::vector<kube::Document> list = ListEvents();
@@ -248,30 +248,30 @@ TEST_F(EventRecorderTest, BadInputNeverMakesAnInvalidRequest) {
                                "virt-launcher.vm1.17979cfe3d85cd15"));
   EXPECT_EQ(kube::GetString(list[0], {"reason"}), "DeviceConflict");
   const std::string stored = kube::GetString(list[0], {"message"});
-  EXPECT_LE(stored.size(), extender::kMaxEventMessage);
+  EXPECT_LE(stored.size(), kube::kMaxEventMessage);
   EXPECT_TRUE(
       absl::StartsWith(stored, "device \"0000:3b:00.0\"\n\xEF\xBF\xBD\xEF\xBF\xBD conflict x"))
       << stored.substr(0, 40);
-  EXPECT_EQ(events->counts()[EventResult::kSent], 1);
-  EXPECT_EQ(events->counts()[EventResult::kDroppedInvalid], 2);
-  EXPECT_EQ(events->counts()[EventResult::kDroppedSendFailed], 0);
+  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 1);
+  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedInvalid], 2);
+  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedSendFailed], 0);
 }
 
 TEST_F(EventRecorderTest, FullQueueDropsAndCounts) {
   FakeClock clock(kT0);
-  EventRecorderOptions o;
+  kube::EventRecorderOptions o;
   o.queue_limit = 3;
-  std::unique_ptr<EventRecorder> events = NewRecorder(&clock, o);
+  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock, o);
   // The sender is held in its first POST while the queue fills.
   api_->DelayRequests({"POST", EventsPath()}, 1, absl::Seconds(2));
-  events->Record(Pod(), EventType::kNormal, "ClaimBound", "first");
+  events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", "first");
   ASSERT_TRUE(AwaitRequest(Cat("POST ", EventsPath())));
   for (int i = 0; i < 5; ++i) {
-    events->Record(Pod(), EventType::kNormal, "ClaimBound", absl::StrCat("more ", i));
+    events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", absl::StrCat("more ", i));
   }
-  EXPECT_EQ(events->counts()[EventResult::kDroppedQueueFull], 2);
+  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedQueueFull], 2);
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[EventResult::kSent], 4);
+  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 4);
   std::vector<std::string> messages;
   for (const kube::Document& e : ListEvents()) messages.push_back(kube::GetString(e, {"message"}));
   std::sort(messages.begin(), messages.end());
@@ -280,50 +280,50 @@ TEST_F(EventRecorderTest, FullQueueDropsAndCounts) {
 
 TEST_F(EventRecorderTest, SpammyObjectIsThrottled) {
   FakeClock clock(kT0);
-  std::unique_ptr<EventRecorder> events = NewRecorder(&clock);
+  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
   for (int i = 0; i < 30; ++i) {
-    events->Record(Pod(), EventType::kWarning, "DeviceConflict", absl::StrCat("conflict ", i));
+    events->Record(Pod(), kube::EventType::kWarning, "DeviceConflict", absl::StrCat("conflict ", i));
   }
-  events->Record(Pod("other-pod", "uid-2"), EventType::kNormal, "ClaimBound", "unaffected");
+  events->Record(Pod("other-pod", "uid-2"), kube::EventType::kNormal, "ClaimBound", "unaffected");
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[EventResult::kSent], 26);
-  EXPECT_EQ(events->counts()[EventResult::kDroppedSpam], 5);
+  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 26);
+  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedSpam], 5);
   EXPECT_EQ(ListEvents().size(), 26u);
 
   // One token back after 5 minutes.
   clock.Advance(absl::Minutes(5));
-  events->Record(Pod(), EventType::kWarning, "DeviceConflict", "after a pause");
-  events->Record(Pod(), EventType::kWarning, "DeviceConflict", "too soon again");
+  events->Record(Pod(), kube::EventType::kWarning, "DeviceConflict", "after a pause");
+  events->Record(Pod(), kube::EventType::kWarning, "DeviceConflict", "too soon again");
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[EventResult::kSent], 27);
-  EXPECT_EQ(events->counts()[EventResult::kDroppedSpam], 6);
+  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 27);
+  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedSpam], 6);
 }
 
 TEST_F(EventRecorderTest, ServerErrorsAreRetriedWithBackoffThenDropped) {
   FakeClock clock(kT0);
-  std::unique_ptr<EventRecorder> events = NewRecorder(&clock);  // 3 attempts.
+  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);  // 3 attempts.
   const std::string post = Cat("POST ", EventsPath());
 
   api_->FailRequests({"POST", EventsPath()}, 2, 500);
-  events->Record(Pod(), EventType::kNormal, "ClaimBound", "third time lucky");
+  events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", "third time lucky");
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[EventResult::kSent], 1);
+  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 1);
   EXPECT_EQ(Requests(post), 3);
   // Two waits: 500 ms and 1 s, each jittered by up to 20 %.
   EXPECT_GE(clock.slept(), absl::Milliseconds(1500));
   EXPECT_LT(clock.slept(), absl::Milliseconds(1800));
 
   api_->FailRequests({"POST", EventsPath()}, 3, 503);
-  events->Record(Pod(), EventType::kNormal, "ClaimBound", "never");
+  events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", "never");
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[EventResult::kDroppedSendFailed], 1);
+  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedSendFailed], 1);
   EXPECT_EQ(Requests(post), 6);
 
   // A refusal (not transient) is not tried again.
   api_->FailRequests({"POST", EventsPath()}, 1, 403);
-  events->Record(Pod(), EventType::kNormal, "ClaimBound", "forbidden");
+  events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", "forbidden");
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[EventResult::kDroppedSendFailed], 2);
+  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedSendFailed], 2);
   EXPECT_EQ(Requests(post), 7);
   ASSERT_EQ(ListEvents().size(), 1u);
   EXPECT_EQ(kube::GetString(ListEvents()[0], {"message"}), "third time lucky");
@@ -331,34 +331,34 @@ TEST_F(EventRecorderTest, ServerErrorsAreRetriedWithBackoffThenDropped) {
 
 TEST_F(EventRecorderTest, UnreachableApiserverNeverBlocksAndStopReturns) {
   FakeClock clock(kT0);
-  std::unique_ptr<extender::KubeApi> nowhere =
+  std::unique_ptr<kube::KubeApi> nowhere =
       Connect(absl::StrCat("http://127.0.0.1:", ClosedPort()));
   ASSERT_NE(nowhere, nullptr);
-  EventRecorder events(nowhere.get(), "pdc-extender", "h", &clock);
+  kube::EventRecorder events(nowhere.get(), "pdc-extender", "h", &clock);
   for (int i = 0; i < 20; ++i) {
-    events.Record(Pod(), EventType::kNormal, "ClaimBound", absl::StrCat("m", i));
+    events.Record(Pod(), kube::EventType::kNormal, "ClaimBound", absl::StrCat("m", i));
   }
   const absl::Time start = absl::Now();
   events.Stop();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  const extender::EventCounts c = events.counts();
-  EXPECT_EQ(c[EventResult::kSent], 0);
-  EXPECT_EQ(c[EventResult::kDroppedSendFailed] + c[EventResult::kDroppedShutdown], 20);
+  const kube::EventCounts c = events.counts();
+  EXPECT_EQ(c[kube::EventResult::kSent], 0);
+  EXPECT_EQ(c[kube::EventResult::kDroppedSendFailed] + c[kube::EventResult::kDroppedShutdown], 20);
   // Recorded after Stop: counted, not queued.
-  events.Record(Pod(), EventType::kNormal, "ClaimBound", "late");
-  EXPECT_EQ(events.counts()[EventResult::kDroppedShutdown], c[EventResult::kDroppedShutdown] + 1);
+  events.Record(Pod(), kube::EventType::kNormal, "ClaimBound", "late");
+  EXPECT_EQ(events.counts()[kube::EventResult::kDroppedShutdown], c[kube::EventResult::kDroppedShutdown] + 1);
 }
 
 // Real time: what is measured is how long Stop takes.
 TEST_F(EventRecorderTest, HangingApiserverStopReturnsWithinItsDeadline) {
-  EventRecorderOptions o;
+  kube::EventRecorderOptions o;
   o.call_timeout = absl::Seconds(1);
   o.stop_deadline = absl::Milliseconds(500);
-  std::unique_ptr<EventRecorder> events = NewRecorder(RealClock(), o);
+  std::unique_ptr<kube::EventRecorder> events = NewRecorder(RealClock(), o);
   api_->DelayRequests({"POST", EventsPath()}, 100, absl::Seconds(3));
   const absl::Time record_start = absl::Now();
   for (int i = 0; i < 20; ++i) {
-    events->Record(Pod(), EventType::kNormal, "ClaimBound", absl::StrCat("m", i));
+    events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", absl::StrCat("m", i));
   }
   EXPECT_LT(absl::Now() - record_start, absl::Seconds(1));  // Queued, not sent.
   ASSERT_TRUE(AwaitRequest(Cat("POST ", EventsPath())));
@@ -368,10 +368,10 @@ TEST_F(EventRecorderTest, HangingApiserverStopReturnsWithinItsDeadline) {
   // The call in flight (1 s at most), then the 500 ms drain at most.
   EXPECT_LT(absl::Now() - stop_start,
             absl::Seconds(1) + absl::Milliseconds(500) + absl::Seconds(1));
-  const extender::EventCounts c = events->counts();
-  EXPECT_EQ(c[EventResult::kSent], 0);
-  EXPECT_GE(c[EventResult::kDroppedShutdown], 1);
-  EXPECT_EQ(c[EventResult::kDroppedSendFailed] + c[EventResult::kDroppedShutdown], 20);
+  const kube::EventCounts c = events->counts();
+  EXPECT_EQ(c[kube::EventResult::kSent], 0);
+  EXPECT_GE(c[kube::EventResult::kDroppedShutdown], 1);
+  EXPECT_EQ(c[kube::EventResult::kDroppedSendFailed] + c[kube::EventResult::kDroppedShutdown], 20);
 }
 
 }  // namespace

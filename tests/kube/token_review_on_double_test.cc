@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "api/rest_json.h"
 #include "common/file_util.h"
-#include "extender/kube_http_client.h"
+#include "kube/kube_http_client.h"
 #include "extender/node_auth.h"
-#include "extender/token_reviewer.h"
+#include "kube/token_reviewer.h"
 #include "tests/kube/extender_on_double.h"
 
 namespace pdc::testing {
@@ -66,10 +66,10 @@ TEST_F(TokenReviewDoubleTest, AnswersAsKubeApiserver) {
 TEST_F(TokenReviewDoubleTest, HttpTokenReviewerReadsTheAnswer) {
   api_->token_reviews().Register("tok-b", kube::PodBoundToken("pdc-system", "pdc-node", "node-b",
                                                               {kAudience}));
-  extender::KubeClientConfig kc;
+  kube::KubeClientConfig kc;
   kc.server = Url();
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<extender::KubeApi> kube, extender::KubeApi::Connect(kc));
-  extender::HttpTokenReviewer reviewer(kube.get());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<kube::KubeApi> kube, kube::KubeApi::Connect(kc));
+  kube::HttpTokenReviewer reviewer(kube.get());
   ASSERT_OK_AND_ASSIGN(api::TokenReviewStatus s,
                        reviewer.Review("tok-b", kAudience, absl::Seconds(5)));
   EXPECT_TRUE(s.authenticated);

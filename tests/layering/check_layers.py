@@ -3,7 +3,8 @@
 
 Layers, lowest first; a folder may include its own files and those of lower layers, never a
 peer's or a higher one's:
-    common  <-  model  <-  allocator, config, api  <-  net  <-  extender, driver, sim (programs)
+    common  <-  model  <-  allocator, config, api  <-  net  <-  kube  <-  extender, driver, sim,
+    pdcctl (programs)
 bench/ and tests/ may include anything. On top of the layers, the allocator core stays pure: no
 Boost, RapidJSON, spdlog, yaml-cpp, gRPC, no thread or clock API (it is driven by callers and
 takes time as an argument). Outside common/clock no product file reads or waits on the wall
@@ -20,8 +21,8 @@ import os
 import re
 import sys
 
-LAYER = {"common": 0, "model": 1, "allocator": 2, "config": 2, "api": 2, "net": 3,
-         "extender": 4, "driver": 4, "sim": 4}
+LAYER = {"common": 0, "model": 1, "allocator": 2, "config": 2, "api": 2, "net": 3, "kube": 4,
+         "extender": 5, "driver": 5, "sim": 5, "pdcctl": 5}
 UNRESTRICTED = {"bench", "tests"}
 SOURCE_EXT = (".h", ".cc")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)

@@ -1,5 +1,5 @@
 // FakeKube: an in-memory Kubernetes API for the three calls pdc-extender
-// makes (extender/kube_client.h). It records every call, in order, as one
+// makes (kube/kube_client.h). It records every call, in order, as one
 // line:
 //   "GET <ns>/<name>"
 //   "PATCH <ns>/<name> <key>=<value>"
@@ -23,11 +23,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
-#include "extender/kube_client.h"
+#include "kube/kube_client.h"
 
 namespace pdc::testing {
 
-class FakeKube final : public extender::KubeClient {
+class FakeKube final : public kube::KubeClient {
  public:
   absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name,
                                      absl::Duration /*timeout*/) override {

@@ -1,4 +1,4 @@
-#include "extender/leader_elector.h"
+#include "kube/leader_elector.h"
 
 #include <random>
 #include <utility>
@@ -8,7 +8,7 @@
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 namespace {
 
 std::string LeasePath(const LeaderElectorOptions& o) {
@@ -278,4 +278,4 @@ void LeaderElector::Release() {
   }
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube

@@ -1,4 +1,4 @@
-#include "extender/event_recorder.h"
+#include "kube/event_recorder.h"
 
 #include <algorithm>
 #include <utility>
@@ -10,7 +10,7 @@
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 namespace {
 
 constexpr std::string_view kMergePatch = "application/merge-patch+json";
@@ -472,4 +472,4 @@ absl::Status EventRecorder::Call(std::string_view method, const std::string& pat
   }
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube

@@ -44,9 +44,9 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/metrics.h"
-#include "extender/kube_http_client.h"
+#include "kube/kube_http_client.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 
 // The object an Event is about (core/v1 ObjectReference).
 struct ObjectRef {
@@ -259,6 +259,6 @@ class EventRecorder {
   std::thread sender_;
 };
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube
 
 #endif  // PDC_EXTENDER_EVENT_RECORDER_H_

@@ -36,9 +36,9 @@
 #include "absl/time/time.h"
 #include "api/lease_json.h"
 #include "common/clock.h"
-#include "extender/kube_http_client.h"
+#include "kube/kube_http_client.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 
 struct LeaderElectorOptions {
   std::string ns;        // The Lease's namespace.
@@ -115,6 +115,6 @@ class LeaderElector {
 // never takes the previous process's record for its own).
 std::string LeaderIdentity(std::string_view base);
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube
 
 #endif  // PDC_EXTENDER_LEADER_ELECTOR_H_

@@ -1,10 +1,10 @@
-#include "extender/token_reviewer.h"
+#include "kube/token_reviewer.h"
 
 #include <string>
 
 #include "common/status_macros.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 
 absl::StatusOr<api::TokenReviewStatus> HttpTokenReviewer::Review(std::string_view token,
                                                                  std::string_view audience,
@@ -21,4 +21,4 @@ absl::StatusOr<api::TokenReviewStatus> HttpTokenReviewer::Review(std::string_vie
   return api::ParseTokenReviewStatus(r.body);
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube

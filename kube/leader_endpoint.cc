@@ -1,11 +1,11 @@
-#include "extender/leader_endpoint.h"
+#include "kube/leader_endpoint.h"
 
 #include "absl/strings/str_cat.h"
 #include "api/json_util.h"
 #include "api/kube_objects.h"
 #include "common/status_macros.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 namespace {
 
 namespace json = api::json;
@@ -128,4 +128,4 @@ absl::Status WriteLeaderEndpoint(KubeApi* api, const LeaderEndpoint& e,
   return FromApiserver(put.status, put.body, what);
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube

@@ -1,4 +1,4 @@
-#include "extender/kube_reflector.h"
+#include "kube/kube_reflector.h"
 
 #include <algorithm>
 #include <utility>
@@ -12,7 +12,7 @@
 #include "rapidjson/document.h"
 #include "spdlog/spdlog.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 
 namespace json = api::json;
 
@@ -297,4 +297,4 @@ Reflector::WatchEnd Reflector::Watch(std::string* why) {
   return WatchEnd::kTimedOut;
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube

@@ -25,10 +25,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "extender/kube_client.h"
+#include "kube/kube_client.h"
 #include "net/http_client.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 
 struct KubeClientConfig {
   std::string server;      // https://host:port
@@ -109,6 +109,6 @@ std::string BindingJson(std::string_view ns, std::string_view name,
 // A JSON merge patch setting one annotation.
 std::string AnnotationPatchJson(std::string_view key, std::string_view value);
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube
 
 #endif  // PDC_EXTENDER_KUBE_HTTP_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "extender/client/pdcctl_format.h"
+#include "pdcctl/pdcctl_format.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "extender/kube_http_client.h"
+#include "kube/kube_http_client.h"
 
 #include <sys/stat.h>
 
@@ -21,7 +21,7 @@
 #include "net/http_client.h"
 #include "yaml-cpp/yaml.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 
 namespace json = api::json;
 namespace {
@@ -389,4 +389,4 @@ absl::StatusOr<std::unique_ptr<KubeClient>> NewHttpKubeClient(KubeClientConfig c
   return std::unique_ptr<KubeClient>(std::make_unique<HttpKubeClient>(std::move(api)));
 }
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube

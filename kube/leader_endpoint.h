@@ -18,9 +18,9 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "extender/kube_http_client.h"
+#include "kube/kube_http_client.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 
 struct LeaderEndpoint {
   std::string ns;       // The Service's namespace.
@@ -42,6 +42,6 @@ absl::Status WriteLeaderEndpoint(KubeApi* api, const LeaderEndpoint& e,
                                  bool withdrawn, absl::Duration timeout,
                                  const Clock* clock);
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube
 
 #endif  // PDC_EXTENDER_LEADER_ENDPOINT_H_

@@ -7,25 +7,25 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "extender/event_recorder.h"
+#include "kube/event_recorder.h"
 #include "model/names.h"
 #include "gtest/gtest.h"
 
 namespace pdc::extender {
 namespace {
 
-using Action = EventDecision::Action;
+using Action = kube::EventDecision::Action;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
 // The apiserver's rule for object names (model/names.h).
 bool IsDnsSubdomain(const std::string& s) { return model::IsDns1123Subdomain(s).empty(); }
 
-EventRecord Event(std::string reason, std::string message, absl::Time t,
+kube::EventRecord Event(std::string reason, std::string message, absl::Time t,
                   std::string name = "virt-launcher-vm1-x7k2p", std::string uid = "uid-1") {
-  EventRecord e;
+  kube::EventRecord e;
   e.involved = {"v1", "Pod", "ns1", std::move(name), std::move(uid)};
-  e.type = EventType::kNormal;
+  e.type = kube::EventType::kNormal;
   e.reason = std::move(reason);
   e.message = std::move(message);
   e.time = t;
@@ -50,8 +50,8 @@ TEST(EventInputTest, ReasonBecomesUpperCamelCase) {
       {std::string(200, 'a'), "A" + std::string(127, 'a')},
   };
   for (const Row& r : rows) {
-    EXPECT_EQ(SanitizeEventReason(r.in), r.want) << "input: " << r.in;
-    EXPECT_LE(SanitizeEventReason(r.in).size(), kMaxEventReason);
+    EXPECT_EQ(kube::SanitizeEventReason(r.in), r.want) << "input: " << r.in;
+    EXPECT_LE(kube::SanitizeEventReason(r.in).size(), kube::kMaxEventReason);
   }
 }
 
@@ -78,16 +78,16 @@ TEST(EventInputTest, MessageBecomesBoundedUtf8) {
       {"\xF0\x9F\x98\x80!", 3, ""},
   };
   for (const Row& r : rows) {
-    EXPECT_EQ(SanitizeUtf8(r.in, r.max), r.want) << "input: " << r.in;
+    EXPECT_EQ(kube::SanitizeUtf8(r.in, r.max), r.want) << "input: " << r.in;
   }
   const std::string long_message(3000, 'x');
-  EXPECT_EQ(SanitizeUtf8(long_message, kMaxEventMessage).size(), kMaxEventMessage);
+  EXPECT_EQ(kube::SanitizeUtf8(long_message, kube::kMaxEventMessage).size(), kube::kMaxEventMessage);
 }
 
 TEST(EventNameTest, ClientGoFormatAndAlwaysValid) {
   // client-go: fmt.Sprintf("%v.%x", ref.Name, t.UnixNano()).
-  EXPECT_EQ(EventName("pod-a", 0x179b4f3a2c5e8d00), "pod-a.179b4f3a2c5e8d00");
-  EXPECT_EQ(EventName("claim.with.dots", 255), "claim.with.dots.ff");
+  EXPECT_EQ(kube::EventName("pod-a", 0x179b4f3a2c5e8d00), "pod-a.179b4f3a2c5e8d00");
+  EXPECT_EQ(kube::EventName("claim.with.dots", 255), "claim.with.dots.ff");
   struct Row {
     std::string in;
     std::string want_prefix;
@@ -102,31 +102,31 @@ TEST(EventNameTest, ClientGoFormatAndAlwaysValid) {
       {"\xC3\xA9t\xC3\xA9", "t"},
   };
   for (const Row& r : rows) {
-    const std::string name = EventName(r.in, 1);
+    const std::string name = kube::EventName(r.in, 1);
     EXPECT_EQ(name, r.want_prefix + ".1") << "input: " << r.in;
     EXPECT_TRUE(IsDnsSubdomain(name)) << name;
   }
   // A 253-character object name still leaves a valid name, suffix intact.
   const std::string longest = std::string(230, 'a') + "-" + std::string(22, 'b');
-  const std::string name = EventName(longest, 0x179b4f3a2c5e8d00);
+  const std::string name = kube::EventName(longest, 0x179b4f3a2c5e8d00);
   EXPECT_LE(name.size(), 253u);
   EXPECT_TRUE(IsDnsSubdomain(name)) << name;
   EXPECT_TRUE(name.ends_with(".179b4f3a2c5e8d00")) << name;
   // Truncation that ends on '-' drops it.
   const std::string dash = std::string(235, 'a') + "-bbbbbbbbbbbbbbbbbbbbbb";
-  EXPECT_TRUE(IsDnsSubdomain(EventName(dash, 0x179b4f3a2c5e8d00)));
+  EXPECT_TRUE(IsDnsSubdomain(kube::EventName(dash, 0x179b4f3a2c5e8d00)));
 }
 
 TEST(EventCorrelatorTest, RepeatWithinWindowIsPatchOfTheSameEvent) {
-  EventCorrelator c;
-  const EventDecision first = c.Correlate(Event("ClaimBound", "bound to node-a", kT0));
+  kube::EventCorrelator c;
+  const kube::EventDecision first = c.Correlate(Event("ClaimBound", "bound to node-a", kT0));
   EXPECT_EQ(first.action, Action::kCreate);
-  EXPECT_EQ(first.name, EventName("virt-launcher-vm1-x7k2p", absl::ToUnixNanos(kT0)));
+  EXPECT_EQ(first.name, kube::EventName("virt-launcher-vm1-x7k2p", absl::ToUnixNanos(kT0)));
   EXPECT_EQ(first.count, 1);
   EXPECT_EQ(first.first_timestamp, kT0);
   EXPECT_EQ(first.last_timestamp, kT0);
 
-  const EventDecision second =
+  const kube::EventDecision second =
       c.Correlate(Event("ClaimBound", "bound to node-a", kT0 + absl::Minutes(9)));
   EXPECT_EQ(second.action, Action::kPatch);
   EXPECT_EQ(second.name, first.name);
@@ -135,24 +135,24 @@ TEST(EventCorrelatorTest, RepeatWithinWindowIsPatchOfTheSameEvent) {
   EXPECT_EQ(second.last_timestamp, kT0 + absl::Minutes(9));
 
   // The window runs from the last occurrence: 9 + 9 minutes is still one.
-  const EventDecision third =
+  const kube::EventDecision third =
       c.Correlate(Event("ClaimBound", "bound to node-a", kT0 + absl::Minutes(18)));
   EXPECT_EQ(third.action, Action::kPatch);
   EXPECT_EQ(third.count, 3);
 
   // Exactly the window after the last one still counts (client-go starts
   // over only when the interval exceeds it).
-  const EventDecision fourth =
+  const kube::EventDecision fourth =
       c.Correlate(Event("ClaimBound", "bound to node-a", kT0 + absl::Minutes(28)));
   EXPECT_EQ(fourth.action, Action::kPatch);
   EXPECT_EQ(fourth.count, 4);
 }
 
 TEST(EventCorrelatorTest, RepeatAfterWindowIsNewEvent) {
-  EventCorrelator c;
-  const EventDecision first = c.Correlate(Event("ClaimLost", "node gone", kT0));
+  kube::EventCorrelator c;
+  const kube::EventDecision first = c.Correlate(Event("ClaimLost", "node gone", kT0));
   const absl::Time later = kT0 + absl::Minutes(10) + absl::Seconds(1);
-  const EventDecision again = c.Correlate(Event("ClaimLost", "node gone", later));
+  const kube::EventDecision again = c.Correlate(Event("ClaimLost", "node gone", later));
   EXPECT_EQ(again.action, Action::kCreate);
   EXPECT_NE(again.name, first.name);
   EXPECT_EQ(again.count, 1);
@@ -160,11 +160,11 @@ TEST(EventCorrelatorTest, RepeatAfterWindowIsNewEvent) {
 }
 
 TEST(EventCorrelatorTest, KeyIsObjectTypeReasonAndMessage) {
-  EventCorrelator c;
+  kube::EventCorrelator c;
   ASSERT_EQ(c.Correlate(Event("ClaimBound", "m", kT0)).action, Action::kCreate);
   struct Row {
     std::string what;
-    EventRecord e;
+    kube::EventRecord e;
   };
   std::vector<Row> rows = {
       {"other message", Event("ClaimBound", "m2", kT0)},
@@ -173,10 +173,10 @@ TEST(EventCorrelatorTest, KeyIsObjectTypeReasonAndMessage) {
        Event("ClaimBound", "m", kT0, "virt-launcher-vm1-x7k2p", "uid-2")},
       {"other name", Event("ClaimBound", "m", kT0, "pod-b")},
   };
-  EventRecord warning = Event("ClaimBound", "m", kT0);
-  warning.type = EventType::kWarning;
+  kube::EventRecord warning = Event("ClaimBound", "m", kT0);
+  warning.type = kube::EventType::kWarning;
   rows.push_back({"other type", warning});
-  EventRecord claim = Event("ClaimBound", "m", kT0);
+  kube::EventRecord claim = Event("ClaimBound", "m", kT0);
   claim.involved.kind = "PersistentDeviceClaim";
   rows.push_back({"other kind", claim});
   for (const Row& r : rows) {
@@ -186,18 +186,18 @@ TEST(EventCorrelatorTest, KeyIsObjectTypeReasonAndMessage) {
 }
 
 TEST(EventCorrelatorTest, NamesStayUniqueWhenTheClockStandsStill) {
-  EventCorrelator c;
+  kube::EventCorrelator c;
   std::vector<std::string> names;
   for (int i = 0; i < 5; ++i) {
     names.push_back(c.Correlate(Event("ClaimBound", absl::StrCat("m", i), kT0)).name);
   }
   for (size_t i = 1; i < names.size(); ++i) EXPECT_NE(names[i - 1], names[i]);
-  EXPECT_EQ(names[0], EventName("virt-launcher-vm1-x7k2p", absl::ToUnixNanos(kT0)));
-  EXPECT_EQ(names[1], EventName("virt-launcher-vm1-x7k2p", absl::ToUnixNanos(kT0) + 1));
+  EXPECT_EQ(names[0], kube::EventName("virt-launcher-vm1-x7k2p", absl::ToUnixNanos(kT0)));
+  EXPECT_EQ(names[1], kube::EventName("virt-launcher-vm1-x7k2p", absl::ToUnixNanos(kT0) + 1));
 }
 
 TEST(EventCorrelatorTest, SpamFilterPerObjectBurstThenRefill) {
-  EventCorrelator c;  // client-go's defaults: 25, then one per 5 minutes.
+  kube::EventCorrelator c;  // client-go's defaults: 25, then one per 5 minutes.
   int sent = 0;
   for (int i = 0; i < 30; ++i) {
     if (c.Correlate(Event("ClaimBound", absl::StrCat("m", i), kT0)).action != Action::kSkip) ++sent;
@@ -222,22 +222,22 @@ TEST(EventCorrelatorTest, SpamFilterPerObjectBurstThenRefill) {
 }
 
 TEST(EventCorrelatorTest, SkippedRepeatsStillCountInTheEvent) {
-  CorrelatorOptions o;
+  kube::CorrelatorOptions o;
   o.spam_burst = 2;
-  EventCorrelator c(o);
+  kube::EventCorrelator c(o);
   EXPECT_EQ(c.Correlate(Event("ClaimLost", "m", kT0)).action, Action::kCreate);
   EXPECT_EQ(c.Correlate(Event("ClaimLost", "m", kT0)).action, Action::kPatch);
   EXPECT_EQ(c.Correlate(Event("ClaimLost", "m", kT0)).action, Action::kSkip);
   EXPECT_EQ(c.Correlate(Event("ClaimLost", "m", kT0)).action, Action::kSkip);
-  const EventDecision d = c.Correlate(Event("ClaimLost", "m", kT0 + absl::Minutes(5)));
+  const kube::EventDecision d = c.Correlate(Event("ClaimLost", "m", kT0 + absl::Minutes(5)));
   EXPECT_EQ(d.action, Action::kPatch);
   EXPECT_EQ(d.count, 5);
 }
 
 TEST(EventCorrelatorTest, RemembersAtMostMaxEntriesLeastRecentFirst) {
-  CorrelatorOptions o;
+  kube::CorrelatorOptions o;
   o.max_entries = 3;
-  EventCorrelator c(o);
+  kube::EventCorrelator c(o);
   for (int i = 0; i < 5; ++i) {
     c.Correlate(Event("ClaimBound", "m", kT0, absl::StrCat("pod-", i), absl::StrCat("uid-", i)));
   }

@@ -2,7 +2,7 @@
 // a watch resumed from its last resourceVersion (bookmarks included), a
 // relist after 410 Gone and after an event pdc cannot read, backoff after
 // errors, and Stop ending an open watch at once.
-#include "extender/kube_reflector.h"
+#include "kube/kube_reflector.h"
 
 #include <atomic>
 #include <memory>
@@ -53,7 +53,7 @@ constexpr char kGone[] =
     "\n";
 
 // Records what the reflector hands on, as "replace:a,b", "upsert:c", "remove:d".
-class RecordingSink final : public ReflectorSink {
+class RecordingSink final : public kube::ReflectorSink {
  public:
   void Replace(const std::vector<const api::json::Value*>& items) override {
     std::vector<std::string> names;
@@ -91,16 +91,16 @@ class ReflectorTest : public ::testing::Test {
  protected:
   void Start(TestHttpServer::Handler handler) {
     server_ = std::make_unique<TestHttpServer>(std::move(handler));
-    KubeClientConfig kc;
+    kube::KubeClientConfig kc;
     kc.server = server_->url();
     kc.token = "t0ken";
-    endpoint_ = std::make_unique<KubeEndpoint>(kc);
-    ReflectorOptions o;
+    endpoint_ = std::make_unique<kube::KubeEndpoint>(kc);
+    kube::ReflectorOptions o;
     o.path = "/api/v1/pods";
     o.page_size = 2;
     o.backoff_initial = absl::Milliseconds(10);
     o.backoff_max = absl::Milliseconds(40);
-    reflector_ = std::make_unique<Reflector>(endpoint_.get(), o, &sink_);
+    reflector_ = std::make_unique<kube::Reflector>(endpoint_.get(), o, &sink_);
     reflector_->Start();
   }
   void TearDown() override {
@@ -121,8 +121,8 @@ class ReflectorTest : public ::testing::Test {
   std::atomic<int> watches_{0};
   RecordingSink sink_;
   std::unique_ptr<TestHttpServer> server_;
-  std::unique_ptr<KubeEndpoint> endpoint_;
-  std::unique_ptr<Reflector> reflector_;
+  std::unique_ptr<kube::KubeEndpoint> endpoint_;
+  std::unique_ptr<kube::Reflector> reflector_;
 };
 
 TEST_F(ReflectorTest, ListsInPagesThenWatchesAndResumesFromTheLastVersion) {

@@ -41,10 +41,10 @@
 #include "absl/time/time.h"
 #include "api/json_util.h"
 #include "api/kube_objects.h"
-#include "extender/kube_http_client.h"
+#include "kube/kube_http_client.h"
 #include "net/http_client.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 
 // Marks the path of a collection some Reflector lists and watches, so that
 // tests/deploy/check_manifests.py finds it and checks that pdc-extender's
@@ -164,6 +164,6 @@ class Reflector {
   std::thread thread_;
 };
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube
 
 #endif  // PDC_EXTENDER_KUBE_REFLECTOR_H_

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "extender/client/pdcctl_run.h"
+#include "pdcctl/pdcctl_run.h"
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);

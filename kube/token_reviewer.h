@@ -15,9 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "api/token_review.h"
-#include "extender/kube_http_client.h"
+#include "kube/kube_http_client.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 
 class TokenReviewer {
  public:
@@ -43,6 +43,6 @@ class HttpTokenReviewer final : public TokenReviewer {
   KubeApi* const api_;
 };
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube
 
 #endif  // PDC_EXTENDER_TOKEN_REVIEWER_H_

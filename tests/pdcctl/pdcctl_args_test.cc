@@ -1,4 +1,4 @@
-#include "extender/client/pdcctl_args.h"
+#include "pdcctl/pdcctl_args.h"
 
 #include <string>
 #include <vector>

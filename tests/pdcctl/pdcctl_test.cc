@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "extender/client/pdcctl_run.h"
+#include "pdcctl/pdcctl_run.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_http_server.h"

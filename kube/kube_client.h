@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace pdc::extender {
+namespace pdc::kube {
 
 class KubeClient {
  public:
@@ -40,6 +40,6 @@ class KubeClient {
                                absl::Duration timeout) = 0;
 };
 
-}  // namespace pdc::extender
+}  // namespace pdc::kube
 
 #endif  // PDC_EXTENDER_KUBE_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "extender/client/pdcctl_run.h"
+#include "pdcctl/pdcctl_run.h"
 
 #include <cerrno>
 #include <cstring>
@@ -11,8 +11,8 @@
 #include "api/rest_json.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/client/pdcctl_args.h"
-#include "extender/client/pdcctl_format.h"
+#include "pdcctl/pdcctl_args.h"
+#include "pdcctl/pdcctl_format.h"
 #include "net/http_client.h"
 #include "net/pdc_client.h"
 
