@@ -134,6 +134,14 @@ class PdcDraPolicy final : public Policy {
 
   std::map<std::string, uint64_t> Counters() const override {
     std::map<std::string, uint64_t> out = counters_;
+    // Writes that have landed by now but that no later event has looked at.
+    const SimTime now = Now();
+    for (const Claim& c : claims_) {
+      if (!c.vm_entry && c.keeper_at >= 0 && c.keeper_at <= now) {
+        ++out["keeper_vm_entries_added"];
+        if (legacy_controller_) ++out["controller_syncs_refused"];
+      }
+    }
     out["max_reserved_for"] = max_reserved_for_;
     out["kubernetes_minor"] = static_cast<uint64_t>(ctx_.scenario->dra.kubernetes_minor);
     return out;
