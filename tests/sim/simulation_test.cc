@@ -187,8 +187,25 @@ TEST(SimulationTest, EveryPolicySeesTheSameWorkload) {
                                        SummaryCsv(alone).find('\n')));
 }
 
-TEST(SimulationTest, SameSeedGivesByteIdenticalFiles) {
-  const std::string path = std::string(PDC_SIM_SCENARIO_DIR) + "/demo.yaml";
+struct ShippedFiles {
+  std::string scenario;
+  size_t files;  // What WriteReport writes for it.
+};
+
+class SameSeedTest : public ::testing::TestWithParam<ShippedFiles> {};
+
+// demo: the six files of every run; boot-storm: also boot_storm.csv and one
+// chart per reboot (four).
+INSTANTIATE_TEST_SUITE_P(Scenarios, SameSeedTest,
+                         ::testing::Values(ShippedFiles{"demo", 6},
+                                           ShippedFiles{"boot-storm", 11}),
+                         [](const auto& info) {
+                           return absl::StrReplaceAll(info.param.scenario, {{"-", "_"}});
+                         });
+
+TEST_P(SameSeedTest, SameSeedGivesByteIdenticalFiles) {
+  const std::string path =
+      std::string(PDC_SIM_SCENARIO_DIR) + "/" + GetParam().scenario + ".yaml";
   ASSERT_OK_AND_ASSIGN(Scenario s, LoadScenarioFile(path));
   testing::TempDir dir;
   std::vector<std::string> files;
@@ -200,7 +217,7 @@ TEST(SimulationTest, SameSeedGivesByteIdenticalFiles) {
     files.clear();
     ASSERT_OK(WriteReport(run, dir.Join(sub), &files));
   }
-  ASSERT_EQ(files.size(), 6u);
+  ASSERT_EQ(files.size(), GetParam().files);
   for (const std::string& f : files) {
     ASSERT_OK_AND_ASSIGN(std::string a, ReadFileToString(dir.Join("a/" + f)));
     ASSERT_OK_AND_ASSIGN(std::string b, ReadFileToString(dir.Join("b/" + f)));
