@@ -9,12 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-tsa}
 
-# Configured only: the compile commands are what is wanted. The folders
-# below include no generated header (driver/deviceplugin/ does: its gRPC
-# code is left to the gcc builds).
+# Configured, and only the generated headers built (the gRPC code of
+# pdc-node's kubelet APIs): the compile commands are what is wanted.
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 \
   -DPDC_THREAD_SAFETY=ON -DPDC_WERROR=ON -DPDC_BUILD_TESTS=OFF -DPDC_BUILD_BENCHMARKS=OFF \
   >/dev/null
+mapfile -t generated < <(ninja -C "$build" -t targets all | grep -o '^[^:]*\.pb\.h' || true)
+if [ "${#generated[@]}" -gt 0 ]; then ninja -C "$build" "${generated[@]}" >/dev/null; fi
 
 python3 - "$build" "$(nproc)" <<'EOF'
 import json, os, shlex, subprocess, sys
@@ -28,7 +29,7 @@ entries = []
 for e in json.load(open(os.path.join(build, "compile_commands.json"))):
     rel = os.path.relpath(e["file"], repo)
     top = rel.split("/")[0]
-    if top not in FOLDERS or rel.startswith("driver/deviceplugin/") or rel.startswith("driver/dra/"):
+    if top not in FOLDERS:
         continue
     args = shlex.split(e["command"])
     # Drop the output: -o FILE and the dependency file options.
