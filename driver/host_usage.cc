@@ -15,31 +15,12 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "driver/device_kind.h"
 
 namespace pdc::driver {
 namespace {
 
 constexpr uint32_t kIffUp = 0x1;  // IFF_UP of <linux/if.h>.
-
-// "nvme<digits>n<digits>": a namespace block device (or multipath head).
-bool IsNamespaceName(std::string_view s) {
-  if (!s.starts_with("nvme")) return false;
-  s.remove_prefix(4);
-  size_t i = 0;
-  while (i < s.size() && absl::ascii_isdigit(s[i])) ++i;
-  if (i == 0 || i >= s.size() || s[i] != 'n') return false;
-  size_t j = i + 1;
-  while (j < s.size() && absl::ascii_isdigit(s[j])) ++j;
-  return j > i + 1 && j == s.size();
-}
-
-// "nvme<d>c<d>n<d>": a hidden multipath path device.
-bool IsPathName(std::string_view s) {
-  if (!s.starts_with("nvme")) return false;
-  const size_t c = s.find('c');
-  if (c == std::string_view::npos) return false;
-  return IsNamespaceName(absl::StrCat("nvme", Sv(s.substr(c + 1))));
-}
 
 bool IsAllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
@@ -63,27 +44,6 @@ std::string UnescapeMount(absl::string_view s) {
 
 absl::Status CannotCheck(std::string_view what, const absl::Status& why) {
   return absl::FailedPreconditionError(absl::StrCat("cannot check ", Sv(what), ": ", why.ToString()));
-}
-
-// The namespace heads of the NVMe subsystem the controller belongs to (native
-// multipath: the controller's own directory then holds only hidden paths).
-absl::StatusOr<std::vector<std::string>> NvmeHeads(Sysfs& sys, const PciFunctionInfo& info) {
-  std::vector<std::string> heads;
-  const std::string cdir = absl::StrCat(DevicePath(info.address), "/nvme/", info.nvme_controller);
-  ASSIGN_OR_RETURN(std::vector<std::string> children, sys.List(cdir));
-  if (std::none_of(children.begin(), children.end(), [](const std::string& c) { return IsPathName(c); })) {
-    return heads;
-  }
-  ASSIGN_OR_RETURN(std::vector<std::string> subsystems, sys.List("class/nvme-subsystem"));
-  for (const std::string& s : subsystems) {
-    const std::string sdir = absl::StrCat("class/nvme-subsystem/", s);
-    if (!sys.Exists(absl::StrCat(sdir, "/", info.nvme_controller))) continue;
-    ASSIGN_OR_RETURN(std::vector<std::string> entries, sys.List(sdir));
-    for (const std::string& h : entries) {
-      if (IsNamespaceName(h)) heads.push_back(h);
-    }
-  }
-  return heads;
 }
 
 // One pass over every process's descriptors: for each device number in
@@ -131,20 +91,7 @@ absl::StatusOr<std::vector<std::string>> BlockDevicesIn(Sysfs& sys, const PciFun
   std::vector<std::string> disks;
   std::vector<std::string> partitions;
   if (info.driver.empty() || info.driver == kVfioPci) return disks;
-  if (info.driver == "nvme" && info.nvme_controller.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        info.address.ToString(), " is on nvme but sysfs shows no controller below it"));
-  }
-  ASSIGN_OR_RETURN(std::string self, sys.Resolve(DevicePath(info.address)));
-  std::vector<std::string> under = {self + "/"};
-  if (!info.nvme_controller.empty()) {
-    ASSIGN_OR_RETURN(std::vector<std::string> heads, NvmeHeads(sys, info));
-    for (const std::string& h : heads) {
-      ASSIGN_OR_RETURN(std::string dir, sys.Resolve(absl::StrCat("class/block/", h)));
-      under.push_back(dir);  // The head itself,
-      under.push_back(dir + "/");  // and its partitions.
-    }
-  }
+  ASSIGN_OR_RETURN(std::vector<std::string> under, KindOf(info).BlockDeviceDirs(sys, info));
   for (const auto& entry : index) {
     const auto& [b, where] = entry;
     // clang-14 lets no lambda capture a structured binding: it reads the pair.
@@ -338,7 +285,10 @@ absl::Status BlockUses(const HostView& host, const HostTables& tables,
   return absl::OkStatus();
 }
 
-absl::Status NetworkUses(Sysfs& sys, const PciFunctionInfo& info, std::vector<std::string>* uses) {
+}  // namespace
+
+absl::Status NetworkInterfaceUses(Sysfs& sys, const PciFunctionInfo& info,
+                                  std::vector<std::string>* uses) {
   auto self = sys.Resolve(DevicePath(info.address));
   if (!self.ok()) return CannotCheck(info.address.ToString(), self.status());
   auto interfaces = sys.List("class/net");
@@ -383,8 +333,6 @@ absl::Status NetworkUses(Sysfs& sys, const PciFunctionInfo& info, std::vector<st
   return absl::OkStatus();
 }
 
-}  // namespace
-
 absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFunctionInfo& info) {
   if (info.driver.empty() || info.driver == kVfioPci) return std::vector<std::string>{};
   ASSIGN_OR_RETURN(BlockIndex index, ReadBlockIndex(sys));
@@ -392,6 +340,38 @@ absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFun
 }
 
 namespace {
+
+// The probe of one check of several functions: the kinds register the
+// block devices of function `current`; the tables every block device is
+// checked against are read once afterwards.
+class BatchProbe : public HostUseProbe {
+ public:
+  explicit BatchProbe(const HostView& host, size_t n) : host_(host), blocks_(n) {}
+
+  const HostView& host() const override { return host_; }
+
+  absl::Status CheckBlockDevices(const PciFunctionInfo& info,
+                                 std::vector<std::string>* uses) override {
+    if (!block_index_.has_value()) block_index_ = ReadBlockIndex(*host_.sys);
+    if (!block_index_->ok()) return block_index_->status();
+    ASSIGN_OR_RETURN(std::vector<BlockDevice> b, CollectBlocks(*host_.sys, info, **block_index_, uses));
+    for (const BlockDevice& d : b) wanted_.insert("b" + d.number);
+    auto& mine = blocks_[current_];
+    mine.insert(mine.end(), b.begin(), b.end());
+    return absl::OkStatus();
+  }
+
+  void set_current(size_t i) { current_ = i; }
+  const std::set<std::string>& wanted() const { return wanted_; }
+  const std::vector<BlockDevice>& blocks(size_t i) const { return blocks_[i]; }
+
+ private:
+  const HostView& host_;
+  size_t current_ = 0;
+  std::optional<absl::StatusOr<BlockIndex>> block_index_;  // Read at the first storage function.
+  std::vector<std::vector<BlockDevice>> blocks_;
+  std::set<std::string> wanted_;
+};
 
 // The checks of HostUsesOf for several functions; `opened[i]` receives the
 // exclusive descriptors of function i.
@@ -401,56 +381,29 @@ std::vector<absl::StatusOr<std::vector<std::string>>> CheckEach(
   const size_t n = queries.size();
   std::vector<absl::Status> errors(n);
   std::vector<std::vector<std::string>> uses(n);
-  std::vector<std::vector<BlockDevice>> blocks(n);
   opened->resize(n);
-  std::set<std::string> wanted;
-  std::optional<absl::StatusOr<BlockIndex>> block_index;  // Read at the first storage function.
+  BatchProbe probe(host, n);
   for (size_t i = 0; i < n; ++i) {
     const PciFunctionInfo& info = queries[i].info;
     if (info.driver.empty() || info.driver == kVfioPci) continue;
-    switch (info.class_code >> 16) {
-      case 0x01: {
-        if (!block_index.has_value()) block_index = ReadBlockIndex(*host.sys);
-        if (!block_index->ok()) {
-          errors[i] = block_index->status();
-          break;
-        }
-        auto b = CollectBlocks(*host.sys, info, **block_index, &uses[i]);
-        if (!b.ok()) {
-          errors[i] = b.status();
-          break;
-        }
-        blocks[i] = std::move(*b);
-        for (const BlockDevice& d : blocks[i]) wanted.insert("b" + d.number);
-        break;
-      }
-      case 0x02:
-        errors[i] = NetworkUses(*host.sys, info, &uses[i]);
-        break;
-      default: {
-        const DeviceClass* c = queries[i].device_class;
-        if (c == nullptr) {
-          errors[i] = absl::InvalidArgumentError(
-              absl::StrCat(info.address.ToString(), " matches no device class"));
-        } else if (std::find(c->host_drivers.begin(), c->host_drivers.end(), info.driver) ==
-                   c->host_drivers.end()) {
-          uses[i].push_back(absl::StrCat("it is bound to the host driver ", info.driver,
-                                         ", which device class ", c->resource_name,
-                                         " does not list in hostDrivers"));
-        }
-        break;
-      }
+    const DeviceClass* c = queries[i].device_class;
+    if (c == nullptr) {
+      errors[i] = absl::InvalidArgumentError(
+          absl::StrCat(info.address.ToString(), " matches no device class"));
+      continue;
     }
+    probe.set_current(i);
+    errors[i] = KindOf(info).HostUses(probe, info, *c, &uses[i]);
   }
-  if (!wanted.empty()) {
+  if (!probe.wanted().empty()) {
     HostTables tables;
-    tables.holding = ProcessesHolding(*host.proc, wanted);
+    tables.holding = ProcessesHolding(*host.proc, probe.wanted());
     tables.mounts = ReadMounts(host);
     tables.swaps = ReadSwaps(*host.proc);
     tables.loops = ReadLoops(*host.sys);
     for (size_t i = 0; i < n; ++i) {
-      if (!errors[i].ok() || blocks[i].empty()) continue;
-      errors[i] = BlockUses(host, tables, blocks[i], &(*opened)[i], &uses[i]);
+      if (!errors[i].ok() || probe.blocks(i).empty()) continue;
+      errors[i] = BlockUses(host, tables, probe.blocks(i), &(*opened)[i], &uses[i]);
     }
   }
   std::vector<absl::StatusOr<std::vector<std::string>>> out;

@@ -2,21 +2,24 @@
 // pdc never takes a device the host depends on. It fails closed: whatever
 // cannot be read is an error, never "unused".
 //
-// The rule depends on the function's PCI base class:
-//  - mass storage (0x01: NVMe, AHCI, SAS, RAID, ...): the block devices
-//    behind the function (every disk whose sysfs device lies below it, with
-//    native NVMe multipath also the namespace heads of its subsystem) and
-//    their partitions. One is in use when the kernel refuses to open it
-//    exclusively (a mounted file system, md/dm/LVM, swap, a ZFS pool, a
-//    lazily unmounted file system still alive, any O_EXCL opener), when it
-//    is mounted (mountinfo, by major:minor and by /dev/<name>), used as swap,
-//    has holders, backs a loop device (the raw disk, or a file on one of its
-//    mounted file systems), or is open in any process (`<proc>/<pid>/fd`).
-//  - network (0x02): a host interface on the function that is up (with or
-//    without addresses: up is enough), or that is part of a bond, bridge or
-//    other upper device. A function on a driver with no interface in the
-//    host's network namespace cannot be checked (moved into a pod's).
-//  - any other class: bound to a host driver that its device class does not
+// The rule is the function's device kind's (device_kind.h, driver/kinds/);
+// the kinds build theirs from the checks here:
+//  - block devices (CheckBlockDevices; storage kinds): the block devices
+//    below the directories the kind names (DeviceKind::BlockDeviceDirs: the
+//    function's own, for NVMe with native multipath also the namespace heads
+//    of its subsystem) and their partitions. One is in use when the kernel
+//    refuses to open it exclusively (a mounted file system, md/dm/LVM, swap,
+//    a ZFS pool, a lazily unmounted file system still alive, any O_EXCL
+//    opener), when it is mounted (mountinfo, by major:minor and by
+//    /dev/<name>), used as swap, has holders, backs a loop device (the raw
+//    disk, or a file on one of its mounted file systems), or is open in any
+//    process (`<proc>/<pid>/fd`).
+//  - network interfaces (NetworkInterfaceUses): a host interface on the
+//    function that is up (with or without addresses: up is enough), or that
+//    is part of a bond, bridge or other upper device. A function on a driver
+//    with no interface in the host's network namespace cannot be checked
+//    (moved into a pod's).
+//  - any other kind: bound to a host driver that its device class does not
 //    list in `host_drivers`.
 // A function bound to no driver or to vfio-pci has no host use here (see
 // VfioGroupUsers for a vfio-pci device some process already holds).
@@ -67,6 +70,25 @@ class BlockDeviceHold {
  private:
   std::vector<UniqueFd> fds_;
 };
+
+// What a device kind's host-use check reads through: the host's views, and
+// the block-device check whose tables (processes, mounts, swaps, loops) are
+// read once for every function of one check.
+class HostUseProbe {
+ public:
+  virtual ~HostUseProbe() = default;
+  virtual const HostView& host() const = 0;
+  // Checks the block devices of `info` (below its kind's BlockDeviceDirs) by
+  // the block rule; holders are added to `uses` now, the other uses when the
+  // check ends.
+  virtual absl::Status CheckBlockDevices(const PciFunctionInfo& info,
+                                         std::vector<std::string>* uses) = 0;
+};
+
+// The network rule: adds a sentence for each interface of `info` that is up
+// or part of an upper device; an error when none is visible.
+absl::Status NetworkInterfaceUses(Sysfs& sys, const PciFunctionInfo& info,
+                                  std::vector<std::string>* uses);
 
 // Block device names behind a function (disks, then partitions), sorted
 // within each group. Empty for a function on no driver or on vfio-pci.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
+#include "driver/device_kind.h"
 #include "driver/discovery.h"
 #include "driver/pci_function.h"
 #include "spdlog/spdlog.h"
@@ -254,7 +255,8 @@ void Reconciler::ReturnToHost(PciAddress a, PassResult* result) {
     return;
   }
   std::optional<JournalEntry> entry = journal_->Get(a);
-  if (info->IsNvme() || (entry && entry->original_driver == "nvme")) {
+  const DeviceKind& kind = KindOf(*info);
+  if (kind.ScrubsOnReclaim() || (entry && KindScrubbingOn(entry->original_driver) != nullptr)) {
     // Journaled before anything moves; RunPendingErases does the rest.
     auto pending = binder_->MarkErasePending(a);
     if (!pending.ok()) NoteError(key, pending.status(), "erase", result);
@@ -276,9 +278,9 @@ void Reconciler::ReturnToHost(PciAddress a, PassResult* result) {
                                    ? entry->original_driver
                                    : std::string("its host driver");
     spdlog::warn(
-        "handed {} (class {:06x}) back to {} in {} WITHOUT erasing it: pdc-node erases only "
-        "NVMe controllers; whatever the previous VM left on this device stays there",
-        key, info->class_code, driver, absl::FormatDuration(sw.Elapsed()));
+        "handed {} (class {:06x}) back to {} in {} WITHOUT erasing it: its device kind ({}) "
+        "has no scrub; whatever the previous VM left on this device stays there",
+        key, info->class_code, driver, absl::FormatDuration(sw.Elapsed()), kind.name());
     if (metrics_) {
       metrics_->restores->WithLabels({"restored"})->Increment();
       metrics_->restore_seconds->ObserveDuration(sw.Elapsed());
@@ -323,13 +325,23 @@ void Reconciler::EraseOne(PciAddress a, PassResult* result) {
   eo.erase.before_command = [this](absl::Duration timeout) {
     busy_until_unix_nanos_ = absl::ToUnixNanos(clock_->Now() + timeout + options_.heartbeat);
   };
-  absl::StatusOr<NvmeEraseReport> report =
-      options_.nvme_admin == nullptr
-          ? absl::StatusOr<NvmeEraseReport>(WithFailureReason(
+  // The kind that scrubs it: by its class, or by the driver it came from
+  // when the function at the address is not of a scrubbing kind now.
+  const DeviceKind* kind = nullptr;
+  if (auto info = ReadPciFunction(*sys_, a); info.ok() && KindOf(*info).ScrubsOnReclaim()) {
+    kind = &KindOf(*info);
+  } else if (auto e = journal_->Get(a)) {
+    kind = KindScrubbingOn(e->original_driver);
+  }
+  const ScrubContext context{binder_, sys_, options_.nvme_admin, &eo};
+  absl::StatusOr<ScrubReport> report =
+      kind != nullptr
+          ? kind->Scrub(context, a)
+          : absl::StatusOr<ScrubReport>(WithFailureReason(
                 absl::FailedPreconditionError(absl::StrCat(
-                    "erasing ", key, ": pdc-node has no NVMe admin channel configured")),
-                kReasonEraseUnsupported))
-          : FinishPendingErase(*binder_, *sys_, *options_.nvme_admin, a, eo);
+                    "erasing ", key, ": the function at this address is of no device kind "
+                    "that scrubs, nor was its original driver; the erase stays pending")),
+                kReasonEraseUnsupported));
   busy_until_unix_nanos_ = 0;
   if (!report.ok()) {
     auto& retry = erase_retry_[a];
@@ -347,13 +359,7 @@ void Reconciler::EraseOne(PciAddress a, PassResult* result) {
   last_error_.erase(key);
   ++result->restored;
   ++result->erased;
-  std::vector<std::string> formatted;
-  for (uint32_t id : report->formatted) {
-    formatted.push_back(id == kNvmeNsidAll ? "all" : absl::StrCat(id));
-  }
-  spdlog::info("erased {} ({}: Format NVM with user data erase of namespace(s) {}) and handed it "
-               "back to nvme in {}",
-               key, report->controller, formatted.empty() ? "none" : absl::StrJoin(formatted, ", "),
+  spdlog::info("erased {} ({}) and handed it back to its host driver in {}", key, report->what,
                absl::FormatDuration(sw.Elapsed()));
   if (metrics_) {
     metrics_->erases->WithLabels({"erased"})->Increment();
