@@ -95,6 +95,11 @@ class DeviceKind {
                                             PciAddress address) const;
 
   virtual GuestNeeds Guest() const { return GuestNeeds{}; }
+
+  // True when the SR-IOV virtual functions of a function of this kind share
+  // its data (a storage controller's namespaces): such a VF is refused
+  // unless node.allowSriov.
+  virtual bool VirtualFunctionsShareData() const { return false; }
 };
 
 // The kind of a function of 24-bit PCI class `class_code` (never null: a

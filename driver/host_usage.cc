@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "driver/device_kind.h"
+#include "driver/disk_signatures.h"
 
 namespace pdc::driver {
 namespace {
@@ -112,6 +113,7 @@ absl::StatusOr<std::vector<std::string>> BlockDevicesIn(Sysfs& sys, const PciFun
 struct BlockDevice {
   std::string name;
   std::string number;  // major:minor
+  bool partition = false;
 };
 
 struct Mount {
@@ -194,6 +196,14 @@ const Mount* MountHolding(const std::vector<Mount>& mounts, std::string_view pat
   return best;
 }
 
+// Whether `part` is a partition of disk `disk` (its sysfs directory lies
+// directly below the disk's).
+bool IsPartitionOf(Sysfs& sys, const std::string& part, const std::string& disk) {
+  auto p = sys.Resolve(absl::StrCat("class/block/", part));
+  auto d = sys.Resolve(absl::StrCat("class/block/", disk));
+  return p.ok() && d.ok() && *p == absl::StrCat(*d, "/", part);
+}
+
 // The block devices behind a storage function with their numbers; holders
 // are uses.
 absl::StatusOr<std::vector<BlockDevice>> CollectBlocks(Sysfs& sys, const PciFunctionInfo& info,
@@ -211,7 +221,7 @@ absl::StatusOr<std::vector<BlockDevice>> CollectBlocks(Sysfs& sys, const PciFunc
       uses->push_back(absl::StrCat(b, " is held by ", absl::StrJoin(*holders, ", "),
                                    " (md, dm or LVM)"));
     }
-    blocks.push_back({b, *number});
+    blocks.push_back({b, *number, sys.Exists(dir + "/partition")});
   }
   return blocks;
 }
@@ -230,19 +240,39 @@ absl::Status BlockUses(const HostView& host, const HostTables& tables,
     for (const std::string& p : it->second) uses->push_back(absl::StrCat(b.name, " is open in ", p));
   }
 
+  // Only whole disks (and multipath heads) are held O_EXCL. The kernel makes
+  // each open file a holder of its own and refuses a partition of a disk
+  // another holder claims (bd_may_claim in block/bdev.c), so holding the
+  // disk and then opening its partitions would refuse every partitioned
+  // disk; and a claimed partition (a mount, md, swap) makes the claim of its
+  // whole disk fail, so the disk's O_EXCL open covers its partitions.
   for (const BlockDevice& b : blocks) {
+    if (b.partition) continue;
     auto fd = host.dev->OpenExclusive(b.name);
     if (fd.ok()) {
       opened->Add(std::move(*fd));
-    } else if (absl::IsFailedPrecondition(fd.status())) {
-      uses->push_back(absl::StrCat("/dev/", b.name, " (", b.number,
-                                   ") is in use by the host (mounted, swap, RAID/LVM member, ZFS "
-                                   "or held open exclusively): the kernel refuses to open it "
-                                   "exclusively"));
-    } else {
+      continue;
+    }
+    if (!absl::IsFailedPrecondition(fd.status())) {
       return CannotCheck(absl::StrCat(b.name, " (open /dev/", b.name,
                                       " exclusively; is the host's /dev mounted?)"),
                          fd.status());
+    }
+    // Which one is claimed: each partition on its own, closed at once
+    // (nothing of this disk is held now, so the probes refuse only what
+    // another holder claims).
+    std::vector<const BlockDevice*> refused;
+    for (const BlockDevice& p : blocks) {
+      if (!p.partition || !IsPartitionOf(*host.sys, p.name, b.name)) continue;
+      auto pfd = host.dev->OpenExclusive(p.name);
+      if (absl::IsFailedPrecondition(pfd.status())) refused.push_back(&p);
+    }
+    if (refused.empty()) refused.push_back(&b);
+    for (const BlockDevice* r : refused) {
+      uses->push_back(absl::StrCat("/dev/", r->name, " (", r->number,
+                                   ") is in use by the host (mounted, swap, RAID/LVM member, ZFS "
+                                   "or held open exclusively): the kernel refuses to open it "
+                                   "exclusively"));
     }
   }
 
@@ -341,12 +371,52 @@ absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFun
 
 namespace {
 
+// A namespace (or passthrough controller) the kernel NVMe-oF target
+// exports: configfs `nvmet/subsystems/<nqn>/namespaces/<n>/device_path`
+// (and `passthru/device_path`), e.g. "/dev/nvme0n1".
+struct TargetExport {
+  std::string what;         // "subsystem <nqn> namespace <n>"
+  std::string device_name;  // "nvme0n1": the path's last component, links followed.
+};
+
+absl::StatusOr<std::vector<TargetExport>> ReadTargetExports(const HostView& host) {
+  std::vector<TargetExport> out;
+  const std::string root = "kernel/config/nvmet/subsystems";
+  auto subsystems = host.sys->List(root);
+  if (absl::IsNotFound(subsystems.status())) return out;  // No target configured.
+  if (!subsystems.ok()) return CannotCheck("the NVMe-oF target's subsystems", subsystems.status());
+  auto add = [&](const std::string& file, std::string what) -> absl::Status {
+    auto path = ReadTrimmed(*host.sys, file);
+    if (absl::IsNotFound(path.status())) return absl::OkStatus();
+    if (!path.ok()) return CannotCheck(file, path.status());
+    absl::string_view p = *path;
+    if (!absl::ConsumePrefix(&p, "/dev/") || p.empty()) return absl::OkStatus();
+    std::string name(p);
+    if (auto r = host.dev->Resolve(name); r.ok()) name = *r;  // /dev/disk/by-id/... links.
+    name = name.substr(name.rfind('/') + 1);
+    out.push_back({std::move(what), std::move(name)});
+    return absl::OkStatus();
+  };
+  for (const std::string& nqn : *subsystems) {
+    const std::string sdir = absl::StrCat(root, "/", nqn);
+    RETURN_IF_ERROR(add(sdir + "/passthru/device_path", absl::StrCat("subsystem ", nqn, " (passthru)")));
+    auto namespaces = host.sys->List(sdir + "/namespaces");
+    if (absl::IsNotFound(namespaces.status())) continue;
+    if (!namespaces.ok()) return CannotCheck(sdir, namespaces.status());
+    for (const std::string& n : *namespaces) {
+      RETURN_IF_ERROR(add(absl::StrCat(sdir, "/namespaces/", n, "/device_path"),
+                          absl::StrCat("subsystem ", nqn, " namespace ", n)));
+    }
+  }
+  return out;
+}
+
 // The probe of one check of several functions: the kinds register the
 // block devices of function `current`; the tables every block device is
 // checked against are read once afterwards.
 class BatchProbe : public HostUseProbe {
  public:
-  explicit BatchProbe(const HostView& host, size_t n) : host_(host), blocks_(n) {}
+  explicit BatchProbe(const HostView& host, size_t n) : host_(host), blocks_(n), chars_(n) {}
 
   const HostView& host() const override { return host_; }
 
@@ -356,22 +426,102 @@ class BatchProbe : public HostUseProbe {
     if (!block_index_->ok()) return block_index_->status();
     ASSIGN_OR_RETURN(std::vector<BlockDevice> b, CollectBlocks(*host_.sys, info, **block_index_, uses));
     for (const BlockDevice& d : b) wanted_.insert("b" + d.number);
+    if (!b.empty()) {
+      if (!exports_.has_value()) exports_ = ReadTargetExports(host_);
+      if (!exports_->ok()) return exports_->status();
+      for (const TargetExport& e : **exports_) {
+        for (const BlockDevice& d : b) {
+          if (e.device_name == d.name) {
+            uses->push_back(absl::StrCat(d.name, " is exported by the kernel NVMe-oF target (",
+                                         e.what, ")"));
+          }
+        }
+      }
+    }
     auto& mine = blocks_[current_];
     mine.insert(mine.end(), b.begin(), b.end());
     return absl::OkStatus();
   }
 
+  void CheckCharDevices(const std::vector<std::pair<std::string, std::string>>& devices) override {
+    for (const auto& [name, number] : devices) {
+      wanted_.insert("c" + number);
+      chars_[current_].push_back({name, number});
+    }
+  }
+
   void set_current(size_t i) { current_ = i; }
   const std::set<std::string>& wanted() const { return wanted_; }
   const std::vector<BlockDevice>& blocks(size_t i) const { return blocks_[i]; }
+  const std::vector<BlockDevice>& chars(size_t i) const { return chars_[i]; }
 
  private:
   const HostView& host_;
   size_t current_ = 0;
   std::optional<absl::StatusOr<BlockIndex>> block_index_;  // Read at the first storage function.
+  std::optional<absl::StatusOr<std::vector<TargetExport>>> exports_;
   std::vector<std::vector<BlockDevice>> blocks_;
+  std::vector<std::vector<BlockDevice>> chars_;  // Character devices, by name and number.
   std::set<std::string> wanted_;
 };
+
+// Idle ownership: nothing holds the disk, but a tool would take it (an
+// unassembled array, an inactive volume group, an exported pool...).
+absl::Status SignatureUses(const HostView& host, const std::vector<BlockDevice>& blocks,
+                           std::vector<std::string>* uses) {
+  for (const BlockDevice& d : blocks) {
+    uint64_t size = 0;
+    if (auto sectors = ReadTrimmed(*host.sys, absl::StrCat("class/block/", d.name, "/size"));
+        sectors.ok() && absl::SimpleAtoi(*sectors, &size)) {
+      size *= 512;
+    }
+    auto sig = FindDiskSignature(*host.dev, d.name, size);
+    if (!sig.ok()) {
+      return CannotCheck(absl::StrCat(d.name, " (read its signatures from /dev/", d.name, ")"),
+                         sig.status());
+    }
+    if (sig->has_value()) {
+      uses->push_back(absl::StrCat("/dev/", d.name, " holds ", **sig,
+                                   ": it belongs to the host or to a tool of it even while "
+                                   "nothing has it open (wipe the signature to offer it)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// SR-IOV: a physical function with virtual functions enabled shares the
+// device with them; a virtual function of a kind whose functions share data
+// (a storage controller's) shares its physical function's media.
+absl::Status SriovUses(const HostView& host, const PciFunctionInfo& info,
+                       std::vector<std::string>* uses) {
+  if (host.policy.allow_sriov) return absl::OkStatus();
+  const std::string dir = DevicePath(info.address);
+  if (auto n = ReadTrimmed(*host.sys, dir + "/sriov_numvfs"); n.ok()) {
+    int vfs = 0;
+    if (!absl::SimpleAtoi(*n, &vfs)) {
+      return CannotCheck(absl::StrCat(dir, "/sriov_numvfs"),
+                         absl::InvalidArgumentError(absl::StrCat("\"", *n, "\" is not a number")));
+    }
+    if (vfs > 0) {
+      uses->push_back(absl::StrCat(
+          "it is an SR-IOV physical function with ", vfs, " virtual function(s) enabled "
+          "(sriov_numvfs): they share the device (set node.allowSriov to offer it)"));
+    }
+  }
+  if (auto pf = LinkName(*host.sys, dir + "/physfn"); pf.ok()) {
+    auto pf_address = PciAddress::Parse(*pf);
+    if (!pf_address.ok()) return CannotCheck(absl::StrCat(dir, "/physfn"), pf_address.status());
+    auto pf_info = ReadPciFunction(*host.sys, *pf_address);
+    if (!pf_info.ok()) return CannotCheck(absl::StrCat("physical function ", *pf), pf_info.status());
+    if (KindOf(*pf_info).VirtualFunctionsShareData()) {
+      uses->push_back(absl::StrCat(
+          "it is an SR-IOV virtual function of ", *pf, " (", Sv(KindOf(*pf_info).name()),
+          "): it shares that controller's media with the host and its other functions (set "
+          "node.allowSriov to offer it)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 // The checks of HostUsesOf for several functions; `opened[i]` receives the
 // exclusive descriptors of function i.
@@ -393,7 +543,8 @@ std::vector<absl::StatusOr<std::vector<std::string>>> CheckEach(
       continue;
     }
     probe.set_current(i);
-    errors[i] = KindOf(info).HostUses(probe, info, *c, &uses[i]);
+    errors[i] = SriovUses(host, info, &uses[i]);
+    if (errors[i].ok()) errors[i] = KindOf(info).HostUses(probe, info, *c, &uses[i]);
   }
   if (!probe.wanted().empty()) {
     HostTables tables;
@@ -402,8 +553,25 @@ std::vector<absl::StatusOr<std::vector<std::string>>> CheckEach(
     tables.swaps = ReadSwaps(*host.proc);
     tables.loops = ReadLoops(*host.sys);
     for (size_t i = 0; i < n; ++i) {
-      if (!errors[i].ok() || probe.blocks(i).empty()) continue;
+      if (!errors[i].ok()) continue;
+      if (!probe.chars(i).empty()) {
+        if (!tables.holding.ok()) {
+          errors[i] = tables.holding.status();
+          continue;
+        }
+        for (const BlockDevice& c : probe.chars(i)) {
+          auto it = tables.holding->find("c" + c.number);
+          if (it == tables.holding->end()) continue;
+          for (const std::string& p : it->second) {
+            uses[i].push_back(absl::StrCat("/dev/", c.name, " is open in ", p));
+          }
+        }
+      }
+      if (probe.blocks(i).empty()) continue;
       errors[i] = BlockUses(host, tables, probe.blocks(i), &(*opened)[i], &uses[i]);
+      if (errors[i].ok() && !queries[i].pdc_drive) {
+        errors[i] = SignatureUses(host, probe.blocks(i), &uses[i]);
+      }
     }
   }
   std::vector<absl::StatusOr<std::vector<std::string>>> out;
@@ -424,9 +592,9 @@ std::vector<absl::StatusOr<std::vector<std::string>>> CheckEach(
 absl::StatusOr<std::vector<std::string>> HostUsesOf(const HostView& host,
                                                     const PciFunctionInfo& info,
                                                     const DeviceClass& device_class,
-                                                    BlockDeviceHold* hold) {
+                                                    BlockDeviceHold* hold, bool pdc_drive) {
   std::vector<BlockDeviceHold> opened;
-  auto results = CheckEach(host, {HostUsageQuery{info, &device_class}}, &opened);
+  auto results = CheckEach(host, {HostUsageQuery{info, &device_class, pdc_drive}}, &opened);
   if (results[0].ok() && results[0]->empty() && hold != nullptr) hold->Take(std::move(opened[0]));
   return std::move(results[0]);
 }

@@ -33,6 +33,7 @@
 #define PDC_DRIVER_HOST_USAGE_H_
 
 #include <cstdint>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,14 +47,31 @@
 
 namespace pdc::driver {
 
+class NvmeAdmin;  // nvme_erase.h
+
+// What the operator allows that the check refuses by default
+// (docs/operations.md, `node:` section).
+struct HostUsePolicy {
+  // node.allowSharedNvme: NVMe controllers whose subsystem has more than one
+  // port or controller (CMIC), or whose namespaces may be attached to more
+  // than one controller (NMIC), are offered.
+  bool allow_shared_nvme = false;
+  // node.allowSriov: a physical function with virtual functions enabled,
+  // and a virtual function of a storage controller, are offered.
+  bool allow_sriov = false;
+};
+
 // Views of the host's kernel: /sys, /dev and /proc, and where in /proc the
 // host's mount table is ("1/mountinfo" for pdc-node in the host's PID
-// namespace; see CheckHostView).
+// namespace; see CheckHostView); the NVMe admin channel for Identify (null:
+// only what sysfs shows is checked); what the operator allows.
 struct HostView {
   Sysfs* sys = nullptr;
   Sysfs* dev = nullptr;
   Sysfs* proc = nullptr;
   std::string mountinfo_path = "self/mountinfo";
+  NvmeAdmin* nvme_admin = nullptr;
+  HostUsePolicy policy = {};
 };
 
 // Exclusive descriptors of block devices, held until destroyed.
@@ -83,6 +101,10 @@ class HostUseProbe {
   // check ends.
   virtual absl::Status CheckBlockDevices(const PciFunctionInfo& info,
                                          std::vector<std::string>* uses) = 0;
+  // Character devices of the function, name ("nvme0", "ng0n1") to device
+  // number ("241:0"): a process holding one open is a use, said when the
+  // check ends.
+  virtual void CheckCharDevices(const std::vector<std::pair<std::string, std::string>>& devices) = 0;
 };
 
 // The network rule: adds a sentence for each interface of `info` that is up
@@ -102,12 +124,17 @@ absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFun
 absl::StatusOr<std::vector<std::string>> HostUsesOf(const HostView& host,
                                                     const PciFunctionInfo& info,
                                                     const DeviceClass& device_class,
-                                                    BlockDeviceHold* hold);
+                                                    BlockDeviceHold* hold,
+                                                    bool pdc_drive = false);
 
 // One function to check and the device class it matched (not null).
+// `pdc_drive`: the drive pdc itself bound for a claim (its journal entry
+// names the serial it shows): what its guest wrote on it (file systems,
+// RAID or LVM signatures) is not the host's.
 struct HostUsageQuery {
   PciFunctionInfo info;
   const DeviceClass* device_class = nullptr;
+  bool pdc_drive = false;
 };
 
 // HostUsesOf for each query, in order, reading the host's processes, mount

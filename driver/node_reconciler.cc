@@ -71,6 +71,14 @@ absl::StatusOr<NodeInventory> Reconciler::Discover() {
             "bound to its host driver once"));
       }
     }
+    // Bound by someone else: never free, never adopted.
+    if (dev.driver == kVfioPci && !e) {
+      MarkUnhealthy(dev, UnhealthyReason::kHostInUse);
+      r.problems.push_back(absl::StrCat(
+          dev.address.ToString(), " is on vfio-pci but pdc-node did not bind it (no bind-journal "
+          "entry): someone else did and may use it, so it is not offered (unhealthy); unbind it "
+          "from vfio-pci on the host to offer it"));
+    }
     // It may hold a previous VM's data: never offered until erased. Said
     // over any other reason (its driver is wrong because of the erase).
     if (e && e->state == JournalState::kErasing) {
@@ -173,25 +181,33 @@ void Reconciler::LogMovedClaims(const NodeAllocations& allocations) {
 }
 
 absl::Status Reconciler::SameDriveAsReported(const PciFunctionInfo& now) const {
-  // On vfio-pci sysfs shows no serial: the journal vouches for the drive.
-  if (now.serial.empty()) return absl::OkStatus();
   const Device* reported = nullptr;
   if (last_reported_) {
     for (const Device& d : last_reported_->devices) {
       if (d.address == now.address) reported = &d;
     }
   }
-  // Not reported there, or reported without a serial: nothing to compare
-  // (the binder's own checks decide).
-  if (reported == nullptr || reported->serial.empty() || reported->serial == now.serial) {
-    return absl::OkStatus();
+  // Not reported there: nothing to compare (the binder's own checks decide).
+  if (reported == nullptr) return absl::OkStatus();
+  std::string serial = now.serial;
+  if (serial.empty() && now.driver == kVfioPci) {
+    // On vfio-pci sysfs shows no serial: the journal vouches for the drive
+    // in the boot it read the serial in.
+    if (auto e = journal_->Get(now.address); e && !e->serial.empty() && journal_->SerialCurrent(*e)) {
+      serial = e->serial;
+    }
   }
+  // "No serial" is an answer like any other: it matches only "no serial".
+  if (serial == reported->serial) return absl::OkStatus();
+  auto say = [](const std::string& s) {
+    return s.empty() ? std::string("no serial") : absl::StrCat("serial ", s);
+  };
   return WithFailureReason(
       absl::FailedPreconditionError(absl::StrCat(
-          "the drive at ", now.address.ToString(), " has serial ", now.serial,
-          ", not the serial ", reported->serial, " pdc-extender was told of: it was swapped "
-          "or the bus renumbered since the report; not bound until pdc-extender has the new "
-          "inventory")),
+          "the drive at ", now.address.ToString(), " has ", say(serial), ", not the ",
+          say(reported->serial), " pdc-extender was told of: it was swapped or the bus "
+          "renumbered since the report, or its identity cannot be read; not bound until "
+          "pdc-extender has the new inventory")),
       kReasonDriveChanged);
 }
 

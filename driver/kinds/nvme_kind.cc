@@ -3,19 +3,25 @@
 //    shows it under nvme/nvmeN/serial) or, for a controller reporting none,
 //    its namespace's NGUID or EUI-64 (docs/design.md §4.1). sysfs shows
 //    neither once the function is on vfio-pci: the bind journal keeps it.
-//  - Host use: the block rule over the controller's namespaces and, with
-//    native multipath, the namespace heads of its subsystem.
+//  - Host use: on a driver other than nvme, in use unless the device class
+//    lists that driver in hostDrivers (a userspace engine's users cannot be
+//    seen). On nvme: the block rule over the controller's namespaces (with
+//    native multipath, the namespace heads of its subsystem), processes
+//    holding /dev/nvmeN or /dev/ngXnY open, and, unless node.allowSharedNvme,
+//    a subsystem or namespaces shared with another controller (CMIC, NMIC).
 //  - Scrub on reclaim: the erase of nvme_erase.h, through the controller's
 //    admin interface on the nvme driver.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -120,6 +126,110 @@ absl::StatusOr<std::vector<std::string>> NvmeHeads(Sysfs& sys, const PciFunction
   return heads;
 }
 
+// The controller's character device (/dev/nvmeN) and its namespaces'
+// generic ones (/dev/ngXnY): admin and I/O passthrough need no block device.
+absl::Status CheckCharacterDevices(HostUseProbe& probe, const PciFunctionInfo& info) {
+  Sysfs& sys = *probe.host().sys;
+  const std::string cdir = absl::StrCat(DevicePath(info.address), "/nvme/", info.nvme_controller);
+  std::vector<std::pair<std::string, std::string>> devices;
+  auto add = [&](const std::string& name, const std::string& dir) -> absl::Status {
+    auto number = ReadTrimmed(sys, dir + "/dev");
+    if (absl::IsNotFound(number.status())) return absl::OkStatus();
+    if (!number.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot check /dev/", name, ": ", number.status().ToString()));
+    }
+    devices.emplace_back(name, *number);
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(add(info.nvme_controller, cdir));
+  ASSIGN_OR_RETURN(std::vector<std::string> children, sys.List(cdir));
+  for (const std::string& c : children) {
+    if (c.starts_with("ng")) RETURN_IF_ERROR(add(c, absl::StrCat(cdir, "/", c)));
+  }
+  probe.CheckCharDevices(devices);
+  return absl::OkStatus();
+}
+
+bool HostDriverListed(const DeviceClass& c, const std::string& driver) {
+  return std::find(c.host_drivers.begin(), c.host_drivers.end(), driver) != c.host_drivers.end();
+}
+
+// A controller another host or controller may share: more than one
+// controller of its subsystem on this host (sysfs), the controller's CMIC
+// (Identify Controller byte 76: bit 0 more than one port, bit 1 more than
+// one controller, bit 2 an SR-IOV virtual function), a namespace's NMIC
+// (Identify Namespace byte 30 bit 0: may be attached to more than one
+// controller). Identify goes through the admin channel when there is one.
+absl::Status SharedUses(const HostView& host, const PciFunctionInfo& info,
+                        std::vector<std::string>* uses) {
+  Sysfs& sys = *host.sys;
+  if (auto subsystems = sys.List("class/nvme-subsystem"); subsystems.ok()) {
+    for (const std::string& s : *subsystems) {
+      const std::string sdir = absl::StrCat("class/nvme-subsystem/", s);
+      if (!sys.Exists(absl::StrCat(sdir, "/", info.nvme_controller))) continue;
+      ASSIGN_OR_RETURN(std::vector<std::string> entries, sys.List(sdir));
+      std::vector<std::string> controllers;
+      for (const std::string& e : entries) {
+        if (e.size() > 4 && e.starts_with("nvme") &&
+            std::all_of(e.begin() + 4, e.end(), [](char c) { return absl::ascii_isdigit(c); })) {
+          controllers.push_back(e);
+        }
+      }
+      if (controllers.size() > 1) {
+        uses->push_back(absl::StrCat("its NVMe subsystem ", s, " has ", controllers.size(),
+                                     " controllers on this host (", absl::StrJoin(controllers, ", "),
+                                     "): they share its namespaces (set node.allowSharedNvme to "
+                                     "offer it)"));
+      }
+    }
+  }
+  if (host.nvme_admin == nullptr) return absl::OkStatus();
+  std::vector<uint8_t> data(4096);
+  auto identify = [&](uint32_t nsid, uint32_t cns, std::string_view what) -> absl::Status {
+    NvmeAdminCommand cmd;
+    cmd.opcode = kNvmeAdminIdentify;
+    cmd.nsid = nsid;
+    cmd.cdw10 = cns;
+    cmd.timeout = absl::Seconds(10);
+    auto status = host.nvme_admin->Run(info.nvme_controller, cmd, std::span<uint8_t>(data));
+    if (!status.ok() || *status != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot check whether ", info.nvme_controller, " is shared: ", Sv(what), " failed: ",
+          status.ok() ? DescribeNvmeStatus(*status) : status.status().ToString()));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(identify(0, 1, "Identify Controller"));
+  if (const uint8_t cmic = data[76]; (cmic & 0x7) != 0) {
+    std::vector<std::string> why;
+    if (cmic & 0x1) why.push_back("more than one port");
+    if (cmic & 0x2) why.push_back("more than one controller");
+    if (cmic & 0x4) why.push_back("it is an SR-IOV virtual function");
+    uses->push_back(absl::StrCat(info.nvme_controller, " reports CMIC ", static_cast<int>(cmic), " (",
+                                 absl::StrJoin(why, ", "), "): another host or controller may "
+                                 "share its namespaces (set node.allowSharedNvme to offer it)"));
+  }
+  const std::string cdir = absl::StrCat(DevicePath(info.address), "/nvme/", info.nvme_controller);
+  ASSIGN_OR_RETURN(std::vector<std::string> children, sys.List(cdir));
+  for (const std::string& c : children) {
+    if (!IsNamespaceName(c)) continue;
+    uint32_t nsid = 0;
+    auto text = ReadTrimmed(sys, absl::StrCat(cdir, "/", c, "/nsid"));
+    if (!text.ok() || !absl::SimpleAtoi(*text, &nsid) || nsid == 0) {
+      const std::string n = c.substr(c.rfind('n') + 1);  // nvme0n<nsid> without the attribute.
+      if (!absl::SimpleAtoi(n, &nsid) || nsid == 0) continue;
+    }
+    RETURN_IF_ERROR(identify(nsid, 0, absl::StrCat("Identify Namespace ", nsid)));
+    if (data[30] & 0x1) {
+      uses->push_back(absl::StrCat("namespace ", nsid, " (", c, ") reports NMIC 1: it may be "
+                                   "attached to another controller (set node.allowSharedNvme "
+                                   "to offer it)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 class Nvme final : public DeviceKind {
  public:
   std::string_view name() const override { return "nvme"; }
@@ -155,10 +265,26 @@ class Nvme final : public DeviceKind {
     return under;
   }
 
-  absl::Status HostUses(HostUseProbe& probe, const PciFunctionInfo& info, const DeviceClass&,
+  absl::Status HostUses(HostUseProbe& probe, const PciFunctionInfo& info, const DeviceClass& c,
                         std::vector<std::string>* uses) const override {
-    return probe.CheckBlockDevices(info, uses);
+    if (info.driver != kNvmeDriver) {
+      // uio_pci_generic, pci-stub, a userspace engine (SPDK) under a storage
+      // product: no block device tells what it does with the drive.
+      if (!HostDriverListed(c, info.driver)) {
+        uses->push_back(absl::StrCat(
+            "it is bound to ", info.driver, ", not to nvme: a userspace storage engine or a "
+            "stub driver may be using it, and pdc-node cannot see its users (list ", info.driver,
+            " in device class ", c.resource_name, "'s hostDrivers if taking it is safe)"));
+      }
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(probe.CheckBlockDevices(info, uses));
+    RETURN_IF_ERROR(CheckCharacterDevices(probe, info));
+    if (!probe.host().policy.allow_shared_nvme) RETURN_IF_ERROR(SharedUses(probe.host(), info, uses));
+    return absl::OkStatus();
   }
+
+  bool VirtualFunctionsShareData() const override { return true; }
 
   bool ScrubsOnReclaim() const override { return true; }
   std::string_view ScrubDriver() const override { return kNvmeDriver; }
