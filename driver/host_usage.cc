@@ -411,6 +411,29 @@ absl::StatusOr<std::vector<TargetExport>> ReadTargetExports(const HostView& host
   return out;
 }
 
+// Every process's mapped files (`<pid>/maps`, the path column), by
+// "process <pid> (<comm>)"; pdc-node itself is skipped, processes gone
+// meanwhile too.
+absl::StatusOr<std::map<std::string, std::vector<std::string>>> ReadMappings(Sysfs& proc) {
+  std::map<std::string, std::vector<std::string>> out;
+  const auto self = proc.Resolve("self");
+  ASSIGN_OR_RETURN(std::vector<std::string> entries, proc.List("."));
+  for (const std::string& pid : entries) {
+    if (!IsAllDigits(pid) || (self.ok() && *self == pid)) continue;
+    auto maps = proc.Read(absl::StrCat(pid, "/maps"));
+    if (absl::IsNotFound(maps.status())) continue;  // Exited meanwhile.
+    if (!maps.ok()) return CannotCheck(absl::StrCat("the mappings of process ", pid), maps.status());
+    auto comm = ReadTrimmed(proc, absl::StrCat(pid, "/comm"));
+    std::vector<std::string>& files = out[absl::StrCat("process ", pid, " (", comm.ok() ? *comm : "?", ")")];
+    for (absl::string_view line : absl::StrSplit(*maps, '\n', absl::SkipEmpty())) {
+      // 7f00-7f01 rw-s 00000000 00:15 1234   /sys/devices/pci0000:00/0000:00:03.0/resource0
+      const size_t slash = line.find('/');
+      if (slash != absl::string_view::npos) files.emplace_back(line.substr(slash));
+    }
+  }
+  return out;
+}
+
 // The probe of one check of several functions: the kinds register the
 // block devices of function `current`; the tables every block device is
 // checked against are read once afterwards.
@@ -450,6 +473,25 @@ class BatchProbe : public HostUseProbe {
     }
   }
 
+  absl::Status CheckUserspaceHolders(const PciFunctionInfo& info,
+                                     std::vector<std::string>* uses) override {
+    if (!mappings_.has_value()) mappings_ = ReadMappings(*host_.proc);
+    if (!mappings_->ok()) return mappings_->status();
+    const std::string needle = absl::StrCat("/", info.address.ToString(), "/");
+    for (const auto& [process, paths] : **mappings_) {
+      for (const std::string& p : paths) {
+        const size_t at = p.find(needle);
+        if (at == std::string::npos) continue;
+        const std::string_view file = std::string_view(p).substr(at + needle.size());
+        if (!file.starts_with("resource") && file != "config") continue;
+        uses->push_back(absl::StrCat("it is on no driver, but ", process, " maps ",
+                                     Sv(file), " of it (a userspace driver)"));
+        break;
+      }
+    }
+    return absl::OkStatus();
+  }
+
   void set_current(size_t i) { current_ = i; }
   const std::set<std::string>& wanted() const { return wanted_; }
   const std::vector<BlockDevice>& blocks(size_t i) const { return blocks_[i]; }
@@ -460,6 +502,8 @@ class BatchProbe : public HostUseProbe {
   size_t current_ = 0;
   std::optional<absl::StatusOr<BlockIndex>> block_index_;  // Read at the first storage function.
   std::optional<absl::StatusOr<std::vector<TargetExport>>> exports_;
+  // "process 42 (spdk_tgt)" -> the files it maps or holds open.
+  std::optional<absl::StatusOr<std::map<std::string, std::vector<std::string>>>> mappings_;
   std::vector<std::vector<BlockDevice>> blocks_;
   std::vector<std::vector<BlockDevice>> chars_;  // Character devices, by name and number.
   std::set<std::string> wanted_;
@@ -535,7 +579,7 @@ std::vector<absl::StatusOr<std::vector<std::string>>> CheckEach(
   BatchProbe probe(host, n);
   for (size_t i = 0; i < n; ++i) {
     const PciFunctionInfo& info = queries[i].info;
-    if (info.driver.empty() || info.driver == kVfioPci) continue;
+    if (info.driver == kVfioPci) continue;
     const DeviceClass* c = queries[i].device_class;
     if (c == nullptr) {
       errors[i] = absl::InvalidArgumentError(
@@ -543,7 +587,7 @@ std::vector<absl::StatusOr<std::vector<std::string>>> CheckEach(
       continue;
     }
     probe.set_current(i);
-    errors[i] = SriovUses(host, info, &uses[i]);
+    if (!info.driver.empty()) errors[i] = SriovUses(host, info, &uses[i]);
     if (errors[i].ok()) errors[i] = KindOf(info).HostUses(probe, info, *c, &uses[i]);
   }
   if (!probe.wanted().empty()) {

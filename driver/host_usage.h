@@ -21,8 +21,9 @@
 //    (moved into a pod's).
 //  - any other kind: bound to a host driver that its device class does not
 //    list in `host_drivers`.
-// A function bound to no driver or to vfio-pci has no host use here (see
-// VfioGroupUsers for a vfio-pci device some process already holds).
+// A function bound to vfio-pci has no host use here (see VfioGroupUsers for
+// a vfio-pci device some process already holds); one on no driver is
+// checked by its kind (storage: a process mapping its BARs holds it).
 //
 // The exclusive descriptors can be kept (BlockDeviceHold) so that nothing
 // mounts or claims a disk between the check and the unbind. HostUsesOfEach
@@ -105,6 +106,11 @@ class HostUseProbe {
   // number ("241:0"): a process holding one open is a use, said when the
   // check ends.
   virtual void CheckCharDevices(const std::vector<std::pair<std::string, std::string>>& devices) = 0;
+  // For a function on no driver: a process that maps its sysfs resource
+  // files (BARs) or config space drives it from userspace
+  // (`<proc>/<pid>/maps`); adds a sentence for each.
+  virtual absl::Status CheckUserspaceHolders(const PciFunctionInfo& info,
+                                             std::vector<std::string>* uses) = 0;
 };
 
 // The network rule: adds a sentence for each interface of `info` that is up

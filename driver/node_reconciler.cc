@@ -101,7 +101,7 @@ void Reconciler::MarkHostUsed(NodeInventory* inventory) {
   // and a bind of them gives its own reason.
   std::vector<PciAddress> candidates;
   for (const Device& d : inventory->devices) {
-    if (d.health == DeviceHealth::kHealthy && !d.driver.empty() && d.driver != kVfioPci) {
+    if (d.health == DeviceHealth::kHealthy && d.driver != kVfioPci) {
       candidates.push_back(d.address);
     }
   }

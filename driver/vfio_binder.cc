@@ -100,7 +100,7 @@ std::map<PciAddress, std::string> VfioBinder::HostUses(const std::vector<PciAddr
       out[a] = absl::StrCat("cannot tell whether the host uses it: ", info.status().ToString());
       continue;
     }
-    if (info->driver.empty() || info->driver == kVfioPci) continue;
+    if (info->driver == kVfioPci) continue;
     const DeviceClass* c = MatchingClass(options_.classes, ToDevice(*info));
     if (c != nullptr) {
       const bool ours = PdcDrive(*info);

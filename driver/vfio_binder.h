@@ -103,9 +103,9 @@ class VfioBinder {
   absl::Status CheckBindable(const std::vector<PciAddress>& addresses);
 
   // For each of `addresses` that the host uses, why: "the host uses it:
-  // ..." or "cannot tell whether the host uses it: ...". Functions on no
-  // driver, on vfio-pci, matched by no class, or gone are skipped, and so are
-  // those the host leaves alone. A drive pdc bound for a claim before (its
+  // ..." or "cannot tell whether the host uses it: ...". Functions on
+  // vfio-pci, matched by no class, or gone are skipped, and so are those the
+  // host leaves alone (one on no driver is checked by its kind). A drive pdc bound for a claim before (its
   // journal entry names the serial it shows) is not refused for what its
   // guest wrote on it. One read of the host's processes and tables
   // for all (HostUsesOfEach); nothing stays open.

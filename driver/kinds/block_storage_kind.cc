@@ -32,6 +32,7 @@ class BlockStorage final : public DeviceKind {
 
   absl::Status HostUses(HostUseProbe& probe, const PciFunctionInfo& info, const DeviceClass& c,
                         std::vector<std::string>* uses) const override {
+    if (info.driver.empty()) return probe.CheckUserspaceHolders(info, uses);
     // A driver that creates no block devices: whatever it does with the
     // controller (a userspace engine behind uio, a stub) cannot be seen.
     if (NotABlockDriver(info.driver) &&

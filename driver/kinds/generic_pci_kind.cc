@@ -39,6 +39,7 @@ class GenericPci final : public DeviceKind {
 
   absl::Status HostUses(HostUseProbe&, const PciFunctionInfo& info, const DeviceClass& c,
                         std::vector<std::string>* uses) const override {
+    if (info.driver.empty()) return absl::OkStatus();
     if (std::find(c.host_drivers.begin(), c.host_drivers.end(), info.driver) ==
         c.host_drivers.end()) {
       uses->push_back(absl::StrCat("it is bound to the host driver ", info.driver,

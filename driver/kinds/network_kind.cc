@@ -22,6 +22,7 @@ class Network final : public DeviceKind {
 
   absl::Status HostUses(HostUseProbe& probe, const PciFunctionInfo& info, const DeviceClass&,
                         std::vector<std::string>* uses) const override {
+    if (info.driver.empty()) return absl::OkStatus();  // No interface without a driver.
     return NetworkInterfaceUses(*probe.host().sys, info, uses);
   }
 

@@ -267,6 +267,7 @@ class Nvme final : public DeviceKind {
 
   absl::Status HostUses(HostUseProbe& probe, const PciFunctionInfo& info, const DeviceClass& c,
                         std::vector<std::string>* uses) const override {
+    if (info.driver.empty()) return probe.CheckUserspaceHolders(info, uses);
     if (info.driver != kNvmeDriver) {
       // uio_pci_generic, pci-stub, a userspace engine (SPDK) under a storage
       // product: no block device tells what it does with the drive.

@@ -138,7 +138,22 @@ INSTANTIATE_TEST_SUITE_P(
              "host_in_use", "uio_pci_generic, which is not a block driver",
              {NvmeClass(), AhciClass()}, "0000:00:1f.2"},
         Case{"NvmeOnNoDriverBinds",
-             [](K& k) { k.AddDevice({.address = kA, .group = 3, .driver = ""}); }, "", ""},
+             [](K& k) {
+               k.AddDevice({.address = kA, .group = 3, .driver = ""});
+               k.AddProcess(99, "bash", {});
+               Write(k.proc_root() + "/99/maps",
+                     "7f00-7f01 r-xp 00000000 08:01 12 /usr/lib/libc.so.6\n");
+             },
+             "", ""},
+        Case{"NvmeOnNoDriverMappedByAProcess",  // A userspace driver through sysfs BARs.
+             [](K& k) {
+               k.AddDevice({.address = kA, .group = 3, .driver = ""});
+               k.AddProcess(4711, "pcimem", {});
+               Write(k.proc_root() + "/4711/maps",
+                     "7f00-7f01 rw-s 00000000 00:15 77 "
+                     "/sys/devices/pci0000:00/0000:00:03.0/resource0\n");
+             },
+             "host_in_use", "it is on no driver, but process 4711 (pcimem) maps resource0 of it"},
         // SR-IOV.
         Case{"PhysicalFunctionWithVirtualFunctions",
              [](K& k) {
