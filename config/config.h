@@ -274,6 +274,13 @@ struct NodeConfig {
   // metricsListen: host:port for the driver's /metrics and /healthz;
   // "" = no listener.
   std::string metrics_listen = "0.0.0.0:9102";
+  // allowSharedNvme: offer NVMe controllers another host or controller may
+  // share (subsystem with more ports or controllers, CMIC; namespaces
+  // attachable to more controllers, NMIC). Refused when false.
+  bool allow_shared_nvme = false;
+  // allowSriov: offer SR-IOV physical functions with virtual functions
+  // enabled, and virtual functions of storage controllers. Refused when false.
+  bool allow_sriov = false;
 };
 
 struct PdcConfig {

@@ -471,6 +471,12 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Str(
       "node.metricsListen",
       [](auto& c) -> auto& { return c.node.metrics_listen; }));
+  f.push_back(Enum(
+      "node.allowSharedNvme", booleans,
+      [](auto& c) -> auto& { return c.node.allow_shared_nvme; }));
+  f.push_back(Enum(
+      "node.allowSriov", booleans,
+      [](auto& c) -> auto& { return c.node.allow_sriov; }));
   return f;
 }
 

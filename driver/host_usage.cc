@@ -15,31 +15,13 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "driver/device_kind.h"
+#include "driver/disk_signatures.h"
 
 namespace pdc::driver {
 namespace {
 
 constexpr uint32_t kIffUp = 0x1;  // IFF_UP of <linux/if.h>.
-
-// "nvme<digits>n<digits>": a namespace block device (or multipath head).
-bool IsNamespaceName(std::string_view s) {
-  if (!s.starts_with("nvme")) return false;
-  s.remove_prefix(4);
-  size_t i = 0;
-  while (i < s.size() && absl::ascii_isdigit(s[i])) ++i;
-  if (i == 0 || i >= s.size() || s[i] != 'n') return false;
-  size_t j = i + 1;
-  while (j < s.size() && absl::ascii_isdigit(s[j])) ++j;
-  return j > i + 1 && j == s.size();
-}
-
-// "nvme<d>c<d>n<d>": a hidden multipath path device.
-bool IsPathName(std::string_view s) {
-  if (!s.starts_with("nvme")) return false;
-  const size_t c = s.find('c');
-  if (c == std::string_view::npos) return false;
-  return IsNamespaceName(absl::StrCat("nvme", Sv(s.substr(c + 1))));
-}
 
 bool IsAllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
@@ -63,27 +45,6 @@ std::string UnescapeMount(absl::string_view s) {
 
 absl::Status CannotCheck(std::string_view what, const absl::Status& why) {
   return absl::FailedPreconditionError(absl::StrCat("cannot check ", Sv(what), ": ", why.ToString()));
-}
-
-// The namespace heads of the NVMe subsystem the controller belongs to (native
-// multipath: the controller's own directory then holds only hidden paths).
-absl::StatusOr<std::vector<std::string>> NvmeHeads(Sysfs& sys, const PciFunctionInfo& info) {
-  std::vector<std::string> heads;
-  const std::string cdir = absl::StrCat(DevicePath(info.address), "/nvme/", info.nvme_controller);
-  ASSIGN_OR_RETURN(std::vector<std::string> children, sys.List(cdir));
-  if (std::none_of(children.begin(), children.end(), [](const std::string& c) { return IsPathName(c); })) {
-    return heads;
-  }
-  ASSIGN_OR_RETURN(std::vector<std::string> subsystems, sys.List("class/nvme-subsystem"));
-  for (const std::string& s : subsystems) {
-    const std::string sdir = absl::StrCat("class/nvme-subsystem/", s);
-    if (!sys.Exists(absl::StrCat(sdir, "/", info.nvme_controller))) continue;
-    ASSIGN_OR_RETURN(std::vector<std::string> entries, sys.List(sdir));
-    for (const std::string& h : entries) {
-      if (IsNamespaceName(h)) heads.push_back(h);
-    }
-  }
-  return heads;
 }
 
 // One pass over every process's descriptors: for each device number in
@@ -131,20 +92,7 @@ absl::StatusOr<std::vector<std::string>> BlockDevicesIn(Sysfs& sys, const PciFun
   std::vector<std::string> disks;
   std::vector<std::string> partitions;
   if (info.driver.empty() || info.driver == kVfioPci) return disks;
-  if (info.driver == "nvme" && info.nvme_controller.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        info.address.ToString(), " is on nvme but sysfs shows no controller below it"));
-  }
-  ASSIGN_OR_RETURN(std::string self, sys.Resolve(DevicePath(info.address)));
-  std::vector<std::string> under = {self + "/"};
-  if (!info.nvme_controller.empty()) {
-    ASSIGN_OR_RETURN(std::vector<std::string> heads, NvmeHeads(sys, info));
-    for (const std::string& h : heads) {
-      ASSIGN_OR_RETURN(std::string dir, sys.Resolve(absl::StrCat("class/block/", h)));
-      under.push_back(dir);  // The head itself,
-      under.push_back(dir + "/");  // and its partitions.
-    }
-  }
+  ASSIGN_OR_RETURN(std::vector<std::string> under, KindOf(info).BlockDeviceDirs(sys, info));
   for (const auto& entry : index) {
     const auto& [b, where] = entry;
     // clang-14 lets no lambda capture a structured binding: it reads the pair.
@@ -165,6 +113,7 @@ absl::StatusOr<std::vector<std::string>> BlockDevicesIn(Sysfs& sys, const PciFun
 struct BlockDevice {
   std::string name;
   std::string number;  // major:minor
+  bool partition = false;
 };
 
 struct Mount {
@@ -247,6 +196,14 @@ const Mount* MountHolding(const std::vector<Mount>& mounts, std::string_view pat
   return best;
 }
 
+// Whether `part` is a partition of disk `disk` (its sysfs directory lies
+// directly below the disk's).
+bool IsPartitionOf(Sysfs& sys, const std::string& part, const std::string& disk) {
+  auto p = sys.Resolve(absl::StrCat("class/block/", part));
+  auto d = sys.Resolve(absl::StrCat("class/block/", disk));
+  return p.ok() && d.ok() && *p == absl::StrCat(*d, "/", part);
+}
+
 // The block devices behind a storage function with their numbers; holders
 // are uses.
 absl::StatusOr<std::vector<BlockDevice>> CollectBlocks(Sysfs& sys, const PciFunctionInfo& info,
@@ -264,7 +221,7 @@ absl::StatusOr<std::vector<BlockDevice>> CollectBlocks(Sysfs& sys, const PciFunc
       uses->push_back(absl::StrCat(b, " is held by ", absl::StrJoin(*holders, ", "),
                                    " (md, dm or LVM)"));
     }
-    blocks.push_back({b, *number});
+    blocks.push_back({b, *number, sys.Exists(dir + "/partition")});
   }
   return blocks;
 }
@@ -283,19 +240,39 @@ absl::Status BlockUses(const HostView& host, const HostTables& tables,
     for (const std::string& p : it->second) uses->push_back(absl::StrCat(b.name, " is open in ", p));
   }
 
+  // Only whole disks (and multipath heads) are held O_EXCL. The kernel makes
+  // each open file a holder of its own and refuses a partition of a disk
+  // another holder claims (bd_may_claim in block/bdev.c), so holding the
+  // disk and then opening its partitions would refuse every partitioned
+  // disk; and a claimed partition (a mount, md, swap) makes the claim of its
+  // whole disk fail, so the disk's O_EXCL open covers its partitions.
   for (const BlockDevice& b : blocks) {
+    if (b.partition) continue;
     auto fd = host.dev->OpenExclusive(b.name);
     if (fd.ok()) {
       opened->Add(std::move(*fd));
-    } else if (absl::IsFailedPrecondition(fd.status())) {
-      uses->push_back(absl::StrCat("/dev/", b.name, " (", b.number,
-                                   ") is in use by the host (mounted, swap, RAID/LVM member, ZFS "
-                                   "or held open exclusively): the kernel refuses to open it "
-                                   "exclusively"));
-    } else {
+      continue;
+    }
+    if (!absl::IsFailedPrecondition(fd.status())) {
       return CannotCheck(absl::StrCat(b.name, " (open /dev/", b.name,
                                       " exclusively; is the host's /dev mounted?)"),
                          fd.status());
+    }
+    // Which one is claimed: each partition on its own, closed at once
+    // (nothing of this disk is held now, so the probes refuse only what
+    // another holder claims).
+    std::vector<const BlockDevice*> refused;
+    for (const BlockDevice& p : blocks) {
+      if (!p.partition || !IsPartitionOf(*host.sys, p.name, b.name)) continue;
+      auto pfd = host.dev->OpenExclusive(p.name);
+      if (absl::IsFailedPrecondition(pfd.status())) refused.push_back(&p);
+    }
+    if (refused.empty()) refused.push_back(&b);
+    for (const BlockDevice* r : refused) {
+      uses->push_back(absl::StrCat("/dev/", r->name, " (", r->number,
+                                   ") is in use by the host (mounted, swap, RAID/LVM member, ZFS "
+                                   "or held open exclusively): the kernel refuses to open it "
+                                   "exclusively"));
     }
   }
 
@@ -338,7 +315,10 @@ absl::Status BlockUses(const HostView& host, const HostTables& tables,
   return absl::OkStatus();
 }
 
-absl::Status NetworkUses(Sysfs& sys, const PciFunctionInfo& info, std::vector<std::string>* uses) {
+}  // namespace
+
+absl::Status NetworkInterfaceUses(Sysfs& sys, const PciFunctionInfo& info,
+                                  std::vector<std::string>* uses) {
   auto self = sys.Resolve(DevicePath(info.address));
   if (!self.ok()) return CannotCheck(info.address.ToString(), self.status());
   auto interfaces = sys.List("class/net");
@@ -383,8 +363,6 @@ absl::Status NetworkUses(Sysfs& sys, const PciFunctionInfo& info, std::vector<st
   return absl::OkStatus();
 }
 
-}  // namespace
-
 absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFunctionInfo& info) {
   if (info.driver.empty() || info.driver == kVfioPci) return std::vector<std::string>{};
   ASSIGN_OR_RETURN(BlockIndex index, ReadBlockIndex(sys));
@@ -392,6 +370,202 @@ absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFun
 }
 
 namespace {
+
+// A namespace (or passthrough controller) the kernel NVMe-oF target
+// exports: configfs `nvmet/subsystems/<nqn>/namespaces/<n>/device_path`
+// (and `passthru/device_path`), e.g. "/dev/nvme0n1".
+struct TargetExport {
+  std::string what;         // "subsystem <nqn> namespace <n>"
+  std::string device_name;  // "nvme0n1": the path's last component, links followed.
+};
+
+absl::StatusOr<std::vector<TargetExport>> ReadTargetExports(const HostView& host) {
+  std::vector<TargetExport> out;
+  const std::string root = "kernel/config/nvmet/subsystems";
+  auto subsystems = host.sys->List(root);
+  if (absl::IsNotFound(subsystems.status())) return out;  // No target configured.
+  if (!subsystems.ok()) return CannotCheck("the NVMe-oF target's subsystems", subsystems.status());
+  auto add = [&](const std::string& file, std::string what) -> absl::Status {
+    auto path = ReadTrimmed(*host.sys, file);
+    if (absl::IsNotFound(path.status())) return absl::OkStatus();
+    if (!path.ok()) return CannotCheck(file, path.status());
+    absl::string_view p = *path;
+    if (!absl::ConsumePrefix(&p, "/dev/") || p.empty()) return absl::OkStatus();
+    std::string name(p);
+    if (auto r = host.dev->Resolve(name); r.ok()) name = *r;  // /dev/disk/by-id/... links.
+    name = name.substr(name.rfind('/') + 1);
+    out.push_back({std::move(what), std::move(name)});
+    return absl::OkStatus();
+  };
+  for (const std::string& nqn : *subsystems) {
+    const std::string sdir = absl::StrCat(root, "/", nqn);
+    RETURN_IF_ERROR(add(sdir + "/passthru/device_path", absl::StrCat("subsystem ", nqn, " (passthru)")));
+    auto namespaces = host.sys->List(sdir + "/namespaces");
+    if (absl::IsNotFound(namespaces.status())) continue;
+    if (!namespaces.ok()) return CannotCheck(sdir, namespaces.status());
+    for (const std::string& n : *namespaces) {
+      RETURN_IF_ERROR(add(absl::StrCat(sdir, "/namespaces/", n, "/device_path"),
+                          absl::StrCat("subsystem ", nqn, " namespace ", n)));
+    }
+  }
+  return out;
+}
+
+// Every process's mapped files (`<pid>/maps`, the path column), by
+// "process <pid> (<comm>)"; pdc-node itself is skipped, processes gone
+// meanwhile too.
+absl::StatusOr<std::map<std::string, std::vector<std::string>>> ReadMappings(Sysfs& proc) {
+  std::map<std::string, std::vector<std::string>> out;
+  const auto self = proc.Resolve("self");
+  ASSIGN_OR_RETURN(std::vector<std::string> entries, proc.List("."));
+  for (const std::string& pid : entries) {
+    if (!IsAllDigits(pid) || (self.ok() && *self == pid)) continue;
+    auto maps = proc.Read(absl::StrCat(pid, "/maps"));
+    if (absl::IsNotFound(maps.status())) continue;  // Exited meanwhile.
+    if (!maps.ok()) return CannotCheck(absl::StrCat("the mappings of process ", pid), maps.status());
+    auto comm = ReadTrimmed(proc, absl::StrCat(pid, "/comm"));
+    std::vector<std::string>& files = out[absl::StrCat("process ", pid, " (", comm.ok() ? *comm : "?", ")")];
+    for (absl::string_view line : absl::StrSplit(*maps, '\n', absl::SkipEmpty())) {
+      // 7f00-7f01 rw-s 00000000 00:15 1234   /sys/devices/pci0000:00/0000:00:03.0/resource0
+      const size_t slash = line.find('/');
+      if (slash != absl::string_view::npos) files.emplace_back(line.substr(slash));
+    }
+  }
+  return out;
+}
+
+// The probe of one check of several functions: the kinds register the
+// block devices of function `current`; the tables every block device is
+// checked against are read once afterwards.
+class BatchProbe : public HostUseProbe {
+ public:
+  explicit BatchProbe(const HostView& host, size_t n) : host_(host), blocks_(n), chars_(n) {}
+
+  const HostView& host() const override { return host_; }
+
+  absl::Status CheckBlockDevices(const PciFunctionInfo& info,
+                                 std::vector<std::string>* uses) override {
+    if (!block_index_.has_value()) block_index_ = ReadBlockIndex(*host_.sys);
+    if (!block_index_->ok()) return block_index_->status();
+    ASSIGN_OR_RETURN(std::vector<BlockDevice> b, CollectBlocks(*host_.sys, info, **block_index_, uses));
+    for (const BlockDevice& d : b) wanted_.insert("b" + d.number);
+    if (!b.empty()) {
+      if (!exports_.has_value()) exports_ = ReadTargetExports(host_);
+      if (!exports_->ok()) return exports_->status();
+      for (const TargetExport& e : **exports_) {
+        for (const BlockDevice& d : b) {
+          if (e.device_name == d.name) {
+            uses->push_back(absl::StrCat(d.name, " is exported by the kernel NVMe-oF target (",
+                                         e.what, ")"));
+          }
+        }
+      }
+    }
+    auto& mine = blocks_[current_];
+    mine.insert(mine.end(), b.begin(), b.end());
+    return absl::OkStatus();
+  }
+
+  void CheckCharDevices(const std::vector<std::pair<std::string, std::string>>& devices) override {
+    for (const auto& [name, number] : devices) {
+      wanted_.insert("c" + number);
+      chars_[current_].push_back({name, number});
+    }
+  }
+
+  absl::Status CheckUserspaceHolders(const PciFunctionInfo& info,
+                                     std::vector<std::string>* uses) override {
+    if (!mappings_.has_value()) mappings_ = ReadMappings(*host_.proc);
+    if (!mappings_->ok()) return mappings_->status();
+    const std::string needle = absl::StrCat("/", info.address.ToString(), "/");
+    for (const auto& [process, paths] : **mappings_) {
+      for (const std::string& p : paths) {
+        const size_t at = p.find(needle);
+        if (at == std::string::npos) continue;
+        const std::string_view file = std::string_view(p).substr(at + needle.size());
+        if (!file.starts_with("resource") && file != "config") continue;
+        uses->push_back(absl::StrCat("it is on no driver, but ", process, " maps ",
+                                     Sv(file), " of it (a userspace driver)"));
+        break;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void set_current(size_t i) { current_ = i; }
+  const std::set<std::string>& wanted() const { return wanted_; }
+  const std::vector<BlockDevice>& blocks(size_t i) const { return blocks_[i]; }
+  const std::vector<BlockDevice>& chars(size_t i) const { return chars_[i]; }
+
+ private:
+  const HostView& host_;
+  size_t current_ = 0;
+  std::optional<absl::StatusOr<BlockIndex>> block_index_;  // Read at the first storage function.
+  std::optional<absl::StatusOr<std::vector<TargetExport>>> exports_;
+  // "process 42 (spdk_tgt)" -> the files it maps or holds open.
+  std::optional<absl::StatusOr<std::map<std::string, std::vector<std::string>>>> mappings_;
+  std::vector<std::vector<BlockDevice>> blocks_;
+  std::vector<std::vector<BlockDevice>> chars_;  // Character devices, by name and number.
+  std::set<std::string> wanted_;
+};
+
+// Idle ownership: nothing holds the disk, but a tool would take it (an
+// unassembled array, an inactive volume group, an exported pool...).
+absl::Status SignatureUses(const HostView& host, const std::vector<BlockDevice>& blocks,
+                           std::vector<std::string>* uses) {
+  for (const BlockDevice& d : blocks) {
+    uint64_t size = 0;
+    if (auto sectors = ReadTrimmed(*host.sys, absl::StrCat("class/block/", d.name, "/size"));
+        sectors.ok() && absl::SimpleAtoi(*sectors, &size)) {
+      size *= 512;
+    }
+    auto sig = FindDiskSignature(*host.dev, d.name, size);
+    if (!sig.ok()) {
+      return CannotCheck(absl::StrCat(d.name, " (read its signatures from /dev/", d.name, ")"),
+                         sig.status());
+    }
+    if (sig->has_value()) {
+      uses->push_back(absl::StrCat("/dev/", d.name, " holds ", **sig,
+                                   ": it belongs to the host or to a tool of it even while "
+                                   "nothing has it open (wipe the signature to offer it)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// SR-IOV: a physical function with virtual functions enabled shares the
+// device with them; a virtual function of a kind whose functions share data
+// (a storage controller's) shares its physical function's media.
+absl::Status SriovUses(const HostView& host, const PciFunctionInfo& info,
+                       std::vector<std::string>* uses) {
+  if (host.policy.allow_sriov) return absl::OkStatus();
+  const std::string dir = DevicePath(info.address);
+  if (auto n = ReadTrimmed(*host.sys, dir + "/sriov_numvfs"); n.ok()) {
+    int vfs = 0;
+    if (!absl::SimpleAtoi(*n, &vfs)) {
+      return CannotCheck(absl::StrCat(dir, "/sriov_numvfs"),
+                         absl::InvalidArgumentError(absl::StrCat("\"", *n, "\" is not a number")));
+    }
+    if (vfs > 0) {
+      uses->push_back(absl::StrCat(
+          "it is an SR-IOV physical function with ", vfs, " virtual function(s) enabled "
+          "(sriov_numvfs): they share the device (set node.allowSriov to offer it)"));
+    }
+  }
+  if (auto pf = LinkName(*host.sys, dir + "/physfn"); pf.ok()) {
+    auto pf_address = PciAddress::Parse(*pf);
+    if (!pf_address.ok()) return CannotCheck(absl::StrCat(dir, "/physfn"), pf_address.status());
+    auto pf_info = ReadPciFunction(*host.sys, *pf_address);
+    if (!pf_info.ok()) return CannotCheck(absl::StrCat("physical function ", *pf), pf_info.status());
+    if (KindOf(*pf_info).VirtualFunctionsShareData()) {
+      uses->push_back(absl::StrCat(
+          "it is an SR-IOV virtual function of ", *pf, " (", Sv(KindOf(*pf_info).name()),
+          "): it shares that controller's media with the host and its other functions (set "
+          "node.allowSriov to offer it)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 // The checks of HostUsesOf for several functions; `opened[i]` receives the
 // exclusive descriptors of function i.
@@ -401,56 +575,47 @@ std::vector<absl::StatusOr<std::vector<std::string>>> CheckEach(
   const size_t n = queries.size();
   std::vector<absl::Status> errors(n);
   std::vector<std::vector<std::string>> uses(n);
-  std::vector<std::vector<BlockDevice>> blocks(n);
   opened->resize(n);
-  std::set<std::string> wanted;
-  std::optional<absl::StatusOr<BlockIndex>> block_index;  // Read at the first storage function.
+  BatchProbe probe(host, n);
   for (size_t i = 0; i < n; ++i) {
     const PciFunctionInfo& info = queries[i].info;
-    if (info.driver.empty() || info.driver == kVfioPci) continue;
-    switch (info.class_code >> 16) {
-      case 0x01: {
-        if (!block_index.has_value()) block_index = ReadBlockIndex(*host.sys);
-        if (!block_index->ok()) {
-          errors[i] = block_index->status();
-          break;
-        }
-        auto b = CollectBlocks(*host.sys, info, **block_index, &uses[i]);
-        if (!b.ok()) {
-          errors[i] = b.status();
-          break;
-        }
-        blocks[i] = std::move(*b);
-        for (const BlockDevice& d : blocks[i]) wanted.insert("b" + d.number);
-        break;
-      }
-      case 0x02:
-        errors[i] = NetworkUses(*host.sys, info, &uses[i]);
-        break;
-      default: {
-        const DeviceClass* c = queries[i].device_class;
-        if (c == nullptr) {
-          errors[i] = absl::InvalidArgumentError(
-              absl::StrCat(info.address.ToString(), " matches no device class"));
-        } else if (std::find(c->host_drivers.begin(), c->host_drivers.end(), info.driver) ==
-                   c->host_drivers.end()) {
-          uses[i].push_back(absl::StrCat("it is bound to the host driver ", info.driver,
-                                         ", which device class ", c->resource_name,
-                                         " does not list in hostDrivers"));
-        }
-        break;
-      }
+    if (info.driver == kVfioPci) continue;
+    const DeviceClass* c = queries[i].device_class;
+    if (c == nullptr) {
+      errors[i] = absl::InvalidArgumentError(
+          absl::StrCat(info.address.ToString(), " matches no device class"));
+      continue;
     }
+    probe.set_current(i);
+    if (!info.driver.empty()) errors[i] = SriovUses(host, info, &uses[i]);
+    if (errors[i].ok()) errors[i] = KindOf(info).HostUses(probe, info, *c, &uses[i]);
   }
-  if (!wanted.empty()) {
+  if (!probe.wanted().empty()) {
     HostTables tables;
-    tables.holding = ProcessesHolding(*host.proc, wanted);
+    tables.holding = ProcessesHolding(*host.proc, probe.wanted());
     tables.mounts = ReadMounts(host);
     tables.swaps = ReadSwaps(*host.proc);
     tables.loops = ReadLoops(*host.sys);
     for (size_t i = 0; i < n; ++i) {
-      if (!errors[i].ok() || blocks[i].empty()) continue;
-      errors[i] = BlockUses(host, tables, blocks[i], &(*opened)[i], &uses[i]);
+      if (!errors[i].ok()) continue;
+      if (!probe.chars(i).empty()) {
+        if (!tables.holding.ok()) {
+          errors[i] = tables.holding.status();
+          continue;
+        }
+        for (const BlockDevice& c : probe.chars(i)) {
+          auto it = tables.holding->find("c" + c.number);
+          if (it == tables.holding->end()) continue;
+          for (const std::string& p : it->second) {
+            uses[i].push_back(absl::StrCat("/dev/", c.name, " is open in ", p));
+          }
+        }
+      }
+      if (probe.blocks(i).empty()) continue;
+      errors[i] = BlockUses(host, tables, probe.blocks(i), &(*opened)[i], &uses[i]);
+      if (errors[i].ok() && !queries[i].pdc_drive) {
+        errors[i] = SignatureUses(host, probe.blocks(i), &uses[i]);
+      }
     }
   }
   std::vector<absl::StatusOr<std::vector<std::string>>> out;
@@ -471,9 +636,9 @@ std::vector<absl::StatusOr<std::vector<std::string>>> CheckEach(
 absl::StatusOr<std::vector<std::string>> HostUsesOf(const HostView& host,
                                                     const PciFunctionInfo& info,
                                                     const DeviceClass& device_class,
-                                                    BlockDeviceHold* hold) {
+                                                    BlockDeviceHold* hold, bool pdc_drive) {
   std::vector<BlockDeviceHold> opened;
-  auto results = CheckEach(host, {HostUsageQuery{info, &device_class}}, &opened);
+  auto results = CheckEach(host, {HostUsageQuery{info, &device_class, pdc_drive}}, &opened);
   if (results[0].ok() && results[0]->empty() && hold != nullptr) hold->Take(std::move(opened[0]));
   return std::move(results[0]);
 }

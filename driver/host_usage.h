@@ -2,24 +2,28 @@
 // pdc never takes a device the host depends on. It fails closed: whatever
 // cannot be read is an error, never "unused".
 //
-// The rule depends on the function's PCI base class:
-//  - mass storage (0x01: NVMe, AHCI, SAS, RAID, ...): the block devices
-//    behind the function (every disk whose sysfs device lies below it, with
-//    native NVMe multipath also the namespace heads of its subsystem) and
-//    their partitions. One is in use when the kernel refuses to open it
-//    exclusively (a mounted file system, md/dm/LVM, swap, a ZFS pool, a
-//    lazily unmounted file system still alive, any O_EXCL opener), when it
-//    is mounted (mountinfo, by major:minor and by /dev/<name>), used as swap,
-//    has holders, backs a loop device (the raw disk, or a file on one of its
-//    mounted file systems), or is open in any process (`<proc>/<pid>/fd`).
-//  - network (0x02): a host interface on the function that is up (with or
-//    without addresses: up is enough), or that is part of a bond, bridge or
-//    other upper device. A function on a driver with no interface in the
-//    host's network namespace cannot be checked (moved into a pod's).
-//  - any other class: bound to a host driver that its device class does not
+// The rule is the function's device kind's (device_kind.h, driver/kinds/);
+// the kinds build theirs from the checks here:
+//  - block devices (CheckBlockDevices; storage kinds): the block devices
+//    below the directories the kind names (DeviceKind::BlockDeviceDirs: the
+//    function's own, for NVMe with native multipath also the namespace heads
+//    of its subsystem) and their partitions. One is in use when the kernel
+//    refuses to open it exclusively (a mounted file system, md/dm/LVM, swap,
+//    a ZFS pool, a lazily unmounted file system still alive, any O_EXCL
+//    opener), when it is mounted (mountinfo, by major:minor and by
+//    /dev/<name>), used as swap, has holders, backs a loop device (the raw
+//    disk, or a file on one of its mounted file systems), or is open in any
+//    process (`<proc>/<pid>/fd`).
+//  - network interfaces (NetworkInterfaceUses): a host interface on the
+//    function that is up (with or without addresses: up is enough), or that
+//    is part of a bond, bridge or other upper device. A function on a driver
+//    with no interface in the host's network namespace cannot be checked
+//    (moved into a pod's).
+//  - any other kind: bound to a host driver that its device class does not
 //    list in `host_drivers`.
-// A function bound to no driver or to vfio-pci has no host use here (see
-// VfioGroupUsers for a vfio-pci device some process already holds).
+// A function bound to vfio-pci has no host use here (see VfioGroupUsers for
+// a vfio-pci device some process already holds); one on no driver is
+// checked by its kind (storage: a process mapping its BARs holds it).
 //
 // The exclusive descriptors can be kept (BlockDeviceHold) so that nothing
 // mounts or claims a disk between the check and the unbind. HostUsesOfEach
@@ -30,6 +34,7 @@
 #define PDC_DRIVER_HOST_USAGE_H_
 
 #include <cstdint>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,14 +48,31 @@
 
 namespace pdc::driver {
 
+class NvmeAdmin;  // nvme_erase.h
+
+// What the operator allows that the check refuses by default
+// (docs/operations.md, `node:` section).
+struct HostUsePolicy {
+  // node.allowSharedNvme: NVMe controllers whose subsystem has more than one
+  // port or controller (CMIC), or whose namespaces may be attached to more
+  // than one controller (NMIC), are offered.
+  bool allow_shared_nvme = false;
+  // node.allowSriov: a physical function with virtual functions enabled,
+  // and a virtual function of a storage controller, are offered.
+  bool allow_sriov = false;
+};
+
 // Views of the host's kernel: /sys, /dev and /proc, and where in /proc the
 // host's mount table is ("1/mountinfo" for pdc-node in the host's PID
-// namespace; see CheckHostView).
+// namespace; see CheckHostView); the NVMe admin channel for Identify (null:
+// only what sysfs shows is checked); what the operator allows.
 struct HostView {
   Sysfs* sys = nullptr;
   Sysfs* dev = nullptr;
   Sysfs* proc = nullptr;
   std::string mountinfo_path = "self/mountinfo";
+  NvmeAdmin* nvme_admin = nullptr;
+  HostUsePolicy policy = {};
 };
 
 // Exclusive descriptors of block devices, held until destroyed.
@@ -68,6 +90,34 @@ class BlockDeviceHold {
   std::vector<UniqueFd> fds_;
 };
 
+// What a device kind's host-use check reads through: the host's views, and
+// the block-device check whose tables (processes, mounts, swaps, loops) are
+// read once for every function of one check.
+class HostUseProbe {
+ public:
+  virtual ~HostUseProbe() = default;
+  virtual const HostView& host() const = 0;
+  // Checks the block devices of `info` (below its kind's BlockDeviceDirs) by
+  // the block rule; holders are added to `uses` now, the other uses when the
+  // check ends.
+  virtual absl::Status CheckBlockDevices(const PciFunctionInfo& info,
+                                         std::vector<std::string>* uses) = 0;
+  // Character devices of the function, name ("nvme0", "ng0n1") to device
+  // number ("241:0"): a process holding one open is a use, said when the
+  // check ends.
+  virtual void CheckCharDevices(const std::vector<std::pair<std::string, std::string>>& devices) = 0;
+  // For a function on no driver: a process that maps its sysfs resource
+  // files (BARs) or config space drives it from userspace
+  // (`<proc>/<pid>/maps`); adds a sentence for each.
+  virtual absl::Status CheckUserspaceHolders(const PciFunctionInfo& info,
+                                             std::vector<std::string>* uses) = 0;
+};
+
+// The network rule: adds a sentence for each interface of `info` that is up
+// or part of an upper device; an error when none is visible.
+absl::Status NetworkInterfaceUses(Sysfs& sys, const PciFunctionInfo& info,
+                                  std::vector<std::string>* uses);
+
 // Block device names behind a function (disks, then partitions), sorted
 // within each group. Empty for a function on no driver or on vfio-pci.
 absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFunctionInfo& info);
@@ -80,12 +130,17 @@ absl::StatusOr<std::vector<std::string>> BlockDevicesOf(Sysfs& sys, const PciFun
 absl::StatusOr<std::vector<std::string>> HostUsesOf(const HostView& host,
                                                     const PciFunctionInfo& info,
                                                     const DeviceClass& device_class,
-                                                    BlockDeviceHold* hold);
+                                                    BlockDeviceHold* hold,
+                                                    bool pdc_drive = false);
 
 // One function to check and the device class it matched (not null).
+// `pdc_drive`: the drive pdc itself bound for a claim (its journal entry
+// names the serial it shows): what its guest wrote on it (file systems,
+// RAID or LVM signatures) is not the host's.
 struct HostUsageQuery {
   PciFunctionInfo info;
   const DeviceClass* device_class = nullptr;
+  bool pdc_drive = false;
 };
 
 // HostUsesOf for each query, in order, reading the host's processes, mount

@@ -102,9 +102,16 @@ int Main(int argc, char** argv) {
   if (absl::Status s = MakeDirectories(nc.state_dir); !s.ok()) return Fail(s);
   auto journal = BindJournal::Open(nc.state_dir + "/vfio-journal", boot);
   if (!journal.ok()) return Fail(journal.status());
+  // NVMe controllers are erased (Format NVM, user data erase) through
+  // /dev/nvmeN before a deleted claim's device is offered again; the
+  // host-use check asks them whether they are shared (Identify).
+  DevNvmeAdmin nvme_admin(nc.dev_root);
   BinderOptions binder_options;
   binder_options.classes = config->device_classes;
   binder_options.mountinfo_path = "1/mountinfo";  // PID 1's: the host's mounts.
+  binder_options.nvme_admin = &nvme_admin;
+  binder_options.policy.allow_shared_nvme = nc.allow_shared_nvme;
+  binder_options.policy.allow_sriov = nc.allow_sriov;
   VfioBinder binder(&sys, &dev, &proc, journal->get(), binder_options);
 
   HttpClientOptions client_options;
@@ -131,9 +138,6 @@ int Main(int argc, char** argv) {
   options.node = nc.node_name;
   options.classes = config->device_classes;
   options.heartbeat = nc.heartbeat_interval;
-  // NVMe controllers are erased (Format NVM, user data erase) through
-  // /dev/nvmeN before a deleted claim's device is offered again.
-  DevNvmeAdmin nvme_admin(nc.dev_root);
   options.nvme_admin = &nvme_admin;
   // Declared first: the plugins' confirmer writes it until it stops.
   std::unique_ptr<deviceplugin::HandoffJournal> handoff_journal;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
+#include "driver/device_kind.h"
 #include "driver/discovery.h"
 #include "driver/pci_function.h"
 #include "spdlog/spdlog.h"
@@ -70,6 +71,14 @@ absl::StatusOr<NodeInventory> Reconciler::Discover() {
             "bound to its host driver once"));
       }
     }
+    // Bound by someone else: never free, never adopted.
+    if (dev.driver == kVfioPci && !e) {
+      MarkUnhealthy(dev, UnhealthyReason::kHostInUse);
+      r.problems.push_back(absl::StrCat(
+          dev.address.ToString(), " is on vfio-pci but pdc-node did not bind it (no bind-journal "
+          "entry): someone else did and may use it, so it is not offered (unhealthy); unbind it "
+          "from vfio-pci on the host to offer it"));
+    }
     // It may hold a previous VM's data: never offered until erased. Said
     // over any other reason (its driver is wrong because of the erase).
     if (e && e->state == JournalState::kErasing) {
@@ -92,7 +101,7 @@ void Reconciler::MarkHostUsed(NodeInventory* inventory) {
   // and a bind of them gives its own reason.
   std::vector<PciAddress> candidates;
   for (const Device& d : inventory->devices) {
-    if (d.health == DeviceHealth::kHealthy && !d.driver.empty() && d.driver != kVfioPci) {
+    if (d.health == DeviceHealth::kHealthy && d.driver != kVfioPci) {
       candidates.push_back(d.address);
     }
   }
@@ -172,25 +181,33 @@ void Reconciler::LogMovedClaims(const NodeAllocations& allocations) {
 }
 
 absl::Status Reconciler::SameDriveAsReported(const PciFunctionInfo& now) const {
-  // On vfio-pci sysfs shows no serial: the journal vouches for the drive.
-  if (now.serial.empty()) return absl::OkStatus();
   const Device* reported = nullptr;
   if (last_reported_) {
     for (const Device& d : last_reported_->devices) {
       if (d.address == now.address) reported = &d;
     }
   }
-  // Not reported there, or reported without a serial: nothing to compare
-  // (the binder's own checks decide).
-  if (reported == nullptr || reported->serial.empty() || reported->serial == now.serial) {
-    return absl::OkStatus();
+  // Not reported there: nothing to compare (the binder's own checks decide).
+  if (reported == nullptr) return absl::OkStatus();
+  std::string serial = now.serial;
+  if (serial.empty() && now.driver == kVfioPci) {
+    // On vfio-pci sysfs shows no serial: the journal vouches for the drive
+    // in the boot it read the serial in.
+    if (auto e = journal_->Get(now.address); e && !e->serial.empty() && journal_->SerialCurrent(*e)) {
+      serial = e->serial;
+    }
   }
+  // "No serial" is an answer like any other: it matches only "no serial".
+  if (serial == reported->serial) return absl::OkStatus();
+  auto say = [](const std::string& s) {
+    return s.empty() ? std::string("no serial") : absl::StrCat("serial ", s);
+  };
   return WithFailureReason(
       absl::FailedPreconditionError(absl::StrCat(
-          "the drive at ", now.address.ToString(), " has serial ", now.serial,
-          ", not the serial ", reported->serial, " pdc-extender was told of: it was swapped "
-          "or the bus renumbered since the report; not bound until pdc-extender has the new "
-          "inventory")),
+          "the drive at ", now.address.ToString(), " has ", say(serial), ", not the ",
+          say(reported->serial), " pdc-extender was told of: it was swapped or the bus "
+          "renumbered since the report, or its identity cannot be read; not bound until "
+          "pdc-extender has the new inventory")),
       kReasonDriveChanged);
 }
 
@@ -254,7 +271,8 @@ void Reconciler::ReturnToHost(PciAddress a, PassResult* result) {
     return;
   }
   std::optional<JournalEntry> entry = journal_->Get(a);
-  if (info->IsNvme() || (entry && entry->original_driver == "nvme")) {
+  const DeviceKind& kind = KindOf(*info);
+  if (kind.ScrubsOnReclaim() || (entry && KindScrubbingOn(entry->original_driver) != nullptr)) {
     // Journaled before anything moves; RunPendingErases does the rest.
     auto pending = binder_->MarkErasePending(a);
     if (!pending.ok()) NoteError(key, pending.status(), "erase", result);
@@ -276,9 +294,9 @@ void Reconciler::ReturnToHost(PciAddress a, PassResult* result) {
                                    ? entry->original_driver
                                    : std::string("its host driver");
     spdlog::warn(
-        "handed {} (class {:06x}) back to {} in {} WITHOUT erasing it: pdc-node erases only "
-        "NVMe controllers; whatever the previous VM left on this device stays there",
-        key, info->class_code, driver, absl::FormatDuration(sw.Elapsed()));
+        "handed {} (class {:06x}) back to {} in {} WITHOUT erasing it: its device kind ({}) "
+        "has no scrub; whatever the previous VM left on this device stays there",
+        key, info->class_code, driver, absl::FormatDuration(sw.Elapsed()), kind.name());
     if (metrics_) {
       metrics_->restores->WithLabels({"restored"})->Increment();
       metrics_->restore_seconds->ObserveDuration(sw.Elapsed());
@@ -323,13 +341,23 @@ void Reconciler::EraseOne(PciAddress a, PassResult* result) {
   eo.erase.before_command = [this](absl::Duration timeout) {
     busy_until_unix_nanos_ = absl::ToUnixNanos(clock_->Now() + timeout + options_.heartbeat);
   };
-  absl::StatusOr<NvmeEraseReport> report =
-      options_.nvme_admin == nullptr
-          ? absl::StatusOr<NvmeEraseReport>(WithFailureReason(
+  // The kind that scrubs it: by its class, or by the driver it came from
+  // when the function at the address is not of a scrubbing kind now.
+  const DeviceKind* kind = nullptr;
+  if (auto info = ReadPciFunction(*sys_, a); info.ok() && KindOf(*info).ScrubsOnReclaim()) {
+    kind = &KindOf(*info);
+  } else if (auto e = journal_->Get(a)) {
+    kind = KindScrubbingOn(e->original_driver);
+  }
+  const ScrubContext context{binder_, sys_, options_.nvme_admin, &eo};
+  absl::StatusOr<ScrubReport> report =
+      kind != nullptr
+          ? kind->Scrub(context, a)
+          : absl::StatusOr<ScrubReport>(WithFailureReason(
                 absl::FailedPreconditionError(absl::StrCat(
-                    "erasing ", key, ": pdc-node has no NVMe admin channel configured")),
-                kReasonEraseUnsupported))
-          : FinishPendingErase(*binder_, *sys_, *options_.nvme_admin, a, eo);
+                    "erasing ", key, ": the function at this address is of no device kind "
+                    "that scrubs, nor was its original driver; the erase stays pending")),
+                kReasonEraseUnsupported));
   busy_until_unix_nanos_ = 0;
   if (!report.ok()) {
     auto& retry = erase_retry_[a];
@@ -347,13 +375,7 @@ void Reconciler::EraseOne(PciAddress a, PassResult* result) {
   last_error_.erase(key);
   ++result->restored;
   ++result->erased;
-  std::vector<std::string> formatted;
-  for (uint32_t id : report->formatted) {
-    formatted.push_back(id == kNvmeNsidAll ? "all" : absl::StrCat(id));
-  }
-  spdlog::info("erased {} ({}: Format NVM with user data erase of namespace(s) {}) and handed it "
-               "back to nvme in {}",
-               key, report->controller, formatted.empty() ? "none" : absl::StrJoin(formatted, ", "),
+  spdlog::info("erased {} ({}) and handed it back to its host driver in {}", key, report->what,
                absl::FormatDuration(sw.Elapsed()));
   if (metrics_) {
     metrics_->erases->WithLabels({"erased"})->Increment();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "driver/device_kind.h"
 
 namespace pdc::driver {
 namespace {
@@ -28,55 +29,6 @@ absl::StatusOr<uint32_t> ParseHexFile(Sysfs& sysfs, const std::string& path,
         absl::StrCat(path, ": \"", text, "\" is not a hex number up to ", max));
   }
   return out;
-}
-
-std::string Trim(std::string s) {
-  size_t b = s.find_first_not_of(" \t\n");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t\n");
-  return s.substr(b, e - b + 1);
-}
-
-// "nguid:<uuid>" or "eui64:<16 hex digits>" of the controller's namespace
-// with the lowest ID that has one (the kernel shows `nguid` and `eui` only
-// when they are not zero), or "" when none has: the identity of a
-// controller that reports no serial. Anything but hex digits (and the
-// separators the kernel prints) is ignored rather than passed on.
-std::string NamespaceIdentity(Sysfs& sysfs, const std::string& cdir, std::string_view ctrl) {
-  auto entries = sysfs.List(cdir);
-  if (!entries.ok()) return "";
-  std::vector<std::pair<int, std::string>> namespaces;
-  const std::string prefix = absl::StrCat(Sv(ctrl), "n");
-  for (const std::string& e : *entries) {
-    if (!absl::StartsWith(Sv(e), Sv(prefix))) continue;
-    int id = 0;
-    const char* first = e.data() + prefix.size();
-    auto [end, ec] = std::from_chars(first, e.data() + e.size(), id);
-    if (ec != std::errc() || end != e.data() + e.size() || id <= 0) continue;
-    namespaces.emplace_back(id, e);
-  }
-  std::sort(namespaces.begin(), namespaces.end());
-  auto hex_only = [](const std::string& text, size_t digits) -> std::string {
-    std::string out;
-    for (char c : text) {
-      if (std::isxdigit(static_cast<unsigned char>(c))) {
-        out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-      } else if (c != '-' && c != ' ' && c != ':' && c != '\n') {
-        return "";
-      }
-    }
-    return out.size() == digits && out != std::string(digits, '0') ? out : "";
-  };
-  for (const auto& [id, name] : namespaces) {
-    const std::string nsdir = absl::StrCat(cdir, "/", name);
-    if (auto g = sysfs.Read(nsdir + "/nguid"); g.ok()) {
-      if (std::string h = hex_only(*g, 32); !h.empty()) return absl::StrCat("nguid:", h);
-    }
-    if (auto e = sysfs.Read(nsdir + "/eui"); e.ok()) {
-      if (std::string h = hex_only(*e, 16); !h.empty()) return absl::StrCat("eui64:", h);
-    }
-  }
-  return "";
 }
 
 }  // namespace
@@ -118,19 +70,7 @@ absl::StatusOr<PciFunctionInfo> ReadPciFunction(Sysfs& sysfs, PciAddress address
   if (auto ov = ReadTrimmed(sysfs, dir + "/driver_override"); ov.ok() && *ov != "(null)") {
     info.driver_override = std::move(*ov);
   }
-  if (info.IsNvme()) {
-    if (auto ctrls = sysfs.List(dir + "/nvme"); ctrls.ok()) {
-      for (const std::string& c : *ctrls) {
-        if (!absl::StartsWith(Sv(c), "nvme")) continue;
-        info.nvme_controller = c;
-        const std::string cdir = absl::StrCat(dir, "/nvme/", c);
-        if (auto s = sysfs.Read(cdir + "/serial"); s.ok()) info.serial = Trim(*s);
-        if (auto m = sysfs.Read(cdir + "/model"); m.ok()) info.model = Trim(*m);
-        if (info.serial.empty()) info.serial = NamespaceIdentity(sysfs, cdir, c);
-        break;
-      }
-    }
-  }
+  KindOf(info).ReadIdentity(sysfs, dir, &info);
   return info;
 }
 

@@ -1,6 +1,7 @@
 // What sysfs says about one PCI function (`bus/pci/devices/<address>/`):
-// ids, class, IOMMU group, NUMA node, bound driver and, for NVMe
-// controllers, the controller name, serial and model. The reader behind
+// ids, class, IOMMU group, NUMA node, bound driver and the identity its
+// device kind reads (device_kind.h): for NVMe controllers the controller
+// name, serial and model. The reader behind
 // discovery, the binder's safety checks and the guest check.
 // Thread-safety: pure functions over a Sysfs.
 #ifndef PDC_DRIVER_PCI_FUNCTION_H_
@@ -29,12 +30,13 @@ struct PciFunctionInfo {
   std::string driver;           // Bound driver, "" when none.
   std::string driver_override;  // "" when unset ("(null)" in sysfs).
   std::string nvme_controller;  // "nvme0" for an NVMe controller, else "".
-  // NVMe serial, trimmed; for a controller reporting none, its namespace's
-  // "nguid:<32 hex>" or "eui64:<16 hex>" (docs/design.md §4.1); "" otherwise.
+  // The stable identity its device kind reads: NVMe serial, trimmed; for a
+  // controller reporting none, its namespace's "nguid:<32 hex>" or
+  // "eui64:<16 hex>" (docs/design.md §4.1); for other kinds the PCIe Device
+  // Serial Number "dsn:<16 hex>.<function>"; "" when none.
   std::string serial;
   std::string model;            // NVMe model, trimmed; "" otherwise.
 
-  bool IsNvme() const { return (class_code >> 8) == 0x0108; }
   // PCI-to-PCI bridges (0x0604) and semi-transparent ones (0x0609): they
   // share an IOMMU group with what sits behind them, but are never handed
   // to a VM, so they do not make a group unsafe.

@@ -160,6 +160,28 @@ absl::StatusOr<std::string> RealSysfs::Read(std::string_view path) {
   return out;
 }
 
+absl::StatusOr<std::string> RealSysfs::ReadAt(std::string_view path, uint64_t offset,
+                                              size_t length) {
+  auto fd = OpenBeneath(path, O_RDONLY | O_NONBLOCK);
+  if (!fd.ok()) return fd.status();
+  std::string out(length, '\0');
+  size_t got = 0;
+  while (got < length) {
+    ssize_t n = ::pread(*fd, out.data() + got, length - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(*fd);
+      return ErrnoStatus("read", absl::StrCat(root_, "/", Sv(path)), err);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(*fd);
+  out.resize(got);
+  return out;
+}
+
 absl::Status RealSysfs::Write(std::string_view path, std::string_view data) {
   // O_TRUNC as a shell redirection does: harmless on sysfs, and makes a
   // plain-file tree behave like attributes.

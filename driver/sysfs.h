@@ -12,6 +12,7 @@
 #define PDC_DRIVER_SYSFS_H_
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -64,6 +65,12 @@ class Sysfs {
   // its content. NotFound when `dir` does not exist.
   virtual absl::StatusOr<std::map<std::string, std::string>> DeviceNumbersIn(
       std::string_view dir) = 0;
+
+  // Up to `length` bytes of `path` from byte `offset` (fewer at its end):
+  // a signature on a block device, without reading the rest of it. NotFound
+  // when it does not exist.
+  virtual absl::StatusOr<std::string> ReadAt(std::string_view path, uint64_t offset,
+                                             size_t length) = 0;
 };
 
 // Checks a relative path: "." (the root), or non-empty, not absolute, no
@@ -96,6 +103,8 @@ class RealSysfs : public Sysfs {
   absl::StatusOr<UniqueFd> OpenExclusive(std::string_view path) override;
   absl::StatusOr<std::map<std::string, std::string>> DeviceNumbersIn(
       std::string_view dir) override;
+  absl::StatusOr<std::string> ReadAt(std::string_view path, uint64_t offset,
+                                     size_t length) override;
 
   const std::string& root() const { return root_; }
 

@@ -57,7 +57,13 @@ VfioBinder::VfioBinder(Sysfs* sys, Sysfs* dev, Sysfs* proc, BindJournal* journal
       dev_(dev),
       journal_(journal),
       options_(std::move(options)),
-      host_{sys, dev, proc, options_.mountinfo_path} {}
+      host_{sys, dev, proc, options_.mountinfo_path, options_.nvme_admin, options_.policy} {}
+
+bool VfioBinder::PdcDrive(const PciFunctionInfo& info) const {
+  // The drive is the one pdc bound: same (non-empty) serial as journaled.
+  auto e = journal_->Get(info.address);
+  return e && !e->serial.empty() && e->serial == info.serial;
+}
 
 bool VfioBinder::WaitFor(const std::function<bool()>& done) {
   for (int i = 0; i < std::max(1, options_.verify_attempts); ++i) {
@@ -94,9 +100,12 @@ std::map<PciAddress, std::string> VfioBinder::HostUses(const std::vector<PciAddr
       out[a] = absl::StrCat("cannot tell whether the host uses it: ", info.status().ToString());
       continue;
     }
-    if (info->driver.empty() || info->driver == kVfioPci) continue;
+    if (info->driver == kVfioPci) continue;
     const DeviceClass* c = MatchingClass(options_.classes, ToDevice(*info));
-    if (c != nullptr) queries.push_back({std::move(*info), c});
+    if (c != nullptr) {
+      const bool ours = PdcDrive(*info);
+      queries.push_back({std::move(*info), c, ours});
+    }
   }
   auto results = HostUsesOfEach(host_, queries);
   for (size_t k = 0; k < queries.size(); ++k) {
@@ -164,26 +173,17 @@ absl::Status VfioBinder::CheckBindableLocked(const std::vector<PciFunctionInfo>&
   }
   for (const PciFunctionInfo& i : infos) {
     if (i.driver == kVfioPci) {
-      // Ours (journaled) or taken over: only when nothing holds the group.
+      // Ours (journaled) stays ours. Anything else on vfio-pci was bound by
+      // someone else, for a purpose pdc cannot see: never adopted.
       if (journal_->Get(i.address)) continue;
-      auto users = VfioGroupUsers(host_, i.iommu_group);
-      if (absl::IsNotFound(users.status())) continue;  // Reported by Bind's own check.
-      if (!users.ok()) {
-        return Refuse(kReasonHostInUse,
-                      absl::StrCat("refusing to take over ", Describe(i),
-                                   ": cannot tell whether something uses it: ",
-                                   users.status().ToString()));
-      }
-      if (!users->empty()) {
-        return Refuse(kReasonVfioGroupInUse,
-                      absl::StrCat("refusing to take over ", Describe(i), ": it is on vfio-pci and /dev/vfio/",
-                                   i.iommu_group, " is open in ", absl::StrJoin(*users, ", "),
-                                   " (another VM or tool uses it)"));
-      }
-      continue;
+      return Refuse(kReasonNotBoundByPdc,
+                    absl::StrCat("refusing to take ", Describe(i),
+                                 ": it is on vfio-pci but pdc did not bind it (no bind-journal "
+                                 "entry), so someone else did and may use it; unbind it from "
+                                 "vfio-pci on the host to offer it"));
     }
     const DeviceClass* device_class = MatchingClass(options_.classes, ToDevice(i));
-    auto uses = HostUsesOf(host_, i, *device_class, hold);
+    auto uses = HostUsesOf(host_, i, *device_class, hold, PdcDrive(i));
     if (!uses.ok()) {
       return Refuse(kReasonHostInUse,
                     absl::StrCat("refusing to bind ", Describe(i),
@@ -214,12 +214,6 @@ absl::StatusOr<BindOutcome> VfioBinder::Bind(const std::vector<PciAddress>& addr
   // Held until this call returns: after the unbind the block devices are gone.
   BlockDeviceHold hold;
   RETURN_IF_ERROR(CheckBindableLocked(infos, &hold));
-  // Taken over (on vfio-pci, free, not journaled): pdc's from now on.
-  for (const PciFunctionInfo& i : infos) {
-    if (i.driver != kVfioPci || journal_->Get(i.address)) continue;
-    RETURN_IF_ERROR(WithReason(
-        journal_->Put(JournalEntry{i.address, JournalState::kBound, "", i.serial}), kReasonJournal));
-  }
 
   const bool all_bound = std::all_of(infos.begin(), infos.end(), [](const auto& i) {
     return i.driver == kVfioPci;
@@ -232,7 +226,7 @@ absl::StatusOr<BindOutcome> VfioBinder::Bind(const std::vector<PciAddress>& addr
                               i.iommu_group, " is missing")),
                           kReasonProbeFailed);
       }
-      // A device bound before the journal existed is adopted as is.
+      // An interrupted bind that reached vfio-pci is done.
       if (auto e = journal_->Get(i.address); e && e->state != JournalState::kBound) {
         JournalEntry done = *e;
         done.state = JournalState::kBound;
@@ -265,12 +259,10 @@ absl::Status VfioBinder::BindOneLocked(const PciFunctionInfo& i) {
   const std::string dir = DevicePath(i.address);
   JournalEntry entry{i.address, JournalState::kBinding, i.driver, i.serial};
   if (auto old = journal_->Get(i.address)) {
-    // Keep what we knew from the first time (e.g. an interrupted restore).
+    // Keep the driver we knew from the first time (e.g. an interrupted
+    // restore), never its serial: the drive at the address now may be
+    // another one, and what it shows (possibly nothing) is what is known.
     entry.original_driver = old->original_driver;
-    if (entry.serial.empty()) {
-      entry.serial = old->serial;
-      entry.boot_id = old->boot_id;
-    }
   }
   RETURN_IF_ERROR(WithReason(journal_->Put(entry), kReasonJournal));
 

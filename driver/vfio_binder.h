@@ -9,12 +9,11 @@
 // a sentence an operator understands: a device no configured class matches,
 // no IOMMU group, a group holding a device that is neither allowed nor a PCI
 // bridge, binding only part of a group's allowed devices, a device the host
-// uses (by the rule of its class, see host_usage.h: for storage, also the
-// kernel's refusal of an exclusive open), a device already on vfio-pci that
-// pdc did not bind while some process holds its /dev/vfio/<group> open, a
-// device whose erase is pending (it may hold a previous VM's data). A device
-// taken over that way is journaled as pdc's (original driver unknown), so
-// the group is opened for the check once, not on every Bind.
+// uses (by the rule of its device kind, see host_usage.h: for storage, also
+// the kernel's refusal of an exclusive open), a device already on vfio-pci
+// that pdc did not bind (no journal entry: someone else bound it and may
+// use it; it is never adopted), a device whose erase is pending (it may hold
+// a previous VM's data).
 //   Erase:   MarkErasePending journals `erasing` before anything moves;
 //            GiveBackForErase hands the device to nvme; CompleteErase drops
 //            the entry once nvme_erase.h erased it.
@@ -63,6 +62,9 @@ inline constexpr std::string_view kReasonErasePending = "erase_pending";
 // The drive at a claimed address is not the one last reported (hot-swapped,
 // or the bus renumbered, after the report the allocations answer).
 inline constexpr std::string_view kReasonDriveChanged = "drive_changed";
+// On vfio-pci with no journal entry: pdc did not bind it, so someone else
+// did (by hand, driverctl, another tool) and may be using it.
+inline constexpr std::string_view kReasonNotBoundByPdc = "not_bound_by_pdc";
 
 // The reason of a status returned by VfioBinder ("" for OK).
 std::string FailureReason(const absl::Status& status);
@@ -81,6 +83,10 @@ struct BinderOptions {
   // Sleeps between verification attempts; tests pass a fake. Must outlive
   // the binder.
   const Clock* clock = RealClock();
+  // Identify for the shared-controller check (host_usage.h); null: sysfs
+  // only. Must outlive the binder.
+  NvmeAdmin* nvme_admin = nullptr;
+  HostUsePolicy policy = {};
 };
 
 enum class BindOutcome { kAlreadyBound, kBound };
@@ -97,9 +103,11 @@ class VfioBinder {
   absl::Status CheckBindable(const std::vector<PciAddress>& addresses);
 
   // For each of `addresses` that the host uses, why: "the host uses it:
-  // ..." or "cannot tell whether the host uses it: ...". Functions on no
-  // driver, on vfio-pci, matched by no class, or gone are skipped, and so are
-  // those the host leaves alone. One read of the host's processes and tables
+  // ..." or "cannot tell whether the host uses it: ...". Functions on
+  // vfio-pci, matched by no class, or gone are skipped, and so are those the
+  // host leaves alone (one on no driver is checked by its kind). A drive pdc bound for a claim before (its
+  // journal entry names the serial it shows) is not refused for what its
+  // guest wrote on it. One read of the host's processes and tables
   // for all (HostUsesOfEach); nothing stays open.
   std::map<PciAddress, std::string> HostUses(const std::vector<PciAddress>& addresses);
 
@@ -145,6 +153,8 @@ class VfioBinder {
   // Polls until `done` returns true or the attempts run out.
   bool WaitFor(const std::function<bool()>& done);
   std::string CurrentDriver(PciAddress address);
+  // The function shows the serial its journal entry names (not empty).
+  bool PdcDrive(const PciFunctionInfo& info) const;
 
   Sysfs* const sys_;
   Sysfs* const dev_;

@@ -31,6 +31,13 @@ class MemorySysfs : public driver::Sysfs {
     if (it == files_.end()) return absl::NotFoundError(std::string(path));
     return it->second;
   }
+  absl::StatusOr<std::string> ReadAt(std::string_view path, uint64_t offset,
+                                     size_t length) override {
+    auto it = files_.find(Canonical(path));
+    if (it == files_.end()) return absl::NotFoundError(std::string(path));
+    if (offset >= it->second.size()) return std::string();
+    return it->second.substr(offset, length);
+  }
   absl::Status Write(std::string_view, std::string_view) override { return absl::OkStatus(); }
   absl::StatusOr<std::vector<std::string>> List(std::string_view dir) override {
     const std::string d = dir == "." ? "" : Canonical(dir) + "/";

@@ -123,11 +123,24 @@ absl::Status ResourcePlugin::DeviceReady(PciAddress address, int32_t* group) {
         ", not vfio-pci (pdc-node has not moved it yet, or could not: see its log)"));
   }
   {
+    // Closed until discovery has said something about the device: before
+    // the first inventory nothing (host use, a pending erase, an adopted
+    // device) has been checked.
     absl::MutexLock lock(&mu_);
+    if (devices_version_ == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "device ", a, " cannot be handed over yet: pdc-node has not finished its first "
+          "inventory of node ", book_->node()));
+    }
     auto it = devices_.find(address);
-    if (it != devices_.end() && it->second.health != DeviceHealth::kHealthy) {
-      return absl::UnavailableError(
-          absl::StrCat("device ", a, " is Unhealthy on node ", book_->node()));
+    if (it == devices_.end()) {
+      return absl::UnavailableError(absl::StrCat("device ", a, " is not in node ", book_->node(),
+                                                 "'s inventory of ", options_.resource_name));
+    }
+    if (it->second.health != DeviceHealth::kHealthy) {
+      return absl::UnavailableError(absl::StrCat(
+          "device ", a, " is Unhealthy on node ", book_->node(), " (",
+          Sv(ToString(it->second.unhealthy_reason)), ")"));
     }
   }
   *group = info->iommu_group;

@@ -253,6 +253,8 @@ TEST(ConfigTest, ErrorsNameTheField) {
        "extender.nodeStaleAfter (1m)"},
       {"node:\n  nodeName: a\n  metricsListen: nope\n", Component::kNode,
        "node.metricsListen: \"nope\" is not host:port"},
+      {"node:\n  nodeName: a\n  allowSriov: maybe\n", Component::kNode,
+       "node.allowSriov: \"maybe\" is not one of true, false"},
       {"node:\n  nodeName: a\n  podResourcesSocket: kubelet.sock\n", Component::kNode,
        "node.podResourcesSocket: \"kubelet.sock\" is not an absolute path"},
       {"node:\n  nodeName: a\n  tls:\n    keyFile: /k.pem\n", Component::kNode,
@@ -279,6 +281,16 @@ TEST(ConfigTest, ErrorsNameTheField) {
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.want)))
         << c.yaml;
   }
+}
+
+// The host-use check's switches (docs/operations.md): refused unless set.
+TEST(ConfigTest, HostUseSwitchesDefaultToRefusing) {
+  PdcConfig c;
+  EXPECT_FALSE(c.node.allow_shared_nvme);
+  EXPECT_FALSE(c.node.allow_sriov);
+  ASSERT_OK(ApplyYaml("node:\n  allowSharedNvme: true\n  allowSriov: true\n", "pdc.yaml", &c));
+  EXPECT_TRUE(c.node.allow_shared_nvme);
+  EXPECT_TRUE(c.node.allow_sriov);
 }
 
 TEST(ConfigTest, UnknownKeysAreRejectedWithASuggestion) {

@@ -78,10 +78,12 @@ class DevicePluginTest : public ::testing::Test {
     o.confirmer.backoff_max = absl::Milliseconds(5);
     o.metrics = &metrics_;
     manager_ = std::make_unique<DevicePluginManager>(&host_.kernel, &extender_, &clock_, o);
-    FeedInventory();
+    if (feed_at_start_) FeedInventory();
     ASSERT_OK(manager_->Start());
     ASSERT_TRUE(kubelet_->WaitForRegistrations(1));
-    ASSERT_TRUE(kubelet_->WaitForDevices(kNvme, [](const auto& d) { return d.size() == 2; }));
+    if (feed_at_start_) {
+      ASSERT_TRUE(kubelet_->WaitForDevices(kNvme, [](const auto& d) { return d.size() == 2; }));
+    }
   }
 
   void TearDown() override {
@@ -102,6 +104,7 @@ class DevicePluginTest : public ::testing::Test {
   // What the reconcile loop hands the manager after a long-poll answer.
   void FeedAllocations() { manager_->OnAllocations(extender_.Answer()); }
 
+  bool feed_at_start_ = true;  // The reconcile loop's first inventory before Start.
   FakeHost host_;
   pdc::testing::TempDir plugin_dir_;
   pdc::testing::FakeClock clock_;
@@ -311,6 +314,37 @@ TEST_F(DevicePluginTest, TwoPodsPendingAtOnceIsRefusedNotGuessed) {
   EXPECT_TRUE(extender_.confirmations().empty());
 }
 
+// Before the first inventory nothing about a device has been checked (host
+// use, a pending erase, a device pdc did not bind): no hand-off, even of a
+// device that sits on vfio-pci.
+class DevicePluginBeforeInventoryTest : public DevicePluginTest {
+ protected:
+  DevicePluginBeforeInventoryTest() { feed_at_start_ = false; }
+};
+
+TEST_F(DevicePluginBeforeInventoryTest, HealthGateStaysClosedUntilTheFirstInventory) {
+  extender_.AddClaim("default/vm1-nvme", Addr(kB));
+  ASSERT_OK(extender_.StartPod("default/vm1-nvme", "vm1", "uid-1"));
+  FeedAllocations();
+  EXPECT_THAT(manager_->plugin(kNvme)->Allocate({kA}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("pdc-node has not finished its first inventory of node node-a")));
+  EXPECT_TRUE(extender_.confirmations().empty());
+  FeedInventory();
+  auto after = manager_->plugin(kNvme)->Allocate({kA});
+  ASSERT_OK(after.status());
+}
+
+TEST_F(DevicePluginTest, DeviceNotInTheInventoryIsNotHandedOver) {
+  host_.kernel.AddDevice({.address = "0000:00:06.0", .group = 6, .driver = "vfio-pci"});
+  extender_.AddClaim("default/vm4-nvme", Addr("0000:00:06.0"));
+  ASSERT_OK(extender_.StartPod("default/vm4-nvme", "vm4", "uid-4"));
+  FeedAllocations();
+  EXPECT_THAT(kubelet_->Allocate(kNvme, {kA}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("device 0000:00:06.0 is not in node node-a's inventory")));
+}
+
 TEST_F(DevicePluginTest, DeviceNotOnVfioPciIsRefusedWithTheReason) {
   host_.kernel.AddDevice({.address = "0000:00:05.0", .group = 5, .driver = "nvme"});
   FeedInventory();
@@ -333,6 +367,7 @@ TEST_F(DevicePluginTest, DeviceNotOnVfioPciIsRefusedWithTheReason) {
 // Allocate waits (bounded) and answers once the device is on vfio-pci.
 TEST_F(DevicePluginTest, AllocateWaitsForTheReconcilerToBindTheDevice) {
   host_.kernel.AddDevice({.address = "0000:00:05.0", .group = 5, .driver = "nvme"});
+  FeedInventory();  // Discovered on nvme, healthy, then claimed.
   extender_.AddClaim("default/vm3-nvme", Addr("0000:00:05.0"));
   ASSERT_OK(extender_.StartPod("default/vm3-nvme", "vm3", "uid-3"));
   FeedAllocations();

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "driver/device_kind.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/driver/test_util.h"
@@ -164,7 +165,7 @@ TEST(DiscoveryTest, PciFunctionReadsOverrideAndController) {
   EXPECT_EQ(i.driver_override, "");
   EXPECT_EQ(i.nvme_controller, "nvme0");
   EXPECT_EQ(i.model, "QEMU NVMe Ctrl");
-  EXPECT_TRUE(i.IsNvme());
+  EXPECT_EQ(KindOf(i).name(), "nvme");
   EXPECT_FALSE(i.IsPciBridge());
   EXPECT_THAT(ReadPciFunction(host.kernel, Addr("0000:00:09.0")),
               pdc::testing::StatusIs(absl::StatusCode::kNotFound));

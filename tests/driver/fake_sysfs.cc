@@ -116,6 +116,11 @@ void FakeKernel::Attach(const std::string& address, const std::string& driver) {
     Put(cdir + "/serial", spec.serial + "    \n");
     Put(cdir + "/model", spec.model + "                  \n");
     Put(cdir + "/state", "live\n");
+    // The controller's character device (nvme_dev_class, major from the
+    // kernel's dynamic range) and each namespace's generic one (ngXnY).
+    char_dev_[ctrl] = absl::StrCat("241:", n);
+    Put(cdir + "/dev", char_dev_[ctrl] + "\n");
+    Put(absl::StrCat(dev_root(), "/", ctrl), "");
     for (int ns = 1; ns <= spec.namespaces; ++ns) {
       const std::string name = absl::StrCat(ctrl, "n", ns);
       const std::string nsdir = absl::StrCat(cdir, "/", name);
@@ -127,6 +132,11 @@ void FakeKernel::Attach(const std::string& address, const std::string& driver) {
       Link(absl::StrCat("../../", kPciRoot, "/", address, "/nvme/", ctrl, "/", name),
            absl::StrCat(sys_root(), "/class/block/", name));
       Put(absl::StrCat(dev_root(), "/", name), "");
+      const std::string ng = absl::StrCat("ng", n, "n", ns);
+      fs::create_directories(absl::StrCat(cdir, "/", ng));
+      char_dev_[ng] = absl::StrCat("240:", n * 64 + ns);
+      Put(absl::StrCat(cdir, "/", ng, "/dev"), char_dev_[ng] + "\n");
+      Put(absl::StrCat(dev_root(), "/", ng), "");
       for (int p = 1; p <= spec.partitions; ++p) {
         const std::string part = absl::StrCat(name, "p", p);
         fs::create_directories(absl::StrCat(nsdir, "/", part, "/holders"));
@@ -136,6 +146,7 @@ void FakeKernel::Attach(const std::string& address, const std::string& driver) {
         Link(absl::StrCat("../../", kPciRoot, "/", address, "/nvme/", ctrl, "/", name, "/", part),
              absl::StrCat(sys_root(), "/class/block/", part));
         Put(absl::StrCat(dev_root(), "/", part), "");
+        whole_disk_[part] = name;
       }
     }
   }
@@ -149,6 +160,13 @@ void FakeKernel::Detach(const std::string& address) {
   fs::remove(absl::StrCat(sys_root(), "/bus/pci/drivers/", driver, "/", address));
   if (driver == "nvme") {
     fs::remove_all(dir + "/nvme");
+    if (auto n = nvme_index_.find(address); n != nvme_index_.end()) {
+      const std::string ctrl = absl::StrCat("nvme", n->second);
+      const std::string ng = absl::StrCat("ng", n->second, "n");
+      for (const auto& [name, number] : char_dev_) {
+        if (name == ctrl || absl::StartsWith(name, ng)) fs::remove(dev_root() + "/" + name);
+      }
+    }
     for (const auto& entry : fs::directory_iterator(sys_root() + "/class/block")) {
       if (!fs::exists(entry.path())) {  // Dangling now: the disk went with the driver.
         fs::remove(dev_root() + "/" + entry.path().filename().string());
@@ -278,7 +296,34 @@ void FakeKernel::AddDisk(const std::string& address, const std::string& name, in
     Put(absl::StrCat(dir, "/", part, "/partition"), absl::StrCat(p, "\n"));
     Link(absl::StrCat("../../", rel, "/", part), absl::StrCat(sys_root(), "/class/block/", part));
     Put(absl::StrCat(dev_root(), "/", part), "");
+    whole_disk_[part] = name;
   }
+}
+
+std::string FakeKernel::WholeDisk(const std::string& block) const {
+  auto it = whole_disk_.find(block);
+  return it == whole_disk_.end() ? block : it->second;
+}
+
+bool FakeKernel::ExclusiveOpenRefused(const std::string& node) const {
+  if (busy_.contains(node)) return true;
+  if (!block_dev_.contains(node)) return false;
+  // Each open file is its own holder (blkdev_open passes the file as the
+  // holder of an O_EXCL open), and bd_may_claim (block/bdev.c) refuses a
+  // claim of a device another holder claims, of a partition whose whole
+  // disk another holder claims, and of a whole disk one of whose partitions
+  // is claimed (the whole disk's holder is then bd_may_claim itself).
+  const std::vector<std::string> open = OpenDevNodes();
+  auto claimed = [&](const std::string& b) {
+    return busy_.contains(b) || std::find(open.begin(), open.end(), b) != open.end();
+  };
+  if (claimed(node)) return true;
+  const std::string whole = WholeDisk(node);
+  if (whole != node) return claimed(whole);
+  for (const auto& [part, disk] : whole_disk_) {
+    if (disk == node && claimed(part)) return true;
+  }
+  return false;
 }
 
 std::vector<std::string> FakeKernel::OpenDevNodes() const {
@@ -337,6 +382,7 @@ std::string FakeKernel::NodeNumber(const std::string& node) const {
   if (!absl::StartsWith(node, prefix)) return "";
   const std::string name = node.substr(prefix.size());
   if (auto it = block_dev_.find(name); it != block_dev_.end()) return "b" + it->second;
+  if (auto it = char_dev_.find(name); it != char_dev_.end()) return "c" + it->second;
   if (absl::StartsWith(name, "vfio/")) {
     int group = 0;
     if (absl::SimpleAtoi(name.substr(5), &group)) return absl::StrCat("c511:", group);
@@ -345,7 +391,7 @@ std::string FakeKernel::NodeNumber(const std::string& node) const {
 }
 
 absl::StatusOr<UniqueFd> FakeKernelView::OpenExclusive(std::string_view path) {
-  if (kernel_->IsBusy(std::string(path))) {
+  if (kernel_->ExclusiveOpenRefused(std::string(path))) {
     return absl::FailedPreconditionError(absl::StrCat(root(), "/", Sv(path), " is busy"));
   }
   return RealSysfs::OpenExclusive(path);

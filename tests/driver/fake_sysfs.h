@@ -38,7 +38,8 @@ struct FakePciDevice {
   int numa = -1;
   std::string driver;  // Bound at creation; "" for none.
   // NVMe controllers (class 0108xx) bound to nvme get nvme/nvme<N>/ with
-  // these, and `namespaces` block devices with `partitions` each.
+  // these (and the character devices nvme<N>, ng<N>n<ns>), and `namespaces`
+  // block devices with `partitions` each.
   std::string serial = "SN0";
   std::string model = "QEMU NVMe Ctrl";
   int namespaces = 1;
@@ -84,8 +85,17 @@ class FakeKernel : public RealSysfs {
   void AddDisk(const std::string& address, const std::string& name, int partitions);
   // The kernel refuses exclusive opens of `block` (a mount, a holder, ZFS...),
   // or any open of "vfio/<group>" (a process the proc tree does not show).
+  // A busy partition makes its whole disk busy too (bd_may_claim).
   void MarkBusy(const std::string& block);
   bool IsBusy(const std::string& block) const { return busy_.contains(block); }
+  // Whether the kernel refuses an O_EXCL open of dev/<node> now: the
+  // holder rule of block/bdev.c (bd_prepare_to_claim, bd_may_claim), where
+  // every open file of this process that holds a block device exclusively
+  // is a holder of its own, and a busy device (MarkBusy) is held by some
+  // other holder. A VFIO group marked busy has its opener.
+  bool ExclusiveOpenRefused(const std::string& node) const;
+  // The whole disk of partition `block`; `block` itself for a whole disk.
+  std::string WholeDisk(const std::string& block) const;
   // A process `pid` named `comm` holding open the dev/ nodes named in
   // `nodes` ("nvme0n1", "vfio/7"): proc/<pid>/fd/<n> links to them. A VFIO
   // group among them is then busy (the kernel allows one opener).
@@ -130,6 +140,8 @@ class FakeKernel : public RealSysfs {
   std::vector<std::string> writes_;
   int next_minor_ = 0;
   std::set<std::string> busy_;
+  std::map<std::string, std::string> whole_disk_;  // partition -> whole disk
+  std::map<std::string, std::string> char_dev_;    // nvme0, ng0n1 -> major:minor
   std::vector<std::vector<std::string>> open_at_unbind_;
 };
 

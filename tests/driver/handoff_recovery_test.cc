@@ -14,6 +14,7 @@
 #include "driver/deviceplugin/device_plugin_manager.h"
 #include "driver/deviceplugin/handoff_journal.h"
 #include "driver/deviceplugin/handoff_recovery.h"
+#include "driver/discovery.h"
 #include "driver/node_metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -98,6 +99,10 @@ class HandoffRecoveryTest : public ::testing::Test {
     {
       ASSERT_OK_AND_ASSIGN(HandoffJournal::Opened j, HandoffJournal::Open(path));
       auto manager = NewManager(j.journal.get(), &extender, "");
+      // The reconcile loop's first pass: an inventory, then the answer.
+      DiscoveryOptions d{{NvmeClass()}, {}};
+      ASSERT_OK_AND_ASSIGN(DiscoveryResult r, Discover(host_.kernel, "node-a", d));
+      manager->OnInventory(r.inventory);
       manager->OnAllocations(extender.Answer());
       auto h = manager->plugin(kNvme)->Allocate({kB});
       ASSERT_OK(h.status());

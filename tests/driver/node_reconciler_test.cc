@@ -231,6 +231,41 @@ TEST_F(ReconcilerTest, ADriveSwappedDuringTheLongPollIsNotTakenForTheClaimedOne)
   EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
 }
 
+// "No serial" is not the serial reported: a drive at the claimed address
+// that shows none (a controller reporting no serial, no namespace identity)
+// is not taken for the claimed one.
+TEST_F(ReconcilerTest, ADriveShowingNoSerialIsNotTakenForTheClaimedOne) {
+  Claim({"0000:00:03.0"}, 5);
+  api_.on_call = [&] {
+    if (api_.polls.empty() && !api_.inventories.empty()) {
+      std::ofstream(host_.kernel.sys_root() + "/bus/pci/devices/0000:00:03.0/nvme/nvme0/serial")
+          << "    \n";
+    }
+  };
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::Seconds(10)));
+  EXPECT_EQ(r.bound, 0);
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_THAT(r.errors, ElementsAre(AllOf(HasSubstr("0000:00:03.0 has no serial"),
+                                          HasSubstr("not the serial disk-a"))));
+  EXPECT_TRUE(Rendered("pdc_node_bind_failures_total{operation=\"bind\",reason=\"drive_changed\"} 1"));
+}
+
+// A device someone bound to vfio-pci by hand (no journal entry) is reported
+// unhealthy with its reason, never free, and a claim of it is not bound.
+TEST_F(ReconcilerTest, ADeviceOnVfioPciPdcDidNotBindIsNeverFreeNorAdopted) {
+  host_.kernel.AddDevice({.address = "0000:00:05.0", .group = 5, .driver = "vfio-pci"});
+  Claim({"0000:00:05.0"}, 5);
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  ASSERT_EQ(api_.inventories.back().devices.size(), 3u);
+  const Device& d = api_.inventories.back().devices[2];
+  EXPECT_EQ(d.health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(d.unhealthy_reason, UnhealthyReason::kHostInUse);
+  EXPECT_THAT(r.errors, ElementsAre(HasSubstr("pdc did not bind it")));
+  EXPECT_FALSE(journal_->Get(Addr("0000:00:05.0")).has_value());
+  EXPECT_TRUE(Rendered(
+      "pdc_node_bind_failures_total{operation=\"bind\",reason=\"not_bound_by_pdc\"} 1"));
+}
+
 TEST_F(ReconcilerTest, KeepsClaimedDevicesBoundAndReportsOnlyOnHeartbeat) {
   Claim({"0000:00:03.0"}, 5);
   ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
