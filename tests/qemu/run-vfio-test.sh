@@ -112,7 +112,7 @@ rm -f "$DET_IMG" && cp "$ERASE_IMG" "$DET_IMG"
 # pdc-sh2 (one group with the bridge); pcie-pci-bridge br2: pdc-foreign and a
 # pci-testdev (one group, a device no class matches).
 null_drive() { echo "if=none,id=$1,driver=null-co,size=64M"; }
-log "booting $KV under QEMU (TCG, intel-iommu, 6 NVMe)"
+log "booting $KV under QEMU (TCG, intel-iommu, 7 NVMe)"
 CONSOLE=$WORK/console.log
 set +e
 timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
