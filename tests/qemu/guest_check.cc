@@ -381,6 +381,7 @@ class Guest {
     if (!erase.empty()) EraseCheck(erase);
     const std::string detached = Flag(argc, argv, "detached");
     if (!detached.empty()) DetachedCheck(detached);
+    if (!erase.empty()) OtherDriveCheck(Flag(argc, argv, "solo"));
     return Finish();
   }
 
@@ -459,6 +460,49 @@ class Guest {
   std::string BlockSize(const std::string& ns) {
     auto s = ReadTrimmed(sys_, "class/block/" + ns + "/queue/logical_block_size");
     return s.ok() ? *s : "?";
+  }
+
+  // A pending erase whose journaled address now holds another drive (what a
+  // renumbering or a swap does): the drive `serial` (pdc-solo) is journaled
+  // as the erased drive's (pdc-gone). On nvme its sysfs serial refuses it
+  // before anything moves; on vfio-pci it is handed to nvme, Identify through
+  // the held descriptor says which drive it is, nothing is formatted, and it
+  // goes back to vfio-pci.
+  void OtherDriveCheck(const std::string& serial) {
+    auto it = by_serial_.find(serial);
+    if (it == by_serial_.end()) return Check(false, "discovery finds the drive " + serial);
+    const PciAddress a = it->second.address;
+    auto journal = BindJournal::Open("/tmp/pdc-other-journal");
+    if (!journal.ok()) return Check(false, "other-drive journal opens");
+    BinderOptions options;
+    options.classes = classes_;
+    options.verify_attempts = 1000;
+    options.verify_interval = absl::Milliseconds(5);
+    VfioBinder binder(&sys_, &dev_, &proc_, journal->get(), options);
+    DevNvmeAdmin admin("/dev");
+    EraseReturnOptions eo;
+    eo.controller_wait = absl::Seconds(30);
+    eo.poll_interval = absl::Milliseconds(20);
+    const JournalEntry gone{a, JournalState::kErasing, "nvme", "pdc-gone"};
+
+    Check(Driver(a) == "nvme", serial + " is on nvme");
+    Check((*journal)->Put(gone).ok(), "an erase of drive pdc-gone is journaled at its address");
+    auto on_nvme = FinishPendingErase(binder, sys_, admin, a, eo);
+    Check(FailureReason(on_nvme.status()) == kReasonDriveChanged && Driver(a) == "nvme",
+          absl::StrCat("on nvme, another drive at the address is refused by its serial and left "
+                       "there: ", on_nvme.status().ToString()));
+
+    Check((*journal)->Remove(a).ok() && binder.Bind({a}).ok() && Driver(a) == "vfio-pci",
+          serial + " is on vfio-pci");
+    Check((*journal)->Put(gone).ok(), "the erase of pdc-gone is journaled again");
+    auto on_vfio = FinishPendingErase(binder, sys_, admin, a, eo);
+    Check(FailureReason(on_vfio.status()) == kReasonDriveChanged &&
+              on_vfio.status().message().find("is drive \"" + serial + "\"") != std::string::npos,
+          absl::StrCat("on vfio-pci, Identify through the held descriptor names the other drive "
+                       "and nothing is formatted: ", on_vfio.status().ToString()));
+    Check(Driver(a) == "vfio-pci", "and it is back on vfio-pci");
+    Check((*journal)->Remove(a).ok() && binder.Restore(a).ok() && Driver(a) == "nvme",
+          serial + " goes back to nvme");
   }
 
   // A controller of an NVM subsystem whose only namespace is detached (it
