@@ -162,7 +162,10 @@ class Allocator {
   // claim's drive is followed by its serial to whatever address it has now
   // (Change::moves); a bound claim whose drive is not found (or is
   // ambiguous) turns Lost; a Lost claim whose devices are all back turns
-  // Bound again. Released marks follow their serial the same way.
+  // Bound again. Released marks follow their serial the same way. A device
+  // leaves the return list only once `inventory.returned` acknowledges its
+  // identity (serial, else address) and it is reported healthy on a host
+  // driver; `returned` is consumed, never stored.
   // Persists only when something durable changed.
   virtual absl::Status ReplaceInventory(NodeInventory inventory) = 0;
   // The node left the cluster: its claims turn Lost.

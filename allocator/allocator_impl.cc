@@ -182,6 +182,10 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
     inventory.devices = std::move(kept);
     std::sort(inventory.devices.begin(), inventory.devices.end(),
               [](const Device& a, const Device& b) { return a.address < b.address; });
+    // Acknowledgements are consumed here, never stored.
+    std::vector<std::string> returned = std::move(inventory.returned);
+    inventory.returned.clear();
+    std::sort(returned.begin(), returned.end());
     const SerialIndex serials(inventory);
     RefuseDuplicateSerials(serials, inventory);
     const NodeState* node = state_.FindNode(inventory.node);
@@ -190,13 +194,20 @@ absl::Status AllocatorImpl::ReplaceInventory(NodeInventory inventory) {
     std::vector<Mutation> mutations;
     std::vector<DeviceMove> moves;
     if (node != nullptr) {
-      // Devices back on their host driver and healthy (pdc-node reports a
-      // device unhealthy until its erase is done) leave the return list. One
+      // A device leaves the return list only when the node acknowledges
+      // that drive (its identity: serial, else address) as handed back —
+      // erased, for a class pdc-node erases — and reports it on a host
+      // driver and healthy. Being on a host driver is not enough: a reboot,
+      // a lost journal or a manual rebind puts a drive there unerased. One
       // the node does not report now stays on it: it may come back on
       // vfio-pci with the deleted claim's data.
       for (PciAddress a : node->return_to_host) {
         const Device* d = FindDevice(inventory, a);
-        if (d == nullptr || d->driver == "vfio-pci" || d->driver.empty() ||
+        const bool acknowledged =
+            d != nullptr &&
+            std::binary_search(returned.begin(), returned.end(),
+                               d->serial.empty() ? a.ToString() : d->serial);
+        if (!acknowledged || d->driver == "vfio-pci" || d->driver.empty() ||
             d->health != DeviceHealth::kHealthy) {
           next.return_to_host.push_back(a);
         }

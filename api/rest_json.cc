@@ -212,6 +212,20 @@ absl::StatusOr<NodeInventory> ParseInventory(std::string_view body,
   }
   std::sort(inv.devices.begin(), inv.devices.end(),
             [](const Device& a, const Device& b) { return a.address < b.address; });
+  const Value* returned = Find(doc, "returned");
+  if (!IsNullish(returned)) {
+    if (!returned->IsArray()) return json::TypeError("returned", "must be an array");
+    for (rapidjson::SizeType i = 0; i < returned->Size(); ++i) {
+      const std::string f = absl::StrCat("returned[", i, "]");
+      if (!(*returned)[i].IsString()) return json::TypeError(f, "must be a string");
+      const std::string_view id((*returned)[i].GetString(), (*returned)[i].GetStringLength());
+      RETURN_IF_ERROR(ValidateSerial(f, id));
+      if (id.empty()) return json::FieldError(f, "must not be empty");
+      inv.returned.emplace_back(id);
+    }
+    std::sort(inv.returned.begin(), inv.returned.end());
+    inv.returned.erase(std::unique(inv.returned.begin(), inv.returned.end()), inv.returned.end());
+  }
   for (size_t i = 1; i < inv.devices.size(); ++i) {
     if (inv.devices[i].address == inv.devices[i - 1].address) {
       return json::FieldError(
@@ -236,6 +250,12 @@ std::string WriteInventory(const NodeInventory& inv) {
     w.EndObject();
   }
   w.EndArray();
+  if (!inv.returned.empty()) {
+    Key(w, "returned");
+    w.StartArray();
+    for (const std::string& id : inv.returned) Str(w, id);
+    w.EndArray();
+  }
   w.EndObject();
   return std::string(json::Output(buf));
 }

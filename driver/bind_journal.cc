@@ -18,6 +18,7 @@ std::optional<JournalState> ParseState(absl::string_view s) {
   if (s == "bound") return JournalState::kBound;
   if (s == "restoring") return JournalState::kRestoring;
   if (s == "erasing") return JournalState::kErasing;
+  if (s == "returned") return JournalState::kReturned;
   return std::nullopt;
 }
 
@@ -40,6 +41,8 @@ std::string_view ToString(JournalState state) {
       return "restoring";
     case JournalState::kErasing:
       return "erasing";
+    case JournalState::kReturned:
+      return "returned";
   }
   return "unknown";
 }
@@ -136,6 +139,31 @@ absl::Status BindJournal::Remove(PciAddress address) {
   entries_.erase(it);
   absl::Status s = PersistLocked();
   if (!s.ok()) entries_[address] = previous;
+  return s;
+}
+
+absl::Status BindJournal::Move(PciAddress from, PciAddress to) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(from);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("no journal entry for ", from.ToString()));
+  }
+  if (from == to) return absl::OkStatus();
+  if (entries_.contains(to)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot move the journal entry of ", from.ToString(), " to ", to.ToString(),
+        ": it has one"));
+  }
+  JournalEntry moved = it->second;
+  moved.address = to;
+  entries_.erase(it);
+  entries_[to] = moved;
+  absl::Status s = PersistLocked();
+  if (!s.ok()) {
+    entries_.erase(to);
+    moved.address = from;
+    entries_[from] = moved;
+  }
   return s;
 }
 

@@ -14,7 +14,7 @@
 // check (docs/design.md §4.1).
 // File format (text, one entry a line, sorted by address):
 //   pdc-vfio-journal v2
-//   <address> <binding|bound|restoring|erasing> <original driver or -> <serial or -> <boot or ->
+//   <address> <binding|bound|restoring|erasing|returned> <original driver or -> <serial or -> <boot or ->
 // A v1 journal (no boot field) is read with every boot "unknown".
 // Thread-safety: thread-safe.
 #ifndef PDC_DRIVER_BIND_JOURNAL_H_
@@ -40,6 +40,9 @@ enum class JournalState : uint8_t {
   kBound = 1,      // On vfio-pci, verified.
   kRestoring = 2,  // Handing back to the original driver has started.
   kErasing = 3,    // Handing back with an erase: pending until erased.
+  // Erased (or handed back) after a Delete: reported to the extender, which
+  // holds the device until it sees this, then dropped.
+  kReturned = 4,
 };
 
 std::string_view ToString(JournalState state);
@@ -80,6 +83,10 @@ class BindJournal {
   absl::Status Put(const JournalEntry& entry);
   // Removes the entry when present; durable on return.
   absl::Status Remove(PciAddress address);
+  // Moves the entry of `from` to `to` in one write (its drive is now at
+  // `to`): NotFound without an entry at `from`, FailedPrecondition when `to`
+  // has one.
+  absl::Status Move(PciAddress from, PciAddress to);
 
  private:
   BindJournal(std::string path, std::string current_boot)

@@ -54,6 +54,11 @@ absl::StatusOr<NodeInventory> Reconciler::Discover() {
   ASSIGN_OR_RETURN(DiscoveryResult r, driver::Discover(*sys_, options_.node, d));
   if (metrics_) metrics_->discovery_seconds->ObserveDuration(sw.Elapsed());
   std::map<std::string, int> by_driver;
+  // A pending erase is the drive's, wherever it is now (a renumbering).
+  std::set<std::string> erasing_serials;
+  for (const JournalEntry& e : journal_->Entries()) {
+    if (e.state == JournalState::kErasing && !e.serial.empty()) erasing_serials.insert(e.serial);
+  }
   for (Device& dev : r.inventory.devices) {
     ++by_driver[dev.driver];
     // sysfs shows no serial once nvme let go; the journal remembers it, for
@@ -81,13 +86,22 @@ absl::StatusOr<NodeInventory> Reconciler::Discover() {
     }
     // It may hold a previous VM's data: never offered until erased. Said
     // over any other reason (its driver is wrong because of the erase).
-    if (e && e->state == JournalState::kErasing) {
+    if ((e && e->state == JournalState::kErasing) ||
+        (!dev.serial.empty() && erasing_serials.contains(dev.serial))) {
       dev.health = DeviceHealth::kUnhealthy;
       dev.unhealthy_reason = UnhealthyReason::kErasing;
     }
   }
   driver::RefuseSharedSerials(&r);
   MarkHostUsed(&r.inventory);
+  // Acknowledgements of drives handed back (erased) after a Delete: the
+  // extender frees a device only once it sees that drive's here.
+  for (const JournalEntry& e : journal_->Entries()) {
+    if (e.state != JournalState::kReturned) continue;
+    r.inventory.returned.push_back(e.serial.empty() ? e.address.ToString() : e.serial);
+  }
+  std::sort(r.inventory.returned.begin(), r.inventory.returned.end());
+  last_discovered_ = r.inventory;
   for (const std::string& p : r.problems) {
     if (last_error_.emplace("discovery:" + p, p).second) spdlog::warn("discovery: {}", p);
   }
@@ -258,6 +272,18 @@ void Reconciler::Apply(const NodeAllocations& allocations, PassResult* result) {
     if (claimed.contains(a)) continue;  // Claimed again since: keep it.
     ReturnToHost(a, result);
   }
+  // Erases the extender no longer lists were acknowledged (or never
+  // needed): their `returned` entries go.
+  for (const JournalEntry& e : journal_->Entries()) {
+    if (e.state != JournalState::kReturned ||
+        std::binary_search(allocations.return_to_host.begin(), allocations.return_to_host.end(),
+                           e.address)) {
+      continue;
+    }
+    if (absl::Status s = binder_->ForgetReturned(e.address); !s.ok()) {
+      NoteError(e.address.ToString(), s, "restore", result);
+    }
+  }
   RunPendingErases(claimed, result);
   std::sort(result->errors.begin(), result->errors.end());
 }
@@ -271,6 +297,8 @@ void Reconciler::ReturnToHost(PciAddress a, PassResult* result) {
     return;
   }
   std::optional<JournalEntry> entry = journal_->Get(a);
+  // Handed back already; waiting for the extender to see the acknowledgement.
+  if (entry && entry->state == JournalState::kReturned) return;
   const DeviceKind& kind = KindOf(*info);
   if (kind.ScrubsOnReclaim() || (entry && KindScrubbingOn(entry->original_driver) != nullptr)) {
     // Journaled before anything moves; RunPendingErases does the rest.
@@ -285,6 +313,16 @@ void Reconciler::ReturnToHost(PciAddress a, PassResult* result) {
   auto out = binder_->Restore(a);
   if (!out.ok()) {
     NoteError(key, out.status(), "restore", result);
+    return;
+  }
+  // A class pdc-node does not erase is done once it is back: acknowledged
+  // (by its serial, else its address) until the extender drops it.
+  auto back = ReadPciFunction(*sys_, a);
+  absl::Status acked = journal_->Put(JournalEntry{
+      a, JournalState::kReturned, entry ? entry->original_driver : std::string(),
+      back.ok() ? back->serial : std::string()});
+  if (!acked.ok()) {
+    NoteError(key, WithFailureReason(acked, kReasonJournal), "restore", result);
     return;
   }
   last_error_.erase(key);
@@ -323,14 +361,64 @@ void Reconciler::RunPendingErases(const std::set<PciAddress>& claimed, PassResul
           absl::FormatDuration(retry.next - clock_->Now()), " (", retry.message, ")"));
       continue;
     }
-    EraseOne(e.address, result);
-    if (!journal_->Get(e.address)) --pending;
+    PciAddress at = e.address;
+    if (!FollowErase(e, claimed, &at, result)) continue;
+    EraseOne(at, result);
+    auto now = journal_->Get(at);
+    if (!now || now->state != JournalState::kErasing) --pending;
   }
   for (auto it = erase_retry_.begin(); it != erase_retry_.end();) {
     auto e = journal_->Get(it->first);
     it = e && e->state == JournalState::kErasing ? std::next(it) : erase_retry_.erase(it);
   }
   if (metrics_) metrics_->erases_pending->Set(pending);
+}
+
+bool Reconciler::FollowErase(const JournalEntry& e, const std::set<PciAddress>& claimed,
+                             PciAddress* at, PassResult* result) {
+  *at = e.address;
+  if (e.serial.empty() || !last_discovered_) return true;  // The erase refuses it.
+  const Device* here = nullptr;
+  const Device* there = nullptr;
+  for (const Device& d : last_discovered_->devices) {
+    if (d.address == e.address) here = &d;
+    if (d.address != e.address && d.serial == e.serial && d.driver != kVfioPci) there = &d;
+  }
+  // Its drive shows its serial at another address (a renumbering moved it)
+  // and another drive, or none, is at the journaled one: the erase follows
+  // the drive, never the address.
+  const bool gone_here = here == nullptr || (!here->serial.empty() && here->serial != e.serial);
+  if (!gone_here || there == nullptr) return true;
+  const std::string key = e.address.ToString();
+  if (claimed.contains(there->address) || journal_->Get(there->address)) {
+    NoteError(key,
+              WithFailureReason(absl::FailedPreconditionError(absl::StrCat(
+                                    "the drive whose erase is pending (serial ", e.serial,
+                                    ") is now at ", there->address.ToString(),
+                                    ", which pdc also holds for something else; held until an "
+                                    "administrator sorts them out")),
+                                kReasonDriveChanged),
+              "erase", result);
+    return false;
+  }
+  if (absl::Status s = binder_->MoveErase(e.address, there->address); !s.ok()) {
+    NoteError(key, s, "erase", result);
+    return false;
+  }
+  // The drive now at the old address is another one: nothing of the
+  // deleted claim is on it, so it is acknowledged (the extender's return
+  // list is by address and holds it until then).
+  if (here != nullptr && !here->serial.empty()) {
+    absl::Status s = journal_->Put(JournalEntry{e.address, JournalState::kReturned, "",
+                                                here->serial});
+    if (!s.ok()) NoteError(key, WithFailureReason(s, kReasonJournal), "erase", result);
+  }
+  spdlog::warn("the drive whose erase was pending at {} (serial {}) is now at {}: erasing it "
+               "there; {} is another drive and is left alone",
+               key, e.serial, there->address.ToString(), key);
+  erase_retry_.erase(e.address);
+  *at = there->address;
+  return true;
 }
 
 void Reconciler::EraseOne(PciAddress a, PassResult* result) {

@@ -112,6 +112,11 @@ class Reconciler {
   void RunPendingErases(const std::set<PciAddress>& claimed, PassResult* result);
   // Logs a claim whose devices changed address since the last answer.
   void LogMovedClaims(const NodeAllocations& allocations);
+  // Where the erase of journal entry `e` runs (*at): its own address, or
+  // the address its drive moved to (the entry moves with it). False when
+  // it must wait (the reason noted).
+  bool FollowErase(const JournalEntry& e, const std::set<PciAddress>& claimed, PciAddress* at,
+                   PassResult* result);
   void EraseOne(PciAddress address, PassResult* result);
   void NoteError(const std::string& key, const absl::Status& s, std::string_view operation,
                  PassResult* result);
@@ -126,6 +131,7 @@ class Reconciler {
 
   // Loop-thread state.
   std::optional<NodeInventory> last_reported_;
+  std::optional<NodeInventory> last_discovered_;
   absl::Time last_report_time_ = absl::InfinitePast();
   uint64_t reports_ = 0;  // Inventories sent.
   uint64_t since_ = 0;

@@ -1,16 +1,45 @@
-// NVMe erase: wipes the user data of every namespace of an NVMe controller
-// through the kernel's admin passthrough (ioctl NVME_IOCTL_ADMIN_CMD on the
-// controller's character device /dev/nvmeN), before a device whose claim was
-// deleted with reclaimPolicy Delete is offered to anyone again.
-//   Identify Controller (CNS 1): OACS must say Format NVM is supported; FNA
-//     says whether a format applies to all namespaces at once.
-//   Active namespace list (CNS 2; controllers older than NVMe 1.1 answer it
-//     with Invalid Field, then NSIDs 1..NN are tried), Identify Namespace
-//     (CNS 0) of each: its current LBA format (FLBAS, DPS) is kept.
-//   Format NVM (admin opcode 80h) with SES=1 (user data erase) per
-//     namespace, or once with NSID FFFFFFFFh when FNA bit 0 says a format
-//     applies to all namespaces (refused when the namespaces use different
-//     formats: one broadcast format would change some of them).
+// NVMe erase: wipes the user data of every namespace an NVMe controller
+// has allocated, through its admin interface, before a device whose claim
+// was deleted with reclaimPolicy Delete is offered to anyone again. All
+// commands of one erase go through one open channel (NvmeAdminChannel) of
+// the controller; the channel is opened once and checked to be the
+// controller of the PCI function being erased (its device number), so a
+// controller name the kernel reused meanwhile cannot redirect a format.
+// Commands and fields are named as in the NVM Express Base Specification 2.0.
+//   Identify Controller (CNS 01h): SN is compared with the
+//     identity journaled when the drive was bound (a blank SN: the NGUID,
+//     else EUI-64, of the active namespace with the lowest ID, as discovery
+//     reads it) before any destructive command: another drive at the
+//     address is refused (drive_changed), an unknown identity too.
+//     OACS (Format NVM, Namespace Management), SANICAP, FNA, CMIC, CNTLID.
+//   Active namespace list (CNS 02h; NVMe 1.0 controllers answer Invalid
+//     Field, then NSIDs 1..NN are tried) and, with Namespace Management,
+//     the Allocated namespace list (CNS 10h): a namespace the guest detached
+//     keeps its data and is erased too. Identify Namespace (CNS 00h, or 11h
+//     for an allocated one) of each: format (FLBAS, DPS), NMIC, NSATTR.
+//   Refused, with the reason, before anything is erased: a write-protected
+//     namespace (NSATTR bit 0), a namespace shared with other
+//     controllers (NMIC bit 0), a subsystem-wide erase (Sanitize, or Format
+//     NVM when FNA says it reaches every namespace of the subsystem) in a
+//     subsystem that may hold other controllers (CMIC bit 1): it would
+//     erase what another host or function uses.
+//   Sanitize (84h) when SANICAP offers it: Crypto Erase, else Block
+//     Erase, with AUSE set (a failed sanitize can be retried); it reaches
+//     every namespace, attached or not; progress and outcome from the
+//     Sanitize Status log page (81h), polled.
+//   Otherwise Format NVM (80h) with the strongest secure erase the
+//     controller offers (SES=2 cryptographic erase when FNA bit 2 says it
+//     is supported, else SES=1 user data erase), keeping each namespace's
+//     LBA format; once with NSID FFFFFFFFh when FNA bits 0/1 say a format
+//     or secure erase applies to all namespaces (refused when their formats
+//     differ). A detached namespace is attached to this controller for its
+//     format (Namespace Attachment, 15h) and detached again.
+//   Verification: the first and last block of every namespace that was
+//     active are read before and after (Read 02h through the channel); one
+//     that still holds what it held before (and is not a uniform fill) fails
+//     the erase. A channel that cannot read (the kernel's passthrough reads
+//     through the controller only with a single namespace) says so in the
+//     report.
 // Errors name the controller, the PCI function, the namespace, the command,
 // the NVMe status (SCT/SC decoded for the common ones) or the errno, and
 // carry a FailureReason (vfio_binder.h) for metrics.
@@ -22,6 +51,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -41,41 +71,66 @@ inline constexpr std::string_view kReasonEraseUnsupported = "erase_unsupported";
 inline constexpr std::string_view kReasonEraseStatus = "erase_nvme_status";
 inline constexpr std::string_view kReasonEraseIo = "erase_io_error";
 inline constexpr std::string_view kReasonEraseNoController = "erase_no_controller";
+// The erase ran but a block read back still holds what it held before.
+inline constexpr std::string_view kReasonEraseUnverified = "erase_unverified";
+// A write-protected or shared namespace, or a subsystem-wide erase that
+// would reach other controllers: not erased, held for an administrator.
+inline constexpr std::string_view kReasonEraseRefused = "erase_refused";
 
+inline constexpr uint8_t kNvmeAdminGetLogPage = 0x02;
 inline constexpr uint8_t kNvmeAdminIdentify = 0x06;
+inline constexpr uint8_t kNvmeAdminNsAttachment = 0x15;
 inline constexpr uint8_t kNvmeAdminFormatNvm = 0x80;
+inline constexpr uint8_t kNvmeAdminSanitize = 0x84;
+inline constexpr uint8_t kNvmeIoRead = 0x02;
 inline constexpr uint32_t kNvmeNsidAll = 0xFFFFFFFF;
+inline constexpr uint8_t kNvmeLogSanitizeStatus = 0x81;
 
 struct NvmeAdminCommand {
   uint8_t opcode = 0;
   uint32_t nsid = 0;
   uint32_t cdw10 = 0;
   uint32_t cdw11 = 0;
+  uint32_t cdw12 = 0;
   absl::Duration timeout = absl::Seconds(60);
 };
 
-// Submits admin commands to NVMe controllers.
+// One open NVMe controller: every command of one erase goes through it.
+class NvmeAdminChannel {
+ public:
+  virtual ~NvmeAdminChannel() = default;
+  // Runs admin command `cmd`; `data` (possibly empty) is the buffer the
+  // controller reads from or writes into. Returns the NVMe status field as
+  // the kernel gives it (0: success; SC bits 7:0, SCT bits 10:8, DNR bit
+  // 14), or an error when the command could not be run (the message names
+  // the errno).
+  virtual absl::StatusOr<uint16_t> Run(const NvmeAdminCommand& cmd, std::span<uint8_t> data) = 0;
+  // Runs I/O command `cmd` (a Read) on namespace cmd.nsid. Unimplemented
+  // when the channel cannot submit I/O commands for that namespace.
+  virtual absl::StatusOr<uint16_t> RunIo(const NvmeAdminCommand& cmd, std::span<uint8_t> data) = 0;
+};
+
+// Opens NVMe controllers.
 class NvmeAdmin {
  public:
   virtual ~NvmeAdmin() = default;
   // True when the character device of `controller` ("nvme0") exists.
   virtual bool Present(std::string_view controller) = 0;
-  // Runs `cmd` on `controller`; `data` (possibly empty) is the buffer the
-  // controller writes into. Returns the NVMe status field as the kernel
-  // gives it (0: success; SC bits 7:0, SCT bits 10:8, DNR bit 14), or an
-  // error when the command could not be run (open or ioctl failed: the
-  // message names the errno).
-  virtual absl::StatusOr<uint16_t> Run(std::string_view controller, const NvmeAdminCommand& cmd,
-                                       std::span<uint8_t> data) = 0;
+  // Opens `controller` once for a whole erase. `device_number` ("241:0",
+  // the controller's sysfs `dev`) must be the number of the node opened:
+  // a name the kernel gave another controller meanwhile is refused.
+  virtual absl::StatusOr<std::unique_ptr<NvmeAdminChannel>> Open(
+      std::string_view controller, std::string_view device_number) = 0;
 };
 
-// The real one: /dev/<controller> below `dev_root` ("/dev").
+// The real one: /dev/<controller> below `dev_root` ("/dev"), through the
+// kernel's passthrough (NVME_IOCTL_ADMIN_CMD, NVME_IOCTL_IO_CMD).
 class DevNvmeAdmin : public NvmeAdmin {
  public:
   explicit DevNvmeAdmin(std::string dev_root) : dev_root_(std::move(dev_root)) {}
   bool Present(std::string_view controller) override;
-  absl::StatusOr<uint16_t> Run(std::string_view controller, const NvmeAdminCommand& cmd,
-                               std::span<uint8_t> data) override;
+  absl::StatusOr<std::unique_ptr<NvmeAdminChannel>> Open(std::string_view controller,
+                                                         std::string_view device_number) override;
 
  private:
   const std::string dev_root_;
@@ -85,13 +140,18 @@ class DevNvmeAdmin : public NvmeAdmin {
 std::string DescribeNvmeStatus(uint16_t status);
 
 // The Format NVM CDW10 that keeps a namespace's format (FLBAS and DPS of
-// its Identify Namespace data) and asks for a user data erase (SES=1).
-uint32_t FormatCdw10(uint8_t flbas, uint8_t dps);
+// its Identify Namespace data) and asks for secure erase `ses` (1: user
+// data erase, 2: cryptographic erase).
+uint32_t FormatCdw10(uint8_t flbas, uint8_t dps, uint32_t ses = 1);
 
 struct NvmeEraseOptions {
   // Per Format NVM command: a user data erase of a large drive takes minutes.
   absl::Duration format_timeout = absl::Minutes(30);
   absl::Duration identify_timeout = absl::Seconds(60);
+  // Bound on a sanitize, polled every `sanitize_poll`.
+  absl::Duration sanitize_timeout = absl::Hours(4);
+  absl::Duration sanitize_poll = absl::Seconds(2);
+  const Clock* clock = RealClock();
   // Called before every admin command with its timeout (the reconciler
   // counts a running erase as progress). May be empty.
   std::function<void(absl::Duration)> before_command;
@@ -99,16 +159,28 @@ struct NvmeEraseOptions {
 
 struct NvmeEraseReport {
   std::string controller;
-  // NSIDs formatted, ascending; {kNvmeNsidAll} after one broadcast format.
+  std::string identity;  // What Identify said the drive is (SN, or nguid:/eui64:).
+  // "sanitize (crypto erase)", "sanitize (block erase)", "format (SES=1)",
+  // "format (SES=2)", or "none" (no namespace allocated).
+  std::string method;
+  // NSIDs formatted, ascending; {kNvmeNsidAll} after one broadcast format;
+  // empty after a sanitize (it reaches every namespace).
   std::vector<uint32_t> formatted;
-  std::vector<uint32_t> namespaces;  // Active NSIDs found.
+  std::vector<uint32_t> namespaces;  // Allocated NSIDs found (active or not).
+  std::vector<uint32_t> attached;    // Detached ones attached for the format.
+  // Blocks read back after the erase; `verify_note` says why none when 0.
+  int verified_blocks = 0;
+  std::string verify_note;
 };
 
-// Erases all user data of `controller` ("nvme0"); `device` (the PCI
-// address) only names it in messages. A controller without active
-// namespaces holds no user data: OK with nothing formatted.
-absl::StatusOr<NvmeEraseReport> EraseNvmeController(NvmeAdmin& admin, std::string_view controller,
+// Erases all user data of `controller` ("nvme0") through `channel`, once
+// Identify says it is `expected_identity` (the journaled serial); `device`
+// (the PCI address) only names it in messages. A controller with no
+// allocated namespace holds no user data: OK with nothing erased.
+absl::StatusOr<NvmeEraseReport> EraseNvmeController(NvmeAdminChannel& channel,
+                                                    std::string_view controller,
                                                     std::string_view device,
+                                                    std::string_view expected_identity,
                                                     const NvmeEraseOptions& options);
 
 struct EraseReturnOptions {
@@ -120,11 +192,17 @@ struct EraseReturnOptions {
 };
 
 // The return-to-host path of an NVMe controller whose erase is journaled
-// pending (VfioBinder::MarkErasePending): off vfio-pci onto nvme, wait
-// (bounded) for its controller character device, erase, and only then
+// pending (VfioBinder::MarkErasePending): off vfio-pci onto nvme (refused
+// while a process holds its VFIO group open), wait (bounded) for its
+// controller, check that the host does not use it (holding its block
+// devices exclusively for the whole erase), open the controller once,
+// erase what Identify says is the journaled drive, and only then
 // VfioBinder::CompleteErase. The controller counts as up when its sysfs
 // `state` reads "live" and its character device exists (the kernel refuses
-// to open it before). On failure the erase stays pending.
+// to open it before). On failure the erase stays pending and the device
+// goes back to vfio-pci (VfioBinder::HoldForErase), off the host's block
+// layer, with the guest's data; a drive that is not the journaled one is
+// left where it is, untouched.
 absl::StatusOr<NvmeEraseReport> FinishPendingErase(VfioBinder& binder, Sysfs& sys,
                                                    NvmeAdmin& admin, PciAddress address,
                                                    const EraseReturnOptions& options);

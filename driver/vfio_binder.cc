@@ -163,8 +163,14 @@ absl::Status VfioBinder::CheckBindableLocked(const std::vector<PciFunctionInfo>&
     return Refuse(kReasonVfioMissing,
                   "the vfio-pci driver is not loaded (modprobe vfio-pci)");
   }
+  std::set<std::string> erasing_serials;  // A pending erase follows its drive.
+  for (const JournalEntry& e : journal_->Entries()) {
+    if (e.state == JournalState::kErasing && !e.serial.empty()) erasing_serials.insert(e.serial);
+  }
   for (const PciFunctionInfo& i : infos) {
-    if (auto e = journal_->Get(i.address); e && e->state == JournalState::kErasing) {
+    if (auto e = journal_->Get(i.address);
+        (e && e->state == JournalState::kErasing) ||
+        (!i.serial.empty() && erasing_serials.contains(i.serial))) {
       return Refuse(kReasonErasePending,
                     absl::StrCat("refusing to bind ", Describe(i),
                                  ": its erase is pending, it may still hold the previous "
@@ -307,6 +313,11 @@ absl::Status VfioBinder::GiveBackLocked(PciAddress address, const std::string& o
   const std::string addr = address.ToString();
   const std::string dir = DevicePath(address);
   // "\n" clears the override; reading it then gives "(null)".
+  if (CurrentDriver(address) == kVfioPci) {
+    // The kernel's unbind waits until the group's opener lets go (vfio-pci's
+    // remove blocks on the device's users): wait here instead, with a reason.
+    RETURN_IF_ERROR(VfioGroupFreeLocked(address, "giving it back"));
+  }
   RETURN_IF_ERROR(WithReason(sys_->Write(dir + "/driver_override", "\n"), kReasonSysfs));
   if (CurrentDriver(address) == kVfioPci) {
     RETURN_IF_ERROR(WithReason(sys_->Write(UnbindPath(kVfioPci), addr), kReasonSysfs));
@@ -365,19 +376,54 @@ absl::StatusOr<bool> VfioBinder::MarkErasePending(PciAddress address) {
   absl::MutexLock lock(&mu_);
   std::optional<JournalEntry> entry = journal_->Get(address);
   if (entry && entry->state == JournalState::kErasing) return true;
+  // Erased already; the extender has not seen the acknowledgement yet.
+  if (entry && entry->state == JournalState::kReturned) return false;
   auto info = ReadPciFunction(*sys_, address);
   if (!info.ok()) {
     return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
   }
-  // Never pdc's (no entry) and off vfio-pci: nothing of a VM on it.
-  if (!entry && info->driver != kVfioPci && info->driver_override.empty()) return false;
+  // No record of it (a lost journal, a manual rebind): the extender says a
+  // deleted claim's drive is here, but which drive that was is unknown, so
+  // it is journaled with no identity and its erase refuses (held for an
+  // administrator) rather than erasing whatever drive is at the address.
   JournalEntry erasing = entry.value_or(
       JournalEntry{address, JournalState::kErasing,
-                   info->driver == kVfioPci ? "" : info->driver, info->serial});
+                   info->driver == kVfioPci ? "" : info->driver, ""});
   erasing.state = JournalState::kErasing;
-  if (erasing.serial.empty()) erasing.serial = info->serial;
   RETURN_IF_ERROR(WithReason(journal_->Put(erasing), kReasonJournal));
   return true;
+}
+
+std::optional<JournalEntry> VfioBinder::ErasingEntry(PciAddress address) {
+  absl::MutexLock lock(&mu_);
+  std::optional<JournalEntry> entry = journal_->Get(address);
+  if (!entry || entry->state != JournalState::kErasing) return std::nullopt;
+  return entry;
+}
+
+absl::Status VfioBinder::VfioGroupFreeLocked(PciAddress address, std::string_view doing) {
+  auto info = ReadPciFunction(*sys_, address);
+  if (!info.ok()) {
+    return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
+  }
+  if (info->iommu_group < 0) return absl::OkStatus();
+  auto users = VfioGroupUsers(host_, info->iommu_group);
+  if (absl::IsNotFound(users.status())) return absl::OkStatus();  // No group node: no opener.
+  if (!users.ok()) {
+    return Refuse(kReasonVfioGroupInUse,
+                  absl::StrCat("not ", Sv(doing), " (", address.ToString(),
+                               "): cannot tell whether /dev/vfio/", info->iommu_group,
+                               " is open: ", users.status().ToString()));
+  }
+  if (!users->empty()) {
+    return WithReason(
+        absl::UnavailableError(absl::StrCat(
+            "waiting before ", Sv(doing), " (", address.ToString(), "): /dev/vfio/",
+            info->iommu_group, " is open in ", absl::StrJoin(*users, ", "),
+            " (a VM still holds it); unbinding now would block until it lets go")),
+        kReasonVfioGroupInUse);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status VfioBinder::GiveBackForErase(PciAddress address) {
@@ -391,19 +437,97 @@ absl::Status VfioBinder::GiveBackForErase(PciAddress address) {
   if (!info.ok()) {
     return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
   }
+  if (entry->serial.empty()) {
+    return Refuse(kReasonEraseNoIdentity,
+                  absl::StrCat("not erasing ", Describe(*info), ": the journal names no drive "
+                               "for its pending erase, so which drive holds the deleted claim's "
+                               "data cannot be checked; held until an administrator erases it"));
+  }
+  // On a host driver sysfs names the drive: another one is not ours.
+  if (!info->serial.empty() && info->serial != entry->serial) {
+    return Refuse(kReasonDriveChanged,
+                  absl::StrCat("not erasing ", Describe(*info), ": it is drive \"", info->serial,
+                               "\", not \"", entry->serial, "\" whose erase is pending (a "
+                               "renumbering or a swap); left alone"));
+  }
   if (info->driver == "nvme" && info->driver_override.empty()) return absl::OkStatus();
   // The erase goes through nvme, whatever the device had before.
   return GiveBackLocked(address, "nvme");
 }
 
-absl::Status VfioBinder::CompleteErase(PciAddress address) {
+absl::Status VfioBinder::CheckUnusedForErase(const PciFunctionInfo& function,
+                                             BlockDeviceHold* hold) {
+  absl::MutexLock lock(&mu_);
+  const DeviceClass* c = MatchingClass(options_.classes, ToDevice(function));
+  DeviceClass any;  // A storage function's rule does not depend on its class.
+  auto uses = HostUsesOf(host_, function, c != nullptr ? *c : any, hold);
+  if (!uses.ok()) {
+    return Refuse(kReasonHostInUse,
+                  absl::StrCat("not erasing ", Describe(function),
+                               ": cannot tell whether the host uses it: ", uses.status().ToString()));
+  }
+  if (!uses->empty()) {
+    return Refuse(kReasonHostInUse,
+                  absl::StrCat("not erasing ", Describe(function), ": the host uses it: ",
+                               absl::StrJoin(*uses, "; ")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VfioBinder::HoldForErase(PciAddress address) {
   absl::MutexLock lock(&mu_);
   std::optional<JournalEntry> entry = journal_->Get(address);
   if (!entry || entry->state != JournalState::kErasing) {
     return absl::FailedPreconditionError(
         absl::StrCat("no erase is pending for ", address.ToString()));
   }
+  auto info = ReadPciFunction(*sys_, address);
+  if (!info.ok()) {
+    return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
+  }
+  if (info->driver == kVfioPci) return absl::OkStatus();
+  const std::string addr = address.ToString();
+  absl::Status s = sys_->Write(DevicePath(address) + "/driver_override", kVfioPci);
+  if (s.ok() && !info->driver.empty()) s = sys_->Write(UnbindPath(info->driver), addr);
+  if (s.ok()) s = sys_->Write(ProbePath(), addr);
+  if (!s.ok()) return WithReason(s, kReasonSysfs);
+  if (!WaitFor([&] { return CurrentDriver(address) == kVfioPci; })) {
+    return WithReason(absl::UnavailableError(absl::StrCat(
+                          "putting ", addr, " back on vfio-pci failed: its driver is \"",
+                          CurrentDriver(address), "\" (see the kernel log)")),
+                      kReasonProbeFailed);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VfioBinder::CompleteErase(PciAddress address, std::string_view identity) {
+  absl::MutexLock lock(&mu_);
+  std::optional<JournalEntry> entry = journal_->Get(address);
+  if (!entry || entry->state != JournalState::kErasing) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no erase is pending for ", address.ToString()));
+  }
+  JournalEntry returned = *entry;
+  returned.state = JournalState::kReturned;
+  if (!identity.empty()) returned.serial = std::string(identity);
+  return WithReason(journal_->Put(returned), kReasonJournal);
+}
+
+absl::Status VfioBinder::ForgetReturned(PciAddress address) {
+  absl::MutexLock lock(&mu_);
+  std::optional<JournalEntry> entry = journal_->Get(address);
+  if (!entry || entry->state != JournalState::kReturned) return absl::OkStatus();
   return WithReason(journal_->Remove(address), kReasonJournal);
+}
+
+absl::Status VfioBinder::MoveErase(PciAddress from, PciAddress to) {
+  absl::MutexLock lock(&mu_);
+  std::optional<JournalEntry> entry = journal_->Get(from);
+  if (!entry || entry->state != JournalState::kErasing) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no erase is pending for ", from.ToString()));
+  }
+  return WithReason(journal_->Move(from, to), kReasonJournal);
 }
 
 absl::Status VfioBinder::Recover() {
@@ -414,6 +538,7 @@ absl::Status VfioBinder::Recover() {
     switch (e.state) {
       case JournalState::kBound:
       case JournalState::kErasing:
+      case JournalState::kReturned:
         break;
       case JournalState::kRestoring:
         s = RestoreLocked(e.address).status();

@@ -15,8 +15,15 @@
 // use it; it is never adopted), a device whose erase is pending (it may hold
 // a previous VM's data).
 //   Erase:   MarkErasePending journals `erasing` before anything moves;
-//            GiveBackForErase hands the device to nvme; CompleteErase drops
-//            the entry once nvme_erase.h erased it.
+//            GiveBackForErase hands the device to nvme (after the same-drive
+//            check where sysfs shows a serial); CheckUnusedForErase is the
+//            host-use check before the first destructive command;
+//            HoldForErase puts it back on vfio-pci when the erase failed;
+//            CompleteErase journals it `returned` (the acknowledgement the
+//            extender waits for) once nvme_erase.h erased it.
+// No unbind from vfio-pci while a process holds /dev/vfio/<group> open (the
+// kernel's unbind would wait, in pdc-node, until the VM lets go): the step
+// fails Unavailable (vfio_group_in_use), naming the holder, and is retried.
 // Bind keeps the exclusive descriptors of the block devices it checked until
 // the devices are off their host driver, so nothing can mount or claim them
 // between the check and the unbind.
@@ -27,6 +34,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +73,8 @@ inline constexpr std::string_view kReasonDriveChanged = "drive_changed";
 // On vfio-pci with no journal entry: pdc did not bind it, so someone else
 // did (by hand, driverctl, another tool) and may be using it.
 inline constexpr std::string_view kReasonNotBoundByPdc = "not_bound_by_pdc";
+// No identity to compare the drive with (nothing journaled): not erased.
+inline constexpr std::string_view kReasonEraseNoIdentity = "erase_identity_unknown";
 
 // The reason of a status returned by VfioBinder ("" for OK).
 std::string FailureReason(const absl::Status& status);
@@ -124,12 +134,31 @@ class VfioBinder {
   // what the journal knew of it. Returns false, journaling nothing, when
   // pdc never had it: no journal entry and not on vfio-pci.
   absl::StatusOr<bool> MarkErasePending(PciAddress address);
-  // Hands a device whose erase is pending to nvme (the erase needs it);
-  // a no-op when it is there already. The entry stays `erasing`.
+  // The `erasing` entry of `address`, if any.
+  std::optional<JournalEntry> ErasingEntry(PciAddress address);
+  // Hands a device whose erase is pending to nvme (the erase needs it); a
+  // no-op when it is there already. Refused with erase_identity_unknown
+  // when the journal names no drive, with drive_changed when sysfs shows a
+  // serial other than the journaled one (not ours: left alone), and
+  // Unavailable (vfio_group_in_use) while its VFIO group is open. The entry
+  // stays `erasing`.
   absl::Status GiveBackForErase(PciAddress address);
-  // The erase is done: drops the `erasing` entry (FailedPrecondition when
-  // the entry is in another state).
-  absl::Status CompleteErase(PciAddress address);
+  // The host-use check of `function` (on nvme, its erase pending): OK when
+  // the host leaves it alone, its block devices then held in `hold`;
+  // FailedPrecondition (host_in_use) otherwise.
+  absl::Status CheckUnusedForErase(const PciFunctionInfo& function, BlockDeviceHold* hold);
+  // Back onto vfio-pci after a failed erase, so the host's block layer does
+  // not keep the guest's data; the entry stays `erasing`.
+  absl::Status HoldForErase(PciAddress address);
+  // The erase of drive `identity` is done: the entry turns `returned`
+  // (FailedPrecondition when it is not `erasing`) until ForgetReturned.
+  absl::Status CompleteErase(PciAddress address, std::string_view identity);
+  // Drops a `returned` entry (the extender acknowledged it); a no-op for
+  // any other state.
+  absl::Status ForgetReturned(PciAddress address);
+  // Moves the `erasing` entry of `from` to `to`, where its drive is now (a
+  // renumbering): FailedPrecondition when `to` has an entry.
+  absl::Status MoveErase(PciAddress from, PciAddress to);
 
   // Finishes or rolls back what a crash interrupted: `binding` entries whose
   // device reached vfio-pci become `bound`, the others are rolled back to
@@ -149,6 +178,10 @@ class VfioBinder {
   // Clears driver_override, unbinds from vfio-pci when bound there, probes
   // and waits for `original` ("" = any driver but vfio-pci).
   absl::Status GiveBackLocked(PciAddress address, const std::string& original)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK unless a process holds the VFIO group of `address` open (then
+  // Unavailable, vfio_group_in_use, naming it); `doing` names the step.
+  absl::Status VfioGroupFreeLocked(PciAddress address, std::string_view doing)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Polls until `done` returns true or the attempts run out.
   bool WaitFor(const std::function<bool()>& done);

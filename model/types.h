@@ -72,6 +72,12 @@ void MarkUnhealthy(Device& device, UnhealthyReason reason);
 struct NodeInventory {
   std::string node;
   std::vector<Device> devices;
+  // Acknowledgements, not state: the identities (serial, else PCI address)
+  // of the devices on the node's return list that the node driver has
+  // handed back to their host driver, erased where it erases them. A device
+  // leaves the return list only once its identity is here (pdc-node reports
+  // it until the list no longer names the device). Sorted; not stored.
+  std::vector<std::string> returned = {};
 
   bool operator==(const NodeInventory&) const = default;
 };

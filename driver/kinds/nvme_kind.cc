@@ -306,8 +306,11 @@ class Nvme final : public DeviceKind {
       formatted.push_back(id == kNvmeNsidAll ? "all" : absl::StrCat(id));
     }
     return ScrubReport{absl::StrCat(
-        report.controller, ": Format NVM with user data erase of namespace(s) ",
-        formatted.empty() ? "none" : absl::StrJoin(formatted, ", "))};
+        report.controller, ", drive ", report.identity, ": ", report.method, "; namespaces ",
+        report.namespaces.empty() ? "none" : absl::StrJoin(report.namespaces, ","),
+        ", formatted ", formatted.empty() ? "none" : absl::StrJoin(formatted, ", "), "; ",
+        report.verified_blocks, " block(s) read back",
+        report.verify_note.empty() ? "" : absl::StrCat(" (", report.verify_note, ")"))};
   }
 };
 

@@ -111,8 +111,11 @@ TEST_F(ClaimsTest, DeletePolicyHandsTheDeviceBackUntilTheDriverDid) {
   on_vfio.driver = "vfio-pci";
   Report(Inventory("node-a", {on_vfio, NvmeDevice("0000:5e:00.0", 2)}));
   EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr("0000:3b:00.0")));
-  // The driver gave it back to nvme: done.
-  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1), NvmeDevice("0000:5e:00.0", 2)}));
+  // The driver gave it back to nvme and acknowledges it: done.
+  NodeInventory back =
+      Inventory("node-a", {NvmeDevice("0000:3b:00.0", 1), NvmeDevice("0000:5e:00.0", 2)});
+  back.returned = {NvmeDevice("0000:3b:00.0", 1).serial};
+  Report(back);
   EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, IsEmpty());
 }
 

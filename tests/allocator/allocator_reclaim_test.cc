@@ -110,21 +110,34 @@ TEST_F(ReclaimTest, DeleteNeverOffersAReturningDevice) {
   ExpectInvariants();
 }
 
-TEST_F(ReclaimTest, DeleteFreesTheDeviceOnlyBackOnItsHostDriverAndHealthy) {
+// Only the node's acknowledgement of that drive's erase frees it: a drive
+// back on its host driver by a reboot, a lost journal or a manual rebind is
+// healthy there but unerased. The unacknowledged steps fail on a version
+// that freed a device once it was healthy on a host driver.
+TEST_F(ReclaimTest, DeleteFreesTheDeviceOnlyWhenTheNodeAcknowledgesThatDrive) {
   BindAndDelete(ReclaimPolicy::kDelete);
+  const std::string serial = NvmeDevice(kA, 1).serial;
   struct Step {
     std::string what;
     Device reported;
+    std::vector<std::string> returned;
     bool still_returning;
   };
   const Step steps[] = {
-      {"still on vfio-pci", OnDriver(kA, 1, "vfio-pci"), true},
-      {"on no driver", OnDriver(kA, 1, ""), true},
-      {"back on nvme, erase running", OnDriver(kA, 1, "nvme", DeviceHealth::kUnhealthy), true},
-      {"back on nvme, erased", OnDriver(kA, 1, "nvme"), false},
+      {"still on vfio-pci", OnDriver(kA, 1, "vfio-pci"), {}, true},
+      {"on no driver", OnDriver(kA, 1, ""), {}, true},
+      {"back on nvme, erase running", OnDriver(kA, 1, "nvme", DeviceHealth::kUnhealthy), {}, true},
+      {"back on nvme by a reboot, not acknowledged", OnDriver(kA, 1, "nvme"), {}, true},
+      {"acknowledged, but on vfio-pci", OnDriver(kA, 1, "vfio-pci"), {serial}, true},
+      {"another drive acknowledged", OnDriver(kA, 1, "nvme"), {"SN-other"}, true},
+      {"another drive at the address, its own serial acknowledged",
+       OnDriver(kA, 1, "nvme", DeviceHealth::kHealthy, "SN-swapped"), {serial}, true},
+      {"back on nvme, its erase acknowledged", OnDriver(kA, 1, "nvme"), {serial}, false},
   };
   for (const Step& step : steps) {
-    Report(Inventory("node-a", {step.reported}));
+    NodeInventory inv = Inventory("node-a", {step.reported});
+    inv.returned = step.returned;
+    Report(inv);
     const bool returning = !allocator_->GetNodeAllocations("node-a")->return_to_host.empty();
     EXPECT_EQ(returning, step.still_returning) << step.what;
     ExpectInvariants();
@@ -157,7 +170,14 @@ TEST_F(ReclaimTest, DeleteKeepsAnAbsentDeviceUntilItIsBackErased) {
   EXPECT_EQ(Filter(VmPod("vm2", "u2"), {"node-a"}).nodes[0].verdict, Verdict::kUnresolvable);
   ExpectInvariants();
   Report(Inventory("node-a", {OnDriver(kA, 1, "nvme")}));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kA)));
+  NodeInventory erased = Inventory("node-a", {OnDriver(kA, 1, "nvme")});
+  erased.returned = {NvmeDevice(kA, 1).serial};
+  Report(erased);
   EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, IsEmpty());
+  // The acknowledgement is consumed, not stored.
+  ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
+  EXPECT_THAT(v.inventory.returned, IsEmpty());
   EXPECT_OK(allocator_->Bind(VmPod("vm2", "u2"), "node-a").status());
 }
 

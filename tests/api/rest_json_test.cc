@@ -20,6 +20,7 @@ namespace {
 
 using ::pdc::testing::Addr;
 using ::pdc::testing::StatusIs;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -39,6 +40,33 @@ TEST(NodeDriverJsonTest, EncodesInventoryAsTheRestApiSays) {
             R"({"node":"node-a","devices":[{"address":"0000:3b:00.0","vendor":"1b36",)"
             R"("device":"0010","class":"010802","iommuGroup":12,"numaNode":-1,"serial":"SN1",)"
             R"("driver":"nvme","healthy":true}]})");
+}
+
+// The node driver's acknowledgements of handed-back drives: written only
+// when there are some, read back sorted, each a non-empty identity.
+TEST(NodeDriverJsonTest, ReturnedAcknowledgementsRoundTripAndAreChecked) {
+  NodeInventory inv = OneDevice();
+  EXPECT_THAT(WriteInventory(inv), Not(HasSubstr("returned")));
+  inv.returned = {"SN1", "0000:5e:00.0"};
+  const std::string body = WriteInventory(inv);
+  EXPECT_THAT(body, HasSubstr(R"("returned":["SN1","0000:5e:00.0"])"));
+  ASSERT_OK_AND_ASSIGN(NodeInventory back, ParseInventory(body, "node-a"));
+  EXPECT_THAT(back.returned, ElementsAre("0000:5e:00.0", "SN1"));
+  struct Case {
+    std::string returned;
+    std::string error;
+  } cases[] = {
+      {R"("x")", "returned: must be an array"},
+      {R"([1])", "returned[0]: must be a string"},
+      {R"([""])", "returned[0]: must not be empty"},
+  };
+  for (const Case& c : cases) {
+    const std::string in = absl::StrCat(R"({"node":"node-a","devices":[],"returned":)",
+                                        c.returned, "}");
+    EXPECT_THAT(ParseInventory(in, "node-a"),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.error)))
+        << c.returned;
+  }
 }
 
 // An unhealthy device says which check refused it; a healthy one says

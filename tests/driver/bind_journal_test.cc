@@ -47,6 +47,31 @@ TEST(BindJournalTest, PersistsSortedEntriesAcrossReopen) {
   EXPECT_FALSE(k->Get(Addr("0000:3b:00.0")).has_value());
 }
 
+// A pending erase follows its drive to a new address (a renumbering) in one
+// write; the acknowledgement state reads back.
+TEST(BindJournalTest, MovesAnEntryAndKeepsTheReturnedState) {
+  pdc::testing::TempDir tmp;
+  const std::string path = tmp.Join("j");
+  {
+    ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(path));
+    ASSERT_OK(j->Put({Addr("0000:3b:00.0"), JournalState::kErasing, "nvme", "S1"}));
+    ASSERT_OK(j->Put({Addr("0000:5e:00.0"), JournalState::kReturned, "nvme", "S2"}));
+    EXPECT_THAT(j->Move(Addr("0000:3b:00.0"), Addr("0000:5e:00.0")),
+                StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("it has one")));
+    EXPECT_THAT(j->Move(Addr("0000:00:09.0"), Addr("0000:af:00.0")),
+                StatusIs(absl::StatusCode::kNotFound));
+    ASSERT_OK(j->Move(Addr("0000:3b:00.0"), Addr("0000:af:00.0")));
+  }
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(path));
+  EXPECT_EQ(text,
+            "pdc-vfio-journal v2\n"
+            "0000:5e:00.0 returned nvme S2 -\n"
+            "0000:af:00.0 erasing nvme S1 -\n");
+  ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(path));
+  EXPECT_EQ(j->Get(Addr("0000:5e:00.0"))->state, JournalState::kReturned);
+  EXPECT_EQ(j->Get(Addr("0000:af:00.0"))->serial, "S1");
+}
+
 TEST(BindJournalTest, CorruptFileIsDataLoss) {
   pdc::testing::TempDir tmp;
   struct Case {

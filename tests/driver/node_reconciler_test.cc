@@ -93,7 +93,9 @@ class ReconcilerTest : public ::testing::Test {
     metrics_ = std::make_unique<NodeMetrics>(&registry_);
     // nvme0 is 03.0, nvme1 is 04.0 (the fake kernel numbers them in order).
     admin_.controllers["nvme0"].namespaces[1] = FakeNamespace{};
+    admin_.controllers["nvme0"].serial = "disk-a";
     admin_.controllers["nvme1"].namespaces[1] = FakeNamespace{};
+    admin_.controllers["nvme1"].serial = "disk-b";
     reconciler_ = NewReconciler();
     ASSERT_OK(reconciler_->Start());
   }
@@ -335,7 +337,11 @@ TEST_F(ReconcilerTest, ReturnToHostRestoresAndRetainKeeps) {
   EXPECT_EQ((formats[0].cdw10 >> 9) & 0x7, 1u);
   EXPECT_FALSE(admin_.controllers["nvme0"].namespaces[1].has_data);
   EXPECT_TRUE(admin_.controllers["nvme1"].namespaces[1].has_data);
-  EXPECT_FALSE(journal_->Get(Addr("0000:00:03.0")));
+  // The erase of drive disk-a is acknowledged to the extender, which frees
+  // the device only then; the entry stays until it no longer lists it.
+  ASSERT_TRUE(journal_->Get(Addr("0000:00:03.0")));
+  EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kReturned);
+  EXPECT_THAT(api_.inventories.back().returned, ElementsAre("disk-a"));
   EXPECT_EQ(api_.inventories.back().devices[0].driver, "nvme");
   EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kHealthy);
   EXPECT_EQ(api_.inventories.back().devices[1].driver, "vfio-pci");
@@ -346,10 +352,19 @@ TEST_F(ReconcilerTest, ReturnToHostRestoresAndRetainKeeps) {
   ASSERT_OK_AND_ASSIGN(PassResult again, reconciler_->RunOnce(absl::ZeroDuration()));
   EXPECT_EQ(again.restored, 0);
   EXPECT_EQ(admin_.Formats().size(), 1u);
+  EXPECT_THAT(api_.inventories.back().returned, ElementsAre("disk-a"));
+  // Dropped from the list: the acknowledgement goes.
+  api_.allocations.return_to_host.clear();
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_FALSE(journal_->Get(Addr("0000:00:03.0")));
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(api_.inventories.back().returned, IsEmpty());
 }
 
-// A failed erase: the device is on nvme but unhealthy, the error is
-// counted, and the erase is retried after the backoff, not before.
+// A failed erase: the device is back on vfio-pci (the host's block layer
+// never keeps the guest's data; on a version that left it on nvme this
+// fails), unhealthy, the error is counted, and the erase is retried after
+// the backoff, not before.
 TEST_F(ReconcilerTest, FailedEraseKeepsTheDeviceUnhealthyAndIsRetriedWithBackoff) {
   Claim({"0000:00:03.0"}, 5);
   ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
@@ -362,7 +377,7 @@ TEST_F(ReconcilerTest, FailedEraseKeepsTheDeviceUnhealthyAndIsRetriedWithBackoff
   EXPECT_THAT(r.errors, ElementsAre(AllOf(HasSubstr("0000:00:03.0: erasing NVMe controller nvme0"),
                                           HasSubstr("namespace 1 failed"),
                                           HasSubstr("Invalid Format (SCT 1h SC 0Ah"))));
-  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
   ASSERT_TRUE(journal_->Get(Addr("0000:00:03.0")));
   EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kErasing);
   EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"failed\"} 1"));
@@ -370,11 +385,11 @@ TEST_F(ReconcilerTest, FailedEraseKeepsTheDeviceUnhealthyAndIsRetriedWithBackoff
       "pdc_node_bind_failures_total{operation=\"erase\",reason=\"erase_nvme_status\"} 1"));
   EXPECT_TRUE(Rendered("pdc_node_erases_pending 1"));
 
-  // Next pass: reported on nvme, unhealthy; no new attempt within the backoff.
+  // Next pass: reported on vfio-pci, unhealthy; no new attempt within the backoff.
   const size_t reports = api_.inventories.size();
   ASSERT_OK_AND_ASSIGN(PassResult wait, reconciler_->RunOnce(absl::ZeroDuration()));
   EXPECT_EQ(api_.inventories.size(), reports + 1);
-  EXPECT_EQ(api_.inventories.back().devices[0].driver, "nvme");
+  EXPECT_EQ(api_.inventories.back().devices[0].driver, "vfio-pci");
   EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kUnhealthy);
   EXPECT_THAT(wait.errors, ElementsAre(HasSubstr("erase pending, retried in 10s")));
   EXPECT_EQ(admin_.Formats().size(), 1u);
@@ -382,7 +397,7 @@ TEST_F(ReconcilerTest, FailedEraseKeepsTheDeviceUnhealthyAndIsRetriedWithBackoff
   Claim({"0000:00:03.0"}, 7);
   ASSERT_OK_AND_ASSIGN(PassResult claimed, reconciler_->RunOnce(absl::ZeroDuration()));
   EXPECT_THAT(claimed.errors, Contains(HasSubstr("its erase is pending")));
-  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
   Claim({}, 8);
 
   // After the backoff it fails again (backoff doubles), then succeeds.
@@ -442,6 +457,8 @@ TEST_F(ReconcilerTest, RestartResumesAJournaledEraseBeforeReportingTheDeviceHeal
     EXPECT_EQ(seen[1].devices[0].health, DeviceHealth::kHealthy);
     EXPECT_EQ(seen[1].devices[0].driver, "nvme");
     EXPECT_FALSE(admin_.controllers["nvme0"].namespaces[1].has_data);
+    EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kReturned);
+    ASSERT_OK(restarted.RunOnce(absl::ZeroDuration()));  // Not listed: acknowledged.
     EXPECT_FALSE(journal_->Get(Addr("0000:00:03.0")));
   }
 }
@@ -488,18 +505,60 @@ TEST_F(ReconcilerTest, AFailedHandBackBeforeTheEraseIsARestoreFailure) {
   EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kErasing);
 }
 
-// A device pdc never had (no journal entry, not on vfio-pci) has nothing of
-// a VM on it: nothing to erase, whatever driver it is on.
-TEST_F(ReconcilerTest, NothingToEraseOnADevicePdcNeverHad) {
+// The extender lists devices pdc-node has no record of (a lost journal, a
+// manual rebind, a reboot that put them on a host driver): they held a
+// deleted claim's data, but which drive that was is unknown, so nothing is
+// erased and they are held, unhealthy, never acknowledged. Fails on a
+// version that took them for "already restored".
+TEST_F(ReconcilerTest, AReturnPdcHasNoRecordOfIsHeldNotErasedNorAcknowledged) {
   host_.kernel.AddDevice({.address = "0000:00:05.0", .group = 5, .driver = "", .serial = "c"});
   Claim({}, 5);
   api_.allocations.return_to_host = {Addr("0000:00:04.0"), Addr("0000:00:05.0")};
   ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
-  EXPECT_THAT(r.errors, IsEmpty());
+  EXPECT_THAT(r.errors, ElementsAre(HasSubstr("the journal names no drive"),
+                                    HasSubstr("the journal names no drive")));
   EXPECT_EQ(r.erased, 0);
   EXPECT_THAT(admin_.commands, IsEmpty());
-  EXPECT_TRUE(journal_->Entries().empty());
-  EXPECT_TRUE(Rendered("pdc_node_restores_total{outcome=\"already_restored\"} 2"));
+  ASSERT_EQ(journal_->Entries().size(), 2u);
+  EXPECT_TRUE(Rendered(
+      "pdc_node_bind_failures_total{operation=\"erase\",reason=\"erase_identity_unknown\"} 2"));
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(api_.inventories.back().returned, IsEmpty());
+  for (const Device& d : api_.inventories.back().devices) {
+    if (d.address == Addr("0000:00:03.0")) continue;
+    EXPECT_EQ(d.unhealthy_reason, UnhealthyReason::kErasing) << d.address.ToString();
+  }
+}
+
+// A renumbering at reboot while an erase is pending: the claimed drive
+// (disk-a, journaled at 04.0) came up at 03.0 and another drive (disk-b)
+// at 04.0. Only disk-a is erased, at its new address; disk-b is never sent
+// a command, and is acknowledged (nothing of the claim on it). Until the
+// erase, disk-a is not offered anywhere and a bind of it is refused. Fails
+// on a version that erased whatever was at the journaled address.
+TEST_F(ReconcilerTest, ARenumberingWhileAnEraseIsPendingErasesOnlyTheClaimedDrive) {
+  ASSERT_OK(journal_->Put(
+      JournalEntry{Addr("0000:00:04.0"), JournalState::kErasing, "nvme", "disk-a"}));
+  api_.allocations.return_to_host = {Addr("0000:00:04.0")};
+  std::vector<NodeInventory> seen;
+  ReconcilerOptions ro = Options();
+  ro.on_inventory = [&](const NodeInventory& i) { seen.push_back(i); };
+  Reconciler r(&host_.kernel, binder_.get(), journal_.get(), &api_, metrics_.get(), &clock_, ro);
+  // The first report, before anything ran: disk-a is held at its new address.
+  EXPECT_EQ(FailureReason(binder_->Bind({Addr("0000:00:03.0")}).status()), kReasonErasePending);
+  ASSERT_OK_AND_ASSIGN(PassResult pass, r.RunOnce(absl::ZeroDuration()));
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen[0].devices[0].unhealthy_reason, UnhealthyReason::kErasing);  // disk-a
+  EXPECT_EQ(pass.erased, 1);
+  EXPECT_FALSE(admin_.controllers["nvme0"].namespaces[1].has_data);  // disk-a, 03.0
+  EXPECT_TRUE(admin_.controllers["nvme1"].namespaces[1].has_data);   // disk-b, 04.0
+  for (const auto& c : admin_.commands) EXPECT_EQ(c.controller, "nvme0");
+  EXPECT_EQ(Driver("0000:00:04.0"), "nvme");
+  ASSERT_OK(r.RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(api_.inventories.back().returned, ElementsAre("disk-a", "disk-b"));
+  for (const Device& d : api_.inventories.back().devices) {
+    EXPECT_EQ(d.health, DeviceHealth::kHealthy) << d.address.ToString();
+  }
 }
 
 // Without an admin channel an NVMe is never reported free.
@@ -542,6 +601,10 @@ TEST_F(ReconcilerTest, OtherClassesGoBackUnerasedAndAreCounted) {
   EXPECT_EQ(Driver("0000:05:00.0"), "nvidia");
   EXPECT_THAT(admin_.commands, IsEmpty());
   EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"not_supported\"} 1"));
+  // Acknowledged by address (it has no serial) until the extender drops it.
+  ASSERT_OK(r.RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(api_.inventories.back().returned, ElementsAre("0000:05:00.0"));
+  EXPECT_EQ(Driver("0000:05:00.0"), "nvidia");
 }
 
 TEST_F(ReconcilerTest, ClaimedWinsOverAStaleReturnToHost) {

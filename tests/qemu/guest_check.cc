@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -378,6 +379,9 @@ class Guest {
     Check(CheckHostView(proc_).ok(), "pdc-node's host-view check accepts the guest's PID namespace");
     const std::string erase = Flag(argc, argv, "erase");
     if (!erase.empty()) EraseCheck(erase);
+    const std::string detached = Flag(argc, argv, "detached");
+    if (!detached.empty()) DetachedCheck(detached);
+    if (!erase.empty()) OtherDriveCheck(Flag(argc, argv, "solo"));
     return Finish();
   }
 
@@ -458,6 +462,96 @@ class Guest {
     return s.ok() ? *s : "?";
   }
 
+  // A pending erase whose journaled address now holds another drive (what a
+  // renumbering or a swap does): the drive `serial` (pdc-solo) is journaled
+  // as the erased drive's (pdc-gone). On nvme its sysfs serial refuses it
+  // before anything moves; on vfio-pci it is handed to nvme, Identify through
+  // the held descriptor says which drive it is, nothing is formatted, and it
+  // goes back to vfio-pci.
+  void OtherDriveCheck(const std::string& serial) {
+    auto it = by_serial_.find(serial);
+    if (it == by_serial_.end()) return Check(false, "discovery finds the drive " + serial);
+    const PciAddress a = it->second.address;
+    auto journal = BindJournal::Open("/tmp/pdc-other-journal");
+    if (!journal.ok()) return Check(false, "other-drive journal opens");
+    BinderOptions options;
+    options.classes = classes_;
+    options.verify_attempts = 1000;
+    options.verify_interval = absl::Milliseconds(5);
+    VfioBinder binder(&sys_, &dev_, &proc_, journal->get(), options);
+    DevNvmeAdmin admin("/dev");
+    EraseReturnOptions eo;
+    eo.controller_wait = absl::Seconds(30);
+    eo.poll_interval = absl::Milliseconds(20);
+    const JournalEntry gone{a, JournalState::kErasing, "nvme", "pdc-gone"};
+
+    Check(Driver(a) == "nvme", serial + " is on nvme");
+    Check((*journal)->Put(gone).ok(), "an erase of drive pdc-gone is journaled at its address");
+    auto on_nvme = FinishPendingErase(binder, sys_, admin, a, eo);
+    Check(FailureReason(on_nvme.status()) == kReasonDriveChanged && Driver(a) == "nvme",
+          absl::StrCat("on nvme, another drive at the address is refused by its serial and left "
+                       "there: ", on_nvme.status().ToString()));
+
+    Check((*journal)->Remove(a).ok() && binder.Bind({a}).ok() && Driver(a) == "vfio-pci",
+          serial + " is on vfio-pci");
+    Check((*journal)->Put(gone).ok(), "the erase of pdc-gone is journaled again");
+    auto on_vfio = FinishPendingErase(binder, sys_, admin, a, eo);
+    Check(FailureReason(on_vfio.status()) == kReasonDriveChanged &&
+              on_vfio.status().message().find("is drive \"" + serial + "\"") != std::string::npos,
+          absl::StrCat("on vfio-pci, Identify through the held descriptor names the other drive "
+                       "and nothing is formatted: ", on_vfio.status().ToString()));
+    Check(Driver(a) == "vfio-pci", "and it is back on vfio-pci");
+    Check((*journal)->Remove(a).ok() && binder.Restore(a).ok() && Driver(a) == "nvme",
+          serial + " goes back to nvme");
+  }
+
+  // A controller of an NVM subsystem whose only namespace is detached (it
+  // holds the host's pattern, no block device shows it): the erase must
+  // erase it or refuse, never report done while the data is there; the
+  // host script greps the image after QEMU exits.
+  void DetachedCheck(const std::string& serial) {
+    auto it = by_serial_.find(serial);
+    Check(it != by_serial_.end(),
+          absl::StrCat("discovery finds the controller with a detached namespace (", serial, ")"));
+    if (it == by_serial_.end()) return;
+    const PciAddress a = it->second.address;
+    Check(Namespace(a).empty(), "no block device shows its detached namespace");
+    auto journal = BindJournal::Open("/tmp/pdc-detached-journal");
+    if (!journal.ok()) return Check(false, "detached journal opens");
+    BinderOptions options;
+    options.classes = classes_;
+    options.verify_attempts = 1000;
+    options.verify_interval = absl::Milliseconds(5);
+    VfioBinder binder(&sys_, &dev_, &proc_, journal->get(), options);
+    auto bound = binder.Bind({a});
+    Check(bound.ok(), absl::StrCat("the detached-namespace controller binds: ",
+                                   bound.ok() ? "ok" : bound.status().ToString()));
+    auto pending = binder.MarkErasePending(a);
+    Check(pending.ok() && *pending, "its erase is journaled pending");
+    DevNvmeAdmin admin("/dev");
+    EraseReturnOptions eo;
+    eo.controller_wait = absl::Seconds(30);
+    eo.poll_interval = absl::Milliseconds(20);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto report = FinishPendingErase(binder, sys_, admin, a, eo);
+    const auto t1 = std::chrono::steady_clock::now();
+    auto e = (*journal)->Get(a);
+    if (report.ok()) {
+      Check(std::find(report->namespaces.begin(), report->namespaces.end(), 1u) !=
+                report->namespaces.end(),
+            absl::StrCat("erased, and namespace 1 (detached) was among the erased (", 
+                         report->method, ")"));
+      Check(e && e->state == JournalState::kReturned, "journaled done");
+      std::printf("detached erase latency: %.1f ms\n", Ms(t1 - t0));
+    } else {
+      std::printf("guest: the detached-namespace erase refused: %s\n",
+                  report.status().ToString().c_str());
+      Check(e && e->state == JournalState::kErasing,
+            "refused: the erase stays pending, never reported done");
+      Check(Driver(a) == "vfio-pci", "refused: the controller is held on vfio-pci");
+    }
+  }
+
   void EraseCheck(const std::string& serial) {
     auto it = by_serial_.find(serial);
     Check(it != by_serial_.end(), absl::StrCat("discovery finds the drive to erase (", serial, ")"));
@@ -516,10 +610,21 @@ class Guest {
                                     report.ok() ? absl::StrCat(report->controller, " namespaces ",
                                                                formatted)
                                                 : report.status().ToString()));
-    std::printf("erase latency: %.1f ms (unbind, nvme probe, identify, format)\n", Ms(t1 - t0));
+    std::printf("erase latency: %.1f ms (unbind, nvme probe, host-use check, identify, "
+                "format, read-back)\n", Ms(t1 - t0));
     Check(report.ok() && !report->formatted.empty(), "at least one namespace was formatted");
     Check(Driver(a) == "nvme", "the erased drive is back on nvme");
-    Check(!(*journal)->Get(a).has_value(), "the erasing journal entry is gone once erased");
+    {
+      auto e = (*journal)->Get(a);
+      Check(e && e->state == JournalState::kReturned && e->serial == serial,
+            "the erase is journaled done (returned) for that drive, the extender's "
+            "acknowledgement");
+    }
+    if (report.ok()) {
+      std::printf("erase method: %s, identity %s, %d block(s) read back%s\n",
+                  report->method.c_str(), report->identity.c_str(), report->verified_blocks,
+                  report->verify_note.empty() ? "" : (" (" + report->verify_note + ")").c_str());
+    }
     const std::string after = Namespace(a);
     Check(!after.empty() && ReadRegions(after, &pattern, &zero) && pattern == 0 && zero == 2,
           absl::StrCat("/dev/", after, " reads zeros where the pattern was (O_DIRECT)"));

@@ -77,7 +77,7 @@ else
   echo "guest: could not mount the pdc-mnt namespace ($mounted)"
 fi
 /pdc-vfio-guest-check --solo=pdc-solo --mounted=pdc-mnt --shared=pdc-sh1,pdc-sh2 \
-  --foreign=pdc-foreign --erase=pdc-erase
+  --foreign=pdc-foreign --erase=pdc-erase --detached=pdc-det
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "guest: kernel log tail:"
@@ -102,13 +102,17 @@ for off_mib in 0 8; do
     dd of="$ERASE_IMG" bs=1M seek="$off_mib" conv=notrunc status=none
 done
 [ "$(grep -a -c "$PATTERN" "$ERASE_IMG")" -gt 0 ] || die "could not write the pattern into $ERASE_IMG"
+# 5c. A controller in an NVM subsystem whose only namespace is detached, with
+# the pattern: erased, or the erase refused (the guest checks which).
+DET_IMG=$WORK/detached.img
+rm -f "$DET_IMG" && cp "$ERASE_IMG" "$DET_IMG"
 
 # --- 6. Boot -------------------------------------------------------------------
 # pcie.0: pdc-solo and pdc-mnt (a group each); pcie-pci-bridge br1: pdc-sh1 and
 # pdc-sh2 (one group with the bridge); pcie-pci-bridge br2: pdc-foreign and a
 # pci-testdev (one group, a device no class matches).
 null_drive() { echo "if=none,id=$1,driver=null-co,size=64M"; }
-log "booting $KV under QEMU (TCG, intel-iommu, 6 NVMe)"
+log "booting $KV under QEMU (TCG, intel-iommu, 7 NVMe)"
 CONSOLE=$WORK/console.log
 set +e
 timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
@@ -117,6 +121,9 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -drive "$(null_drive d0)" -device nvme,drive=d0,serial=pdc-solo \
   -drive if=none,id=dm,file="$IMG",format=raw -device nvme,drive=dm,serial=pdc-mnt \
   -drive if=none,id=de,file="$ERASE_IMG",format=raw -device nvme,drive=de,serial=pdc-erase \
+  -device nvme-subsys,id=subsys0,nqn=pdc-det \
+  -device nvme,serial=pdc-det,subsys=subsys0 \
+  -drive if=none,id=dd,file="$DET_IMG",format=raw -device nvme-ns,drive=dd,nsid=1,detached=on \
   -device pcie-pci-bridge,id=br1,bus=pcie.0 \
   -drive "$(null_drive d1)" -device nvme,drive=d1,serial=pdc-sh1,bus=br1,addr=1 \
   -drive "$(null_drive d2)" -device nvme,drive=d2,serial=pdc-sh2,bus=br1,addr=2 \
@@ -138,4 +145,13 @@ if [ "$left" -ne 0 ]; then
   die "the erased drive's image still holds its data"
 fi
 log "PASS: $ERASE_IMG holds no pattern after the guest's erase"
+# The detached namespace: erased (no pattern), or refused and reported so.
+det_left=$(grep -a -c "$PATTERN" "$DET_IMG" || true)
+if [ "$det_left" -ne 0 ] && ! grep -q "^PASS: refused: the erase stays pending" "$CONSOLE"; then
+  die "the detached namespace still holds its data and the erase did not say it refused"
+fi
+if [ "$det_left" -ne 0 ] && grep -q "^PASS: erased, and namespace 1" "$CONSOLE"; then
+  die "the detached namespace was reported erased but its image still holds the pattern"
+fi
+log "PASS: the detached namespace's image: $([ "$det_left" -eq 0 ] && echo erased || echo "pattern kept, erase refused")"
 qemu_verdict "$CONSOLE" PDC-GUEST-RESULT "$qemu_rc" "real-kernel vfio test"
