@@ -153,13 +153,15 @@ int Main(int argc, char** argv) {
     }
     if (once) continue;
     if (kube_api == nullptr) {
-      auto kc = nc.kubeconfig.empty() ? kube::InClusterConfig() : kube::KubeconfigFile(nc.kubeconfig);
+      auto kc = nc.kubeconfig.empty() ? kube::InClusterConfig()
+                                      : kube::KubeconfigFile(nc.kubeconfig);
       if (!kc.ok()) return Fail(kc.status());
       auto connected = kube::KubeApi::Connect(*kc);
       if (!connected.ok()) return Fail(connected.status());
       kube_api = std::move(*connected);
       claim_source = std::make_unique<dra::KubeClaimSource>(kube_api.get(), absl::Seconds(10));
-      slice_publisher = std::make_unique<dra::KubeSlicePublisher>(kube_api.get(), absl::Seconds(10));
+      slice_publisher =
+          std::make_unique<dra::KubeSlicePublisher>(kube_api.get(), absl::Seconds(10));
     }
     dra::DraDriverOptions d{mode->second.driver_name,
                             nc.node_name,

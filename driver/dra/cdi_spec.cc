@@ -45,7 +45,9 @@ bool ValidVendor(std::string_view s) {
 
 }  // namespace
 
-std::string CdiKind(std::string_view driver) { return absl::StrCat(Sv(driver), "/", Sv(kCdiClass)); }
+std::string CdiKind(std::string_view driver) {
+  return absl::StrCat(Sv(driver), "/", Sv(kCdiClass));
+}
 
 std::string CdiDeviceName(std::string_view claim_uid, std::string_view device) {
   return absl::StrCat(Sv(claim_uid), "-", Sv(device));

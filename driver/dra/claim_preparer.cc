@@ -66,8 +66,7 @@ absl::Status WriteReadableFile(const std::string& path, std::string_view data) {
 bool SafeComponent(std::string_view s) {
   if (s.empty() || s.size() > 253 || s == "." || s == "..") return false;
   for (char c : s) {
-    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ||
-          c == '_')) {
+    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')) {
       return false;
     }
   }
@@ -98,8 +97,9 @@ void ClaimPreparer::Leave(const std::string& uid) {
   busy_.erase(uid);
 }
 
-absl::StatusOr<std::vector<PreparedDeviceAnswer>> ClaimPreparer::Prepare(
-    const std::string& ns, const std::string& name, const std::string& uid) {
+absl::StatusOr<std::vector<PreparedDeviceAnswer>> ClaimPreparer::Prepare(const std::string& ns,
+                                                                         const std::string& name,
+                                                                         const std::string& uid) {
   if (ns.empty() || name.empty() || uid.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         ClaimRef(ns, name), " (uid \"", uid, "\"): namespace, name and uid are all required"));
@@ -119,9 +119,9 @@ absl::StatusOr<std::vector<PreparedDeviceAnswer>> ClaimPreparer::PrepareClaim(
   absl::StatusOr<ResourceClaimView> claim = claims_->Get(ns, name);
   if (!claim.ok()) return About(ns, name, claim.status());
   if (claim->uid != uid) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        ClaimRef(ns, name), " has UID ", claim->uid, " but kubelet asked for UID ", uid,
-        ": the claim was deleted and created again"));
+    return absl::FailedPreconditionError(absl::StrCat(ClaimRef(ns, name), " has UID ", claim->uid,
+                                                      " but kubelet asked for UID ", uid,
+                                                      ": the claim was deleted and created again"));
   }
   if (!claim->allocated) {
     return absl::FailedPreconditionError(absl::StrCat(ClaimRef(ns, name), " is not allocated"));
@@ -159,10 +159,10 @@ absl::StatusOr<std::vector<PreparedDeviceAnswer>> ClaimPreparer::PrepareClaim(
       absl::StatusOr<std::vector<std::string>> users = VfioGroupUsers(host_, info->iommu_group);
       if (absl::IsNotFound(users.status())) continue;
       if (!users.ok()) {
-        return absl::UnavailableError(absl::StrCat(
-            ClaimRef(ns, name), ": device ", item.allocated.device, " (", item.address.ToString(),
-            "): cannot tell who holds /dev/vfio/", info->iommu_group, ": ",
-            users.status().message()));
+        return absl::UnavailableError(
+            absl::StrCat(ClaimRef(ns, name), ": device ", item.allocated.device, " (",
+                         item.address.ToString(), "): cannot tell who holds /dev/vfio/",
+                         info->iommu_group, ": ", users.status().message()));
       }
       if (!users->empty()) {
         return absl::UnavailableError(absl::StrCat(
@@ -177,9 +177,9 @@ absl::StatusOr<std::vector<PreparedDeviceAnswer>> ClaimPreparer::PrepareClaim(
   for (const Item& item : items) addresses.push_back(item.address);
   absl::StatusOr<BindOutcome> bound = binder_->Bind(addresses);
   if (!bound.ok()) {
-    return absl::Status(bound.status().code(),
-                        absl::StrCat(ClaimRef(ns, name), ": not handed to vfio-pci: ",
-                                     bound.status().message()));
+    return absl::Status(
+        bound.status().code(),
+        absl::StrCat(ClaimRef(ns, name), ": not handed to vfio-pci: ", bound.status().message()));
   }
   for (Item& item : items) {
     absl::StatusOr<PciFunctionInfo> info = ReadPciFunction(*host_.sys, item.address);
@@ -240,10 +240,9 @@ absl::StatusOr<std::vector<PreparedDeviceAnswer>> ClaimPreparer::PrepareClaim(
     cdi_devices.push_back(std::move(d));
   }
   absl::StatusOr<std::string> spec = CdiSpecJson(kind, cdi_devices);
-  absl::Status s = spec.ok() ? WriteReadableFile(CdiSpecPath(options_.cdi_dir,
-                                                             options_.driver_name, uid),
-                                                 *spec)
-                             : spec.status();
+  absl::Status s =
+      spec.ok() ? WriteReadableFile(CdiSpecPath(options_.cdi_dir, options_.driver_name, uid), *spec)
+                : spec.status();
   if (s.ok()) s = checkpoint_->Put(record);
   if (!s.ok()) {
     if (!prepared_before) (void)RemoveArtifacts(options_, uid);

@@ -28,8 +28,9 @@ absl::StatusOr<ResourceClaimView> ParseResourceClaim(std::string_view text) {
     const json::Value* pod_claim = json::Find(*annotations, kPodClaimNameAnnotation);
     if (!json::IsNullish(pod_claim)) {
       if (!pod_claim->IsString()) {
-        return json::TypeError(absl::StrCat("metadata.annotations[", Sv(kPodClaimNameAnnotation), "]"),
-                               "is not a string");
+        return json::TypeError(
+            absl::StrCat("metadata.annotations[", Sv(kPodClaimNameAnnotation), "]"),
+            "is not a string");
       }
       view.pod_claim_name = std::string(json::StringOf(*pod_claim));
     }
@@ -64,8 +65,7 @@ absl::StatusOr<ResourceClaimView> ParseResourceClaim(std::string_view text) {
   return view;
 }
 
-absl::StatusOr<ResourceClaimView> KubeClaimSource::Get(std::string_view ns,
-                                                       std::string_view name) {
+absl::StatusOr<ResourceClaimView> KubeClaimSource::Get(std::string_view ns, std::string_view name) {
   const std::string path =
       absl::StrCat("/apis/resource.k8s.io/v1/namespaces/", Sv(ns), "/resourceclaims/", Sv(name));
   const std::string what = absl::StrCat("reading ResourceClaim ", Sv(ns), "/", Sv(name));
@@ -75,8 +75,7 @@ absl::StatusOr<ResourceClaimView> KubeClaimSource::Get(std::string_view ns,
   }
   absl::StatusOr<ResourceClaimView> view = ParseResourceClaim(response.body);
   if (!view.ok()) {
-    return absl::Status(view.status().code(),
-                        absl::StrCat(what, ": ", view.status().message()));
+    return absl::Status(view.status().code(), absl::StrCat(what, ": ", view.status().message()));
   }
   return view;
 }

@@ -50,8 +50,10 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> KubeSlicePublisher:
     if (!item.IsObject()) return json::TypeError(field, "is not an object");
     ASSIGN_OR_RETURN(const json::Value* meta, json::OptObject(item, "metadata", field));
     ASSIGN_OR_RETURN(const json::Value* spec, json::OptObject(item, "spec", field));
-    if (meta == nullptr || spec == nullptr) return json::TypeError(field, "has no metadata or spec");
-    ASSIGN_OR_RETURN(std::string_view name, json::ReqString(*meta, "name", field + ".metadata.name"));
+    if (meta == nullptr || spec == nullptr)
+      return json::TypeError(field, "has no metadata or spec");
+    ASSIGN_OR_RETURN(std::string_view name,
+                     json::ReqString(*meta, "name", field + ".metadata.name"));
     ASSIGN_OR_RETURN(const json::Value* pool, json::OptObject(*spec, "pool", field + ".spec.pool"));
     int64_t generation = 0;
     if (pool != nullptr) {
@@ -95,10 +97,11 @@ absl::Status KubeSlicePublisher::Publish(const std::string& driver, const std::s
     // someone else wrote it, and the next pass reads it again.
     rapidjson::Document body;
     RETURN_IF_ERROR(json::ParseObject(set.slices[i], &body));
-    body["metadata"].AddMember("resourceVersion",
-                               rapidjson::Value(rv.data(), static_cast<rapidjson::SizeType>(rv.size()),
-                                                body.GetAllocator()),
-                               body.GetAllocator());
+    body["metadata"].AddMember(
+        "resourceVersion",
+        rapidjson::Value(rv.data(), static_cast<rapidjson::SizeType>(rv.size()),
+                         body.GetAllocator()),
+        body.GetAllocator());
     rapidjson::StringBuffer buffer;
     json::Writer w(buffer);
     body.Accept(w);
@@ -112,8 +115,8 @@ absl::Status KubeSlicePublisher::Publish(const std::string& driver, const std::s
   for (const auto& [name, generation] : slices) {
     if (keep.contains(name)) continue;
     const std::string what = absl::StrCat("deleting ResourceSlice ", name);
-    ASSIGN_OR_RETURN(HttpResponse r, api_->Call("DELETE", absl::StrCat(kSlices, "/", name), "",
-                                                "", what, timeout_));
+    ASSIGN_OR_RETURN(HttpResponse r, api_->Call("DELETE", absl::StrCat(kSlices, "/", name), "", "",
+                                                what, timeout_));
     if (r.status != 404 && r.status / 100 != 2) return kube::FromApiserver(r.status, r.body, what);
   }
   return absl::OkStatus();
@@ -126,7 +129,8 @@ absl::StatusOr<std::unique_ptr<DraDriver>> DraDriver::Create(DraDriverOptions op
   std::unique_ptr<DraDriver> d(new DraDriver(std::move(options), host, publisher));
   const DraDriverOptions& o = d->options_;
   ASSIGN_OR_RETURN(d->checkpoint_, PreparedCheckpoint::Open(o.checkpoint_path));
-  for (const std::string& p : d->checkpoint_->problems()) spdlog::error("DRA {}: {}", o.driver_name, p);
+  for (const std::string& p : d->checkpoint_->problems())
+    spdlog::error("DRA {}: {}", o.driver_name, p);
   int64_t first_generation = 1;
   if (publisher != nullptr) {
     // A restarted pdc-node publishes above what the apiserver holds, or the
@@ -173,8 +177,13 @@ void DraDriver::OnInventory(const NodeInventory& inventory) {
     in.device = d;
     absl::StatusOr<std::string> resolved = host_.sys->Resolve(DevicePath(d.address));
     if (resolved.ok()) in.pcie_root = PcieRootFromSysfsPath(*resolved);
+    // sysfs shows an NVMe model only while the nvme driver has the device:
+    // the last one seen for the serial stays, so binding it to vfio-pci
+    // does not change what is published.
     absl::StatusOr<PciFunctionInfo> info = ReadPciFunction(*host_.sys, d.address);
-    if (info.ok()) in.model = info->model;
+    if (info.ok() && !info->model.empty() && !d.serial.empty())
+      model_by_serial_[d.serial] = info->model;
+    if (auto m = model_by_serial_.find(d.serial); m != model_by_serial_.end()) in.model = m->second;
     inputs.push_back(std::move(in));
   }
   SliceSet set = slices_->Build(inputs);

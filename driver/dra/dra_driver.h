@@ -11,6 +11,7 @@
 #ifndef PDC_DRIVER_DRA_DRA_DRIVER_H_
 #define PDC_DRIVER_DRA_DRA_DRIVER_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +102,7 @@ class DraDriver {
   std::unique_ptr<DraServer> server_;
   std::unique_ptr<Registrar> registrar_;
   bool publish_pending_ = true;
+  std::map<std::string, std::string> model_by_serial_;
 };
 
 }  // namespace pdc::driver::dra

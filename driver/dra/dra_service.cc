@@ -33,9 +33,8 @@ drapb::NodePrepareResourcesResponse PrepareClaims(ClaimPreparer& preparer,
       device->set_device_name(d.device);
       device->add_cdi_device_ids(d.cdi_device_id);
     }
-    spdlog::info("DRA {}: prepared claim {}/{} ({}), {} device(s)",
-                 preparer.options().driver_name, claim.namespace_(), claim.name(), claim.uid(),
-                 devices->size());
+    spdlog::info("DRA {}: prepared claim {}/{} ({}), {} device(s)", preparer.options().driver_name,
+                 claim.namespace_(), claim.name(), claim.uid(), devices->size());
   }
   return response;
 }

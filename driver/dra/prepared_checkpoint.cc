@@ -25,8 +25,7 @@ bool ValidField(std::string_view s) {
 std::string Body(const PreparedClaim& claim) {
   std::string body = absl::StrCat(claim.uid, " ", claim.ns, " ", claim.name);
   for (const PreparedDevice& d : claim.devices) {
-    absl::StrAppend(&body, " ", d.request, ",", d.pool, ",", d.device, ",",
-                    d.address.ToString());
+    absl::StrAppend(&body, " ", d.request, ",", d.pool, ",", d.device, ",", d.address.ToString());
   }
   return body;
 }
@@ -46,9 +45,11 @@ absl::StatusOr<PreparedClaim> DecodeLine(std::string_view line) {
   PreparedClaim claim{std::string(fields[0]), std::string(fields[1]), std::string(fields[2]), {}};
   for (size_t i = 3; i < fields.size(); ++i) {
     std::vector<absl::string_view> parts = absl::StrSplit(fields[i], ',');
-    if (parts.size() != 4) return absl::DataLossError(absl::StrCat("device field ", i, " malformed"));
+    if (parts.size() != 4)
+      return absl::DataLossError(absl::StrCat("device field ", i, " malformed"));
     absl::StatusOr<PciAddress> address = PciAddress::Parse(StdSv(parts[3]));
-    if (!address.ok()) return absl::DataLossError(absl::StrCat("device field ", i, ": bad address"));
+    if (!address.ok())
+      return absl::DataLossError(absl::StrCat("device field ", i, ": bad address"));
     claim.devices.push_back(
         {std::string(parts[0]), std::string(parts[1]), std::string(parts[2]), *address});
   }
@@ -69,8 +70,10 @@ absl::StatusOr<std::unique_ptr<PreparedCheckpoint>> PreparedCheckpoint::Open(std
   if (!text.ok()) return text.status();
   std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n');
   if (lines.empty() || lines[0] != Sv(kPreparedCheckpointHeader)) {
-    return absl::DataLossError(absl::StrCat(path, ": line 1: not a pdc prepared-claims checkpoint"
-                                            " (expected \"", Sv(kPreparedCheckpointHeader), "\")"));
+    return absl::DataLossError(absl::StrCat(path,
+                                            ": line 1: not a pdc prepared-claims checkpoint"
+                                            " (expected \"",
+                                            Sv(kPreparedCheckpointHeader), "\")"));
   }
   absl::MutexLock lock(&cp->mu_);
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -79,8 +82,8 @@ absl::StatusOr<std::unique_ptr<PreparedCheckpoint>> PreparedCheckpoint::Open(std
     if (i + 1 == lines.size() && lines[i].empty()) break;
     absl::StatusOr<PreparedClaim> claim = DecodeLine(StdSv(lines[i]));
     if (!claim.ok()) {
-      cp->problems_.push_back(absl::StrCat(path, ": line ", i + 1, ": ", claim.status().message(),
-                                           "; entry ignored"));
+      cp->problems_.push_back(
+          absl::StrCat(path, ": line ", i + 1, ": ", claim.status().message(), "; entry ignored"));
       continue;
     }
     cp->claims_[claim->uid] = *std::move(claim);

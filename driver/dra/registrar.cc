@@ -46,13 +46,14 @@ class Registrar::Service : public pluginregistration::Registration::Service {
   Registrar* const r_;
 };
 
-Registrar::Registrar(RegistrarOptions options) : options_([&] {
-  RegistrarOptions o = std::move(options);
-  if (o.supported_services.empty()) {
-    o.supported_services = {std::string(kServiceV1), std::string(kServiceV1beta1)};
-  }
-  return o;
-}()) {}
+Registrar::Registrar(RegistrarOptions options)
+    : options_([&] {
+        RegistrarOptions o = std::move(options);
+        if (o.supported_services.empty()) {
+          o.supported_services = {std::string(kServiceV1), std::string(kServiceV1beta1)};
+        }
+        return o;
+      }()) {}
 
 Registrar::~Registrar() { Stop(); }
 
@@ -99,8 +100,8 @@ absl::Status Registrar::Ensure() {
   if (server_ == nullptr || bound == 0) {
     server_.reset();
     service_.reset();
-    return absl::UnavailableError(absl::StrCat("cannot serve the DRA registration of ",
-                                               options_.driver_name, " on ", path));
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve the DRA registration of ", options_.driver_name, " on ", path));
   }
   socket_inode_ = InodeOf(path);
   {

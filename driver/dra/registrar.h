@@ -30,8 +30,8 @@ namespace pdc::driver::dra {
 
 struct RegistrarOptions {
   std::string driver_name;
-  std::string registry_dir;      // kubelet's plugins_registry/.
-  std::string service_endpoint;  // The DRA service's socket path.
+  std::string registry_dir;                     // kubelet's plugins_registry/.
+  std::string service_endpoint;                 // The DRA service's socket path.
   std::vector<std::string> supported_services;  // Default: v1, v1beta1.
 };
 

@@ -88,8 +88,8 @@ SliceSet SliceBuilder::Build(const std::vector<SliceDeviceInput>& inputs) {
   for (const auto& [name, ins] : by_name) {
     if (ins.size() > 1) {
       for (const SliceDeviceInput* in : ins) {
-        out.withheld.push_back(absl::StrCat(in->device.address.ToString(), ": device name ",
-                                            name, " is also another device's"));
+        out.withheld.push_back(absl::StrCat(in->device.address.ToString(), ": device name ", name,
+                                            " is also another device's"));
       }
       continue;
     }
@@ -191,8 +191,8 @@ absl::StatusOr<PciAddress> SliceBuilder::Find(std::string_view device_name) cons
   absl::MutexLock lock(&mu_);
   auto it = published_.find(std::string(device_name));
   if (it == published_.end()) {
-    return absl::NotFoundError(absl::StrCat("no device named ", Sv(device_name), " is published by ",
-                                            driver_, " on node ", node_));
+    return absl::NotFoundError(absl::StrCat("no device named ", Sv(device_name),
+                                            " is published by ", driver_, " on node ", node_));
   }
   return it->second;
 }

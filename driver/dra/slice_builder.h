@@ -58,7 +58,7 @@ std::string PcieRootFromSysfsPath(std::string_view resolved);
 
 struct SliceSet {
   int64_t generation = 0;
-  bool changed = false;            // Against the previous Build.
+  bool changed = false;             // Against the previous Build.
   std::vector<std::string> slices;  // ResourceSlice JSON objects, in name order.
   std::vector<std::string> names;   // metadata.name of each.
   // Devices left out and why ("0000:03:00.0: HostInUse"), sorted.

@@ -75,8 +75,8 @@ TEST(CdiSpecTest, RefusesWhatTheSpecForbids) {
 
 TEST(DeviceMetadataTest, ByteExactForAClaimNamedByThePod) {
   MetadataClaim claim{"vms", "disk-a", "5c1e2f0a-1111-4222-8333-944455556666", std::nullopt};
-  MetadataRequest request{"disk", {{"nvme.pdc.kubevirt.io", "node-1", "nvme-s1-0a1b2c3d",
-                                    "0000:03:00.0"}}};
+  MetadataRequest request{"disk",
+                          {{"nvme.pdc.kubevirt.io", "node-1", "nvme-s1-0a1b2c3d", "0000:03:00.0"}}};
   EXPECT_EQ(DeviceMetadataJson(claim, request),
             R"({"kind":"DeviceMetadata","apiVersion":"metadata.resource.k8s.io/v1alpha1",)"
             R"("metadata":{"name":"disk-a","namespace":"vms","uid":)"

@@ -1,13 +1,12 @@
 // ClaimPreparer on the fake kernel with the real VfioBinder: what
 // NodePrepareResources and NodeUnprepareResources do to devices and files.
-#include "driver/dra/claim_preparer.h"
-
 #include <filesystem>
 #include <map>
 #include <memory>
 
 #include "common/file_util.h"
 #include "driver/dra/cdi_spec.h"
+#include "driver/dra/claim_preparer.h"
 #include "driver/dra/dra_service.h"
 #include "driver/dra/names.h"
 #include "driver/dra/registrar.h"
@@ -36,7 +35,8 @@ class FakeClaims : public ClaimSource {
   absl::StatusOr<ResourceClaimView> Get(std::string_view ns, std::string_view name) override {
     ++reads;
     auto it = claims.find(std::string(ns) + "/" + std::string(name));
-    if (it == claims.end()) return absl::NotFoundError("resourceclaims \"" + std::string(name) + "\" not found");
+    if (it == claims.end())
+      return absl::NotFoundError("resourceclaims \"" + std::string(name) + "\" not found");
     return it->second;
   }
   std::map<std::string, ResourceClaimView> claims;
@@ -56,10 +56,10 @@ class FakeDirectory : public DeviceDirectory {
 class ClaimPreparerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    host_.kernel.AddDevice({.address = "0000:03:00.0", .group = 12, .driver = "nvme",
-                            .serial = "S1"});
-    host_.kernel.AddDevice({.address = "0000:04:00.0", .group = 13, .driver = "nvme",
-                            .serial = "S2"});
+    host_.kernel.AddDevice(
+        {.address = "0000:03:00.0", .group = 12, .driver = "nvme", .serial = "S1"});
+    host_.kernel.AddDevice(
+        {.address = "0000:04:00.0", .group = 13, .driver = "nvme", .serial = "S2"});
     directory_.devices = {{"nvme-s1", *PciAddress::Parse("0000:03:00.0")},
                           {"nvme-s2", *PciAddress::Parse("0000:04:00.0")}};
     cdi_dir_ = host_.tmp.Join("cdi");
@@ -79,8 +79,8 @@ class ClaimPreparerTest : public ::testing::Test {
     options.classes = {testing::NvmeClass()};
     options.verify_attempts = 3;
     options.clock = &clock_;
-    binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc,
-                                           journal_.get(), options);
+    binder_ = std::make_unique<VfioBinder>(&host_.kernel, &host_.dev, &host_.proc, journal_.get(),
+                                           options);
     auto cp = PreparedCheckpoint::Open(host_.tmp.Join("dra-prepared"));
     ASSERT_THAT(cp.status(), IsOk());
     checkpoint_ = std::move(*cp);
@@ -129,27 +129,28 @@ TEST_F(ClaimPreparerTest, BindsToVfioAndWritesCdiAndMetadata) {
   ASSERT_THAT(answer.status(), IsOk());
   const std::string cdi_name = std::string(kUid) + "-nvme-s1";
   EXPECT_THAT(*answer, ElementsAre(PreparedDeviceAnswer{
-                           "disk", kNode, "nvme-s1",
-                           std::string(kDriver) + "/claim=" + cdi_name}));
+                           "disk", kNode, "nvme-s1", std::string(kDriver) + "/claim=" + cdi_name}));
   EXPECT_EQ(Driver("0000:03:00.0"), "vfio-pci");
   EXPECT_EQ(Driver("0000:04:00.0"), "nvme");  // Not in the claim.
   EXPECT_TRUE(host_.dev.Exists("vfio/12"));
 
   auto spec = ReadFileToString(SpecPath(kUid));
   ASSERT_THAT(spec.status(), IsOk());
-  EXPECT_EQ(*spec,
-            absl::StrCat(
-                R"({"cdiVersion":"0.5.0","kind":"nvme.pdc.kubevirt.io/claim","devices":[{"name":")",
-                cdi_name,
-                R"(","containerEdits":{"env":["PCI_RESOURCE_DEVICES_KUBEVIRT_IO_NVME=0000:03:00.0"],)"
-                R"("deviceNodes":[{"path":"/dev/vfio/vfio"},{"path":"/dev/vfio/12"}],"mounts":[{"hostPath":")",
-                MetadataPath(kUid, "disk"),
-                R"(","containerPath":"/var/run/kubernetes.io/dra-device-attributes/resourceclaims/)"
-                R"(disk-a/disk/nvme.pdc.kubevirt.io-metadata.json","options":["ro","nosuid","nodev","bind"]}]}}]})"
-                "\n"));
+  EXPECT_EQ(
+      *spec,
+      absl::StrCat(
+          R"({"cdiVersion":"0.5.0","kind":"nvme.pdc.kubevirt.io/claim","devices":[{"name":")",
+          cdi_name,
+          R"(","containerEdits":{"env":["PCI_RESOURCE_DEVICES_KUBEVIRT_IO_NVME=0000:03:00.0"],)"
+          R"("deviceNodes":[{"path":"/dev/vfio/vfio"},{"path":"/dev/vfio/12"}],"mounts":[{"hostPath":")",
+          MetadataPath(kUid, "disk"),
+          R"(","containerPath":"/var/run/kubernetes.io/dra-device-attributes/resourceclaims/)"
+          R"(disk-a/disk/nvme.pdc.kubevirt.io-metadata.json","options":["ro","nosuid","nodev","bind"]}]}}]})"
+          "\n"));
   auto metadata = ReadFileToString(MetadataPath(kUid, "disk"));
   ASSERT_THAT(metadata.status(), IsOk());
-  EXPECT_THAT(*metadata, HasSubstr(R"("resource.kubernetes.io/pciBusID":{"string":"0000:03:00.0"})"));
+  EXPECT_THAT(*metadata,
+              HasSubstr(R"("resource.kubernetes.io/pciBusID":{"string":"0000:03:00.0"})"));
   EXPECT_EQ(std::filesystem::status(MetadataPath(kUid, "disk")).permissions() &
                 std::filesystem::perms::others_read,
             std::filesystem::perms::others_read);
@@ -195,9 +196,9 @@ TEST_F(ClaimPreparerTest, ErrorsNameTheClaimAndTheReason) {
   EXPECT_THAT(preparer_->Prepare("vms", "gone", "u-gone").status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("claim vms/gone")));
   AddClaim("vms", "unknown-device", "u-x", {{"disk", kDriver, kNode, "nvme-s9"}});
-  EXPECT_THAT(preparer_->Prepare("vms", "unknown-device", "u-x").status(),
-              StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("claim vms/unknown-device: device nvme-s9")));
+  EXPECT_THAT(
+      preparer_->Prepare("vms", "unknown-device", "u-x").status(),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("claim vms/unknown-device: device nvme-s9")));
   EXPECT_THAT(preparer_->Prepare("vms", "disk-a", "../../etc").status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
   ResourceClaimView unallocated = claims_.claims["vms/disk-a"];
@@ -212,8 +213,7 @@ TEST_F(ClaimPreparerTest, NeverHandsOutADeviceTheHostUses) {
   host_.kernel.AddMount(host_.kernel.BlockDev("nvme0n1"), "/var/lib/data", "/dev/nvme0n1");
   auto answer = preparer_->Prepare("vms", "disk-a", kUid);
   EXPECT_THAT(answer.status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("/var/lib/data")));
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("/var/lib/data")));
   EXPECT_THAT(answer.status().message(), HasSubstr("claim vms/disk-a"));
   EXPECT_EQ(Driver("0000:03:00.0"), "nvme");
   EXPECT_FALSE(Exists(SpecPath(kUid)));
@@ -381,9 +381,8 @@ TEST_F(DraKubeletTest, APodIsRefusedWhileTheOldVmHoldsTheGroup) {
   ASSERT_THAT(kubelet.PreparePod("launcher-1", claims).status(), IsOk());
   host_.kernel.AddProcess(4242, "qemu-kvm", {"vfio/12"});
   ASSERT_THAT(kubelet.UnpreparePod("launcher-1"), IsOk());  // VM stopped.
-  auto next = kubelet.PreparePod("launcher-2", claims);      // VM started again.
-  EXPECT_THAT(next.status(),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("process 4242")));
+  auto next = kubelet.PreparePod("launcher-2", claims);     // VM started again.
+  EXPECT_THAT(next.status(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("process 4242")));
 }
 
 }  // namespace

@@ -1,13 +1,11 @@
 // SliceBuilder: ResourceSlices of one class on one node (stable names across
 // a renumbering, withheld devices, generation).
-#include "driver/dra/slice_builder.h"
-
 #include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/ascii.h"
-
 #include "driver/dra/dra_driver.h"
+#include "driver/dra/slice_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
@@ -78,27 +76,32 @@ TEST(SliceBuilderTest, OnePoolPerNodeWithStandardAttributes) {
   SliceSet set = builder.Build({in});
   ASSERT_EQ(set.slices.size(), 1u);
   const std::string name = DeviceNameFromSerial("S1");
-  EXPECT_EQ(set.slices[0],
-            R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":)"
-            R"("node-1-nvme.pdc.kubevirt.io-0"},"spec":{"driver":"nvme.pdc.kubevirt.io","pool":)"
-            R"({"name":"node-1","generation":1,"resourceSliceCount":1},"nodeName":"node-1",)"
-            R"("devices":[{"name":")" + name + R"(","attributes":{"resource.kubernetes.io/pciBusID":)"
-            R"({"string":"0000:03:00.0"},"resource.kubernetes.io/pcieRoot":{"string":"pci0000:00"},)"
-            R"("deviceID":{"string":"0010"},"iommuGroup":{"int":12},"model":{"string":)"
-            R"("QEMU NVMe Ctrl"},"numaNode":{"int":0},"serial":{"string":"S1"},"vendorID":)"
-            R"({"string":"1b36"}},"capacity":{"size":{"value":"1000204886016"}}}]}})");
+  EXPECT_EQ(
+      set.slices[0],
+      R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":)"
+      R"("node-1-nvme.pdc.kubevirt.io-0"},"spec":{"driver":"nvme.pdc.kubevirt.io","pool":)"
+      R"({"name":"node-1","generation":1,"resourceSliceCount":1},"nodeName":"node-1",)"
+      R"("devices":[{"name":")" +
+          name +
+          R"(","attributes":{"resource.kubernetes.io/pciBusID":)"
+          R"({"string":"0000:03:00.0"},"resource.kubernetes.io/pcieRoot":{"string":"pci0000:00"},)"
+          R"("deviceID":{"string":"0010"},"iommuGroup":{"int":12},"model":{"string":)"
+          R"("QEMU NVMe Ctrl"},"numaNode":{"int":0},"serial":{"string":"S1"},"vendorID":)"
+          R"({"string":"1b36"}},"capacity":{"size":{"value":"1000204886016"}}}]}})");
   EXPECT_EQ(builder.Find(name).value().ToString(), "0000:03:00.0");
   EXPECT_THAT(builder.Find("nvme-nope").status(), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(SliceBuilderTest, ARenumberingKeepsNamesAndMovesAddresses) {
   SliceBuilder builder("nvme.pdc.kubevirt.io", "node-1");
-  SliceSet before = builder.Build({Input("0000:03:00.0", "S1", 12), Input("0000:04:00.0", "S2", 13)});
+  SliceSet before =
+      builder.Build({Input("0000:03:00.0", "S1", 12), Input("0000:04:00.0", "S2", 13)});
   EXPECT_EQ(before.generation, 1);
   const std::string s1 = DeviceNameFromSerial("S1");
   const std::string s2 = DeviceNameFromSerial("S2");
   // After a reboot the drives swapped slots.
-  SliceSet after = builder.Build({Input("0000:03:00.0", "S2", 12), Input("0000:04:00.0", "S1", 13)});
+  SliceSet after =
+      builder.Build({Input("0000:03:00.0", "S2", 12), Input("0000:04:00.0", "S1", 13)});
   EXPECT_TRUE(after.changed);
   EXPECT_EQ(after.generation, 2);
   EXPECT_EQ(builder.Find(s1).value().ToString(), "0000:04:00.0");
@@ -143,13 +146,12 @@ TEST(SliceBuilderTest, WithholdsDevicesThatMustNotBeHandedOut) {
     MarkUnhealthy(in.device, reason);
     inputs.push_back(in);
   }
-  inputs.push_back(Input("0000:06:00.0", "", 6));           // No serial.
-  inputs.push_back(Input("0000:07:00.0", "OK1", 7));        // Published.
+  inputs.push_back(Input("0000:06:00.0", "", 6));     // No serial.
+  inputs.push_back(Input("0000:07:00.0", "OK1", 7));  // Published.
   SliceSet set = builder.Build(inputs);
-  EXPECT_THAT(set.withheld,
-              ElementsAre("0000:01:00.0: HostInUse", "0000:02:00.0: Erasing",
-                          "0000:05:00.0: UnverifiedIdentity",
-                          "0000:06:00.0: no serial to name it by"));
+  EXPECT_THAT(set.withheld, ElementsAre("0000:01:00.0: HostInUse", "0000:02:00.0: Erasing",
+                                        "0000:05:00.0: UnverifiedIdentity",
+                                        "0000:06:00.0: no serial to name it by"));
   rapidjson::Document doc;
   doc.Parse(set.slices[0].c_str());
   ASSERT_EQ(doc["spec"]["devices"].Size(), 1u);
@@ -206,8 +208,7 @@ class FakeNoClaims : public ClaimSource {
 // The driver of one class publishes its slices from pdc-node's inventory.
 TEST(DraDriverTest, PublishesFromTheInventoryAboveTheApiserversGeneration) {
   testing::FakeHost host;
-  host.kernel.AddDevice({.address = "0000:03:00.0", .group = 12, .driver = "nvme",
-                         .serial = "S1"});
+  host.kernel.AddDevice({.address = "0000:03:00.0", .group = 12, .driver = "nvme", .serial = "S1"});
   auto journal = BindJournal::Open(host.tmp.Join("vfio-journal"));
   ASSERT_THAT(journal.status(), IsOk());
   pdc::testing::FakeClock clock;
@@ -218,8 +219,9 @@ TEST(DraDriverTest, PublishesFromTheInventoryAboveTheApiserversGeneration) {
   FakeNoClaims claims;
   FakePublisher publisher;
   publisher.apiserver_generation = 6;  // A previous pdc-node published up to 6.
-  DraDriverOptions o{"nvme.pdc.kubevirt.io", "node-1", testing::NvmeClass(),
-                     host.tmp.Join("registry"), host.tmp.Join("plugins"), host.tmp.Join("cdi"),
+  DraDriverOptions o{"nvme.pdc.kubevirt.io",    "node-1",
+                     testing::NvmeClass(),      host.tmp.Join("registry"),
+                     host.tmp.Join("plugins"),  host.tmp.Join("cdi"),
                      host.tmp.Join("metadata"), host.tmp.Join("dra-prepared")};
   auto driver = DraDriver::Create(o, &claims, &binder,
                                   HostView{&host.kernel, &host.dev, &host.proc, "self/mountinfo"},
@@ -249,6 +251,11 @@ TEST(DraDriverTest, PublishesFromTheInventoryAboveTheApiserversGeneration) {
   EXPECT_THAT(slice, ::testing::Not(HasSubstr("0000:05:00.0")));
 
   (*driver)->OnInventory(inventory);  // Nothing changed: nothing written.
+  EXPECT_EQ(publisher.published.size(), 1u);
+  // Prepared: on vfio-pci sysfs shows no model any more; the slice stays.
+  ASSERT_THAT(binder.Bind({d.address}).status(), IsOk());
+  inventory.devices[0].driver = "vfio-pci";
+  (*driver)->OnInventory(inventory);
   EXPECT_EQ(publisher.published.size(), 1u);
 
   MarkUnhealthy(inventory.devices[0], UnhealthyReason::kHostInUse);

@@ -127,9 +127,9 @@ absl::StatusOr<std::vector<std::string>> FakeDraKubelet::PreparePod(
     const std::string key = ref.ns + "/" + ref.name;
     ClaimInfo& info = claims_[key];
     if (!info.pods.empty() && info.ref.uid != ref.uid) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "old ResourceClaim with same name ", ref.name, " and different UID ", info.ref.uid,
-          " still exists"));
+      return absl::FailedPreconditionError(absl::StrCat("old ResourceClaim with same name ",
+                                                        ref.name, " and different UID ",
+                                                        info.ref.uid, " still exists"));
     }
     info.ref = ref;
     info.pods.insert(pod_uid);
@@ -182,7 +182,8 @@ absl::Status FakeDraKubelet::UnpreparePod(const std::string& pod_uid) {
   for (const auto& [driver, keys] : batches) {
     auto plugin = plugins_.find(driver);
     if (plugin == plugins_.end()) {
-      return absl::FailedPreconditionError(absl::StrCat("DRA driver ", driver, " is not registered"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("DRA driver ", driver, " is not registered"));
     }
     drapb::NodeUnprepareResourcesRequest req;
     for (const std::string& key : keys) {
@@ -201,8 +202,8 @@ absl::Status FakeDraKubelet::UnpreparePod(const std::string& pod_uid) {
         return absl::UnavailableError("NodeUnprepareResources skipped ResourceClaim " + key);
       }
       if (!it->second.error().empty()) {
-        return absl::UnavailableError(absl::StrCat("NodeUnprepareResources failed for ",
-                                                   key, ": ", it->second.error()));
+        return absl::UnavailableError(
+            absl::StrCat("NodeUnprepareResources failed for ", key, ": ", it->second.error()));
       }
       claims_.erase(key);
     }
