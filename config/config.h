@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -281,6 +282,29 @@ struct NodeConfig {
   // allowSriov: offer SR-IOV physical functions with virtual functions
   // enabled, and virtual functions of storage controllers. Refused when false.
   bool allow_sriov = false;
+  // For device classes in `dra` mode (deviceClasses[].mode):
+  // kubeletDir: kubelet's root; its plugins_registry/ is where a DRA driver
+  // registers, plugins/<driver>/dra.sock where it serves.
+  std::string kubelet_dir = "/var/lib/kubelet";
+  // cdiDir: where the container runtime reads CDI specs (one per claim).
+  std::string cdi_dir = "/var/run/cdi";
+  // draMetadataDir: the host side of the device-metadata files (KEP-5304)
+  // bind-mounted into the VM's pod.
+  std::string dra_metadata_dir = "/var/run/pdc/dra-metadata";
+  // kubeconfig: the apiserver pdc-node reads ResourceClaims from; "" = the
+  // pod's service account (in-cluster).
+  std::string kubeconfig;
+};
+
+// How pdc-node hands a device class to kubelet (deviceClasses[].mode).
+enum class HandOffMode : uint8_t { kDevicePlugin, kDra };
+
+// A device class in `dra` mode: its DRA driver name
+// (deviceClasses[].draDriverName, default nvme.pdc.kubevirt.io).
+struct DraClassConfig {
+  std::string driver_name = "nvme.pdc.kubevirt.io";
+
+  bool operator==(const DraClassConfig&) const = default;
 };
 
 struct PdcConfig {
@@ -291,6 +315,12 @@ struct PdcConfig {
   //     classCode: "010802"                      # optional, 6 hex digits
   // Default: devices.kubevirt.io/nvme -> 1b36:0010 (QEMU NVMe), 8086:5845.
   std::vector<DeviceClass> device_classes = DefaultDeviceClasses();
+  // The classes whose deviceClasses[] entry says `mode: dra`, by resource
+  // name (pdc-node serves them as a DRA driver, not as a device plugin):
+  //   - resourceName: devices.kubevirt.io/nvme
+  //     mode: dra                            # devicePlugin (default) | dra
+  //     draDriverName: nvme.pdc.kubevirt.io  # default
+  std::map<std::string, DraClassConfig> dra_classes;
   LogFormat log_format = LogFormat::kText;  // logFormat: `text` or `json`.
   // logLevel: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";

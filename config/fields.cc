@@ -177,6 +177,7 @@ absl::Status SetDeviceClasses(const DecodeContext& ctx, const YAML::Node& n,
                               PdcConfig* c) {
   const std::string path = "deviceClasses";
   std::vector<DeviceClass> classes;
+  std::map<std::string, DraClassConfig> dra_classes;
   if (n.IsDefined() && !n.IsNull()) {
     if (!n.IsSequence()) {
       return FieldError(
@@ -189,10 +190,13 @@ absl::Status SetDeviceClasses(const DecodeContext& ctx, const YAML::Node& n,
       if (!item.IsMap()) {
         return FieldError(
             ctx, item, item_path,
-            "want a mapping with resourceName, selectors, classCode, hostDrivers");
+            "want a mapping with resourceName, selectors, classCode, hostDrivers, mode, "
+            "draDriverName");
       }
       DeviceClass dc;
       std::optional<uint32_t> class_code;
+      std::optional<std::string> mode;
+      std::optional<std::string> dra_driver;
       for (auto it = item.begin(); it != item.end(); ++it) {
         const std::string key = it->first.Scalar();
         const std::string field_path = absl::StrCat(item_path, ".", key);
@@ -249,17 +253,37 @@ absl::Status SetDeviceClasses(const DecodeContext& ctx, const YAML::Node& n,
             }
             dc.host_drivers.push_back(std::move(name));
           }
+        } else if (key == "mode") {
+          ASSIGN_OR_RETURN(std::string text, ScalarText(ctx, v, field_path));
+          if (text != "devicePlugin" && text != "dra") {
+            return FieldError(ctx, v, field_path,
+                              absl::StrCat(QuoteYaml(text), " is not devicePlugin or dra"));
+          }
+          mode = std::move(text);
+        } else if (key == "draDriverName") {
+          ASSIGN_OR_RETURN(std::string text, ScalarText(ctx, v, field_path));
+          dra_driver = std::move(text);
         } else {
-          return FieldError(
-              ctx, it->first, field_path,
-              "unknown field (want resourceName, selectors, classCode, hostDrivers)");
+          return FieldError(ctx, it->first, field_path,
+                            "unknown field (want resourceName, selectors, classCode, "
+                            "hostDrivers, mode, draDriverName)");
         }
+      }
+      if (dra_driver.has_value() && mode != "dra") {
+        return FieldError(ctx, item, absl::StrCat(item_path, ".draDriverName"),
+                          "only a class in mode dra has a DRA driver name");
+      }
+      if (mode == "dra") {
+        DraClassConfig dra;
+        if (dra_driver.has_value()) dra.driver_name = *dra_driver;
+        dra_classes[dc.resource_name] = std::move(dra);
       }
       for (PciSelector& s : dc.selectors) s.class_code = class_code;
       classes.push_back(std::move(dc));
     }
   }
   c->device_classes = std::move(classes);
+  c->dra_classes = std::move(dra_classes);
   return absl::OkStatus();
 }
 
@@ -282,6 +306,9 @@ std::string FormatDeviceClasses(const PdcConfig& c) {
       std::vector<std::string> drivers;
       for (const std::string& d : dc.host_drivers) drivers.push_back(QuoteYaml(d));
       absl::StrAppend(&item, ", hostDrivers: [", absl::StrJoin(drivers, ", "), "]");
+    }
+    if (auto dra = c.dra_classes.find(dc.resource_name); dra != c.dra_classes.end()) {
+      absl::StrAppend(&item, ", mode: dra, draDriverName: ", QuoteYaml(dra->second.driver_name));
     }
     item += "}";
     items.push_back(std::move(item));
@@ -477,6 +504,14 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Enum(
       "node.allowSriov", booleans,
       [](auto& c) -> auto& { return c.node.allow_sriov; }));
+  f.push_back(Str(
+      "node.kubeletDir", [](auto& c) -> auto& { return c.node.kubelet_dir; }));
+  f.push_back(Str(
+      "node.cdiDir", [](auto& c) -> auto& { return c.node.cdi_dir; }));
+  f.push_back(Str(
+      "node.draMetadataDir", [](auto& c) -> auto& { return c.node.dra_metadata_dir; }));
+  f.push_back(Str(
+      "node.kubeconfig", [](auto& c) -> auto& { return c.node.kubeconfig; }));
   return f;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,33 @@ absl::Status ValidateCommon(const PdcConfig& c) {
           }
         }
       }
+    }
+  }
+  // DRA driver names: DNS subdomains of at most 63 characters (the
+  // resource.k8s.io validation of ResourceSlice.spec.driver), one class each.
+  std::map<std::string, std::string> driver_owner;
+  for (size_t i = 0; i < c.device_classes.size(); ++i) {
+    auto dra = c.dra_classes.find(c.device_classes[i].resource_name);
+    if (dra == c.dra_classes.end()) continue;
+    const std::string path = absl::StrCat("deviceClasses[", i, "].draDriverName");
+    const std::string& name = dra->second.driver_name;
+    bool ok = !name.empty() && name.size() <= 63 && name.front() != '.' && name.back() != '.' &&
+              name.find("..") == std::string::npos;
+    for (size_t k = 0; ok && k < name.size(); ++k) {
+      const char ch = name[k];
+      ok = absl::ascii_islower(ch) || absl::ascii_isdigit(ch) || ch == '.' ||
+           (ch == '-' && k > 0 && k + 1 < name.size() && name[k - 1] != '.' &&
+            name[k + 1] != '.');
+    }
+    if (!ok) {
+      return Bad(path, absl::StrCat(QuoteYaml(name),
+                                    " is not a DRA driver name (a DNS subdomain of at most 63 "
+                                    "characters, like nvme.pdc.kubevirt.io)"));
+    }
+    auto [owner, fresh] = driver_owner.emplace(name, c.device_classes[i].resource_name);
+    if (!fresh) {
+      return Bad(path, absl::StrCat(QuoteYaml(name), " is already the driver of ",
+                                    owner->second));
     }
   }
   static constexpr std::string_view kLevels[] = {
@@ -358,6 +386,14 @@ absl::Status ValidateNode(const PdcConfig& c) {
   if (n.sysfs_root.empty()) return Bad("node.sysfsRoot", "must not be empty");
   if (n.dev_root.empty()) return Bad("node.devRoot", "must not be empty");
   if (n.state_dir.empty()) return Bad("node.stateDir", "must not be empty");
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{
+                                         "node.kubeletDir", &n.kubelet_dir},
+                                     {"node.cdiDir", &n.cdi_dir},
+                                     {"node.draMetadataDir", &n.dra_metadata_dir}}) {
+    if (value->empty() || (*value)[0] != '/') {
+      return Bad(field, absl::StrCat(QuoteYaml(*value), " is not an absolute path"));
+    }
+  }
   if (!n.pod_resources_socket.empty() && n.pod_resources_socket[0] != '/') {
     return Bad("node.podResourcesSocket",
                absl::StrCat(QuoteYaml(n.pod_resources_socket),

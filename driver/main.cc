@@ -28,6 +28,8 @@
 #include "driver/deviceplugin/device_plugin_manager.h"
 #include "driver/bind_journal.h"
 #include "driver/deviceplugin/handoff_journal.h"
+#include "driver/dra/claim_source.h"
+#include "driver/dra/dra_driver.h"
 #include "driver/host_usage.h"
 #include "driver/node_extender_api.h"
 #include "driver/node_metrics.h"
@@ -36,6 +38,7 @@
 #include "driver/nvme_erase.h"
 #include "driver/sysfs.h"
 #include "driver/vfio_binder.h"
+#include "kube/kube_http_client.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "spdlog/spdlog.h"
@@ -139,6 +142,45 @@ int Main(int argc, char** argv) {
   options.classes = config->device_classes;
   options.heartbeat = nc.heartbeat_interval;
   options.nvme_admin = &nvme_admin;
+  // Classes in `dra` mode: pdc-node is their DRA driver (driver/dra/), and
+  // the device plugin leaves them alone.
+  std::vector<DeviceClass> plugin_classes;
+  std::unique_ptr<kube::KubeApi> kube_api;
+  std::unique_ptr<dra::KubeClaimSource> claim_source;
+  std::unique_ptr<dra::KubeSlicePublisher> slice_publisher;
+  std::vector<std::unique_ptr<dra::DraDriver>> dra_drivers;
+  for (const DeviceClass& dc : config->device_classes) {
+    auto mode = config->dra_classes.find(dc.resource_name);
+    if (mode == config->dra_classes.end()) {
+      plugin_classes.push_back(dc);
+      continue;
+    }
+    if (once) continue;
+    if (kube_api == nullptr) {
+      auto kc = nc.kubeconfig.empty() ? kube::InClusterConfig()
+                                      : kube::KubeconfigFile(nc.kubeconfig);
+      if (!kc.ok()) return Fail(kc.status());
+      auto connected = kube::KubeApi::Connect(*kc);
+      if (!connected.ok()) return Fail(connected.status());
+      kube_api = std::move(*connected);
+      claim_source = std::make_unique<dra::KubeClaimSource>(kube_api.get(), absl::Seconds(10));
+      slice_publisher =
+          std::make_unique<dra::KubeSlicePublisher>(kube_api.get(), absl::Seconds(10));
+    }
+    dra::DraDriverOptions d{mode->second.driver_name,
+                            nc.node_name,
+                            dc,
+                            nc.kubelet_dir + "/plugins_registry",
+                            nc.kubelet_dir + "/plugins",
+                            nc.cdi_dir,
+                            nc.dra_metadata_dir,
+                            nc.state_dir + "/dra-prepared-" + mode->second.driver_name};
+    auto driver = dra::DraDriver::Create(std::move(d), claim_source.get(), &binder,
+                                         HostView{&sys, &dev, &proc, "1/mountinfo"},
+                                         slice_publisher.get());
+    if (!driver.ok()) return Fail(driver.status());
+    dra_drivers.push_back(std::move(*driver));
+  }
   // Declared first: the plugins' confirmer writes it until it stops.
   std::unique_ptr<deviceplugin::HandoffJournal> handoff_journal;
   std::unique_ptr<deviceplugin::DevicePluginManager> plugins;
@@ -154,7 +196,7 @@ int Main(int argc, char** argv) {
     deviceplugin::DevicePluginManagerOptions po;
     po.node = nc.node_name;
     po.plugin_dir = device_plugin_dir;
-    po.classes = config->device_classes;
+    po.classes = plugin_classes;
     po.metrics = &metrics;
     po.confirmer.journal = handoff_journal.get();
     po.recovery.socket_path = nc.pod_resources_socket;
@@ -162,6 +204,16 @@ int Main(int argc, char** argv) {
                                                                   std::move(po));
     options.on_inventory = [&plugins](const NodeInventory& i) { plugins->OnInventory(i); };
     options.on_allocations = [&plugins](const NodeAllocations& a) { plugins->OnAllocations(a); };
+  }
+  if (!dra_drivers.empty()) {
+    options.on_inventory = [&dra_drivers, chained = std::move(options.on_inventory)](
+                               const NodeInventory& i) {
+      if (chained) chained(i);
+      for (auto& d : dra_drivers) {
+        d->Tick();
+        d->OnInventory(i);
+      }
+    };
   }
   Reconciler reconciler(&sys, &binder, journal->get(), &api, &metrics, RealClock(), options);
   (void)reconciler.Start();  // Logged; the loop retries whatever is left.
@@ -188,6 +240,9 @@ int Main(int argc, char** argv) {
     if (absl::Status s = plugins->Start(); !s.ok()) return Fail(s);
     spdlog::info("kubelet device plugin for {} in {}",
                  absl::StrJoin(plugins->resource_names(), ", "), device_plugin_dir);
+  }
+  for (auto& d : dra_drivers) {
+    if (absl::Status s = d->Start(); !s.ok()) return Fail(s);
   }
   absl::Notification stop;
   std::thread signal_thread([&] {
@@ -225,6 +280,7 @@ int Main(int argc, char** argv) {
   reconciler.Run(&stop);  // Returns once the signal thread notified `stop`.
   // The plugin sockets go away with us; kubelet marks the devices unhealthy.
   if (plugins) plugins->Stop();
+  for (auto& d : dra_drivers) d->Stop();
   if (server) server->Shutdown();
   signal_thread.join();
   return 0;

@@ -83,6 +83,67 @@ TEST(ConfigTest, FormatRoundTrips) {
   EXPECT_THAT(back.device_classes[0].host_drivers, ::testing::ElementsAre("xdma", "xclmgmt"));
 }
 
+TEST(ConfigTest, AClassInDraModeHasADriverName) {
+  ASSERT_OK_AND_ASSIGN(
+      PdcConfig c,
+      FromYaml("deviceClasses:\n"
+               "  - resourceName: devices.kubevirt.io/nvme\n"
+               "    selectors: [\"1b36:0010\"]\n"
+               "    mode: dra\n"
+               "  - resourceName: example.com/fpga\n"
+               "    selectors: [\"10ee:9038\"]\n"
+               "    mode: dra\n"
+               "    draDriverName: fpga.example.com\n"
+               "  - resourceName: example.com/gpu\n"
+               "    selectors: [\"10de:1eb8\"]\n"
+               "    mode: devicePlugin\n"
+               "node:\n  nodeName: node-1\n",
+               Component::kNode));
+  ASSERT_EQ(c.dra_classes.size(), 2u);
+  EXPECT_EQ(c.dra_classes.at("devices.kubevirt.io/nvme").driver_name, "nvme.pdc.kubevirt.io");
+  EXPECT_EQ(c.dra_classes.at("example.com/fpga").driver_name, "fpga.example.com");
+  EXPECT_FALSE(c.dra_classes.contains("example.com/gpu"));
+  PdcConfig back;
+  ASSERT_OK(ApplyYaml(FormatConfigYaml(c), "formatted", &back));
+  EXPECT_EQ(back.dra_classes, c.dra_classes);
+  EXPECT_TRUE(PdcConfig().dra_classes.empty());  // devicePlugin by default.
+}
+
+TEST(ConfigTest, DraErrorsNameTheField) {
+  const std::string two = "deviceClasses:\n"
+                          "  - resourceName: a.io/x\n"
+                          "    selectors: [\"1b36:0010\"]\n"
+                          "    mode: dra\n"
+                          "  - resourceName: a.io/y\n"
+                          "    selectors: [\"1b36:0011\"]\n"
+                          "    mode: dra\n";
+  struct Case {
+    std::string yaml;
+    std::string want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"deviceClasses:\n  - resourceName: a.io/x\n    selectors: [\"1b36:0010\"]\n"
+            "    mode: DRA\n",
+            "deviceClasses[0].mode: \"DRA\" is not devicePlugin or dra"},
+           {"deviceClasses:\n  - resourceName: a.io/x\n    selectors: [\"1b36:0010\"]\n"
+            "    draDriverName: x.example.com\n",
+            "deviceClasses[0].draDriverName: only a class in mode dra"},
+           {"deviceClasses:\n  - resourceName: a.io/x\n    selectors: [\"1b36:0010\"]\n"
+            "    mode: dra\n    draDriverName: Not_A.Name\n",
+            "deviceClasses[0].draDriverName: \"Not_A.Name\" is not a DRA driver name"},
+           {two, "deviceClasses[1].draDriverName: \"nvme.pdc.kubevirt.io\" is already the "
+                 "driver of a.io/x"},
+           {"node:\n  cdiDir: run/cdi\n", "node.cdiDir: \"run/cdi\" is not an absolute path"},
+       }) {
+    absl::StatusOr<PdcConfig> got = FromYaml(
+        c.yaml.find("node:") == 0 ? c.yaml + "  nodeName: node-1\n"
+                                  : c.yaml + "node:\n  nodeName: node-1\n",
+        Component::kNode);
+    EXPECT_THAT(got.status(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.want)))
+        << c.yaml;
+  }
+}
+
 TEST(ConfigTest, FileThenFlagsOverride) {
   pdc::testing::TempDir dir;
   const std::string path = dir.Join("pdc.yaml");
