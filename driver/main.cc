@@ -155,6 +155,7 @@ int Main(int argc, char** argv) {
       plugin_classes.push_back(dc);
       continue;
     }
+    options.unreported_resources.push_back(dc.resource_name);
     if (once) continue;
     if (kube_api == nullptr) {
       auto kc = nc.kubeconfig.empty() ? kube::InClusterConfig()

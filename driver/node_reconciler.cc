@@ -142,7 +142,20 @@ void Reconciler::MarkHostUsed(NodeInventory* inventory) {
   if (metrics_) metrics_->host_used->Set(static_cast<double>(used.size()));
 }
 
-absl::Status Reconciler::Report(const NodeInventory& inventory, bool force) {
+NodeInventory Reconciler::Reportable(const NodeInventory& discovered) const {
+  if (options_.unreported_resources.empty()) return discovered;
+  NodeInventory out = discovered;
+  std::erase_if(out.devices, [this](const Device& d) {
+    const DeviceClass* c = MatchingClass(options_.classes, d);
+    return c != nullptr &&
+           std::find(options_.unreported_resources.begin(), options_.unreported_resources.end(),
+                     c->resource_name) != options_.unreported_resources.end();
+  });
+  return out;
+}
+
+absl::Status Reconciler::Report(const NodeInventory& discovered, bool force) {
+  const NodeInventory inventory = Reportable(discovered);
   const absl::Time now = clock_->Now();
   if (!force && last_reported_ == inventory && now - last_report_time_ < options_.heartbeat) {
     return absl::OkStatus();

@@ -52,6 +52,11 @@ struct ReconcilerOptions {
   // Must not block for long.
   std::function<void(const NodeInventory&)> on_inventory;
   std::function<void(const NodeAllocations&)> on_allocations;
+  // Resource names whose devices are not reported to pdc-extender (classes
+  // in `dra` mode: kube-scheduler's DRA plugin allocates them from the
+  // ResourceSlices pdc-node's DRA driver publishes, never pdc-extender).
+  // on_inventory still sees them.
+  std::vector<std::string> unreported_resources;
   // Submits the erase commands; must outlive the reconciler. Null: every
   // NVMe erase fails (the device stays unhealthy, never reported free).
   NvmeAdmin* nvme_admin = nullptr;
@@ -100,7 +105,9 @@ class Reconciler {
   // Marks unhealthy the devices the host uses (VfioBinder::HostUses) and
   // logs why, once per change.
   void MarkHostUsed(NodeInventory* inventory);
-  absl::Status Report(const NodeInventory& inventory, bool force);
+  absl::Status Report(const NodeInventory& discovered, bool force);
+  // What pdc-extender is told of `discovered` (without unreported_resources).
+  NodeInventory Reportable(const NodeInventory& discovered) const;
   // OK unless the last inventory reported another serial at `now.address`:
   // the allocations answer was computed from that inventory, so a drive that
   // took the address since (a hot swap, a renumbering during the long-poll)

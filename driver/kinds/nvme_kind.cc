@@ -185,6 +185,16 @@ absl::Status SharedUses(const HostView& host, const PciFunctionInfo& info,
     }
   }
   if (host.nvme_admin == nullptr) return absl::OkStatus();
+  // One channel for the Identify commands, opened by the controller's
+  // device number (a name the kernel gave another controller is refused).
+  auto dev_number = ReadTrimmed(*host.sys, absl::StrCat(DevicePath(info.address), "/nvme/",
+                                                        info.nvme_controller, "/dev"));
+  auto channel = host.nvme_admin->Open(info.nvme_controller, dev_number.ok() ? *dev_number : "");
+  if (!channel.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot check whether ", info.nvme_controller,
+                     " is shared: ", channel.status().message()));
+  }
   std::vector<uint8_t> data(4096);
   auto identify = [&](uint32_t nsid, uint32_t cns, std::string_view what) -> absl::Status {
     NvmeAdminCommand cmd;
@@ -192,7 +202,7 @@ absl::Status SharedUses(const HostView& host, const PciFunctionInfo& info,
     cmd.nsid = nsid;
     cmd.cdw10 = cns;
     cmd.timeout = absl::Seconds(10);
-    auto status = host.nvme_admin->Run(info.nvme_controller, cmd, std::span<uint8_t>(data));
+    auto status = (*channel)->Run(cmd, std::span<uint8_t>(data));
     if (!status.ok() || *status != 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot check whether ", info.nvme_controller, " is shared: ", Sv(what), " failed: ",

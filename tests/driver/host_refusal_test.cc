@@ -54,21 +54,38 @@ void Write(const std::string& path, const std::string& data, uint64_t offset = 0
 class SharedNvmeAdmin : public NvmeAdmin {
  public:
   bool Present(std::string_view) override { return true; }
-  absl::StatusOr<uint16_t> Run(std::string_view controller, const NvmeAdminCommand& cmd,
-                               std::span<uint8_t> data) override {
-    commands.push_back(std::string(controller) + " cns " + std::to_string(cmd.cdw10 & 0xff) +
-                       " nsid " + std::to_string(cmd.nsid));
-    if (!fail.ok()) return fail;
-    std::fill(data.begin(), data.end(), 0);
-    if (cmd.opcode != kNvmeAdminIdentify) return uint16_t{0x4001};
-    if ((cmd.cdw10 & 0xff) == 1) data[76] = cmic;
-    if ((cmd.cdw10 & 0xff) == 0) data[30] = nmic;
-    return uint16_t{0};
+  absl::StatusOr<std::unique_ptr<NvmeAdminChannel>> Open(std::string_view controller,
+                                                         std::string_view) override {
+    return std::make_unique<Channel>(this, std::string(controller));
   }
   uint8_t cmic = 0;
   uint8_t nmic = 0;
   absl::Status fail;
   std::vector<std::string> commands;
+
+ private:
+  class Channel : public NvmeAdminChannel {
+   public:
+    Channel(SharedNvmeAdmin* admin, std::string controller)
+        : admin_(admin), controller_(std::move(controller)) {}
+    absl::StatusOr<uint16_t> Run(const NvmeAdminCommand& cmd, std::span<uint8_t> data) override {
+      admin_->commands.push_back(controller_ + " cns " + std::to_string(cmd.cdw10 & 0xff) +
+                                 " nsid " + std::to_string(cmd.nsid));
+      if (!admin_->fail.ok()) return admin_->fail;
+      std::fill(data.begin(), data.end(), 0);
+      if (cmd.opcode != kNvmeAdminIdentify) return uint16_t{0x4001};
+      if ((cmd.cdw10 & 0xff) == 1) data[76] = admin_->cmic;
+      if ((cmd.cdw10 & 0xff) == 0) data[30] = admin_->nmic;
+      return uint16_t{0};
+    }
+    absl::StatusOr<uint16_t> RunIo(const NvmeAdminCommand&, std::span<uint8_t>) override {
+      return absl::UnimplementedError("no I/O here");
+    }
+
+   private:
+    SharedNvmeAdmin* const admin_;
+    const std::string controller_;
+  };
 };
 
 struct Case {

@@ -181,6 +181,24 @@ TEST_F(ReconcilerTest, HooksSeeEveryInventoryAndAllocationsAnswer) {
   EXPECT_EQ(inventories[1].devices[0].health, DeviceHealth::kHealthy);
 }
 
+// A class in `dra` mode belongs to pdc-node's DRA driver: its devices are
+// discovered (the driver publishes them as ResourceSlices) but never offered
+// to pdc-extender, which would hand them out a second time.
+TEST_F(ReconcilerTest, DevicesOfAnUnreportedClassReachTheHookButNotTheExtender) {
+  std::vector<NodeInventory> seen;
+  ReconcilerOptions ro = Options();
+  ro.unreported_resources = {NvmeClass().resource_name};
+  ro.on_inventory = [&](const NodeInventory& i) { seen.push_back(i); };
+  Reconciler r(&host_.kernel, binder_.get(), journal_.get(), &api_, nullptr, &clock_, ro);
+  api_.inventories.clear();
+  ASSERT_OK(r.RunOnce(absl::ZeroDuration()).status());
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().devices.size(), 2u);
+  ASSERT_FALSE(api_.inventories.empty());
+  EXPECT_THAT(api_.inventories.back().devices, IsEmpty());
+  EXPECT_EQ(api_.inventories.back().node, "node-a");
+}
+
 TEST_F(ReconcilerTest, ReportsThenBindsClaimedDevicesAndReportsAgain) {
   Claim({"0000:00:03.0"}, 5);
   ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::Seconds(10)));

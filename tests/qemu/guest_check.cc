@@ -343,13 +343,16 @@ class Guest {
       Check(binder.Restore(solo_dev.address).ok(), "and is restored");
     }
 
-    // Taking over a device on vfio-pci that pdc did not bind (its journal
-    // entry forgotten): refused while a process holds the group, whose
-    // second open the kernel refuses with EBUSY; taken, and journaled, once
-    // free.
+    // A device on vfio-pci that pdc did not bind (its journal entry
+    // forgotten, as after a bind by hand) is never adopted: refused
+    // (not_bound_by_pdc) while a process holds its group, whose second open
+    // the kernel refuses with EBUSY, and still once the group is free; left
+    // where it is, unjournaled.
     {
-      Check(BindWhenFree(binder, solo_dev.address), "the solo NVMe binds for the takeover");
-      Check((*journal)->Remove(solo_dev.address).ok(), "its journal entry is forgotten");
+      Check(BindWhenFree(binder, solo_dev.address), "the solo NVMe binds");
+      const std::optional<JournalEntry> entry = (*journal)->Get(solo_dev.address);
+      Check(entry.has_value() && (*journal)->Remove(solo_dev.address).ok(),
+            "its journal entry is forgotten");
       const std::string group = absl::StrCat("/dev/vfio/", solo_dev.iommu_group);
       {
         Holder vm([&] { return ::open(group.c_str(), O_RDWR) >= 0; });
@@ -362,18 +365,21 @@ class Guest {
         auto taken = binder.Bind({solo_dev.address});
         std::printf("  -> %s\n", taken.status().ToString().c_str());
         Check(absl::IsFailedPrecondition(taken.status()) &&
-                  FailureReason(taken.status()) == kReasonVfioGroupInUse,
-              "takeover of a group a process holds is refused (vfio_group_in_use)");
+                  FailureReason(taken.status()) == kReasonNotBoundByPdc,
+              "a device pdc did not bind is refused while a process holds its group "
+              "(not_bound_by_pdc)");
       }
       auto taken = binder.Bind({solo_dev.address});
-      Check(taken.ok() && *taken == BindOutcome::kAlreadyBound, "takeover of the free group");
-      auto adopted = (*journal)->Get(solo_dev.address);
-      Check(adopted && adopted->state == JournalState::kBound, "the takeover is journaled");
-      const int reopen = ::open(group.c_str(), O_RDWR | O_CLOEXEC);
-      Check(reopen >= 0, "pdc closed the group again (a VM can open it)");
-      if (reopen >= 0) ::close(reopen);
-      Check(binder.Restore(solo_dev.address).ok() && Driver(solo_dev.address) == "nvme",
-            "and the taken device goes back to nvme");
+      std::printf("  -> %s\n", taken.status().ToString().c_str());
+      Check(absl::IsFailedPrecondition(taken.status()) &&
+                FailureReason(taken.status()) == kReasonNotBoundByPdc,
+            "and once its group is free: never adopted");
+      Check(!(*journal)->Get(solo_dev.address).has_value(), "nothing is journaled for it");
+      Check(Driver(solo_dev.address) == "vfio-pci", "it is left on vfio-pci");
+      // The administrator's side: the entry written back, pdc restores it.
+      Check(entry.has_value() && (*journal)->Put(*entry).ok() &&
+                binder.Restore(solo_dev.address).ok() && Driver(solo_dev.address) == "nvme",
+            "with its journal entry back, the device goes back to nvme");
     }
 
     Check(CheckHostView(proc_).ok(), "pdc-node's host-view check accepts the guest's PID namespace");
