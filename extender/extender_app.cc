@@ -58,7 +58,7 @@ std::string InstanceName() {
 }
 
 absl::StatusOr<kube::KubeClientConfig> ClientConfig(const KubernetesConfig& k) {
-  return k.mode == KubernetesMode::kInCluster ? InClusterConfig() : KubeconfigFile(k.kubeconfig);
+  return k.mode == KubernetesMode::kInCluster ? kube::InClusterConfig() : kube::KubeconfigFile(k.kubeconfig);
 }
 
 // The main listener's options (extender.listen and its limits and TLS).

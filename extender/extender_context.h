@@ -19,10 +19,13 @@
 #include "kube/kube_client.h"
 #include "extender/pod_cache.h"
 
+namespace pdc::kube {
+class EventRecorder;  // kube/event_recorder.h
+}  // namespace pdc::kube
+
 namespace pdc::extender {
 
 class BindQueue;    // bind_queue.h
-class kube::EventRecorder;  // event_recorder.h
 class VmDirectory;  // vm_directory.h
 
 struct ExtenderContext {

@@ -66,7 +66,7 @@ namespace pdc::extender {
 
 // The claims pdc-extender lists and watches (all namespaces).
 inline constexpr std::string_view kClaimsPath =
-    Reflected("/apis/pdc.kubevirt.io/v1alpha1/persistentdeviceclaims");
+    kube::Reflected("/apis/pdc.kubevirt.io/v1alpha1/persistentdeviceclaims");
 
 // The name of the ConfigMap holding `node`'s holds.
 std::string HoldsConfigMapName(std::string_view node);

@@ -32,7 +32,7 @@ namespace pdc::extender {
 
 // The pods collection (all namespaces); the watch narrows it with
 // PodsOfScheduler's selector.
-inline constexpr std::string_view kPodsPath = Reflected("/api/v1/pods");
+inline constexpr std::string_view kPodsPath = kube::Reflected("/api/v1/pods");
 // The selector of the pods `scheduler` places: "fieldSelector=spec.schedulerName%3D<name>",
 // a field selector kube-apiserver supports on pods (pkg/registry/core/pod
 // strategy.go, ToSelectableFields).

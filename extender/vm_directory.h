@@ -40,8 +40,8 @@ namespace pdc::extender {
 
 // The collections the directory follows (all namespaces).
 inline constexpr std::string_view kVmiPath =
-    Reflected("/apis/kubevirt.io/v1/virtualmachineinstances");
-inline constexpr std::string_view kVmPath = Reflected("/apis/kubevirt.io/v1/virtualmachines");
+    kube::Reflected("/apis/kubevirt.io/v1/virtualmachineinstances");
+inline constexpr std::string_view kVmPath = kube::Reflected("/apis/kubevirt.io/v1/virtualmachines");
 
 // A VM, as the chain found it.
 struct VmRef {
