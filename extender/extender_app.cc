@@ -332,6 +332,7 @@ absl::Status ExtenderApp::Init() {
   if (kube_api_ != nullptr) {
     kube::EventRecorderOptions eo;
     eo.metrics = metrics_->events();
+    if (elector_ != nullptr) eo.may_send = [e = elector_.get()] { return e->Leading(); };
     events_ = std::make_unique<kube::EventRecorder>(kube_api_.get(), "pdc-extender", InstanceName(),
                                               clock, eo);
   }
