@@ -208,7 +208,7 @@ void ExtenderApp::Promote() {
   }
   for (absl::Duration backoff = absl::Milliseconds(200); elector_->Leading();
        backoff = std::min(backoff * 2, absl::Seconds(5))) {
-    absl::Status s = WriteLeaderEndpoint(lease_api_.get(), endpoint_slice_, false,
+    absl::Status s = kube::WriteLeaderEndpoint(lease_api_.get(), endpoint_slice_, false,
                                          config_.extender.leader_election.retry_period, options_.clock);
     if (s.ok()) {
       endpoint_published_ = true;
@@ -339,7 +339,7 @@ absl::Status ExtenderApp::Init() {
   pods_ = std::make_unique<PodCache>(clock, 10000, absl::Minutes(10));
 
   if (kc.has_value()) {
-    absl::StatusOr<std::unique_ptr<kube::KubeClient>> c = NewHttpKubeClient(*kc);
+    absl::StatusOr<std::unique_ptr<kube::KubeClient>> c = kube::NewHttpKubeClient(*kc);
     if (!c.ok()) return c.status();
     kube_ = *std::move(c);
     spdlog::info("Kubernetes API: {}", kc->server);
@@ -617,7 +617,7 @@ void ExtenderApp::Stop() {
   // Last: nothing of this replica serves any more when it takes itself out
   // of the Service and gives the lease to the next.
   if (endpoint_published_ && elector_->Leading()) {
-    if (absl::Status s = WriteLeaderEndpoint(lease_api_.get(), endpoint_slice_, true,
+    if (absl::Status s = kube::WriteLeaderEndpoint(lease_api_.get(), endpoint_slice_, true,
                                              config_.extender.leader_election.retry_period, options_.clock);
         !s.ok()) {
       spdlog::warn("leader election: {}", s.ToString());

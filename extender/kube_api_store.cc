@@ -134,7 +134,7 @@ absl::StatusOr<HttpResponse> KubeApiStore::Call(std::string_view method, const s
 absl::Status KubeApiStore::ListClaims(std::vector<api::ClaimObject>* out) {
   const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
   kube::CollectionList list;
-  RETURN_IF_ERROR(ListCollection(
+  RETURN_IF_ERROR(kube::ListCollection(
       [&](const std::string& target) {
         return Call("GET", target, "", "", "list claims", deadline);
       },
@@ -165,7 +165,7 @@ absl::Status KubeApiStore::ListClaims(std::vector<api::ClaimObject>* out) {
 absl::Status KubeApiStore::ListHolds(absl::flat_hash_map<std::string, Holds>* out) {
   const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
   kube::CollectionList list;
-  RETURN_IF_ERROR(ListCollection(
+  RETURN_IF_ERROR(kube::ListCollection(
       [&](const std::string& target) {
         return Call("GET", target, "", "", "list device holds", deadline);
       },

@@ -22,8 +22,8 @@
 //
 // Thread-safety: EventCorrelator is not thread-safe (the sender thread owns
 // it). EventRecorder is thread-safe; Record never blocks on the network.
-#ifndef PDC_EXTENDER_EVENT_RECORDER_H_
-#define PDC_EXTENDER_EVENT_RECORDER_H_
+#ifndef PDC_KUBE_EVENT_RECORDER_H_
+#define PDC_KUBE_EVENT_RECORDER_H_
 
 #include <array>
 #include <atomic>
@@ -267,4 +267,4 @@ class EventRecorder {
 
 }  // namespace pdc::kube
 
-#endif  // PDC_EXTENDER_EVENT_RECORDER_H_
+#endif  // PDC_KUBE_EVENT_RECORDER_H_

@@ -6,8 +6,8 @@
 // Every call takes its own time limit (`timeout`, > 0), so that a caller
 // with a deadline (the bind saga) can give each step what is left of it.
 // Thread-safety: implementations must be thread-safe; calls block.
-#ifndef PDC_EXTENDER_KUBE_CLIENT_H_
-#define PDC_EXTENDER_KUBE_CLIENT_H_
+#ifndef PDC_KUBE_KUBE_CLIENT_H_
+#define PDC_KUBE_KUBE_CLIENT_H_
 
 #include <string>
 #include <string_view>
@@ -42,4 +42,4 @@ class KubeClient {
 
 }  // namespace pdc::kube
 
-#endif  // PDC_EXTENDER_KUBE_CLIENT_H_
+#endif  // PDC_KUBE_KUBE_CLIENT_H_

@@ -11,8 +11,8 @@
 // NotFound, 409 -> Aborted, 401 -> Unauthenticated, 403 -> PermissionDenied,
 // 429/5xx -> Unavailable, with the apiserver's message.
 // Thread-safety: thread-safe; a small pool of kept-alive connections.
-#ifndef PDC_EXTENDER_KUBE_HTTP_CLIENT_H_
-#define PDC_EXTENDER_KUBE_HTTP_CLIENT_H_
+#ifndef PDC_KUBE_KUBE_HTTP_CLIENT_H_
+#define PDC_KUBE_KUBE_HTTP_CLIENT_H_
 
 #include <functional>
 #include <memory>
@@ -111,4 +111,4 @@ std::string AnnotationPatchJson(std::string_view key, std::string_view value);
 
 }  // namespace pdc::kube
 
-#endif  // PDC_EXTENDER_KUBE_HTTP_CLIENT_H_
+#endif  // PDC_KUBE_KUBE_HTTP_CLIENT_H_

@@ -22,8 +22,8 @@
 // what it keeps.
 // Thread-safety: Start/Stop from one thread; HasSynced, WaitForSync and
 // the counters from any.
-#ifndef PDC_EXTENDER_KUBE_REFLECTOR_H_
-#define PDC_EXTENDER_KUBE_REFLECTOR_H_
+#ifndef PDC_KUBE_KUBE_REFLECTOR_H_
+#define PDC_KUBE_KUBE_REFLECTOR_H_
 
 #include <atomic>
 #include <cstdint>
@@ -166,4 +166,4 @@ class Reflector {
 
 }  // namespace pdc::kube
 
-#endif  // PDC_EXTENDER_KUBE_REFLECTOR_H_
+#endif  // PDC_KUBE_KUBE_REFLECTOR_H_

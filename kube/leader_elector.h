@@ -19,8 +19,8 @@
 // do the same), so no state of its leadership survives into a new one.
 //
 // Thread-safety: thread-safe. Start/Stop from one thread.
-#ifndef PDC_EXTENDER_LEADER_ELECTOR_H_
-#define PDC_EXTENDER_LEADER_ELECTOR_H_
+#ifndef PDC_KUBE_LEADER_ELECTOR_H_
+#define PDC_KUBE_LEADER_ELECTOR_H_
 
 #include <cstdint>
 #include <functional>
@@ -122,4 +122,4 @@ std::string LeaderIdentity(std::string_view base);
 
 }  // namespace pdc::kube
 
-#endif  // PDC_EXTENDER_LEADER_ELECTOR_H_
+#endif  // PDC_KUBE_LEADER_ELECTOR_H_

@@ -6,8 +6,8 @@
 // a Deployment's rolling update and a PodDisruptionBudget count Ready pods,
 // and they must count the followers too.
 // Thread-safety: pure function plus blocking calls; thread-safe.
-#ifndef PDC_EXTENDER_LEADER_ENDPOINT_H_
-#define PDC_EXTENDER_LEADER_ENDPOINT_H_
+#ifndef PDC_KUBE_LEADER_ENDPOINT_H_
+#define PDC_KUBE_LEADER_ENDPOINT_H_
 
 #include <cstdint>
 #include <string>
@@ -44,4 +44,4 @@ absl::Status WriteLeaderEndpoint(KubeApi* api, const LeaderEndpoint& e,
 
 }  // namespace pdc::kube
 
-#endif  // PDC_EXTENDER_LEADER_ENDPOINT_H_
+#endif  // PDC_KUBE_LEADER_ENDPOINT_H_

@@ -7,8 +7,8 @@
 // fakes.
 // Thread-safety: implementations are thread-safe; Review blocks for at most
 // its timeout.
-#ifndef PDC_EXTENDER_TOKEN_REVIEWER_H_
-#define PDC_EXTENDER_TOKEN_REVIEWER_H_
+#ifndef PDC_KUBE_TOKEN_REVIEWER_H_
+#define PDC_KUBE_TOKEN_REVIEWER_H_
 
 #include <string_view>
 
@@ -45,4 +45,4 @@ class HttpTokenReviewer final : public TokenReviewer {
 
 }  // namespace pdc::kube
 
-#endif  // PDC_EXTENDER_TOKEN_REVIEWER_H_
+#endif  // PDC_KUBE_TOKEN_REVIEWER_H_

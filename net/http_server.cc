@@ -27,6 +27,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "net/read_buffer.h"
+#include "net/tls_reloader.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::net {
@@ -510,113 +511,6 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   uint64_t id_ = 0;
 };
 
-// The server's TLS context, built again when its certificate, key or
-// client CA file changes on disk (a rotated Secret: kubelet swaps the files by a symlink, so
-// the inode changes; an edit in place changes the mtime or size). Looked at
-// when a connection is accepted, at most once per tls_reload_interval. A new
-// pair that does not load (a certificate written before its key) is logged
-// once and the old context kept; it is tried again when either file changes
-// once more. Connections keep the context they were accepted with.
-// Thread-safety: Current() on the acceptor's strand only.
-class TlsContexts {
- public:
-  explicit TlsContexts(const HttpServerOptions& options) : o_(options) {}
-
-  // The first load; an error names the file.
-  absl::Status Load() {
-    const Stamps stamps = StampsNow();
-    absl::StatusOr<std::shared_ptr<ssl::context>> c = Build();
-    if (!c.ok()) return c.status();
-    current_ = *std::move(c);
-    loaded_ = stamps;
-    last_check_ = RealClock()->Now();
-    return absl::OkStatus();
-  }
-
-  std::shared_ptr<ssl::context> Current() {
-    const absl::Time now = RealClock()->Now();
-    // A wall clock set back does not postpone the next look.
-    if (now >= last_check_ && now - last_check_ < o_.tls_reload_interval) return current_;
-    last_check_ = now;
-    const Stamps stamps = StampsNow();
-    if (stamps == loaded_ || stamps == failed_) return current_;
-    absl::StatusOr<std::shared_ptr<ssl::context>> c = Build();
-    if (!c.ok()) {
-      failed_ = stamps;
-      spdlog::error("TLS certificate change not applied, still serving the previous one: {}",
-                    StdSv(c.status().message()));
-      return current_;
-    }
-    current_ = *std::move(c);
-    loaded_ = stamps;
-    failed_ = Stamps{};
-    spdlog::info("TLS certificate reloaded from {} and {}", o_.cert_file, o_.key_file);
-    return current_;
-  }
-
- private:
-  struct Stamp {
-    dev_t dev = 0;
-    ino_t ino = 0;
-    int64_t mtime_ns = 0;
-    int64_t size = -1;  // -1: could not stat.
-    bool operator==(const Stamp&) const = default;
-  };
-  struct Stamps {
-    Stamp cert;
-    Stamp key;
-    Stamp client_ca;  // Unset without tls.clientCAFile.
-    bool operator==(const Stamps&) const = default;
-  };
-  static Stamp StampOf(const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return Stamp{};
-    return Stamp{st.st_dev, st.st_ino,
-                 int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
-                 static_cast<int64_t>(st.st_size)};
-  }
-  Stamps StampsNow() const {
-    return Stamps{StampOf(o_.cert_file), StampOf(o_.key_file),
-                  o_.client_ca_file.empty() ? Stamp{} : StampOf(o_.client_ca_file)};
-  }
-
-  absl::StatusOr<std::shared_ptr<ssl::context>> Build() const {
-    auto tls = std::make_shared<ssl::context>(ssl::context::tls_server);
-    tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                     ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                     ssl::context::no_tlsv1_1);
-    beast::error_code ec;
-    tls->use_certificate_chain_file(o_.cert_file, ec);
-    if (ec) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tls.certFile ", o_.cert_file, ": ", ec.message()));
-    }
-    // Also checks that the key belongs to the certificate.
-    tls->use_private_key_file(o_.key_file, ssl::context::pem, ec);
-    if (ec) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tls.keyFile ", o_.key_file, ": ", ec.message()));
-    }
-    if (!o_.client_ca_file.empty()) {
-      tls->load_verify_file(o_.client_ca_file, ec);
-      if (ec) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tls.clientCAFile ", o_.client_ca_file, ": ", ec.message()));
-      }
-      // A certificate is optional at the TLS layer (node drivers and
-      // people use the bearer token); one that is presented must verify.
-      tls->set_verify_mode(ssl::verify_peer);
-    }
-    return tls;
-  }
-
-  const HttpServerOptions& o_;
-  std::shared_ptr<ssl::context> current_;
-  Stamps loaded_;
-  Stamps failed_;
-  absl::Time last_check_ = absl::InfinitePast();
-};
-
 class BeastServer final : public HttpServer {
  public:
   explicit BeastServer(std::unique_ptr<ServerCore> core)
@@ -629,7 +523,8 @@ class BeastServer final : public HttpServer {
   absl::Status Listen() {
     const HttpServerOptions& o = core_->options;
     if (!o.cert_file.empty() || !o.key_file.empty()) {
-      tls_.emplace(o);
+      tls_.emplace(TlsFiles{o.cert_file, o.key_file, o.client_ca_file,
+                             o.tls_reload_interval});
       RETURN_IF_ERROR(tls_->Load());
     }
     beast::error_code ec;
@@ -758,7 +653,7 @@ class BeastServer final : public HttpServer {
   // Order matters for destruction: connections still queued in ioc_ refer
   // to core_ and tls_, so those outlive it.
   std::unique_ptr<ServerCore> core_;
-  std::optional<TlsContexts> tls_;  // Used on the acceptor's strand only.
+  std::optional<TlsReloader> tls_;  // Used on the acceptor's strand only.
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
   asio::steady_timer retry_{acceptor_.get_executor()};

@@ -27,6 +27,13 @@ enum class EventType : uint8_t {
   kDeviceRepair,   // a: device
   kMassRestart,
   kSample,
+  // Start-path model (scenario start_path) only:
+  kKubeletArrive,  // a: vm, b: generation; the bound pod reaches kubelet
+  kHandoff,        // a: vm, b: generation; pdc-node confirms the hand-off
+  kVmRunning,      // a: vm, b: generation; QEMU started
+  kPodFailed,      // a: vm, b: generation; kubelet refused the pod at admission
+  kNodeReboot,     // a: index into Scenario::node_reboots
+  kNodeBack,       // a: index into Scenario::node_reboots
 };
 
 struct Event {

@@ -60,13 +60,20 @@ absl::StatusOr<SimFlags> ParseSimFlags(const std::vector<std::string>& args) {
         const std::string name(p);
         const auto& known = AllPolicyNames();
         if (std::find(known.begin(), known.end(), name) == known.end()) {
-          return Usage("unknown policy \"" + name + "\" (known: device-plugin, dra, pdc)");
+          return Usage("unknown policy \"" + name + "\" (known: device-plugin, dra, pdc, pdc-dra)");
         }
         if (std::find(f.policies.begin(), f.policies.end(), name) == f.policies.end()) {
           f.policies.push_back(name);
         }
       }
       if (f.policies.empty()) return Usage("--policies needs at least one policy");
+    } else if (a == "--kubernetes") {
+      if (!value(&v) || (v != "1.34" && v != "1.35" && v != "1.36")) {
+        return Usage("--kubernetes needs 1.34, 1.35 or 1.36");
+      }
+      int minor = 0;
+      (void)absl::SimpleAtoi(v.substr(2), &minor);
+      f.kubernetes_minor = minor;
     } else if (a == "--jobs") {
       if (!value(&v) || !absl::SimpleAtoi(v, &f.jobs) || f.jobs < 1) {
         return Usage("--jobs needs a number >= 1");

@@ -27,6 +27,9 @@ struct SimFlags {
   std::optional<uint64_t> max_events;
   std::vector<std::string> policies;  // Known names, no repeats; "" = all.
   int jobs = 0;                       // 0 = one per core.
+  // --kubernetes 1.34|1.35|1.36: pdc-dra's resourceclaim-controller
+  // behaviour, overriding the scenario's dra.kubernetes.
+  std::optional<int> kubernetes_minor;
   std::string extender_url;           // --extender
   std::string spawn_path;             // --spawn-extender
   bool node_list = false;

@@ -36,7 +36,8 @@ constexpr char kHelp[] = R"(pdc-sim: compare device placement policies for KubeV
 
 usage:
   pdc-sim run <scenario.yaml> [--out DIR] [--seed N] [--policies LIST]
-                              [--max-events N] [--jobs N] [--progress|--no-progress]
+                              [--max-events N] [--jobs N] [--kubernetes 1.34|1.35|1.36]
+                              [--progress|--no-progress]
                               [--extender URL | --spawn-extender PATH] [--node-list]
   pdc-sim sweep [--nodes 100,1000,5000,10000] [--pods N] [--binders N]
                 [--percentage P] [--extender URL | --spawn-extender PATH]
@@ -48,6 +49,8 @@ run       simulates the scenario once per policy (same workload and failures for
           each), prints a table, and writes into DIR (default out/<scenario>):
             summary.csv summary.json timeseries.csv reasons.csv
             same_device.svg utilization.svg
+          and, for scenarios with node reboots, boot_storm.csv and
+          boot_storm_<reboot>.svg (VMs running again over time, per policy)
 sweep     load-generates against pdc-extender like kube-scheduler (filter and
           prioritize sequential, binds concurrent on --binders connections,
           then pdc-node's hand-off) for each node count, and prints how
@@ -57,12 +60,19 @@ validate  checks a scenario and exits
 options:
   --out DIR          output directory (created if missing)
   --seed N           override the scenario's random seed
-  --policies LIST    comma-separated, default device-plugin,dra,pdc
+  --policies LIST    comma-separated, default device-plugin,dra,pdc,pdc-dra
                        device-plugin  KubeVirt today: any free device, forgotten at stop
                        dra            Kubernetes >= 1.31 DRA: allocation cleared at stop,
                                       first-fit at the next start
-                       pdc            persistent device claims (the real allocator core)
+                       pdc            persistent device claims (the real allocator core),
+                                      device plugin mode
+                       pdc-dra        pdc's DRA mode: the keeper keeps each VM's
+                                      ResourceClaim allocated (a model: no DRA
+                                      scheduling double drives it)
   --max-events N     stop after N workload/failure events (overrides the scenario)
+  --kubernetes V     pdc-dra's resourceclaim controller: 1.34 and 1.35 stop syncing a
+                     claim with the VM's entry (the keeper prunes pods), 1.36 keeps
+                     it and prunes pods (default: the scenario's dra.kubernetes, 1.36)
   --jobs N           run up to N policies at once, one thread each (default: one per
                      core; the output does not depend on it)
 
@@ -116,6 +126,7 @@ int main(int argc, char** argv) {
   }
   if (flags->seed) scenario->seed = *flags->seed;
   if (flags->max_events) scenario->max_events = *flags->max_events;
+  if (flags->kubernetes_minor) scenario->dra.kubernetes_minor = *flags->kubernetes_minor;
   if (out_dir.empty()) out_dir = "out/" + scenario->name;
 
   pdc::sim::RunOptions options;

@@ -3,13 +3,21 @@
 #include <cmath>
 
 namespace pdc::sim {
+namespace {
 
-SimTime PolicyMetrics::LatencyPercentile(double p) const {
-  if (latencies.empty()) return 0;
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * latencies.size()));
+// Nearest rank; REQUIRES: sorted. 0 when empty.
+SimTime NearestRank(const std::vector<SimTime>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * sorted.size()));
   if (rank == 0) rank = 1;
-  if (rank > latencies.size()) rank = latencies.size();
-  return latencies[rank - 1];
+  if (rank > sorted.size()) rank = sorted.size();
+  return sorted[rank - 1];
 }
+
+}  // namespace
+
+SimTime PolicyMetrics::LatencyPercentile(double p) const { return NearestRank(latencies, p); }
+
+SimTime StormMetrics::Percentile(double p) const { return NearestRank(recovery, p); }
 
 }  // namespace pdc::sim

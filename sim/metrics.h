@@ -27,6 +27,22 @@ struct SeriesPoint {
   uint64_t lost_claims = 0;
 };
 
+// One node reboot (Scenario::node_reboots) as a policy lived it: the VMs
+// running on the hosts when they went down, and for each the time from the
+// hosts being Ready again to the VM running again.
+struct StormMetrics {
+  std::string name;
+  uint64_t nodes = 0;
+  uint64_t vms = 0;
+  std::vector<SimTime> recovery;  // Sorted once the run ends.
+  uint64_t same_device = 0;       // Of the recovered, on their devices of before.
+  uint64_t failed_attempts = 0;   // Scheduling attempts of these VMs that failed.
+  uint64_t admission_failures = 0;
+
+  // Nearest rank over the recovered VMs; 0 when none.
+  SimTime Percentile(double p) const;
+};
+
 struct PolicyMetrics {
   std::string policy;
 
@@ -55,6 +71,9 @@ struct PolicyMetrics {
   // placement, in simulated order.
   std::vector<std::string> trace;
   double wall_seconds = 0;  // Not in any report file (those are deterministic).
+  std::vector<StormMetrics> storms;  // In Scenario::node_reboots order.
+  uint64_t admission_failures = 0;   // Start-path model: pods kubelet refused.
+  std::map<std::string, uint64_t> counters;  // Policy::Counters() at the end.
 
   // Time averages over the samples.
   double utilization_avg = 0;

@@ -7,7 +7,7 @@ namespace pdc::sim {
 
 const std::vector<std::string>& AllPolicyNames() {
   static const auto* names =
-      new std::vector<std::string>{"device-plugin", "dra", "pdc"};
+      new std::vector<std::string>{"device-plugin", "dra", "pdc", "pdc-dra"};
   return *names;
 }
 
@@ -16,9 +16,10 @@ absl::StatusOr<std::unique_ptr<Policy>> NewPolicy(std::string_view name,
   if (name == "device-plugin") return NewDevicePluginPolicy(ctx);
   if (name == "dra") return NewDraPolicy(ctx);
   if (name == "pdc") return NewPdcPolicy(ctx);
+  if (name == "pdc-dra") return NewPdcDraPolicy(ctx);
   if (name == "pdc-http") return NewPdcHttpPolicy(ctx);
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown policy \"", Sv(name), "\" (known: device-plugin, dra, pdc, pdc-http)"));
+      "unknown policy \"", Sv(name), "\" (known: device-plugin, dra, pdc, pdc-dra, pdc-http)"));
 }
 
 }  // namespace pdc::sim

@@ -5,11 +5,13 @@
 //   device-plugin  KubeVirt today (policy_device_plugin.cc)
 //   dra            Kubernetes >= 1.31 DRA (policy_dra.cc)
 //   pdc            this project, through the real allocator (policy_pdc.cc)
+//   pdc-dra        pdc's DRA mode: keeper + DRA driver (policy_pdc_dra.cc)
 // Thread-safety: not synchronised; a policy lives in one simulation run.
 #ifndef PDC_SIM_POLICY_H_
 #define PDC_SIM_POLICY_H_
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "sim/cluster.h"
 #include "sim/cluster_state.h"
@@ -24,6 +27,37 @@
 #include "sim/scenario.h"
 
 namespace pdc::sim {
+
+// Simulated time as the engine's clock tells it to a policy: microseconds
+// since the start of the run, which the clock shows as kSimEpoch + t.
+inline const absl::Time kSimEpoch = absl::FromUnixSeconds(1'700'000'000);
+inline SimTime SimNow(const Clock* clock) {
+  return absl::ToInt64Microseconds(clock->Now() - kSimEpoch);
+}
+
+// How a policy's devices reach the VM on its node: the part of the start
+// path (start_path.h) where the modes differ.
+enum class HandoffKind : uint8_t {
+  // kubelet's device manager calls the device plugin's Allocate inside
+  // admission, one pod at a time per node.
+  kDevicePlugin,
+  // kubelet asks the DRA driver to prepare the pod's claims after
+  // admission, each claim on its own, concurrently.
+  kDra,
+};
+enum class VfioBinding : uint8_t {
+  kAtBoot,     // Devices are on vfio-pci from boot (KubeVirt's PCI device plugin).
+  kNodeAgent,  // pdc-node binds claimed devices, one at a time, in its loop.
+  kPrepare,    // The DRA driver binds a claim's devices in its prepare.
+};
+struct StartStyle {
+  HandoffKind handoff = HandoffKind::kDevicePlugin;
+  VfioBinding binding = VfioBinding::kAtBoot;
+  // pdc's gate (serializeHandoffs): the placement's hand-off must be
+  // confirmed (Policy::OnHandoff) before another pod of the resource can be
+  // bound to the node.
+  bool confirms_handoff = false;
+};
 
 struct VmInfo {
   int id = 0;
@@ -86,6 +120,13 @@ class Policy {
     return absl::OkStatus();
   }
   virtual absl::Status OnVmDeleted(const VmInfo& vm) { return absl::OkStatus(); }
+  // With the start-path model only, for StartStyle::confirms_handoff: the
+  // node's agent answered kubelet's Allocate for the pod and confirmed the
+  // hand-off (the gate opens).
+  virtual absl::Status OnHandoff(const VmInfo& vm, const std::string& pod_uid) {
+    return absl::OkStatus();
+  }
+  virtual StartStyle start_style() const { return {}; }
   virtual absl::Status OnNodeDown(int node) { return absl::OkStatus(); }
   virtual absl::Status OnNodeUp(int node) { return absl::OkStatus(); }
   virtual absl::Status OnDeviceHealth(int device, bool healthy) {
@@ -99,6 +140,9 @@ class Policy {
   virtual bool HasPersistentClaims() const { return false; }
   // Claims currently Lost (pdc); 0 for policies without persistent claims.
   virtual int LostClaims() const { return 0; }
+  // Policy-specific counters for the report (e.g. pdc-dra's keeper writes);
+  // empty for most.
+  virtual std::map<std::string, uint64_t> Counters() const { return {}; }
   // Cross-checks the policy's own state against its engine, once per
   // sample; a mismatch is an Internal error.
   virtual absl::Status CheckConsistency() const { return absl::OkStatus(); }
@@ -107,6 +151,7 @@ class Policy {
 std::unique_ptr<Policy> NewDevicePluginPolicy(const PolicyContext& ctx);
 std::unique_ptr<Policy> NewDraPolicy(const PolicyContext& ctx);
 absl::StatusOr<std::unique_ptr<Policy>> NewPdcPolicy(const PolicyContext& ctx);
+std::unique_ptr<Policy> NewPdcDraPolicy(const PolicyContext& ctx);
 // pdc through a running pdc-extender over HTTP (policy_pdc_http.cc).
 absl::StatusOr<std::unique_ptr<Policy>> NewPdcHttpPolicy(const PolicyContext& ctx);
 

@@ -21,6 +21,11 @@ class DevicePluginPolicy final : public Policy {
         kube_(ctx.state, ctx.scenario->scheduler.percentage_of_nodes_to_score, &rng_) {}
 
   std::string_view name() const override { return "device-plugin"; }
+  // KubeVirt's PCI device plugin serves only devices already on vfio-pci
+  // (bound at boot by the administrator's tooling).
+  StartStyle start_style() const override {
+    return {HandoffKind::kDevicePlugin, VfioBinding::kAtBoot, false};
+  }
 
   absl::StatusOr<Placement> Place(const VmInfo& vm, const std::string&,
                                   const std::string&) override {

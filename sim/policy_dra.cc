@@ -19,6 +19,9 @@ class DraPolicy final : public Policy {
         kube_(ctx.state, ctx.scenario->scheduler.percentage_of_nodes_to_score, &rng_) {}
 
   std::string_view name() const override { return "dra"; }
+  StartStyle start_style() const override {
+    return {HandoffKind::kDra, VfioBinding::kPrepare, false};
+  }
 
   absl::StatusOr<Placement> Place(const VmInfo& vm, const std::string&,
                                   const std::string&) override {

@@ -52,6 +52,19 @@ class PdcPolicy final : public Policy {
   }
 
   std::string_view name() const override { return "pdc"; }
+  StartStyle start_style() const override {
+    return {HandoffKind::kDevicePlugin, VfioBinding::kNodeAgent, true};
+  }
+
+  absl::Status OnHandoff(const VmInfo& vm, const std::string& pod_uid) override {
+    auto it = unconfirmed_.find(vm.id);
+    if (it == unconfirmed_.end() || it->second.pod_uid != pod_uid) {
+      return absl::InternalError(absl::StrCat("pdc: no pending hand-off for ", vm.name));
+    }
+    BindOutcome bound = std::move(it->second);
+    unconfirmed_.erase(it);
+    return ConfirmHandoffs(bound);
+  }
 
   absl::Status OnVmCreated(const VmInfo& vm) override {
     if (!vm.explicit_claims) return absl::OkStatus();
@@ -128,7 +141,13 @@ class PdcPolicy final : public Policy {
       p.reason = absl::StrCat("pdc bind: ", absl::StatusCodeToString(bound.status().code()));
       return p;
     }
-    RETURN_IF_ERROR(ConfirmHandoffs(*bound));
+    if (ctx_.scenario->start_path.enabled) {
+      // The start-path model confirms when kubelet's Allocate reaches
+      // pdc-node (OnHandoff); until then the gate holds the node.
+      unconfirmed_[vm.id] = *bound;
+    } else {
+      RETURN_IF_ERROR(ConfirmHandoffs(*bound));
+    }
     if (static_cast<size_t>(vm.id) >= claims_of_.size()) {
       claims_of_.resize(vm.id + 1);
       devices_of_.resize(vm.id + 1);
@@ -157,6 +176,9 @@ class PdcPolicy final : public Policy {
   }
 
   absl::Status OnVmStopped(const VmInfo& vm, const std::string& pod_uid) override {
+    // A pod gone before its hand-off: releasing its claims clears the
+    // reservation and with it the pending hand-off.
+    unconfirmed_.erase(vm.id);
     if (static_cast<size_t>(vm.id) >= claims_of_.size()) return absl::OkStatus();
     for (const ClaimKey& key : claims_of_[vm.id]) {
       absl::Status s = allocator_->Release(key, pod_uid);
@@ -293,6 +315,8 @@ class PdcPolicy final : public Policy {
   absl::flat_hash_map<std::string, int> node_index_;
   std::vector<std::vector<ClaimKey>> claims_of_;  // By VM id: its claims.
   std::vector<std::vector<int>> devices_of_;      // By VM id: held devices.
+  // Start-path model: binds whose hand-off kubelet has not asked for yet.
+  std::map<int, BindOutcome> unconfirmed_;
   std::vector<int> feasible_, fits_;
   std::vector<std::string_view> names_, fit_names_;
   std::vector<int64_t> scores_;

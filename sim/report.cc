@@ -41,6 +41,7 @@ std::string PolicyColor(const std::string& policy) {
   if (policy == "device-plugin") return "#d62728";
   if (policy == "dra") return "#ff7f0e";
   if (policy == "pdc") return "#2ca02c";
+  if (policy == "pdc-dra") return "#9467bd";
   return "#1f77b4";
 }
 
@@ -80,6 +81,13 @@ std::string FormatTable(const RunSummary& run) {
                                           m.policy, m.pending_at_end));
     }
   }
+  for (const PolicyMetrics& m : run.policies) {
+    if (m.counters.empty()) continue;
+    std::vector<std::string> parts;
+    for (const auto& [k, v] : m.counters) parts.push_back(absl::StrCat(k, " ", v));
+    absl::StrAppend(&o, "\n", m.policy, ": ", absl::StrJoin(parts, ", "), "\n");
+  }
+  absl::StrAppend(&o, BootStormTable(run));
   absl::StrAppend(&o,
                   "\nrestarts: placements of a VM placed before; same-dev/same-node: share "
                   "of them on the\nidentical devices / node; waited: placed after >= 1 "
@@ -156,10 +164,63 @@ std::string SummaryJson(const RunSummary& run) {
         ", \"fragmentation_avg\": ", Fixed(m.fragmentation_avg),
         ",\n     \"vms_killed_node_failure\": ", m.vms_killed_node_failure,
         ", \"vms_killed_device_failure\": ", m.vms_killed_device_failure,
-        ", \"claims_lost\": ", m.claims_lost, ", \"claims_recovered\": ", m.claims_recovered,
-        "}");
+        ", \"claims_lost\": ", m.claims_lost, ", \"claims_recovered\": ", m.claims_recovered);
+    if (!m.counters.empty()) absl::StrAppend(&o, ",\n     \"counters\": ", reasons(m.counters));
+    absl::StrAppend(&o, "}");
   }
   absl::StrAppend(&o, "\n  ]\n}\n");
+  return o;
+}
+
+std::string BootStormTable(const RunSummary& run) {
+  if (run.policies.empty() || run.policies[0].storms.empty()) return "";
+  std::string o = absl::StrFormat(
+      "\nnode reboots: from the hosts Ready again to each of their VMs running again\n"
+      "%-12s %-14s %5s %5s %8s %8s %8s %9s %7s %7s\n",
+      "reboot", "policy", "hosts", "VMs", "p50", "p99", "max", "same-dev", "retries",
+      "refused");
+  for (size_t i = 0; i < run.policies[0].storms.size(); ++i) {
+    for (const PolicyMetrics& m : run.policies) {
+      const StormMetrics& sm = m.storms[i];
+      const uint64_t back = sm.recovery.size();
+      absl::StrAppend(
+          &o, absl::StrFormat(
+                  "%-12s %-14s %5d %5d %8s %8s %8s %9s %7d %7d%s\n", sm.name, m.policy,
+                  sm.nodes, sm.vms, Latency(sm.Percentile(50)), Latency(sm.Percentile(99)),
+                  Latency(sm.Percentile(100)),
+                  Pct(back ? static_cast<double>(sm.same_device) / back : 0.0),
+                  sm.failed_attempts, sm.admission_failures,
+                  back < sm.vms ? absl::StrCat("  (", sm.vms - back, " not running at the end)")
+                                : ""));
+    }
+  }
+  absl::StrAppend(&o,
+                  "retries: failed scheduling attempts of these VMs (pdc: the hand-off gate, "
+                  "handoff_pending);\nrefused: pods kubelet refused at admission (pdc-node's "
+                  "Allocate: device not on vfio-pci in time).\n");
+  return o;
+}
+
+std::string BootStormCsv(const RunSummary& run) {
+  std::string o =
+      "reboot,policy,hosts,vms,recovered,p50_ms,p99_ms,max_ms,same_device,same_device_rate,"
+      "failed_attempts,admission_failures\n";
+  if (run.policies.empty()) return o;
+  for (size_t i = 0; i < run.policies[0].storms.size(); ++i) {
+    for (const PolicyMetrics& m : run.policies) {
+      const StormMetrics& sm = m.storms[i];
+      const uint64_t back = sm.recovery.size();
+      absl::StrAppend(
+          &o, absl::StrJoin(
+                  {sm.name, m.policy, absl::StrCat(sm.nodes), absl::StrCat(sm.vms),
+                   absl::StrCat(back), Ms(sm.Percentile(50)), Ms(sm.Percentile(99)),
+                   Ms(sm.Percentile(100)), absl::StrCat(sm.same_device),
+                   Fixed(back ? static_cast<double>(sm.same_device) / back : 0.0),
+                   absl::StrCat(sm.failed_attempts), absl::StrCat(sm.admission_failures)},
+                  ","),
+          "\n");
+    }
+  }
   return o;
 }
 
@@ -208,6 +269,17 @@ absl::Status WriteReport(const RunSummary& run, const std::string& dir,
   for (const auto& [name, text] : files) {
     const std::string path = absl::StrCat(dir, "/", name);
     RETURN_IF_ERROR(WriteFileAtomically(path, text));
+    if (written) written->push_back(name);
+  }
+  if (run.policies.empty() || run.policies[0].storms.empty()) return absl::OkStatus();
+  std::vector<std::pair<std::string, std::string>> storm_files = {
+      {"boot_storm.csv", BootStormCsv(run)}};
+  for (size_t i = 0; i < run.policies[0].storms.size(); ++i) {
+    storm_files.emplace_back(absl::StrCat("boot_storm_", run.policies[0].storms[i].name, ".svg"),
+                             BootStormChart(run, i));
+  }
+  for (const auto& [name, text] : storm_files) {
+    RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", name), text));
     if (written) written->push_back(name);
   }
   return absl::OkStatus();

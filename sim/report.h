@@ -21,9 +21,17 @@ std::string SeriesCsv(const RunSummary& run);
 std::string ReasonsCsv(const RunSummary& run);
 std::string SameDeviceChart(const RunSummary& run);
 std::string UtilizationChart(const RunSummary& run);
+// Node reboots (scenarios with events.node_reboots): per reboot and policy,
+// the time from the hosts being Ready to each of their VMs running again.
+std::string BootStormTable(const RunSummary& run);
+std::string BootStormCsv(const RunSummary& run);
+// VMs of reboot `storm` running again over the time since the hosts were
+// Ready, one line per policy.
+std::string BootStormChart(const RunSummary& run, size_t storm);
 
 // Writes summary.csv, summary.json, timeseries.csv, reasons.csv,
-// same_device.svg and utilization.svg into `dir` (created if missing);
+// same_device.svg and utilization.svg into `dir` (created if missing), and
+// with node reboots boot_storm.csv and boot_storm_<reboot name>.svg;
 // `written` gets the file names in that order.
 absl::Status WriteReport(const RunSummary& run, const std::string& dir,
                          std::vector<std::string>* written);

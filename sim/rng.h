@@ -57,6 +57,7 @@ enum StreamPurpose : uint64_t {
   kStreamDeviceFailures = 3,
   kStreamMassRestart = 4,
   kStreamPolicy = 5,
+  kStreamStartPath = 6,
 };
 
 }  // namespace pdc::sim

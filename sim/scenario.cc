@@ -335,7 +335,48 @@ bool NodeExists(const Scenario& s, const std::string& name) {
 
 absl::Status ParseEvents(const Field& e, Scenario& s) {
   if (!e.Present()) return absl::OkStatus();
-  RETURN_IF_ERROR(e.OnlyKeys({"node_failures", "device_failures", "mass_restarts"}));
+  RETURN_IF_ERROR(
+      e.OnlyKeys({"node_failures", "device_failures", "mass_restarts", "node_reboots"}));
+  Field nr = e.Child("node_reboots");
+  if (nr.Present() && !nr.node.IsSequence()) return nr.Error("must be a list");
+  for (size_t i = 0; nr.Present() && i < nr.node.size(); ++i) {
+    Field f = nr.At(i);
+    RETURN_IF_ERROR(f.OnlyKeys({"name", "nodes", "group", "at", "down"}));
+    NodeRebootSpec r;
+    ASSIGN_OR_RETURN(r.name, f.Child("name").String(""));
+    if (r.name.empty()) return f.Child("name").Error("is required");
+    for (const NodeRebootSpec& other : s.node_reboots) {
+      if (other.name == r.name) return f.Child("name").Error("is used twice");
+    }
+    ASSIGN_OR_RETURN(r.group, f.Child("group").String(""));
+    Field nodes = f.Child("nodes");
+    if (nodes.Present() && !nodes.node.IsSequence()) return nodes.Error("must be a list");
+    for (size_t k = 0; nodes.Present() && k < nodes.node.size(); ++k) {
+      ASSIGN_OR_RETURN(std::string n, nodes.At(k).String(""));
+      if (!NodeExists(s, n)) {
+        return nodes.At(k).Error(absl::StrCat("\"", n, "\" is not a node of the cluster"));
+      }
+      r.nodes.push_back(std::move(n));
+    }
+    if (r.nodes.empty() == r.group.empty()) {
+      return f.Error("needs exactly one of nodes and group");
+    }
+    if (!r.group.empty() &&
+        std::none_of(s.node_groups.begin(), s.node_groups.end(),
+                     [&](const NodeGroupSpec& g) { return g.prefix == r.group; })) {
+      return f.Child("group").Error(
+          absl::StrCat("\"", r.group, "\" is not the prefix of a node group"));
+    }
+    ASSIGN_OR_RETURN(r.at, f.Child("at").Duration(0));
+    ASSIGN_OR_RETURN(r.down, f.Child("down").Duration(r.down));
+    if (r.down <= 0) return f.Child("down").Error("must be > 0");
+    // Longer, and the node lifecycle controller evicts the pods first: that is
+    // a node failure (node_failures), not a reboot.
+    if (r.down >= 5 * kMinute) {
+      return f.Child("down").Error("must be < 5m (the unreachable toleration)");
+    }
+    s.node_reboots.push_back(std::move(r));
+  }
   Field nf = e.Child("node_failures");
   RETURN_IF_ERROR(nf.OnlyKeys({"every", "repair", "list"}));
   if (nf.Present()) {
@@ -407,11 +448,55 @@ absl::Status ParseScheduler(const Field& f, SchedulerSpec& s) {
   return absl::OkStatus();
 }
 
+absl::Status ParseStartPath(const Field& f, StartPathSpec& p) {
+  if (!f.Present()) return absl::OkStatus();
+  RETURN_IF_ERROR(f.OnlyKeys({"kubelet_watch", "admission", "allocate", "handoff_confirm",
+                              "allocate_vfio_wait", "vfio_bind", "prepare", "claim_write",
+                              "qemu_start", "pod_recreate", "max_backoff"}));
+  p.enabled = true;
+  ASSIGN_OR_RETURN(p.kubelet_watch, f.Child("kubelet_watch").Duration(p.kubelet_watch));
+  ASSIGN_OR_RETURN(p.admission, f.Child("admission").Duration(p.admission));
+  ASSIGN_OR_RETURN(p.allocate, f.Child("allocate").Duration(p.allocate));
+  ASSIGN_OR_RETURN(p.handoff_confirm, f.Child("handoff_confirm").Duration(p.handoff_confirm));
+  ASSIGN_OR_RETURN(p.allocate_vfio_wait,
+                   f.Child("allocate_vfio_wait").Duration(p.allocate_vfio_wait));
+  if (f.Child("vfio_bind").Present()) {
+    ASSIGN_OR_RETURN(p.vfio_bind, ParseDistribution(f.Child("vfio_bind")));
+  }
+  ASSIGN_OR_RETURN(p.prepare, f.Child("prepare").Duration(p.prepare));
+  ASSIGN_OR_RETURN(p.claim_write, f.Child("claim_write").Duration(p.claim_write));
+  if (f.Child("qemu_start").Present()) {
+    ASSIGN_OR_RETURN(p.qemu_start, ParseDistribution(f.Child("qemu_start")));
+  }
+  ASSIGN_OR_RETURN(p.pod_recreate, f.Child("pod_recreate").Duration(p.pod_recreate));
+  if (p.pod_recreate <= 0) return f.Child("pod_recreate").Error("must be > 0");
+  ASSIGN_OR_RETURN(p.max_backoff, f.Child("max_backoff").Duration(p.max_backoff));
+  if (p.max_backoff < kSecond) return f.Child("max_backoff").Error("must be >= 1s");
+  return absl::OkStatus();
+}
+
+absl::Status ParseDra(const Field& f, DraSpec& d) {
+  RETURN_IF_ERROR(f.OnlyKeys({"kubernetes", "keeper_delay"}));
+  ASSIGN_OR_RETURN(std::string version, f.Child("kubernetes").String("1.36"));
+  if (version == "1.34") {
+    d.kubernetes_minor = 34;
+  } else if (version == "1.35") {
+    d.kubernetes_minor = 35;
+  } else if (version == "1.36") {
+    d.kubernetes_minor = 36;
+  } else {
+    return f.Child("kubernetes").Error("must be 1.34, 1.35 or 1.36");
+  }
+  ASSIGN_OR_RETURN(d.keeper_delay, f.Child("keeper_delay").Duration(d.keeper_delay));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Scenario> ParseRoot(const Field& root) {
   if (!root.node.IsMap()) return root.Error("must be a mapping");
   RETURN_IF_ERROR(root.OnlyKeys({"name", "description", "seed", "duration",
                                  "max_events", "sample_every", "cluster",
-                                 "workload", "events", "scheduler"}));
+                                 "workload", "events", "scheduler", "start_path",
+                                 "dra"}));
   Scenario s;
   ASSIGN_OR_RETURN(s.name, root.Child("name").String(""));
   if (s.name.empty()) return root.Child("name").Error("is required");
@@ -431,6 +516,11 @@ absl::StatusOr<Scenario> ParseRoot(const Field& root) {
   RETURN_IF_ERROR(ParseWorkload(root.Child("workload"), s));
   RETURN_IF_ERROR(ParseEvents(root.Child("events"), s));
   RETURN_IF_ERROR(ParseScheduler(root.Child("scheduler"), s.scheduler));
+  RETURN_IF_ERROR(ParseStartPath(root.Child("start_path"), s.start_path));
+  RETURN_IF_ERROR(ParseDra(root.Child("dra"), s.dra));
+  if (!s.node_reboots.empty() && !s.start_path.enabled) {
+    return root.Child("start_path").Error("is required with events.node_reboots");
+  }
   return s;
 }
 

@@ -101,6 +101,47 @@ struct SchedulerSpec {
   SimTime bind = 15000;         // binding API call + kubelet admission
 };
 
+// The start path of a VM's pod after kube-scheduler placed it, in simulated
+// time (sim/start_path.h). Absent from a scenario: a placed VM runs at once
+// and only the scheduling attempt's cost counts (the latency model above).
+// Every figure is either a measurement in the repository or an assumption;
+// the scenario file says which, per line.
+struct StartPathSpec {
+  bool enabled = false;
+  SimTime kubelet_watch = 50'000;     // bind -> kubelet's pod watch delivers it
+  SimTime admission = 10'000;         // kubelet admission of one pod (serial per node)
+  SimTime allocate = 2'000;           // device plugin Allocate round trip
+  SimTime handoff_confirm = 1'000;    // pdc-node's POST handoffs
+  SimTime allocate_vfio_wait = 10 * kSecond;  // pdc-node's Allocate waits this long
+  Distribution vfio_bind{Distribution::Kind::kUniform, 270'000, 370'000};
+  SimTime prepare = 5'000;            // DRA prepare besides the bind (claim read, CDI)
+  SimTime claim_write = 2'000;        // DRA PreBind: claim status write
+  Distribution qemu_start{Distribution::Kind::kUniform, 3 * kSecond, 6 * kSecond};
+  SimTime pod_recreate = 10 * kSecond;  // a pod failed admission -> the VM's next pod
+  SimTime max_backoff = 10 * kSecond;   // kube-scheduler's podMaxBackoffSeconds
+};
+
+// Hosts rebooting together (one host, a rack): down at `at`, Ready again
+// `down` later, shorter than the 300 s unreachable toleration, so their
+// VMs' pods are not evicted but fail with the host; KubeVirt starts each VM
+// again with a new pod once the node is Ready.
+struct NodeRebootSpec {
+  std::string name;                // For the report: host-48, rack-48.
+  std::vector<std::string> nodes;  // Explicit node names, or
+  std::string group;               // every node of the node group with this prefix.
+  SimTime at = 0;
+  SimTime down = 3 * kMinute;
+};
+
+// pdc's DRA mode: which resourceclaim-controller behaviour the cluster has.
+// 1.34 and 1.35: a claim with a non-pod consumer in reservedFor is no longer
+// synced (the keeper prunes pod entries itself); 1.36 and later: the
+// controller keeps the entry and prunes pods.
+struct DraSpec {
+  int kubernetes_minor = 36;
+  SimTime keeper_delay = 100'000;  // pod reserved -> the keeper's write lands
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -122,7 +163,11 @@ struct Scenario {
   std::optional<Distribution> mass_restart_every;
   Distribution mass_restart_down;
 
+  std::vector<NodeRebootSpec> node_reboots;
+
   SchedulerSpec scheduler;
+  StartPathSpec start_path;
+  DraSpec dra;
 };
 
 // Parses and validates. `source` names the input in messages.

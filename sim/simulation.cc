@@ -17,6 +17,7 @@
 #include "sim/event_queue.h"
 #include "sim/policy.h"
 #include "sim/rng.h"
+#include "sim/start_path.h"
 
 namespace pdc::sim {
 namespace {
@@ -25,8 +26,7 @@ namespace {
 class SimClock final : public Clock {
  public:
   absl::Time Now() const override {
-    return absl::FromUnixSeconds(1'700'000'000) +
-           absl::Microseconds(now_.load(std::memory_order_relaxed));
+    return kSimEpoch + absl::Microseconds(now_.load(std::memory_order_relaxed));
   }
   // Simulated time moves only with the event queue; nothing in a run waits
   // on it, so a wait returns at once.
@@ -43,9 +43,16 @@ class SimClock final : public Clock {
 // (podInitialBackoff/podMaxBackoff); after that the pod waits in the
 // unschedulable queue for a cluster event or the periodic flush. One minute
 // stands for that wait.
-SimTime RetryDelay(int attempts) {
+// With the start-path model (boot storms) a rejected pod comes back after
+// its backoff alone, capped at podMaxBackoffSeconds: in a storm a cluster
+// event (another pod bound or turning Running) moves it out of the
+// unschedulable queue well within that.
+SimTime RetryDelay(int attempts, const StartPathSpec& sp) {
   static constexpr SimTime kDelays[] = {1 * kSecond, 2 * kSecond, 4 * kSecond,
                                         8 * kSecond, 10 * kSecond};
+  if (sp.enabled) {
+    return std::min(attempts <= 5 ? kDelays[attempts - 1] : sp.max_backoff, sp.max_backoff);
+  }
   return attempts <= 5 ? kDelays[attempts - 1] : kMinute;
 }
 
@@ -53,8 +60,20 @@ SimTime RetryDelay(int attempts) {
 // node.kubernetes.io/unreachable; only then does KubeVirt start the VM anew.
 constexpr SimTime kNodeFailureEviction = 5 * kMinute;
 
+// Events that come from the workload and failure streams, the same for every
+// policy; the others follow from what a policy decided.
 bool Exogenous(EventType t) {
-  return t != EventType::kRetry && t != EventType::kSample;
+  switch (t) {
+    case EventType::kRetry:
+    case EventType::kSample:
+    case EventType::kKubeletArrive:
+    case EventType::kHandoff:
+    case EventType::kVmRunning:
+    case EventType::kPodFailed:
+      return false;
+    default:
+      return true;
+  }
 }
 
 struct Vm {
@@ -62,7 +81,8 @@ struct Vm {
   Rng rng;
   uint32_t epoch = 0;
   bool deleted = false;
-  enum class State : uint8_t { kStopped, kPending, kRunning } state = State::kStopped;
+  // kStarting: placed, its devices taken, on the start path (start_path.h).
+  enum class State : uint8_t { kStopped, kPending, kStarting, kRunning } state = State::kStopped;
   SimTime requested_at = 0;
   uint32_t gen = 0;
   int attempts = 0;
@@ -74,6 +94,9 @@ struct Vm {
   std::vector<int> last_devices;
   uint64_t pods = 0;
   std::string pod_name, pod_uid;
+  int storm = -1;  // The node reboot whose recovery this VM counts in.
+  SimTime storm_ready = 0;
+  std::vector<int> storm_devices;  // Its devices when the hosts went down.
 };
 
 class Run {
@@ -89,6 +112,26 @@ class Run {
                       Rng::Stream(s_.seed, kStreamPolicy, 0).Next(), options_.http,
                       options_.http_stats};
     ASSIGN_OR_RETURN(policy_, NewPolicy(policy_name_, ctx));
+    if (s_.start_path.enabled) {
+      style_ = policy_->start_style();
+      start_ = std::make_unique<StartPathModel>(
+          s_.start_path, c_, style_, Rng::Stream(s_.seed, kStreamStartPath, 0).Next());
+    }
+    for (const NodeRebootSpec& r : s_.node_reboots) {
+      StormMetrics sm;
+      sm.name = r.name;
+      m_.storms.push_back(std::move(sm));
+      std::vector<int> nodes;
+      for (size_t n = 0; n < c_.nodes.size(); ++n) {
+        const std::string& name = c_.nodes[n].name;
+        const bool listed = std::find(r.nodes.begin(), r.nodes.end(), name) != r.nodes.end();
+        if (listed || (!r.group.empty() && InGroup(name, r.group))) {
+          nodes.push_back(static_cast<int>(n));
+        }
+      }
+      m_.storms.back().nodes = nodes.size();
+      reboot_nodes_.push_back(std::move(nodes));
+    }
     Schedule();
     RETURN_IF_ERROR(Loop());
     Finish();
@@ -134,6 +177,18 @@ class Run {
     if (s_.mass_restart_every) {
       queue_.Push(s_.mass_restart_every->Sample(mass_rng_), EventType::kMassRestart);
     }
+    for (size_t r = 0; r < s_.node_reboots.size(); ++r) {
+      queue_.Push(s_.node_reboots[r].at, EventType::kNodeReboot, static_cast<int32_t>(r));
+    }
+  }
+
+  // `name` is prefix + digits (Cluster::Build's node names).
+  static bool InGroup(const std::string& name, const std::string& prefix) {
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) {
+      return false;
+    }
+    return std::all_of(name.begin() + prefix.size(), name.end(),
+                       [](char c) { return c >= '0' && c <= '9'; });
   }
 
   int NewVm(int group) {
@@ -216,6 +271,21 @@ class Run {
         return MassRestart();
       case EventType::kSample:
         return Sample();
+      case EventType::kKubeletArrive:
+        return KubeletArrive(e);
+      case EventType::kHandoff: {
+        Vm& vm = vms_[e.a];
+        if (vm.state != Vm::State::kStarting || vm.gen != e.b) return absl::OkStatus();
+        return policy_->OnHandoff(vm.info, vm.pod_uid);
+      }
+      case EventType::kVmRunning:
+        return VmRunning(e);
+      case EventType::kPodFailed:
+        return PodFailed(e);
+      case EventType::kNodeReboot:
+        return NodeReboot(e.a);
+      case EventType::kNodeBack:
+        return NodeBack(e.a);
     }
     return absl::InternalError("unknown event");
   }
@@ -275,9 +345,12 @@ class Run {
 
   static bool Running(const Vm& vm) { return vm.state == Vm::State::kRunning; }
 
-  // The VM's pod goes away: running -> stopped, pending -> given up.
+  // The VM's pod goes away: running (or starting) -> stopped, pending ->
+  // given up.
   absl::Status Halt(Vm& vm, std::string_view why_pending) {
-    if (vm.state == Vm::State::kRunning) return StopPod(vm);
+    if (vm.state == Vm::State::kRunning || vm.state == Vm::State::kStarting) {
+      return StopPod(vm);
+    }
     if (vm.state == Vm::State::kPending) {
       ++m_.unplaced;
       ++m_.unplaced_reasons[vm.last_reason.empty() ? std::string(why_pending)
@@ -291,6 +364,7 @@ class Run {
   absl::Status StopPod(Vm& vm) {
     state_.Vacate(vm.node, vm.info.shape, vm.devices);
     vm.state = Vm::State::kStopped;
+    ++vm.gen;  // Whatever the start path had scheduled for this pod is void.
     vm.node = -1;
     vm.devices.clear();
     return policy_->OnVmStopped(vm.info, vm.pod_uid);
@@ -316,6 +390,13 @@ class Run {
   }
 
   absl::Status TryPlace(Vm& vm) {
+    const StartPathSpec& sp = s_.start_path;
+    // Start-path model: kube-scheduler's scheduling cycle takes one pod at a
+    // time; a pod whose turn has not come waits in the active queue.
+    if (sp.enabled && now_ < scheduler_free_) {
+      queue_.Push(scheduler_free_, EventType::kRetry, vm.info.id, vm.gen);
+      return absl::OkStatus();
+    }
     ++vm.attempts;
     ++m_.attempts;
     ASSIGN_OR_RETURN(Placement p, policy_->Place(vm.info, vm.pod_name, vm.pod_uid));
@@ -324,17 +405,29 @@ class Run {
                    (static_cast<SimTime>(p.nodes_scanned) + p.extender_nodes) *
                        sch.per_node_ns / 1000 +
                    p.extender_calls * sch.extender_call;
+    if (sp.enabled) scheduler_free_ = now_ + cost;
     if (!p.placed) {
       ++m_.failed_attempts;
+      if (vm.storm >= 0) ++m_.storms[vm.storm].failed_attempts;
       if (p.reason.empty()) p.reason = "unschedulable";
       ++m_.failed_attempt_reasons[p.reason];
       vm.last_reason = std::move(p.reason);
-      queue_.Push(now_ + RetryDelay(vm.attempts), EventType::kRetry, vm.info.id, vm.gen);
+      queue_.Push(now_ + RetryDelay(vm.attempts, sp), EventType::kRetry, vm.info.id, vm.gen);
       return absl::OkStatus();
     }
     RETURN_IF_ERROR(CheckPlacement(vm, p));
     state_.Occupy(vm.info.id, p.node, vm.info.shape, p.devices);
-    vm.state = Vm::State::kRunning;
+    if (sp.enabled) {
+      vm.state = Vm::State::kStarting;
+      // The binding cycle runs on its own (asynchronously); DRA's PreBind
+      // writes the claim's status first.
+      const SimTime bound = now_ + cost + sch.bind +
+                            (style_.handoff == HandoffKind::kDra ? sp.claim_write : 0);
+      start_->DevicesClaimed(p.node, now_, p.devices);
+      queue_.Push(bound + sp.kubelet_watch, EventType::kKubeletArrive, vm.info.id, vm.gen);
+    } else {
+      vm.state = Vm::State::kRunning;
+    }
     vm.node = p.node;
     vm.devices = p.devices;
     m_.latencies.push_back(now_ - vm.requested_at + cost + sch.bind);
@@ -385,6 +478,99 @@ class Run {
     return absl::OkStatus();
   }
 
+  // --- Start path (start_path.h) -------------------------------------------
+  absl::Status KubeletArrive(const Event& e) {
+    Vm& vm = vms_[e.a];
+    if (vm.state != Vm::State::kStarting || vm.gen != e.b) return absl::OkStatus();
+    const PodTimeline tl = start_->Start(vm.node, now_, vm.devices);
+    if (tl.failed) {
+      queue_.Push(tl.admitted, EventType::kPodFailed, vm.info.id, vm.gen);
+      return absl::OkStatus();
+    }
+    if (style_.confirms_handoff) {
+      queue_.Push(tl.handoff, EventType::kHandoff, vm.info.id, vm.gen);
+    }
+    queue_.Push(tl.running, EventType::kVmRunning, vm.info.id, vm.gen);
+    return absl::OkStatus();
+  }
+
+  absl::Status VmRunning(const Event& e) {
+    Vm& vm = vms_[e.a];
+    if (vm.state != Vm::State::kStarting || vm.gen != e.b) return absl::OkStatus();
+    vm.state = Vm::State::kRunning;
+    if (vm.storm >= 0) {
+      StormMetrics& sm = m_.storms[vm.storm];
+      sm.recovery.push_back(now_ - vm.storm_ready);
+      if (vm.devices == vm.storm_devices) ++sm.same_device;
+      vm.storm = -1;
+    }
+    return absl::OkStatus();
+  }
+
+  // kubelet refused the pod (pdc-node's Allocate found a device still off
+  // vfio-pci after its wait): the pod fails, KubeVirt makes the next one.
+  absl::Status PodFailed(const Event& e) {
+    Vm& vm = vms_[e.a];
+    if (vm.state != Vm::State::kStarting || vm.gen != e.b) return absl::OkStatus();
+    ++m_.admission_failures;
+    if (vm.storm >= 0) ++m_.storms[vm.storm].admission_failures;
+    RETURN_IF_ERROR(StopPod(vm));
+    return RequestStart(vm, s_.start_path.pod_recreate);
+  }
+
+  // Devices of `node` that the policy keeps for VMs (pdc's claims), in
+  // address order: what pdc-node binds to vfio-pci when it comes up.
+  std::vector<int> ClaimedOn(int node) const {
+    std::vector<int> out;
+    const SimNode& n = c_.nodes[node];
+    for (int d = n.first_device; d < n.first_device + n.device_count; ++d) {
+      if (policy_->Holds(d)) out.push_back(d);
+    }
+    return out;
+  }
+
+  absl::Status NodeReboot(int r) {
+    StormMetrics& sm = m_.storms[r];
+    for (int node : reboot_nodes_[r]) {
+      if (!state_.node_up[node]) continue;
+      for (int id : RunningOn(node)) {
+        Vm& vm = vms_[id];
+        vm.storm = r;
+        vm.storm_devices = vm.devices;
+        ++sm.vms;
+        RETURN_IF_ERROR(StopPod(vm));
+        storm_victims_.emplace_back(r, id);
+      }
+      state_.SetNodeUp(node, false);
+      RETURN_IF_ERROR(policy_->OnNodeDown(node));
+    }
+    queue_.Push(now_ + s_.node_reboots[r].down, EventType::kNodeBack, r);
+    return absl::OkStatus();
+  }
+
+  absl::Status NodeBack(int r) {
+    for (int node : reboot_nodes_[r]) {
+      if (state_.node_up[node]) continue;
+      state_.SetNodeUp(node, true);
+      RETURN_IF_ERROR(policy_->OnNodeUp(node));
+      start_->NodeReady(node, now_, ClaimedOn(node));
+    }
+    // virt-controller makes each VM's new pod once its host is Ready, in VM
+    // order.
+    std::vector<int> ids;
+    for (const auto& [storm, id] : storm_victims_) {
+      if (storm == r) ids.push_back(id);
+    }
+    std::sort(ids.begin(), ids.end());
+    for (int id : ids) {
+      Vm& vm = vms_[id];
+      if (vm.deleted || vm.storm != r) continue;
+      vm.storm_ready = now_;
+      RETURN_IF_ERROR(RequestStart(vm, 0));
+    }
+    return absl::OkStatus();
+  }
+
   // --- Failures ------------------------------------------------------------
   absl::Status NodeFail(const Event& e) {
     int node = e.a;
@@ -418,6 +604,7 @@ class Run {
     state_.SetNodeUp(node, true);
     const int lost_before = policy_->LostClaims();
     RETURN_IF_ERROR(policy_->OnNodeUp(node));
+    if (start_) start_->NodeReady(node, now_, ClaimedOn(node));
     m_.claims_recovered += std::max(0, lost_before - policy_->LostClaims());
     return absl::OkStatus();
   }
@@ -514,6 +701,8 @@ class Run {
   void Finish() {
     for (const Vm& vm : vms_) m_.pending_at_end += vm.state == Vm::State::kPending;
     std::sort(m_.latencies.begin(), m_.latencies.end());
+    for (StormMetrics& sm : m_.storms) std::sort(sm.recovery.begin(), sm.recovery.end());
+    m_.counters = policy_->Counters();
     double u = 0, h = 0, f = 0;
     for (const SeriesPoint& p : m_.series) {
       u += p.utilization;
@@ -534,6 +723,11 @@ class Run {
   ClusterState state_;
   SimClock clock_;
   std::unique_ptr<Policy> policy_;
+  StartStyle style_;
+  std::unique_ptr<StartPathModel> start_;  // With scenario start_path only.
+  SimTime scheduler_free_ = 0;  // The scheduling cycle is busy until then.
+  std::vector<std::vector<int>> reboot_nodes_;  // By node reboot: its nodes.
+  std::vector<std::pair<int, int>> storm_victims_;  // (reboot, VM id)
   EventQueue queue_;
   std::vector<Vm> vms_;
   std::vector<int> next_index_;
@@ -565,6 +759,11 @@ absl::StatusOr<RunSummary> RunScenario(const Scenario& scenario,
       ", extender weight ", sch.extender_weight);
   std::vector<std::string> names = options.policies;
   if (names.empty()) names = AllPolicyNames();
+  if (scenario.start_path.enabled &&
+      std::find(names.begin(), names.end(), "pdc-http") != names.end()) {
+    return absl::InvalidArgumentError(
+        "the start-path model (start_path) runs in process only, not with pdc-http");
+  }
   struct Result {
     absl::Status status;
     SimTime end = 0;

@@ -154,7 +154,9 @@ class Step {
         retry_.clear();
         if (queue.empty()) {
           // Wait for a bind to come back (it may send its pod back).
-          auto idle = [this] { return in_flight_ == 0 || !retry_.empty(); };
+          auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return in_flight_ == 0 || !retry_.empty();
+          };
           mu_.Await(absl::Condition(&idle));
           for (int r : retry_) queue.push_back(r);
           retry_.clear();
@@ -180,7 +182,10 @@ class Step {
         } else {
           // Nothing fits now (another pod's hand-off is pending where this
           // one fits): wait for binds in flight, then try again.
-          auto changed = [this, seen = done_binds_] { return done_binds_ != seen; };
+          auto changed = [this, seen = done_binds_]()
+                             ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                               return done_binds_ != seen;
+                             };
           mu_.Await(absl::Condition(&changed));
           retry_.push_back(next);
         }
@@ -282,7 +287,9 @@ class Step {
       std::pair<int, int> job;
       {
         absl::MutexLock lock(&mu_);
-        auto ready = [this] { return stop_ || !jobs_.empty(); };
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_ || !jobs_.empty();
+        };
         mu_.Await(absl::Condition(&ready));
         if (jobs_.empty()) return;
         job = jobs_.front();

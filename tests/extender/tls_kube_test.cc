@@ -203,7 +203,7 @@ class KubeClientTest : public ::testing::Test {
     c.server = absl::StrCat("https://127.0.0.1:", api_->port());
     c.ca_file = pki_.ca_cert;
     c.token_file = token_file_;
-    auto k = NewHttpKubeClient(c);
+    auto k = kube::NewHttpKubeClient(c);
     ASSERT_TRUE(k.ok()) << k.status();
     kube_ = *std::move(k);
   }
@@ -262,7 +262,7 @@ TEST_F(KubeClientTest, UntrustedApiserverIsUnavailable) {
   kube::KubeClientConfig c;
   c.server = absl::StrCat("https://127.0.0.1:", api_->port());
   c.token = "t";  // System trust store: our test CA is not in it.
-  ASSERT_OK_AND_ASSIGN(auto k, NewHttpKubeClient(c));
+  ASSERT_OK_AND_ASSIGN(auto k, kube::NewHttpKubeClient(c));
   // The client refuses the server's certificate during the handshake (not a
   // refused connection, and no request reached the fake apiserver).
   EXPECT_THAT(k->GetPod("default", "x", kCallTimeout),
@@ -283,7 +283,7 @@ TEST_F(BindThroughApiTest, RouterBindAnnotatesAndBindsOverHttps) {
   c.server = absl::StrCat("https://127.0.0.1:", api.port());
   c.ca_file = pki.ca_cert;
   c.token = "static";
-  ASSERT_OK_AND_ASSIGN(auto kube, NewHttpKubeClient(c));
+  ASSERT_OK_AND_ASSIGN(auto kube, kube::NewHttpKubeClient(c));
   ctx_.kube = kube.get();
   TwoNodes();
   ASSERT_EQ(Post("/scheduler/filter",
@@ -318,12 +318,12 @@ TEST(KubeConfigTest, InCluster) {
     if (k == "KUBERNETES_SERVICE_PORT") return "443";
     return std::nullopt;
   };
-  ASSERT_OK_AND_ASSIGN(kube::KubeClientConfig c, InClusterConfig(env, dir.path()));
+  ASSERT_OK_AND_ASSIGN(kube::KubeClientConfig c, kube::InClusterConfig(env, dir.path()));
   EXPECT_EQ(c.server, "https://10.96.0.1:443");
   EXPECT_EQ(c.token_file, dir.Join("token"));
   EXPECT_EQ(c.ca_file, dir.Join("ca.crt"));
   auto none = [](std::string_view) -> std::optional<std::string> { return std::nullopt; };
-  EXPECT_THAT(InClusterConfig(none, dir.path()),
+  EXPECT_THAT(kube::InClusterConfig(none, dir.path()),
               pdc::testing::StatusIs(absl::StatusCode::kFailedPrecondition,
                                      HasSubstr("KUBERNETES_SERVICE_HOST")));
 }
@@ -350,7 +350,7 @@ users:
     client-key-data: )", absl::Base64Escape("KEY PEM"), "\n");
   ASSERT_OK(WriteFileAtomically(dir.Join("config"), kubeconfig));
   ASSERT_OK_AND_ASSIGN(kube::KubeClientConfig c,
-                       KubeconfigFile(dir.Join("config"), dir.path()));
+                       kube::KubeconfigFile(dir.Join("config"), dir.path()));
   EXPECT_EQ(c.server, "https://127.0.0.1:6443");
   ASSERT_OK_AND_ASSIGN(std::string ca, ReadFileToString(c.ca_file));
   EXPECT_EQ(ca, "CA PEM");
@@ -362,12 +362,12 @@ clusters: [{name: k, cluster: {server: "https://k:6443", certificate-authority: 
 contexts: [{name: c, context: {cluster: k, user: u}}]
 users: [{name: u, user: {token: abc}}]
 )"));
-  ASSERT_OK_AND_ASSIGN(kube::KubeClientConfig t, KubeconfigFile(dir.Join("token-config")));
+  ASSERT_OK_AND_ASSIGN(kube::KubeClientConfig t, kube::KubeconfigFile(dir.Join("token-config")));
   EXPECT_EQ(t.token, "abc");
   EXPECT_EQ(t.ca_file, dir.Join("ca.pem"));  // Relative to the kubeconfig.
 
   ASSERT_OK(WriteFileAtomically(dir.Join("bad"), "current-context: nope\n"));
-  EXPECT_THAT(KubeconfigFile(dir.Join("bad")),
+  EXPECT_THAT(kube::KubeconfigFile(dir.Join("bad")),
               pdc::testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                      HasSubstr(R"(current-context "nope" not found)")));
 }

@@ -42,6 +42,10 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"UnknownPolicy", {"run", "a.yaml", "--policies", "pdc,kubevirt"},
             "unknown policy \"kubevirt\""},
         Bad{"NoPolicy", {"run", "a.yaml", "--policies", ","}, "--policies needs at least one"},
+        Bad{"KubernetesVersion", {"run", "a.yaml", "--kubernetes", "1.33"},
+            "--kubernetes needs 1.34, 1.35 or 1.36"},
+        Bad{"KubernetesMissing", {"run", "a.yaml", "--kubernetes"},
+            "--kubernetes needs 1.34, 1.35 or 1.36"},
         Bad{"JobsZero", {"run", "a.yaml", "--jobs", "0"}, "--jobs needs a number >= 1"},
         Bad{"ExtenderMissing", {"run", "a.yaml", "--extender"}, "--extender needs a URL"},
         Bad{"SpawnMissing", {"run", "a.yaml", "--spawn-extender"},
@@ -56,7 +60,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(SimFlagsTest, ReadsEveryRunFlag) {
   absl::StatusOr<SimFlags> f = ParseSimFlags(
       {"run", "s.yaml", "--out", "o", "--seed", "7", "--max-events", "100", "--policies",
-       "pdc,dra,pdc", "--jobs", "3", "--spawn-extender", "/bin/e", "--node-list", "--no-progress"});
+       "pdc,dra,pdc", "--jobs", "3", "--spawn-extender", "/bin/e", "--node-list", "--no-progress",
+       "--kubernetes", "1.35"});
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->command, SimCommand::kRun);
   EXPECT_EQ(f->scenario_path, "s.yaml");
@@ -69,6 +74,7 @@ TEST(SimFlagsTest, ReadsEveryRunFlag) {
   EXPECT_TRUE(f->http());
   EXPECT_TRUE(f->node_list);
   EXPECT_EQ(f->progress, false);
+  EXPECT_EQ(f->kubernetes_minor, 35);
 }
 
 TEST(SimFlagsTest, CommandsAndDefaults) {

@@ -124,6 +124,26 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"MassRestartNeedsDown", "name: t",
                 "name: t\nevents: {mass_restarts: {every: 1h}}",
                 "events.mass_restarts.down: is required"},
+        BadCase{"RebootWithoutStartPath", "name: t",
+                "name: t\nevents: {node_reboots: [{name: r, nodes: [node-00], at: 1h}]}",
+                "start_path: is required with events.node_reboots"},
+        BadCase{"RebootTooLong", "name: t",
+                "name: t\nstart_path: {}\nevents: {node_reboots: [{name: r, nodes: [node-00], "
+                "at: 1h, down: 5m}]}",
+                "events.node_reboots[0].down: must be < 5m"},
+        BadCase{"RebootUnknownGroup", "name: t",
+                "name: t\nstart_path: {}\nevents: {node_reboots: [{name: r, group: rack-}]}",
+                "events.node_reboots[0].group: \"rack-\" is not the prefix of a node group"},
+        BadCase{"RebootNeedsNodesOrGroup", "name: t",
+                "name: t\nstart_path: {}\nevents: {node_reboots: [{name: r, at: 1h}]}",
+                "events.node_reboots[0]: needs exactly one of nodes and group"},
+        BadCase{"RebootUnknownNode", "name: t",
+                "name: t\nstart_path: {}\nevents: {node_reboots: [{name: r, nodes: [x-1]}]}",
+                "events.node_reboots[0].nodes[0]: \"x-1\" is not a node of the cluster"},
+        BadCase{"StartPathUnknownField", "name: t", "name: t\nstart_path: {qemu: 1s}",
+                "start_path.qemu: unknown field"},
+        BadCase{"DraVersion", "name: t", "name: t\ndra: {kubernetes: \"1.33\"}",
+                "dra.kubernetes: must be 1.34, 1.35 or 1.36"},
         BadCase{"YamlSyntax", "name: t", "name: [t", "t.yaml:"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return info.param.name; });
 
@@ -148,7 +168,7 @@ TEST(ScenarioTest, FormatDuration) {
 
 TEST(ScenarioTest, ShippedScenariosAreValid) {
   for (const char* name :
-       {"demo", "kubevirtci-2nvme", "rack-5000", "rack-15000", "node-failure"}) {
+       {"demo", "kubevirtci-2nvme", "rack-5000", "rack-15000", "node-failure", "boot-storm"}) {
     const std::string path = std::string(PDC_SIM_SCENARIO_DIR) + "/" + name + ".yaml";
     absl::StatusOr<Scenario> s = LoadScenarioFile(path);
     ASSERT_TRUE(s.ok()) << s.status();

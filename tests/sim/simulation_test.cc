@@ -88,6 +88,7 @@ TEST(SimulationTest, OneVmFourDrives) {
   EXPECT_NEAR(Get(run, "device-plugin").SameDeviceRate(), 0.25, 0.05);
   EXPECT_EQ(Get(run, "dra").same_device, 1000u);
   EXPECT_EQ(Get(run, "pdc").same_device, 1000u);
+  EXPECT_EQ(Get(run, "pdc-dra").same_device, 1000u);
 }
 
 TEST(SimulationTest, TwoVmsTwoDrivesKubevirt11815) {
@@ -105,6 +106,7 @@ TEST(SimulationTest, TwoVmsTwoDrivesKubevirt11815) {
     EXPECT_EQ(m.same_node, 800u) << policy;  // There is only one node.
   }
   EXPECT_EQ(Get(run, "pdc").same_device, 800u);
+  EXPECT_EQ(Get(run, "pdc-dra").same_device, 800u);  // The keeper keeps both.
 }
 
 constexpr char kNodeFailure[] = R"(
@@ -149,6 +151,15 @@ TEST(SimulationTest, NodeFailurePdcWaitsForItsDriveOthersMove) {
     } else {
       EXPECT_EQ(pdc.claims_lost, 0u);
     }
+    const PolicyMetrics& kept = Get(run, "pdc-dra");
+    if (kept.vms_killed_node_failure == 1) {
+      // The allocation's node selector holds the pod Pending until the node
+      // is back, like a local PV; then the VM gets its drive again.
+      EXPECT_EQ(kept.restarts, 1u);
+      EXPECT_EQ(kept.same_device, 1u);
+      EXPECT_GE(kept.LatencyPercentile(100), 2 * kHour);
+      EXPECT_GT(kept.failed_attempts, 0u);
+    }
     if (dp.vms_killed_node_failure == 1) {
       // Evicted after 5 minutes and started on the other node at once.
       EXPECT_EQ(dp.claims_lost, 1u);
@@ -164,7 +175,7 @@ TEST(SimulationTest, NodeFailurePdcWaitsForItsDriveOthersMove) {
 
 TEST(SimulationTest, EveryPolicySeesTheSameWorkload) {
   const RunSummary run = MustRun(MassRestartScenario(3, 2, 50));
-  ASSERT_EQ(run.policies.size(), 3u);
+  ASSERT_EQ(run.policies.size(), 4u);
   for (const PolicyMetrics& m : run.policies) {
     EXPECT_EQ(m.start_requests, run.policies[0].start_requests) << m.policy;
   }
@@ -176,8 +187,25 @@ TEST(SimulationTest, EveryPolicySeesTheSameWorkload) {
                                        SummaryCsv(alone).find('\n')));
 }
 
-TEST(SimulationTest, SameSeedGivesByteIdenticalFiles) {
-  const std::string path = std::string(PDC_SIM_SCENARIO_DIR) + "/demo.yaml";
+struct ShippedFiles {
+  std::string scenario;
+  size_t files;  // What WriteReport writes for it.
+};
+
+class SameSeedTest : public ::testing::TestWithParam<ShippedFiles> {};
+
+// demo: the six files of every run; boot-storm: also boot_storm.csv and one
+// chart per reboot (four).
+INSTANTIATE_TEST_SUITE_P(Scenarios, SameSeedTest,
+                         ::testing::Values(ShippedFiles{"demo", 6},
+                                           ShippedFiles{"boot-storm", 11}),
+                         [](const auto& info) {
+                           return absl::StrReplaceAll(info.param.scenario, {{"-", "_"}});
+                         });
+
+TEST_P(SameSeedTest, SameSeedGivesByteIdenticalFiles) {
+  const std::string path =
+      std::string(PDC_SIM_SCENARIO_DIR) + "/" + GetParam().scenario + ".yaml";
   ASSERT_OK_AND_ASSIGN(Scenario s, LoadScenarioFile(path));
   testing::TempDir dir;
   std::vector<std::string> files;
@@ -189,7 +217,7 @@ TEST(SimulationTest, SameSeedGivesByteIdenticalFiles) {
     files.clear();
     ASSERT_OK(WriteReport(run, dir.Join(sub), &files));
   }
-  ASSERT_EQ(files.size(), 6u);
+  ASSERT_EQ(files.size(), GetParam().files);
   for (const std::string& f : files) {
     ASSERT_OK_AND_ASSIGN(std::string a, ReadFileToString(dir.Join("a/" + f)));
     ASSERT_OK_AND_ASSIGN(std::string b, ReadFileToString(dir.Join("b/" + f)));

@@ -27,7 +27,7 @@
 
 namespace pdc::testing {
 
-class FakeKube final : public kube::KubeClient {
+class FakeKube final : public pdc::kube::KubeClient {
  public:
   absl::StatusOr<std::string> GetPod(std::string_view ns, std::string_view name,
                                      absl::Duration /*timeout*/) override {

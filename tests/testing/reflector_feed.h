@@ -14,20 +14,20 @@
 
 namespace pdc::testing {
 
-inline void Put(kube::ReflectorSink* sink, const std::string& json) {
+inline void Put(pdc::kube::ReflectorSink* sink, const std::string& json) {
   rapidjson::Document d;
   ASSERT_TRUE(api::json::Parse(json, &d).ok()) << json;
   sink->Upsert(d);
 }
 
-inline void Delete(kube::ReflectorSink* sink, const std::string& json) {
+inline void Delete(pdc::kube::ReflectorSink* sink, const std::string& json) {
   rapidjson::Document d;
   ASSERT_TRUE(api::json::Parse(json, &d).ok()) << json;
   sink->Remove(d);
 }
 
 // A relist: `objects` are all there is.
-inline void List(kube::ReflectorSink* sink, const std::vector<std::string>& objects) {
+inline void List(pdc::kube::ReflectorSink* sink, const std::vector<std::string>& objects) {
   std::vector<rapidjson::Document> docs(objects.size());
   std::vector<const api::json::Value*> items;
   for (size_t i = 0; i < objects.size(); ++i) {
