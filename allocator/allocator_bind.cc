@@ -19,6 +19,7 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
   out.node = std::string(node_name);
   out.pod_uid = request.pod_uid;
   Commit commit;
+  Store::Ticket prior = 0;  // A retried bind: what it relies on.
   {
     MutationLock lock(this);
     RETURN_IF_ERROR(FailedLocked());
@@ -133,9 +134,18 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
     ordered.reserve(order.size());
     for (size_t i : order) ordered.push_back(std::move(out.claims[i]));
     out.claims = std::move(ordered);
-    if (mutations.empty()) return out;  // A retried bind: already in place.
-    ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
-    out.revision = revision;
+    if (mutations.empty()) {
+      // A retried bind: already in place, maybe by a bind whose record is
+      // not durable yet. It is answered once that record is.
+      prior = last_ticket_;
+    } else {
+      ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
+      out.revision = revision;
+    }
+  }
+  if (commit.ticket == 0) {
+    RETURN_IF_ERROR(AwaitDurable(prior));
+    return out;
   }
   RETURN_IF_ERROR(SyncOrFail(std::move(commit)));
   return out;

@@ -38,6 +38,7 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ConfirmHandoff(
   std::sort(given.begin(), given.end());
   std::vector<ClaimKey> keys;
   Commit commit;
+  Store::Ticket prior = 0;  // A repeated confirmation: what it relies on.
   {
     MutationLock lock(this);
     RETURN_IF_ERROR(FailedLocked());
@@ -76,8 +77,15 @@ absl::StatusOr<std::vector<ClaimKey>> AllocatorImpl::ConfirmHandoff(
       u.status.handed_off_to = std::string(pod_uid);
       mutations.push_back(PutClaim{std::move(u)});
     }
-    if (!any_pending) return keys;  // Confirmed before.
-    ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
+    if (any_pending) {
+      ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
+    } else {
+      prior = last_ticket_;  // Confirmed before, maybe not durably yet.
+    }
+  }
+  if (commit.ticket == 0) {
+    RETURN_IF_ERROR(AwaitDurable(prior));
+    return keys;
   }
   RETURN_IF_ERROR(SyncOrFail(std::move(commit)));
   return keys;

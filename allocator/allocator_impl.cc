@@ -126,6 +126,7 @@ absl::StatusOr<AllocatorImpl::Commit> AllocatorImpl::CommitLocked(
   record.mutations = std::move(mutations);
   Commit commit;
   ASSIGN_OR_RETURN(commit.ticket, store_->Append(record));
+  last_ticket_ = commit.ticket;
   const uint64_t revision = record.revision;
   if (absl::Status s = state_.Apply(std::move(record), &commit.nodes); !s.ok()) {
     // The record is in the log but not in memory: a bug. Stop mutating.
@@ -155,6 +156,19 @@ absl::Status AllocatorImpl::SyncOrFail(Commit commit) {
     listener_(change);
   }
   return absl::OkStatus();
+}
+
+absl::Status AllocatorImpl::AwaitDurable(Store::Ticket ticket) {
+  if (ticket == 0) return absl::OkStatus();
+  absl::Status s = store_->Sync(ticket);
+  if (s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (failed_.ok()) {
+    failed_ = absl::UnavailableError(absl::StrCat(
+        "the store failed to persist a change (", s.message(),
+        "); pdc stops accepting changes and must be restarted to recover from disk"));
+  }
+  return failed_;
 }
 
 void AllocatorImpl::SetChangeListener(ChangeListener listener) {

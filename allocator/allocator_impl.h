@@ -147,6 +147,10 @@ class AllocatorImpl final : public Allocator {
   // Waits for durability, then tells the change listener; a failure fails
   // the allocator for good.
   absl::Status SyncOrFail(Commit commit) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until every record appended up to `ticket` is durable (an answer
+  // that relies on records another call appended); 0: nothing to wait for.
+  // A failure fails the allocator for good, as SyncOrFail.
+  absl::Status AwaitDurable(Store::Ticket ticket) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FailedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // Filter messages that do not depend on the node or the request, built
@@ -196,6 +200,10 @@ class AllocatorImpl final : public Allocator {
   mutable absl::Mutex mu_;
   ClusterState state_ ABSL_GUARDED_BY(mu_);
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
+  // The ticket of the last record appended: what an answer that changes
+  // nothing (a retried bind, a repeated confirmation) waits for before it
+  // says OK, so that nothing is acknowledged before it is durable.
+  Store::Ticket last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t checkpoint_revision_ ABSL_GUARDED_BY(mu_) = 0;
   // The MutationLock counts; a leaf lock, held for an increment or a check.
   absl::Mutex turn_mu_ ABSL_ACQUIRED_AFTER(mu_);

@@ -100,6 +100,12 @@ std::string AddTemplateClaims(const ClusterState& state, const AllocatorOptions&
       plan.claims.push_back(ResolvedClaim{key, true, existing->ToClaim()});
       continue;
     }
+    if (options.template_name_taken) {
+      if (std::string why = options.template_name_taken(key); !why.empty()) {
+        plan.problem_may_clear = true;
+        return why;
+      }
+    }
     ResolvedClaim r;
     r.key = key;
     r.exists = false;

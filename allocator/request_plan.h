@@ -28,7 +28,9 @@ struct RequestPlan {
   std::string problem;
   // The problem clears without anyone acting on pdc (Verdict::kFailed, not
   // kUnresolvable): the template claim of an earlier VM of the same name,
-  // which Kubernetes' garbage collector deletes with that VM.
+  // which Kubernetes' garbage collector deletes with that VM, or an object
+  // that still takes the template claim's name
+  // (AllocatorOptions::template_name_taken).
   bool problem_may_clear = false;
   std::vector<ResolvedClaim> claims;  // Sorted by key.
   std::string bound_node;             // Where the bound claims are, or "".

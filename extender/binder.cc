@@ -63,6 +63,10 @@ std::string_view ToString(BindStatus status) {
       return "OutcomeUnknown";
     case BindStatus::kTooLate:
       return "TooLate";
+    case BindStatus::kNotRecorded:
+      return "NotRecorded";
+    case BindStatus::kNotLeader:
+      return "NotLeader";
   }
   return "Unknown";
 }
@@ -88,6 +92,51 @@ std::string DevicesAnnotation(const BindOutcome& outcome) {
 
 absl::Duration Binder::Left(absl::Time deadline, absl::Duration reserve) const {
   return deadline - ctx_->clock->Now() - reserve;
+}
+
+bool Binder::MayWrite() const {
+  return !ctx_->leadership_left || ctx_->leadership_left() > absl::ZeroDuration();
+}
+
+absl::Duration Binder::WriteTimeout(absl::Time deadline, absl::Duration reserve) const {
+  absl::Duration left = Left(deadline, reserve);
+  if (ctx_->leadership_left) left = std::min(left, ctx_->leadership_left());
+  return left;
+}
+
+uint64_t Binder::Begin() const {
+  absl::MutexLock lock(&attempts_mu_);
+  return ++next_attempt_;
+}
+
+void Binder::Take(uint64_t attempt, const BindOutcome& outcome) const {
+  absl::MutexLock lock(&attempts_mu_);
+  for (const BoundClaim& c : outcome.claims) attempt_of_[c.key] = attempt;
+}
+
+BindOutcome Binder::Own(uint64_t attempt, const BindOutcome& outcome) const {
+  BindOutcome mine = outcome;
+  mine.claims.clear();
+  absl::MutexLock lock(&attempts_mu_);
+  for (const BoundClaim& c : outcome.claims) {
+    auto it = attempt_of_.find(c.key);
+    if (it == attempt_of_.end() || it->second != attempt) continue;
+    attempt_of_.erase(it);
+    mine.claims.push_back(c);
+  }
+  if (mine.claims.size() != outcome.claims.size()) {
+    // A Released mark goes back only with the claim that took it.
+    mine.took_released.clear();
+  }
+  return mine;
+}
+
+void Binder::Finish(uint64_t attempt, const BindOutcome& outcome) const {
+  absl::MutexLock lock(&attempts_mu_);
+  for (const BoundClaim& c : outcome.claims) {
+    auto it = attempt_of_.find(c.key);
+    if (it != attempt_of_.end() && it->second == attempt) attempt_of_.erase(it);
+  }
 }
 
 absl::StatusOr<PodRequest> Binder::PodForBind(const BindingArgs& args,
@@ -152,8 +201,13 @@ absl::StatusOr<api::PodPlacement> PlacementOf(std::string_view pod_json) {
 
 Binder::ApiVerdict Binder::BindThroughApi(const BindingArgs& args, absl::Time deadline) const {
   const std::string pod = absl::StrCat(args.pod_namespace, "/", args.pod_name);
+  if (!MayWrite()) {
+    return {BindStatus::kNotLeader,
+            "not bound: this replica of pdc-extender is no longer sure it leads, so it sends "
+            "no Binding; kube-scheduler retries the pod with the leader"};
+  }
   const absl::Status s = ctx_->kube->BindPod(args.pod_namespace, args.pod_name, args.pod_uid,
-                                             args.node, Left(deadline, options_.read_back));
+                                             args.node, WriteTimeout(deadline, options_.read_back));
   if (s.ok()) return {};
   const std::string bind_error = absl::StrCat("Kubernetes API: ", s.message());
   if (RefusedForSure(s.code())) return {BindStatus::kKubeBindFailed, bind_error};
@@ -199,10 +253,23 @@ Binder::ApiVerdict Binder::BindThroughApi(const BindingArgs& args, absl::Time de
                               "committed"));
 }
 
-BindResult Binder::UndoAfter(BindStatus status, std::string why, BindOutcome outcome) const {
-  absl::Status undo = ctx_->allocator->Undo(outcome);
-  if (ctx_->metrics) ctx_->metrics->CountRollback();
+BindResult Binder::UndoAfter(uint64_t attempt, BindStatus status, std::string why,
+                             BindOutcome outcome) const {
+  // Only what this attempt still owns: a later attempt for the same pod
+  // (kube-scheduler's retry) may rely on the same claims, and its pod may
+  // run on them.
+  const BindOutcome mine = Own(attempt, outcome);
+  absl::Status undo = absl::OkStatus();
+  if (!mine.claims.empty()) {
+    undo = ctx_->allocator->Undo(mine);
+    if (ctx_->metrics) ctx_->metrics->CountRollback();
+  }
   BindResult r = Failure(status, why);
+  if (mine.claims.size() != outcome.claims.size()) {
+    absl::StrAppend(&r.error, "; ", outcome.claims.size() - mine.claims.size(),
+                    " claim(s) of this bind were taken over by a later bind of the pod and "
+                    "are left to it");
+  }
   if (!undo.ok()) {
     absl::StrAppend(&r.error, "; undoing the allocation also failed: ", undo.message());
   }
@@ -245,6 +312,7 @@ BindResult Binder::Bind(const BindingArgs& args, absl::Time deadline) const {
 
   if (pod->pass_through) {
     if (ctx_->kube != nullptr) {
+      // BindThroughApi sends nothing once this replica is not sure it leads.
       ApiVerdict v = BindThroughApi(args, deadline);
       if (v.status != BindStatus::kBound) return Fail(args, Failure(v.status, v.why));
     }
@@ -253,26 +321,63 @@ BindResult Binder::Bind(const BindingArgs& args, absl::Time deadline) const {
     return BindResult{};
   }
 
+  if (!MayWrite()) {
+    return Fail(args, Failure(BindStatus::kNotLeader,
+                              "this replica of pdc-extender is no longer sure it leads; nothing "
+                              "was done, kube-scheduler retries the pod with the leader"));
+  }
+  const uint64_t attempt = Begin();
   absl::StatusOr<BindOutcome> outcome =
       ctx_->allocator->Bind(pod->request, args.node);
   if (!outcome.ok()) {
     return Fail(args, Failure(BindStatus::kAllocatorRefused,
                               StdSv(outcome.status().message())));
   }
+  Take(attempt, *outcome);
+  // Acknowledged only once every claim's record is in the API as this
+  // bind made it (the allocator's Sync returned; a write that found
+  // another object under a claim's name did not record it).
+  if (ctx_->recorded) {
+    if (absl::Status rec = ctx_->recorded(*outcome); !rec.ok()) {
+      return Fail(args, UndoAfter(attempt, BindStatus::kNotRecorded,
+                                  absl::StrCat("the claims of the bind are not recorded in the "
+                                               "Kubernetes API: ", rec.message()),
+                                  *std::move(outcome)));
+    }
+  }
 
   if (ctx_->kube != nullptr) {
-    // Not bound yet: whatever happens to the annotation, undoing is safe.
-    const absl::Status annotated =
-        ctx_->kube->AnnotatePod(args.pod_namespace, args.pod_name, kDevicesAnnotation,
-                                DevicesAnnotation(*outcome), Left(deadline, options_.read_back));
+    if (!MayWrite()) {
+      Finish(attempt, *outcome);
+      BindResult r = Failure(
+          BindStatus::kNotLeader,
+          "not bound: this replica of pdc-extender is no longer sure it leads, so it sends no "
+          "annotation and no Binding; the devices stay reserved for the pod, and "
+          "kube-scheduler retries it with the leader");
+      r.allocation = *std::move(outcome);
+      return Fail(args, std::move(r));
+    }
+    // Not bound by this attempt yet: undoing what it still owns is safe
+    // (claims a later attempt of the pod took over are left to it).
+    const absl::Status annotated = ctx_->kube->AnnotatePod(
+        args.pod_namespace, args.pod_name, kDevicesAnnotation, DevicesAnnotation(*outcome),
+        WriteTimeout(deadline, options_.read_back));
     if (!annotated.ok()) {
-      return Fail(args, UndoAfter(BindStatus::kAnnotateFailed,
+      return Fail(args, UndoAfter(attempt, BindStatus::kAnnotateFailed,
                                   absl::StrCat("Kubernetes API: ", annotated.message()),
                                   *std::move(outcome)));
     }
     ApiVerdict v = BindThroughApi(args, deadline);
     if (v.status == BindStatus::kKubeBindFailed) {
-      return Fail(args, UndoAfter(v.status, std::move(v.why), *std::move(outcome)));
+      return Fail(args, UndoAfter(attempt, v.status, std::move(v.why), *std::move(outcome)));
+    }
+    if (v.status == BindStatus::kNotLeader || v.status == BindStatus::kOutcomeUnknown) {
+      Finish(attempt, *outcome);
+    }
+    if (v.status == BindStatus::kNotLeader) {
+      BindResult r = Failure(v.status, std::move(v.why));
+      r.allocation = *std::move(outcome);
+      return Fail(args, std::move(r));
     }
     if (v.status == BindStatus::kOutcomeUnknown) {
       BindResult r = Failure(
@@ -283,8 +388,11 @@ BindResult Binder::Bind(const BindingArgs& args, absl::Time deadline) const {
     }
   }
   if (ctx_->metrics) ctx_->metrics->CountBind(true);
+  Finish(attempt, *outcome);
   ctx_->pod_cache->Erase(args.pod_uid);
-  RecordPodBound(ctx_->events, args.pod_namespace, args.pod_name, args.pod_uid, *outcome);
+  if (MayWrite()) {
+    RecordPodBound(ctx_->events, args.pod_namespace, args.pod_name, args.pod_uid, *outcome);
+  }
   spdlog::info("bind vm={}/{} pod={} uid={} node={} claims=[{}] devices=[{}] "
                "revision={}",
                pod->request.ns, pod->request.vm, args.pod_name, args.pod_uid,

@@ -34,8 +34,11 @@
 #include <string>
 #include <string_view>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "allocator/allocator.h"
 #include "extender/extender_context.h"
@@ -64,6 +67,14 @@ enum class BindStatus : uint8_t {
   kOutcomeUnknown = 5,
   // The deadline passed before the bind could start: nothing was done.
   kTooLate = 6,
+  // The claims' record is not in the API as the bind made it (another
+  // object holds a claim's name, or the object is gone): the allocation was
+  // undone and the pod is not bound.
+  kNotRecorded = 7,
+  // This replica is no longer sure it leads: nothing more was sent to the
+  // API (no annotation, no Binding, no Event). What the allocator recorded
+  // stays reserved for the pod; the new leader takes the retry.
+  kNotLeader = 8,
 };
 std::string_view ToString(BindStatus status);
 
@@ -91,6 +102,8 @@ struct BinderOptions {
 
 class Binder {
  public:
+  // Each Bind is an attempt with its own identity; kube-scheduler may run
+  // two for one pod (a retry after its timeout while the first still runs).
   // `ctx` outlives the Binder.
   explicit Binder(const ExtenderContext* ctx, BinderOptions options = {})
       : ctx_(ctx), options_(options) {}
@@ -118,16 +131,37 @@ class Binder {
                                              absl::Time deadline) const;
   // POSTs the Binding; when its outcome is unknown, reads the pod back.
   ApiVerdict BindThroughApi(const api::BindingArgs& args, absl::Time deadline) const;
-  // Undoes `outcome` after the API refused, into a kAnnotateFailed or
-  // kKubeBindFailed result.
-  BindResult UndoAfter(BindStatus status, std::string why, BindOutcome outcome) const;
+  // Undoes what attempt `attempt` still owns of `outcome` after the API
+  // refused, into a kAnnotateFailed, kKubeBindFailed or kNotRecorded result.
+  BindResult UndoAfter(uint64_t attempt, BindStatus status, std::string why,
+                       BindOutcome outcome) const;
   // Time left until `deadline`, minus `reserve`.
   absl::Duration Left(absl::Time deadline,
                       absl::Duration reserve = absl::ZeroDuration()) const;
   BindResult Fail(const api::BindingArgs& args, BindResult result) const;
+  // The timeout of one write to the API: what is left until `deadline`
+  // minus `reserve`, and no longer than this replica is sure to lead.
+  absl::Duration WriteTimeout(absl::Time deadline, absl::Duration reserve) const;
+  // Whether this replica may still write to the API (not sure it leads:
+  // nothing more is sent).
+  bool MayWrite() const;
+
+  // Attempts: each claim a bind's allocator step returned is the latest
+  // attempt's; an undo reverts only the claims still its own attempt's,
+  // so an attempt never undoes what a later one (the same pod's retry)
+  // relies on.
+  uint64_t Begin() const;
+  void Take(uint64_t attempt, const BindOutcome& outcome) const;
+  // Of `outcome`, the claims still `attempt`'s (and forgets them); the
+  // others were taken over by a later attempt.
+  BindOutcome Own(uint64_t attempt, const BindOutcome& outcome) const;
+  void Finish(uint64_t attempt, const BindOutcome& outcome) const;
 
   const ExtenderContext* const ctx_;
   const BinderOptions options_;
+  mutable absl::Mutex attempts_mu_;
+  mutable uint64_t next_attempt_ ABSL_GUARDED_BY(attempts_mu_) = 0;
+  mutable absl::flat_hash_map<ClaimKey, uint64_t> attempt_of_ ABSL_GUARDED_BY(attempts_mu_);
 };
 
 // The value of the pdc.kubevirt.io/devices annotation for a bind:

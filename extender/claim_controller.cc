@@ -92,6 +92,27 @@ absl::Status ClaimController::LetGo(const Claim& claim) {
   return allocator_->DeleteClaim(claim.key, /*force=*/false);
 }
 
+absl::Status ClaimController::ForceLetGo(const Claim& claim) {
+  if (claim.status.reserved_for.has_value()) {
+    // A running VM's claim is never taken from it: its device would go by
+    // the reclaim policy (erased under Delete) under the VM.
+    const Reservation& r = *claim.status.reserved_for;
+    std::string why;
+    const PodFate fate = AskPodFate(options_.pods, kube_, claim.key.ns, r.pod_name, r.pod_uid,
+                                    kReadDeadline, &why);
+    if (fate == PodFate::kAlive) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("pod ", r.pod_name, " of VM ", r.vm, " uses it"));
+    }
+    if (fate == PodFate::kUnknown) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot tell whether pod ", r.pod_name, " of VM ", r.vm, " runs: ", why));
+    }
+  }
+  absl::Status s = allocator_->DeleteClaim(claim.key, /*force=*/true);
+  return absl::IsNotFound(s) ? absl::OkStatus() : s;
+}
+
 void ClaimController::Track(const ClaimKey& key, bool done) {
   if (done) {
     waiting_.erase(key);
@@ -125,21 +146,36 @@ bool ClaimController::Reconcile(const ClaimKey& key,
                    StdSv(st.status().message()));
       return false;
     }
-    spdlog::warn("claim {}: its object was deleted without pdc's finalizer; its devices go by "
-                 "the reclaim policy",
-                 key.ToString());
-    absl::Status s = allocator_->DeleteClaim(key, /*force=*/true);
-    return s.ok() || absl::IsNotFound(s);
+    absl::Status s = ForceLetGo(*have);
+    if (s.ok()) {
+      spdlog::warn("claim {}: its object was deleted without pdc's finalizer; its devices go "
+                   "by the reclaim policy",
+                   key.ToString());
+      return true;
+    }
+    if (!waiting_.contains(key)) {
+      spdlog::warn("claim {}: its object was deleted without pdc's finalizer; the claim is "
+                   "kept while {}",
+                   key.ToString(), StdSv(s.message()));
+    }
+    return false;
   }
 
   const api::ClaimObject& o = *object;
   if (have.ok() && !SameClaim(*have, o)) {
     // The name was deleted and used again: the old claim is gone.
+    absl::Status s = ForceLetGo(*have);
+    if (!s.ok()) {
+      if (!waiting_.contains(key)) {
+        spdlog::warn("claim {}: the object was re-created (UID {}, the claim had {}); the old "
+                     "claim is kept while {}, and the new object waits",
+                     key.ToString(), o.meta.uid, have->uid, StdSv(s.message()));
+      }
+      return false;
+    }
     spdlog::warn("claim {}: the object was re-created (UID {}, the claim had {}); the old "
                  "claim's devices go by its reclaim policy",
                  key.ToString(), o.meta.uid, have->uid);
-    absl::Status s = allocator_->DeleteClaim(key, /*force=*/true);
-    if (!s.ok() && !absl::IsNotFound(s)) return false;
     have = absl::NotFoundError("deleted");
   }
 

@@ -13,10 +13,13 @@
 //    back, or Released, by the reclaim policy, and durable), the store
 //    removes the finalizer and the API deletes the object;
 //  - an object gone without pdc's consent (its finalizer removed by hand)
-//    is deleted from the allocator at once; so is one that a relist no
-//    longer shows and that a read confirms is gone;
+//    is deleted from the allocator; so is one that a relist no longer
+//    shows and that a read confirms is gone;
 //  - an object re-created under the same name (another UID) is another
-//    claim: the old one is deleted, the new one created.
+//    claim: the old one is deleted, the new one created;
+//  - in both cases not while a pod of the claim's VM may run on its
+//    devices: the claim waits for the pod to end (a running VM's drive is
+//    never put on the way to being erased).
 // The status is the allocator's to write (KubeApiStore); the controller
 // never writes it.
 // Thread-safety: the sink methods on the reflector's thread, the retries on
@@ -93,6 +96,11 @@ class ClaimController final : public kube::ReflectorSink {
   // Deletes the claim from the allocator, first releasing a reservation
   // whose pod is gone. FailedPrecondition while the pod lives.
   absl::Status LetGo(const Claim& claim);
+  // Deletes the claim from the allocator although its object is gone
+  // (or another now): its devices go by the reclaim policy. Never while a
+  // pod of its VM may run on them: FailedPrecondition then, and the claim
+  // waits for the pod to end.
+  absl::Status ForceLetGo(const Claim& claim);
   void Track(const ClaimKey& key, bool done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RetryLoop();
   bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || kicked_; }

@@ -13,6 +13,8 @@
 #include "allocator/file_store.h"
 #include "allocator/memory_store.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
 #include "extender/claim_events.h"
 #include "kube/kube_http_client.h"
 #include "spdlog/spdlog.h"
@@ -123,7 +125,7 @@ absl::Status ExtenderApp::StartStandby() {
   eo.retry_period = le.retry_period;
   eo.clock = options_.clock;
   eo.on_started_leading = [this] { promote_.Notify(); };
-  eo.on_lost = [this] { lost_.Notify(); };
+  eo.on_lost = [this] { MarkLost(); };
   elector_ = std::make_unique<kube::LeaderElector>(lease_api_.get(), std::move(eo));
   if (!le.service.empty()) {
     const char* ip = std::getenv("POD_IP");
@@ -180,6 +182,10 @@ absl::Status ExtenderApp::StartStandby() {
   return absl::OkStatus();
 }
 
+void ExtenderApp::MarkLost() {
+  if (!marked_lost_.exchange(true)) lost_.Notify();
+}
+
 void ExtenderApp::Promote() {
   while (!promote_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
     if (stopping_.HasBeenNotified()) return;
@@ -190,7 +196,7 @@ void ExtenderApp::Promote() {
   standby_server_.reset();
   if (absl::Status s = Init(); !s.ok()) {
     spdlog::error("leader election: could not start serving as the leader: {}", s.ToString());
-    lost_.Notify();
+    MarkLost();
     return;
   }
   if (endpoint_slice_.service.empty()) return;
@@ -244,7 +250,16 @@ absl::Status ExtenderApp::Init() {
     KubeApiStore::Options so;
     so.holds_namespace = OwnNamespace(ec.kubernetes.ns);
     so.clock = clock;
-    if (elector_ != nullptr) so.may_write = [e = elector_.get()] { return e->Leading(); };
+    if (elector_ != nullptr) {
+      so.may_write = [e = elector_.get()] { return e->Leading(); };
+      // A leader that can record nothing gives its lease up at once
+      // instead of holding it until a liveness probe restarts it.
+      so.on_failed = [this](const absl::Status& why) {
+        spdlog::critical("leader election: the store failed ({}); giving the lease up",
+                         StdSv(why.message()));
+        MarkLost();
+      };
+    }
     so.owner_of = [vms = vms_.get()](std::string_view ns, std::string_view vm,
                                      std::string_view uid) { return vms->OwnerOf(ns, vm, uid); };
     // events_ is made below, before any status is written.
@@ -272,8 +287,15 @@ absl::Status ExtenderApp::Init() {
   store_ = std::make_unique<TimedStore>(base_store_.get(), clock, sync_seconds);
 
   RecoveryReport report;
+  AllocatorOptions ao = ToAllocatorOptions(config_);
+  if (api_store_ != nullptr) {
+    // A template claim's name still taken by another object: the VM waits.
+    ao.template_name_taken = [s = api_store_](const ClaimKey& key) {
+      return s->WhyNameTaken(key);
+    };
+  }
   absl::StatusOr<std::unique_ptr<Allocator>> allocator =
-      Allocator::Open(ToAllocatorOptions(config_), store_.get(), clock, &report);
+      Allocator::Open(ao, store_.get(), clock, &report);
   if (!allocator.ok()) return allocator.status();
   allocator_ = *std::move(allocator);
   spdlog::info("store recovered: snapshot revision {}, {} records replayed, "
@@ -310,6 +332,7 @@ absl::Status ExtenderApp::Init() {
   if (kube_api_ != nullptr) {
     kube::EventRecorderOptions eo;
     eo.metrics = metrics_->events();
+    if (elector_ != nullptr) eo.may_send = [e = elector_.get()] { return e->Leading(); };
     events_ = std::make_unique<kube::EventRecorder>(kube_api_.get(), "pdc-extender", InstanceName(),
                                               clock, eo);
   }
@@ -389,6 +412,17 @@ absl::Status ExtenderApp::Init() {
   ctx_.metrics = metrics_.get();
   ctx_.events = events_.get();
   ctx_.registry = &registry_;
+  if (api_store_ != nullptr) {
+    ctx_.recorded = [s = api_store_](const BindOutcome& outcome) {
+      for (const BoundClaim& c : outcome.claims) {
+        RETURN_IF_ERROR(s->Recorded(c.key, c.uid, outcome.node, outcome.pod_uid));
+      }
+      return absl::OkStatus();
+    };
+  }
+  if (elector_ != nullptr) {
+    ctx_.leadership_left = [e = elector_.get()] { return e->SureFor(); };
+  }
   if (kube_ != nullptr) {
     BinderOptions bo;
     bo.deadline = ec.bind_deadline;

@@ -74,6 +74,8 @@ class ExtenderApp {
   // The admission webhook's port; 0 when extender.webhook.listen is "".
   uint16_t webhook_port() const;
   Allocator* allocator() const { return allocator_.get(); }
+  // Null unless store: kubernetes with a Kubernetes API.
+  const ClaimController* claim_controller() const { return claims_.get(); }
 
   // Graceful stop, as on SIGTERM (a leader releases its lease last).
   // Idempotent.
@@ -142,7 +144,11 @@ class ExtenderApp {
   std::unique_ptr<HttpServer> standby_server_;
   std::thread promoter_;
   absl::Notification promote_;
-  absl::Notification lost_;
+  absl::Notification lost_;  // Notified through MarkLost() only.
+  std::atomic<bool> marked_lost_{false};
+  // This replica leads no more (lease lost, promotion failed, store
+  // failed): main() stops it, which gives the lease up. Idempotent.
+  void MarkLost();
   uint16_t standby_port_ = 0;  // Init() listens on this port once promoted.
   absl::Notification router_ready_;
   kube::LeaderEndpoint endpoint_slice_;  // service "" = not published.

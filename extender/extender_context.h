@@ -5,11 +5,12 @@
 #define PDC_EXTENDER_EXTENDER_CONTEXT_H_
 
 #include <atomic>
-
 #include <functional>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "allocator/allocator.h"
 #include "api/scheduler_wire.h"
 #include "common/clock.h"
@@ -46,6 +47,15 @@ struct ExtenderContext {
   ExtenderMetrics* metrics = nullptr;  // Null: no metrics.
   kube::EventRecorder* events = nullptr;     // Null: no Kubernetes Events.
   const MetricsRegistry* registry = nullptr;  // Null: /metrics is 404.
+  // Kubernetes mode (store: kubernetes): OK when every claim of a bind is
+  // in the API as that bind made it (KubeApiStore::Recorded), else why not.
+  // A bind is acknowledged only then. Null: the store's Sync says it all.
+  std::function<absl::Status(const BindOutcome&)> recorded;
+  // With several replicas: how long this replica is still sure to lead
+  // (LeaderElector::SureFor); zero or less once it is not. Every write of
+  // the bind saga to the API (the pod's annotation, the Binding, Events)
+  // is sent only while it is, with a timeout within it. Null: always.
+  std::function<absl::Duration()> leadership_left;
 };
 
 // Makes `notifier` follow the allocator: every committed mutation, whoever

@@ -66,6 +66,8 @@ bool HoldsDevices(const Claim& c) {
 void RememberDevices(const Claim& claim, KubeApiStore::ObjectState* st) {
   st->node.clear();
   st->devices.clear();
+  st->reserved_pod_uid =
+      claim.status.reserved_for.has_value() ? claim.status.reserved_for->pod_uid : "";
   if (!HoldsDevices(claim)) return;
   st->node = claim.status.node;
   for (const BoundDevice& d : claim.status.devices) st->devices.push_back(d.address);
@@ -286,6 +288,7 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
   }
   facts_.clear();
   conflicted_.clear();
+  held_.clear();
   for (const api::ClaimObject& o : objects) {
     const ClaimStatus& st = o.claim.status;
     if (conflicted.contains(o.claim.key)) conflicted_[o.claim.key] = o.claim;
@@ -324,6 +327,7 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
       RememberDevices(o.claim, &st);
       objects_[o.claim.key] = st;
       if (conflicted.contains(o.claim.key) || reclaims.contains(o.claim.key)) continue;
+      held_[o.claim.key] = o.claim.uid;
       snapshot.mutations.push_back(PutClaim{o.claim});
       ++claims;
     }
@@ -368,15 +372,20 @@ absl::Status KubeApiStore::Sync(Ticket ticket) {
   if (batch.empty()) return absl::OkStatus();
   const Ticket last = batch.back().ticket;
   absl::Status s = WriteBatch(std::move(batch));
-  absl::MutexLock lock(&mu_);
-  if (!s.ok()) {
+  absl::Status failed;
+  {
+    absl::MutexLock lock(&mu_);
+    if (s.ok()) {
+      synced_ = last;
+      return absl::OkStatus();
+    }
     failed_ = absl::UnavailableError(
         absl::StrCat("the Kubernetes API did not record a change: ", s.message()));
     spdlog::error("{}", StdSv(failed_.message()));
-    return failed_;
+    failed = failed_;
   }
-  synced_ = last;
-  return absl::OkStatus();
+  if (options_.on_failed) options_.on_failed(failed);
+  return failed;
 }
 
 absl::Status KubeApiStore::Health() const {
@@ -387,12 +396,18 @@ absl::Status KubeApiStore::Health() const {
 absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
   // The net effect of the batch: the last state of each claim and node.
   std::map<ClaimKey, std::optional<Claim>> claims;
+  // Of each claim let go, the allocator's UID ("" unknown).
+  std::map<ClaimKey, std::string> dropped;
   std::map<std::string, Holds> nodes;
   for (Pending& p : batch) {
     for (Mutation& m : p.record.mutations) {
       if (auto* put = std::get_if<PutClaim>(&m)) {
+        held_[put->claim.key] = put->claim.uid;
         claims[put->claim.key] = std::move(put->claim);
       } else if (auto* del = std::get_if<DeleteClaim>(&m)) {
+        auto h = held_.find(del->key);
+        dropped[del->key] = h != held_.end() ? h->second : "";
+        if (h != held_.end()) held_.erase(h);
         claims[del->key] = std::nullopt;
       } else if (auto* node = std::get_if<PutNode>(&m)) {
         LearnFacts(node->node.inventory);
@@ -433,7 +448,7 @@ absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
     if (claim.has_value()) RETURN_IF_ERROR(WriteClaim(*claim));
   }
   for (const auto& [key, claim] : claims) {
-    if (!claim.has_value()) RETURN_IF_ERROR(DropClaim(key, nodes));
+    if (!claim.has_value()) RETURN_IF_ERROR(DropClaim(key, dropped[key], nodes));
   }
   // 4. What holds lose; 5. the finalizers of deleted claims whose devices
   // are back on their host driver now.
@@ -597,16 +612,31 @@ absl::Status KubeApiStore::WriteClaim(const Claim& claim, std::string_view confl
         // A claim people created whose object is gone: the claim
         // controller removes it from the allocator.
         spdlog::info("claim {}: its object is gone; status not written", claim.key.ToString());
+        Unrecorded(claim.key, absl::StrCat("the object of claim ", claim.key.ToString(),
+                                           " is gone; its status was not written"));
         return absl::OkStatus();
       }
-      RETURN_IF_ERROR(CreateClaimObject(claim));
+      absl::Status created = CreateClaimObject(claim);
+      if (absl::IsAborted(created)) {
+        // Another object holds the name: this claim has no record, and the
+        // bind that made it is refused (Recorded), the store stays healthy.
+        spdlog::warn("{}", StdSv(created.message()));
+        Unrecorded(claim.key, std::string(created.message()));
+        return absl::OkStatus();
+      }
+      RETURN_IF_ERROR(created);
       continue;
     }
     if (st->claim_uid != claim.uid) {
-      // Another object under the same name (the old one was deleted and
-      // its finalizer removed by hand): not this claim's record.
+      // Another object under the same name (one being erased, withheld,
+      // re-created): not this claim's record. Any bind relying on it is
+      // refused (Recorded); the store stays healthy.
       spdlog::warn("claim {}: the object now has UID {}, not the claim's; status not written",
                    claim.key.ToString(), st->uid);
+      Unrecorded(claim.key,
+                 absl::StrCat("PersistentDeviceClaim ", claim.key.ToString(), " (UID ", st->uid,
+                              ") is another object than the claim's; its status was not "
+                              "written"));
       return absl::OkStatus();
     }
     std::vector<api::ClaimCondition> conditions = api::ConditionsOf(
@@ -626,6 +656,7 @@ absl::Status KubeApiStore::WriteClaim(const Claim& claim, std::string_view confl
           it->second.conditions = std::move(conditions);
           RememberDevices(claim, &it->second);
         }
+        unrecorded_.erase(claim.key);
       }
       if (options_.on_status) options_.on_status(claim, st->uid, st->phase);
       return absl::OkStatus();
@@ -697,9 +728,22 @@ absl::Status KubeApiStore::CreateClaimObject(const Claim& claim) {
   return absl::OkStatus();
 }
 
-absl::Status KubeApiStore::DropClaim(const ClaimKey& key,
+absl::Status KubeApiStore::DropClaim(const ClaimKey& key, std::string_view claim_uid,
                                      const std::map<std::string, Holds>& batch_holds) {
   std::optional<ObjectState> st = Object(key);
+  {
+    absl::MutexLock lock(&mu_);
+    unrecorded_.erase(key);
+  }
+  if (st.has_value() && !claim_uid.empty() && st->claim_uid != claim_uid) {
+    // The object under the name records another claim (one being erased,
+    // withheld, re-created): the claim let go never had a record there, and
+    // that object is not its to delete or to release.
+    spdlog::info("claim {} (uid {}) let go; the object of that name (UID {}) is another "
+                 "claim's and is left alone",
+                 key.ToString(), claim_uid, st->uid);
+    return absl::OkStatus();
+  }
   if (st.has_value() && st->generated && !st->deleting) {
     // A claim pdc generated for a VM, let go while its object stays (the
     // bind that created it was undone, its VM is gone): the object goes
@@ -883,6 +927,7 @@ void KubeApiStore::Observe(const api::ObjectMeta& meta) {
     st.conditions = it->second.conditions;
     st.node = it->second.node;
     st.devices = it->second.devices;
+    st.reserved_pod_uid = it->second.reserved_pod_uid;
   } else if (auto c = creating_.find(key); c != creating_.end()) {
     st.claim_uid = c->second;
   }
@@ -899,6 +944,7 @@ void KubeApiStore::Remember(const ClaimKey& key, ObjectState state) {
       state.node = it->second.node;
       state.devices = it->second.devices;
     }
+    if (state.reserved_pod_uid.empty()) state.reserved_pod_uid = it->second.reserved_pod_uid;
     if (RvNumber(state.resource_version) < RvNumber(it->second.resource_version)) {
       it->second.claim_uid = state.claim_uid;
       return;
@@ -943,6 +989,75 @@ std::optional<KubeApiStore::ObjectState> KubeApiStore::Object(const ClaimKey& ke
   auto it = objects_.find(key);
   if (it == objects_.end()) return std::nullopt;
   return it->second;
+}
+
+void KubeApiStore::Unrecorded(const ClaimKey& key, std::string why) {
+  absl::MutexLock lock(&mu_);
+  unrecorded_[key] = std::move(why);
+}
+
+absl::Status KubeApiStore::Recorded(const ClaimKey& key, std::string_view claim_uid,
+                                    std::string_view node, std::string_view pod_uid) const {
+  absl::MutexLock lock(&mu_);
+  if (auto u = unrecorded_.find(key); u != unrecorded_.end()) {
+    return absl::FailedPreconditionError(u->second);
+  }
+  auto it = objects_.find(key);
+  if (it == objects_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no PersistentDeviceClaim ", key.ToString(), " is in the API"));
+  }
+  const ObjectState& st = it->second;
+  if (st.claim_uid != claim_uid) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("PersistentDeviceClaim ", key.ToString(), " in the API (UID ", st.uid,
+                     ") is another object than the claim's"));
+  }
+  if (st.phase != ClaimPhase::kBound || st.node != node || st.reserved_pod_uid != pod_uid) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("PersistentDeviceClaim ", key.ToString(), " (UID ", st.uid,
+                     ") is not recorded as Bound on node ", Sv(node), " for pod UID ",
+                     Sv(pod_uid), " in the API"));
+  }
+  return absl::OkStatus();
+}
+
+std::string KubeApiStore::WhyNameTaken(const ClaimKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return "";
+  const ObjectState& st = it->second;
+  const std::string object =
+      absl::StrCat("PersistentDeviceClaim ", key.ToString(), " (UID ", st.uid, ")");
+  if (auto r = reclaiming_.find(key); r != reclaiming_.end() && r->second.uid == st.uid) {
+    std::vector<std::string> devices;
+    for (PciAddress a : r->second.devices) devices.push_back(a.ToString());
+    return absl::StrCat(object, " is being deleted and waits until pdc-node on node ",
+                        r->second.node, " has erased device(s) ", absl::StrJoin(devices, ","),
+                        " and returned them to their host driver (reclaimPolicy Delete); the "
+                        "VM gets a new claim of that name once that object is gone");
+  }
+  if (withheld_.contains(key)) {
+    return absl::StrCat(object,
+                        " is withheld for a device conflict (condition DeviceConflict): the "
+                        "VM waits until an administrator deletes the wrong claim and that "
+                        "object is gone");
+  }
+  std::vector<std::string> others;
+  for (const std::string& f : st.finalizers) {
+    if (f != api::kClaimFinalizer) others.push_back(f);
+  }
+  if (st.deleting) {
+    return absl::StrCat(object, " is being deleted",
+                        others.empty() ? ""
+                                       : absl::StrCat(" and waits for finalizer(s) ",
+                                                      absl::StrJoin(others, ","),
+                                                      " that pdc does not own"),
+                        "; the VM gets a new claim of that name once that object is gone");
+  }
+  return absl::StrCat(object,
+                      " exists but is no claim pdc holds (not taken up yet, or its spec was "
+                      "refused); the VM waits until that object is taken up or deleted");
 }
 
 bool KubeApiStore::Withheld(const ClaimKey& key) const {

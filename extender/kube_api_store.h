@@ -104,6 +104,10 @@ class KubeApiStore final : public Store {
     // the new leader wrote: its write fails and so does the store (Health).
     // Empty: always.
     std::function<bool()> may_write;
+    // Called once, on the writing thread, when the store fails for good
+    // (Health): with several replicas the leader gives its lease up then,
+    // rather than hold it while it can record nothing. May be empty.
+    std::function<void(const absl::Status&)> on_failed;
   };
 
   // `api` must outlive the store.
@@ -142,6 +146,9 @@ class KubeApiStore final : public Store {
     // as this process knows.
     std::string node = {};
     std::vector<PciAddress> devices = {};
+    // The pod its status last reserved it for ("" none), as far as this
+    // process knows.
+    std::string reserved_pod_uid = {};
   };
   // News from the claim watch: a newer resourceVersion of an object (an
   // older one, or one of an object the store has under another UID, is
@@ -169,6 +176,20 @@ class KubeApiStore final : public Store {
   // Takes the finalizer off `key`'s object when its devices are back (OK,
   // and nothing done, while they are not).
   absl::Status SettleReclaim(const ClaimKey& key);
+
+  // Whether the API holds the claim `key` with allocator UID `claim_uid`
+  // as Bound on `node` and reserved for pod `pod_uid`, as this process last
+  // wrote or read it (the answer of a write is at least as new as the
+  // write): OK, else FailedPrecondition saying what the API holds instead
+  // (another object under the name, none, another state). What a bind
+  // checks before it is acknowledged.
+  absl::Status Recorded(const ClaimKey& key, std::string_view claim_uid, std::string_view node,
+                        std::string_view pod_uid) const;
+  // Why the name `key` is taken by an object that is no claim the
+  // allocator holds (AllocatorOptions::template_name_taken): being erased,
+  // withheld for a conflict, kept by another finalizer, or not (yet)
+  // taken up; "" when the store knows no object of that name.
+  std::string WhyNameTaken(const ClaimKey& key) const;
 
   std::vector<ClaimConflict> conflicts() const;
   // A claim left out of the allocator at recovery for a conflict: it stays
@@ -213,8 +234,14 @@ class KubeApiStore final : public Store {
   absl::Status CreateClaimObject(const Claim& claim);
   // The claim is gone from the allocator; `batch_holds` are the holds the
   // batch writes (of the nodes it changes).
-  absl::Status DropClaim(const ClaimKey& key, const std::map<std::string, Holds>& batch_holds)
+  // `claim_uid`: the allocator's UID of the claim let go ("" unknown); an
+  // object under the key that records another claim is left alone.
+  absl::Status DropClaim(const ClaimKey& key, std::string_view claim_uid,
+                         const std::map<std::string, Holds>& batch_holds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // A claim's record the store could not write (another object under its
+  // key, or none): kept until a write records it; Recorded() says why.
+  void Unrecorded(const ClaimKey& key, std::string why);
   // Of `devices`, those `holds` return to their host driver.
   static std::vector<PciAddress> Returning(const std::vector<PciAddress>& devices,
                                            const Holds& holds);
@@ -246,6 +273,10 @@ class KubeApiStore final : public Store {
   // the allocator records (and, until a node reports, the claims' status).
   absl::flat_hash_map<std::string, std::vector<std::pair<PciAddress, api::DeviceFacts>>> facts_
       ABSL_GUARDED_BY(write_mu_);
+  // The allocator's UID of the claim it holds under each key, as the
+  // records say (Recover, then every PutClaim and DeleteClaim written): so
+  // that letting a claim go never touches an object that is not its own.
+  absl::flat_hash_map<ClaimKey, std::string> held_ ABSL_GUARDED_BY(write_mu_);
   // The claims left out for a conflict, as the API has them.
   absl::flat_hash_map<ClaimKey, Claim> conflicted_ ABSL_GUARDED_BY(write_mu_);
 
@@ -260,6 +291,8 @@ class KubeApiStore final : public Store {
   absl::flat_hash_map<ClaimKey, std::string> creating_ ABSL_GUARDED_BY(mu_);
   std::vector<ClaimConflict> conflicts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<ClaimKey> withheld_ ABSL_GUARDED_BY(mu_);
+  // Claims whose last record could not be written, and why.
+  absl::flat_hash_map<ClaimKey, std::string> unrecorded_ ABSL_GUARDED_BY(mu_);
   // Deleted claims whose devices are on their way back to the host driver.
   struct Reclaim {
     std::string uid;  // Of the object.

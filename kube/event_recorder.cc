@@ -454,6 +454,10 @@ absl::Status EventRecorder::Call(std::string_view method, const std::string& pat
     if (budget <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError(absl::StrCat(Sv(what), ": stopped"));
     }
+    if (options_.may_send && !options_.may_send()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(Sv(what), ": not sent, this replica is no longer the leader"));
+    }
     absl::StatusOr<HttpResponse> r = api_->Call(method, path, body, content_type, what, budget);
     absl::Status s = !r.ok() ? r.status()
                      : (r->status >= 200 && r->status < 300)

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <deque>
 #include <list>
 #include <string>
@@ -186,6 +187,11 @@ struct EventRecorderOptions {
   // (ExtenderMetrics::events(), pdc_events_total{result}). Must outlive the
   // recorder.
   CounterFamily* metrics = nullptr;
+  // With several replicas: whether this one may still write (it is sure
+  // it leads). Asked before every call; an Event it may not send is
+  // dropped (kDroppedSendFailed), so a deposed leader tells users nothing
+  // the new one did not decide. Empty: always.
+  std::function<bool()> may_send;
 };
 
 // Results so far, by EventResult.

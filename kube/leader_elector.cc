@@ -43,6 +43,12 @@ bool LeaderElector::Leading() const {
          options_.clock->Now() < renewed_at_ + options_.renew_deadline;
 }
 
+absl::Duration LeaderElector::SureFor() const {
+  absl::MutexLock l(&mu_);
+  if (!leading_) return -absl::InfiniteDuration();
+  return renewed_at_ + options_.renew_deadline - options_.clock->Now();
+}
+
 bool LeaderElector::Lost() const {
   absl::MutexLock l(&mu_);
   return lost_;

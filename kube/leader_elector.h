@@ -70,6 +70,11 @@ class LeaderElector {
   // True while this replica holds the lease and its last renewal was sent
   // less than renewDeadline ago: the gate every leader-only action passes.
   bool Leading() const;
+  // How much longer Leading() stays true without another renewal (zero or
+  // less once it is false): a write sent with a timeout within it ends
+  // before any other replica can take the lease (leaseDuration -
+  // renewDeadline later at the earliest).
+  absl::Duration SureFor() const;
   // Whether this replica has lost the lease it held (it never leads again).
   bool Lost() const;
   // The holder this replica last saw in the Lease ("" = none or unknown).

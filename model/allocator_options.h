@@ -5,6 +5,8 @@
 #define PDC_MODEL_ALLOCATOR_OPTIONS_H_
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -35,6 +37,15 @@ struct AllocatorOptions {
   // Off for clusters where pdc-node is not the device plugin (nothing would
   // confirm).
   bool serialize_handoffs = false;
+  // Where claims are objects of another system (Kubernetes mode): why the
+  // name of a template claim the allocator does not hold is still taken by
+  // an object that is not the VM's claim (one being erased, withheld for a
+  // conflict, kept by a foreign finalizer), "" when it is free. A VM whose
+  // template claim name is taken waits (a filter verdict that may clear, a
+  // refused bind) and never binds into that object, as the StatefulSet
+  // controller waits for a PVC being deleted. Called under the allocator's
+  // lock: it must not call back into the allocator. Empty: never taken.
+  std::function<std::string(const ClaimKey&)> template_name_taken;
 };
 
 }  // namespace pdc

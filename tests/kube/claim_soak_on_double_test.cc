@@ -1,0 +1,237 @@
+// A randomized soak of Kubernetes mode against the kube-apiserver double on
+// a real etcd: VMs created, started, stopped, deleted and re-created under
+// the same names, their claims deleted, node-a's driver reporting erases as
+// done, with apiserver delays, failures and lost answers and pdc-extender
+// restarts (what a leader kill leaves: the process keeps nothing the API
+// does not hold), under templateReclaimPolicy Delete and Retain. The
+// invariants (tests/kube/claim_invariants.h) are checked after every step.
+// Seeded (PDC_SOAK_SEED, default 31); PDC_SOAK_STEPS steps per policy
+// (default 100: seconds, for ctest).
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "api/rest_json.h"
+#include "tests/kube/claim_invariants.h"
+#include "tests/kube/extender_on_double.h"
+
+namespace pdc::testing {
+namespace {
+
+int64_t EnvInt(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  int64_t n = 0;
+  return v != nullptr && absl::SimpleAtoi(v, &n) && n > 0 ? n : fallback;
+}
+
+class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
+                              public ::testing::WithParamInterface<ReclaimPolicy> {
+ protected:
+  void TearDown() override {
+    ExtenderOnDoubleTest::TearDown();
+    if (IsSkipped()) return;
+    DeleteAllClaims();
+  }
+
+  static constexpr int kVms = 3;
+  static constexpr int kDrives = 4;
+
+  struct Vm {
+    std::string name;
+    bool exists = false;
+    std::string vmi_uid;
+    std::string pod;  // "" no pod.
+    std::string pod_uid;
+    std::string pod_json;
+    int generation = 0;  // Pods made, for their names.
+  };
+
+  // node-a's drives; each on vfio-pci while pdc holds it for a claim or as
+  // Released, else on nvme (an erase has finished).
+  void Report() {
+    std::map<std::string, std::string> driver;
+    absl::StatusOr<HttpResponse> listed = pdc_->Get("/v1/devices");
+    if (listed.ok() && listed->status == 200) {
+      absl::StatusOr<std::vector<api::DeviceListing>> devices = api::ParseDeviceList(listed->body);
+      if (devices.ok()) {
+        for (const api::DeviceListing& d : *devices) {
+          const bool held =
+              d.state == api::DeviceState::kAllocated || d.state == api::DeviceState::kReleased;
+          driver[d.device.address.ToString()] = held ? "vfio-pci" : "nvme";
+        }
+      }
+    }
+    std::vector<Device> inventory;
+    for (int i = 0; i < kDrives; ++i) {
+      Device d = NvmeDevice(Addr(absl::StrCat("0000:", absl::Hex(0x3b + i, absl::kZeroPad2),
+                                              ":00.0")),
+                            12 + i, 0, absl::StrCat("SN", i));
+      auto it = driver.find(d.address.ToString());
+      d.driver = it == driver.end() ? "nvme" : it->second;
+      inventory.push_back(d);
+    }
+    absl::StatusOr<HttpResponse> r =
+        pdc_->Put("/v1/nodes/node-a/inventory", api::WriteInventory(Inventory("node-a", inventory)));
+    EXPECT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
+  }
+
+  // An administrator makes one Released drive free again (pdcctl release
+  // device).
+  void ReleaseOne() {
+    absl::StatusOr<HttpResponse> listed = pdc_->Get("/v1/devices");
+    if (!listed.ok() || listed->status != 200) return;
+    absl::StatusOr<std::vector<api::DeviceListing>> devices = api::ParseDeviceList(listed->body);
+    if (!devices.ok()) return;
+    for (const api::DeviceListing& d : *devices) {
+      if (d.state != api::DeviceState::kReleased) continue;
+      (void)pdc_->Post(absl::StrCat("/v1/nodes/node-a/devices/", d.device.address.ToString(),
+                                    "/release"),
+                       "");
+      return;
+    }
+  }
+
+  void DeletePod(Vm& vm) {
+    if (vm.pod.empty()) return;
+    Call("DELETE", Pods(absl::StrCat("/", vm.pod)),
+         R"({"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0})");
+    vm.pod.clear();
+  }
+};
+
+TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
+  const ReclaimPolicy policy = GetParam();
+  configure_ = [policy](PdcConfig* c) {
+    c->extender.template_reclaim_policy = policy;
+    c->extender.bind_deadline = absl::Seconds(4);
+    // No pdc-node confirms hand-offs here: the gate would refuse every VM
+    // after the first.
+    c->extender.serialize_handoffs = false;
+  };
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  Report();
+  ClaimInvariants invariants(client_.get(), ns_);
+  const int64_t steps = EnvInt("PDC_SOAK_STEPS", 100);
+  std::mt19937 rng(static_cast<uint32_t>(EnvInt("PDC_SOAK_SEED", 31)) +
+                   (policy == ReclaimPolicy::kDelete ? 0 : 1));
+  std::vector<Vm> vms(kVms);
+  for (int i = 0; i < kVms; ++i) vms[i].name = absl::StrCat("vm", i);
+  std::map<std::string, int64_t> done;
+  int64_t acked = 0;
+
+  for (int64_t step = 0; step < steps; ++step) {
+    Vm& vm = vms[std::uniform_int_distribution<int>(0, kVms - 1)(rng)];
+    const int action = std::uniform_int_distribution<int>(0, 9)(rng);
+    std::string what;
+    switch (action) {
+      case 0:
+      case 1:  // Create (or re-create) the VM.
+        if (vm.exists) {
+          what = "report";
+          Report();
+          break;
+        }
+        what = "create VM";
+        vm.vmi_uid = CreateVm(vm.name);
+        vm.exists = true;
+        break;
+      case 2:
+      case 3:
+      case 4: {  // Start it: a pod, filter, bind (maybe with a fault).
+        if (!vm.exists || !vm.pod.empty()) {
+          what = "report";
+          Report();
+          break;
+        }
+        what = "start VM";
+        vm.pod = absl::StrCat("virt-launcher-", vm.name, "-", ++vm.generation);
+        vm.pod_json = CreatePod(vm.name, vm.pod, vm.vmi_uid);
+        rapidjson::Document d;
+        d.Parse(vm.pod_json.data(), vm.pod_json.size());
+        vm.pod_uid = kube::GetString(d, {"metadata", "uid"});
+        switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
+          case 0:
+            what += " (claim write delayed)";
+            api_->DelayRequests({"PATCH", "/persistentdeviceclaims/"}, 1, absl::Milliseconds(300));
+            break;
+          case 1:
+            what += " (Binding answer lost)";
+            api_->DropAfterCommit({"POST", "/binding"}, 1);
+            break;
+          case 2:
+            what += " (annotation refused)";
+            api_->FailRequests({"PATCH", absl::StrCat("/pods/", vm.pod)}, 1, 500);
+            break;
+          default:
+            break;
+        }
+        (void)Filter(vm.pod_json);
+        const std::string answer = Bind(vm.pod, vm.pod_uid).body;
+        api_->ClearFaults();
+        if (answer == R"({"Error":""})") {
+          invariants.Acknowledged({vm.pod, vm.pod_uid, {absl::StrCat(vm.name, "-nvme")}});
+          ++acked;
+        }
+        break;
+      }
+      case 5:  // Stop it.
+        what = "stop VM";
+        DeletePod(vm);
+        break;
+      case 6:  // Delete it.
+        if (!vm.exists) {
+          what = "report";
+          Report();
+          break;
+        }
+        what = "delete VM";
+        DeletePod(vm);
+        Call("DELETE", Vmis(absl::StrCat("/", vm.name)));
+        Call("DELETE", Vms(absl::StrCat("/", vm.name)));
+        vm.exists = false;
+        break;
+      case 7:  // kubectl delete its claim.
+        what = "delete claim";
+        Call("DELETE", Claims(absl::StrCat("/", vm.name, "-nvme")));
+        break;
+      case 8:  // The node's driver reports (erases done); Released drives freed.
+        what = "report";
+        ReleaseOne();
+        Report();
+        break;
+      case 9:  // pdc-extender killed (a leader kill: the next starts from the API).
+        what = "restart";
+        RestartExtender(StoreKind::kKubernetes);
+        ASSERT_TRUE(AwaitReady());
+        Report();
+        break;
+    }
+    ++done[what.substr(0, what.find(' ') == std::string::npos ? what.size() : what.find(" ("))];
+    std::vector<std::string> v = invariants.Check();
+    EXPECT_TRUE(v.empty()) << "step " << step << " (" << what << ", " << vm.name
+                           << "): " << ::testing::PrintToString(v);
+  }
+  std::string summary;
+  for (const auto& [what, n] : done) absl::StrAppend(&summary, " ", what, "=", n);
+  std::cout << "soak (" << ToString(policy) << "): " << invariants.steps() << " steps, "
+            << acked << " binds acknowledged, " << invariants.violations()
+            << " violations;" << summary << std::endl;
+  RecordProperty("steps", static_cast<int>(invariants.steps()));
+  RecordProperty("violations", static_cast<int>(invariants.violations()));
+  EXPECT_EQ(invariants.violations(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, ClaimSoakOnDoubleTest,
+                         ::testing::Values(ReclaimPolicy::kDelete, ReclaimPolicy::kRetain),
+                         [](const ::testing::TestParamInfo<ReclaimPolicy>& p) {
+                           return std::string(ToString(p.param));
+                         });
+
+}  // namespace
+}  // namespace pdc::testing
