@@ -27,11 +27,11 @@
 namespace pdc::testing {
 namespace {
 
-using kube::EventRecorder;
-using kube::EventRecorderOptions;
-using kube::EventResult;
-using kube::EventType;
-using kube::ObjectRef;
+using pdc::kube::EventRecorder;
+using pdc::kube::EventRecorderOptions;
+using pdc::kube::EventResult;
+using pdc::kube::EventType;
+using pdc::kube::ObjectRef;
 using ::testing::HasSubstr;
 
 // 2023-11-14T22:13:20.123456789Z
@@ -52,10 +52,10 @@ uint16_t ClosedPort() {
   return ntohs(a.sin_port);
 }
 
-std::unique_ptr<kube::KubeApi> Connect(const std::string& server) {
-  kube::KubeClientConfig c;
+std::unique_ptr<pdc::kube::KubeApi> Connect(const std::string& server) {
+  pdc::kube::KubeClientConfig c;
   c.server = server;
-  absl::StatusOr<std::unique_ptr<kube::KubeApi>> api = kube::KubeApi::Connect(c);
+  absl::StatusOr<std::unique_ptr<pdc::kube::KubeApi>> api = pdc::kube::KubeApi::Connect(c);
   EXPECT_TRUE(api.ok()) << api.status();
   return api.ok() ? *std::move(api) : nullptr;
 }
@@ -69,12 +69,12 @@ class EventRecorderTest : public KubeDoubleTest {
     ASSERT_NE(kube_, nullptr);
   }
 
-  std::unique_ptr<kube::EventRecorder> NewRecorder(const Clock* clock, kube::EventRecorderOptions o = {}) {
-    return std::make_unique<kube::EventRecorder>(kube_.get(), "pdc-extender", "pdc-extender-7c9f-x2",
+  std::unique_ptr<pdc::kube::EventRecorder> NewRecorder(const Clock* clock, pdc::kube::EventRecorderOptions o = {}) {
+    return std::make_unique<pdc::kube::EventRecorder>(kube_.get(), "pdc-extender", "pdc-extender-7c9f-x2",
                                            clock, o);
   }
 
-  kube::ObjectRef Pod(std::string name = "virt-launcher-vm1-abcde", std::string uid = "uid-1") const {
+  pdc::kube::ObjectRef Pod(std::string name = "virt-launcher-vm1-abcde", std::string uid = "uid-1") const {
     return {"v1", "Pod", ns_, std::move(name), std::move(uid)};
   }
 
@@ -116,17 +116,17 @@ class EventRecorderTest : public KubeDoubleTest {
     return false;
   }
 
-  std::unique_ptr<kube::KubeApi> kube_;
+  std::unique_ptr<pdc::kube::KubeApi> kube_;
 };
 
 TEST_F(EventRecorderTest, FirstEventIsPostedWithClientGoFields) {
   FakeClock clock(kT0);
   MetricsRegistry registry;
   extender::ExtenderMetrics metrics(&registry, nullptr, &clock, "test");
-  kube::EventRecorderOptions o;
+  pdc::kube::EventRecorderOptions o;
   o.metrics = metrics.events();
-  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock, o);
-  events->Record(Pod(), kube::EventType::kNormal, "ClaimBound",
+  std::unique_ptr<pdc::kube::EventRecorder> events = NewRecorder(&clock, o);
+  events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimBound",
                  "claim c1 bound: device 0000:3b:00.0 on node-a");
   events->WaitIdle();
 
@@ -152,15 +152,15 @@ TEST_F(EventRecorderTest, FirstEventIsPostedWithClientGoFields) {
   EXPECT_EQ(kube::GetString(e, {"reportingComponent"}), "pdc-extender");
   EXPECT_EQ(kube::GetString(e, {"reportingInstance"}), "pdc-extender-7c9f-x2");
 
-  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 1);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kSent], 1);
   EXPECT_THAT(registry.Render(), HasSubstr("pdc_events_total{result=\"sent\"} 1\n"));
 }
 
 TEST_F(EventRecorderTest, WarningOnAClaim) {
   FakeClock clock(kT0);
-  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
+  std::unique_ptr<pdc::kube::EventRecorder> events = NewRecorder(&clock);
   events->Record({"pdc.kubevirt.io/v1alpha1", "PersistentDeviceClaim", ns_, "c1", "uid-c1"},
-                 kube::EventType::kWarning, "ClaimLost", "node-a stopped reporting");
+                 pdc::kube::EventType::kWarning, "ClaimLost", "node-a stopped reporting");
   events->WaitIdle();
   std::vector<kube::Document> list = ListEvents();
   ASSERT_EQ(list.size(), 1u);
@@ -172,11 +172,11 @@ TEST_F(EventRecorderTest, WarningOnAClaim) {
 
 TEST_F(EventRecorderTest, RepeatWithinWindowPatchesCountAndLastTimestamp) {
   FakeClock clock(kT0);
-  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
-  events->Record(Pod(), kube::EventType::kWarning, "HandoffCancelled", "the target pod was deleted");
+  std::unique_ptr<pdc::kube::EventRecorder> events = NewRecorder(&clock);
+  events->Record(Pod(), pdc::kube::EventType::kWarning, "HandoffCancelled", "the target pod was deleted");
   events->WaitIdle();
   clock.Advance(absl::Minutes(3));
-  events->Record(Pod(), kube::EventType::kWarning, "HandoffCancelled", "the target pod was deleted");
+  events->Record(Pod(), pdc::kube::EventType::kWarning, "HandoffCancelled", "the target pod was deleted");
   events->WaitIdle();
 
   std::vector<kube::Document> list = ListEvents();
@@ -187,16 +187,16 @@ TEST_F(EventRecorderTest, RepeatWithinWindowPatchesCountAndLastTimestamp) {
   EXPECT_EQ(kube::GetString(list[0], {"lastTimestamp"}), "2023-11-14T22:16:20Z");
   EXPECT_EQ(Requests(Cat("PATCH ", EventsPath(), "/", name)), 1);
   EXPECT_EQ(Requests(Cat("POST ", EventsPath())), 1);
-  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 1);
-  EXPECT_EQ(events->counts()[kube::EventResult::kAggregated], 1);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kSent], 1);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kAggregated], 1);
 }
 
 TEST_F(EventRecorderTest, RepeatAfterTenMinutesIsNewEvent) {
   FakeClock clock(kT0);
-  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
-  events->Record(Pod(), kube::EventType::kNormal, "ClaimReleased", "claim c1 released");
+  std::unique_ptr<pdc::kube::EventRecorder> events = NewRecorder(&clock);
+  events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimReleased", "claim c1 released");
   clock.Advance(absl::Minutes(10) + absl::Seconds(1));
-  events->Record(Pod(), kube::EventType::kNormal, "ClaimReleased", "claim c1 released");
+  events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimReleased", "claim c1 released");
   events->WaitIdle();
 
   std::vector<kube::Document> list = ListEvents();
@@ -204,14 +204,14 @@ TEST_F(EventRecorderTest, RepeatAfterTenMinutesIsNewEvent) {
   for (const kube::Document& e : list) EXPECT_EQ(kube::GetInt(e, {"count"}), 1);
   EXPECT_EQ(kube::GetString(list[0], {"firstTimestamp"}), "2023-11-14T22:13:20Z");
   EXPECT_EQ(kube::GetString(list[1], {"firstTimestamp"}), "2023-11-14T22:23:21Z");
-  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 2);
-  EXPECT_EQ(events->counts()[kube::EventResult::kAggregated], 0);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kSent], 2);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kAggregated], 0);
 }
 
 TEST_F(EventRecorderTest, ExpiredEventIsCreatedAgainUnderItsName) {
   FakeClock clock(kT0);
-  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
-  events->Record(Pod(), kube::EventType::kNormal, "ClaimRecovered", "node-a reports again");
+  std::unique_ptr<pdc::kube::EventRecorder> events = NewRecorder(&clock);
+  events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimRecovered", "node-a reports again");
   events->WaitIdle();
   std::vector<kube::Document> list = ListEvents();
   ASSERT_EQ(list.size(), 1u);
@@ -220,7 +220,7 @@ TEST_F(EventRecorderTest, ExpiredEventIsCreatedAgainUnderItsName) {
   ASSERT_EQ(Call("DELETE", Cat(EventsPath(), "/", name)).status, 200);
 
   clock.Advance(absl::Minutes(1));
-  events->Record(Pod(), kube::EventType::kNormal, "ClaimRecovered", "node-a reports again");
+  events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimRecovered", "node-a reports again");
   events->WaitIdle();
   list = ListEvents();
   ASSERT_EQ(list.size(), 1u);
@@ -229,17 +229,17 @@ TEST_F(EventRecorderTest, ExpiredEventIsCreatedAgainUnderItsName) {
   EXPECT_EQ(kube::GetString(list[0], {"firstTimestamp"}), "2023-11-14T22:13:20Z");
   EXPECT_EQ(kube::GetString(list[0], {"lastTimestamp"}), "2023-11-14T22:14:20Z");
   EXPECT_EQ(Requests(Cat("PATCH ", EventsPath(), "/", name)), 1);
-  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 2);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kSent], 2);
 }
 
 TEST_F(EventRecorderTest, BadInputNeverMakesAnInvalidRequest) {
   FakeClock clock(kT0);
-  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
+  std::unique_ptr<pdc::kube::EventRecorder> events = NewRecorder(&clock);
   std::string message = "device \"0000:3b:00.0\"\n\xFF\xC3 conflict ";
   message.append(5000, 'x');
-  events->Record(Pod("Virt_Launcher.-VM1"), kube::EventType::kWarning, "device conflict!", message);
-  events->Record(Pod(""), kube::EventType::kNormal, "ClaimBound", "no name");
-  events->Record({"v1", "Pod", "Bad/Namespace", "p", "u"}, kube::EventType::kNormal, "ClaimBound", "m");
+  events->Record(Pod("Virt_Launcher.-VM1"), pdc::kube::EventType::kWarning, "device conflict!", message);
+  events->Record(Pod(""), pdc::kube::EventType::kNormal, "ClaimBound", "no name");
+  events->Record({"v1", "Pod", "Bad/Namespace", "p", "u"}, pdc::kube::EventType::kNormal, "ClaimBound", "m");
   events->WaitIdle();
 
   std::vector<kube::Document> list = ListEvents();
@@ -248,30 +248,30 @@ TEST_F(EventRecorderTest, BadInputNeverMakesAnInvalidRequest) {
                                "virt-launcher.vm1.17979cfe3d85cd15"));
   EXPECT_EQ(kube::GetString(list[0], {"reason"}), "DeviceConflict");
   const std::string stored = kube::GetString(list[0], {"message"});
-  EXPECT_LE(stored.size(), kube::kMaxEventMessage);
+  EXPECT_LE(stored.size(), pdc::kube::kMaxEventMessage);
   EXPECT_TRUE(
       absl::StartsWith(stored, "device \"0000:3b:00.0\"\n\xEF\xBF\xBD\xEF\xBF\xBD conflict x"))
       << stored.substr(0, 40);
-  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 1);
-  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedInvalid], 2);
-  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedSendFailed], 0);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kSent], 1);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kDroppedInvalid], 2);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kDroppedSendFailed], 0);
 }
 
 TEST_F(EventRecorderTest, FullQueueDropsAndCounts) {
   FakeClock clock(kT0);
-  kube::EventRecorderOptions o;
+  pdc::kube::EventRecorderOptions o;
   o.queue_limit = 3;
-  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock, o);
+  std::unique_ptr<pdc::kube::EventRecorder> events = NewRecorder(&clock, o);
   // The sender is held in its first POST while the queue fills.
   api_->DelayRequests({"POST", EventsPath()}, 1, absl::Seconds(2));
-  events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", "first");
+  events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimBound", "first");
   ASSERT_TRUE(AwaitRequest(Cat("POST ", EventsPath())));
   for (int i = 0; i < 5; ++i) {
-    events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", absl::StrCat("more ", i));
+    events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimBound", absl::StrCat("more ", i));
   }
-  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedQueueFull], 2);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kDroppedQueueFull], 2);
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 4);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kSent], 4);
   std::vector<std::string> messages;
   for (const kube::Document& e : ListEvents()) messages.push_back(kube::GetString(e, {"message"}));
   std::sort(messages.begin(), messages.end());
@@ -280,50 +280,50 @@ TEST_F(EventRecorderTest, FullQueueDropsAndCounts) {
 
 TEST_F(EventRecorderTest, SpammyObjectIsThrottled) {
   FakeClock clock(kT0);
-  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);
+  std::unique_ptr<pdc::kube::EventRecorder> events = NewRecorder(&clock);
   for (int i = 0; i < 30; ++i) {
-    events->Record(Pod(), kube::EventType::kWarning, "DeviceConflict", absl::StrCat("conflict ", i));
+    events->Record(Pod(), pdc::kube::EventType::kWarning, "DeviceConflict", absl::StrCat("conflict ", i));
   }
-  events->Record(Pod("other-pod", "uid-2"), kube::EventType::kNormal, "ClaimBound", "unaffected");
+  events->Record(Pod("other-pod", "uid-2"), pdc::kube::EventType::kNormal, "ClaimBound", "unaffected");
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 26);
-  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedSpam], 5);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kSent], 26);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kDroppedSpam], 5);
   EXPECT_EQ(ListEvents().size(), 26u);
 
   // One token back after 5 minutes.
   clock.Advance(absl::Minutes(5));
-  events->Record(Pod(), kube::EventType::kWarning, "DeviceConflict", "after a pause");
-  events->Record(Pod(), kube::EventType::kWarning, "DeviceConflict", "too soon again");
+  events->Record(Pod(), pdc::kube::EventType::kWarning, "DeviceConflict", "after a pause");
+  events->Record(Pod(), pdc::kube::EventType::kWarning, "DeviceConflict", "too soon again");
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 27);
-  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedSpam], 6);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kSent], 27);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kDroppedSpam], 6);
 }
 
 TEST_F(EventRecorderTest, ServerErrorsAreRetriedWithBackoffThenDropped) {
   FakeClock clock(kT0);
-  std::unique_ptr<kube::EventRecorder> events = NewRecorder(&clock);  // 3 attempts.
+  std::unique_ptr<pdc::kube::EventRecorder> events = NewRecorder(&clock);  // 3 attempts.
   const std::string post = Cat("POST ", EventsPath());
 
   api_->FailRequests({"POST", EventsPath()}, 2, 500);
-  events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", "third time lucky");
+  events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimBound", "third time lucky");
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[kube::EventResult::kSent], 1);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kSent], 1);
   EXPECT_EQ(Requests(post), 3);
   // Two waits: 500 ms and 1 s, each jittered by up to 20 %.
   EXPECT_GE(clock.slept(), absl::Milliseconds(1500));
   EXPECT_LT(clock.slept(), absl::Milliseconds(1800));
 
   api_->FailRequests({"POST", EventsPath()}, 3, 503);
-  events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", "never");
+  events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimBound", "never");
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedSendFailed], 1);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kDroppedSendFailed], 1);
   EXPECT_EQ(Requests(post), 6);
 
   // A refusal (not transient) is not tried again.
   api_->FailRequests({"POST", EventsPath()}, 1, 403);
-  events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", "forbidden");
+  events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimBound", "forbidden");
   events->WaitIdle();
-  EXPECT_EQ(events->counts()[kube::EventResult::kDroppedSendFailed], 2);
+  EXPECT_EQ(events->counts()[pdc::kube::EventResult::kDroppedSendFailed], 2);
   EXPECT_EQ(Requests(post), 7);
   ASSERT_EQ(ListEvents().size(), 1u);
   EXPECT_EQ(kube::GetString(ListEvents()[0], {"message"}), "third time lucky");
@@ -331,34 +331,34 @@ TEST_F(EventRecorderTest, ServerErrorsAreRetriedWithBackoffThenDropped) {
 
 TEST_F(EventRecorderTest, UnreachableApiserverNeverBlocksAndStopReturns) {
   FakeClock clock(kT0);
-  std::unique_ptr<kube::KubeApi> nowhere =
+  std::unique_ptr<pdc::kube::KubeApi> nowhere =
       Connect(absl::StrCat("http://127.0.0.1:", ClosedPort()));
   ASSERT_NE(nowhere, nullptr);
-  kube::EventRecorder events(nowhere.get(), "pdc-extender", "h", &clock);
+  pdc::kube::EventRecorder events(nowhere.get(), "pdc-extender", "h", &clock);
   for (int i = 0; i < 20; ++i) {
-    events.Record(Pod(), kube::EventType::kNormal, "ClaimBound", absl::StrCat("m", i));
+    events.Record(Pod(), pdc::kube::EventType::kNormal, "ClaimBound", absl::StrCat("m", i));
   }
   const absl::Time start = absl::Now();
   events.Stop();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  const kube::EventCounts c = events.counts();
-  EXPECT_EQ(c[kube::EventResult::kSent], 0);
-  EXPECT_EQ(c[kube::EventResult::kDroppedSendFailed] + c[kube::EventResult::kDroppedShutdown], 20);
+  const pdc::kube::EventCounts c = events.counts();
+  EXPECT_EQ(c[pdc::kube::EventResult::kSent], 0);
+  EXPECT_EQ(c[pdc::kube::EventResult::kDroppedSendFailed] + c[pdc::kube::EventResult::kDroppedShutdown], 20);
   // Recorded after Stop: counted, not queued.
-  events.Record(Pod(), kube::EventType::kNormal, "ClaimBound", "late");
-  EXPECT_EQ(events.counts()[kube::EventResult::kDroppedShutdown], c[kube::EventResult::kDroppedShutdown] + 1);
+  events.Record(Pod(), pdc::kube::EventType::kNormal, "ClaimBound", "late");
+  EXPECT_EQ(events.counts()[pdc::kube::EventResult::kDroppedShutdown], c[pdc::kube::EventResult::kDroppedShutdown] + 1);
 }
 
 // Real time: what is measured is how long Stop takes.
 TEST_F(EventRecorderTest, HangingApiserverStopReturnsWithinItsDeadline) {
-  kube::EventRecorderOptions o;
+  pdc::kube::EventRecorderOptions o;
   o.call_timeout = absl::Seconds(1);
   o.stop_deadline = absl::Milliseconds(500);
-  std::unique_ptr<kube::EventRecorder> events = NewRecorder(RealClock(), o);
+  std::unique_ptr<pdc::kube::EventRecorder> events = NewRecorder(RealClock(), o);
   api_->DelayRequests({"POST", EventsPath()}, 100, absl::Seconds(3));
   const absl::Time record_start = absl::Now();
   for (int i = 0; i < 20; ++i) {
-    events->Record(Pod(), kube::EventType::kNormal, "ClaimBound", absl::StrCat("m", i));
+    events->Record(Pod(), pdc::kube::EventType::kNormal, "ClaimBound", absl::StrCat("m", i));
   }
   EXPECT_LT(absl::Now() - record_start, absl::Seconds(1));  // Queued, not sent.
   ASSERT_TRUE(AwaitRequest(Cat("POST ", EventsPath())));
@@ -368,10 +368,10 @@ TEST_F(EventRecorderTest, HangingApiserverStopReturnsWithinItsDeadline) {
   // The call in flight (1 s at most), then the 500 ms drain at most.
   EXPECT_LT(absl::Now() - stop_start,
             absl::Seconds(1) + absl::Milliseconds(500) + absl::Seconds(1));
-  const kube::EventCounts c = events->counts();
-  EXPECT_EQ(c[kube::EventResult::kSent], 0);
-  EXPECT_GE(c[kube::EventResult::kDroppedShutdown], 1);
-  EXPECT_EQ(c[kube::EventResult::kDroppedSendFailed] + c[kube::EventResult::kDroppedShutdown], 20);
+  const pdc::kube::EventCounts c = events->counts();
+  EXPECT_EQ(c[pdc::kube::EventResult::kSent], 0);
+  EXPECT_GE(c[pdc::kube::EventResult::kDroppedShutdown], 1);
+  EXPECT_EQ(c[pdc::kube::EventResult::kDroppedSendFailed] + c[pdc::kube::EventResult::kDroppedShutdown], 20);
 }
 
 }  // namespace

@@ -18,22 +18,22 @@
 namespace pdc::testing {
 namespace {
 
-using kube::KubeApi;
-using kube::LeaderElector;
-using kube::LeaderElectorOptions;
+using pdc::kube::KubeApi;
+using pdc::kube::LeaderElector;
+using pdc::kube::LeaderElectorOptions;
 
-std::unique_ptr<kube::KubeApi> Connect(uint16_t port) {
-  kube::KubeClientConfig c;
+std::unique_ptr<pdc::kube::KubeApi> Connect(uint16_t port) {
+  pdc::kube::KubeClientConfig c;
   c.server = absl::StrCat("http://127.0.0.1:", port);
   c.timeout = absl::Seconds(2);
-  absl::StatusOr<std::unique_ptr<kube::KubeApi>> api = kube::KubeApi::Connect(c);
+  absl::StatusOr<std::unique_ptr<pdc::kube::KubeApi>> api = pdc::kube::KubeApi::Connect(c);
   EXPECT_TRUE(api.ok()) << api.status();
   return api.ok() ? *std::move(api) : nullptr;
 }
 
 // Short timings, in client-go's proportions (15s / 10s / 2s).
-kube::LeaderElectorOptions Timings(std::string ns, std::string identity) {
-  kube::LeaderElectorOptions o;
+pdc::kube::LeaderElectorOptions Timings(std::string ns, std::string identity) {
+  pdc::kube::LeaderElectorOptions o;
   o.ns = std::move(ns);
   o.name = "pdc-extender";
   o.identity = std::move(identity);
@@ -66,9 +66,9 @@ class LeaderElectorTest : public KubeDoubleTest {
 };
 
 TEST_F(LeaderElectorTest, TheFirstTakesTheLeaseAndTheSecondWaits) {
-  std::unique_ptr<kube::KubeApi> api = Connect(api_->port());
-  kube::LeaderElector a(api.get(), Timings(ns_, "a"));
-  kube::LeaderElector b(api.get(), Timings(ns_, "b"));
+  std::unique_ptr<pdc::kube::KubeApi> api = Connect(api_->port());
+  pdc::kube::LeaderElector a(api.get(), Timings(ns_, "a"));
+  pdc::kube::LeaderElector b(api.get(), Timings(ns_, "b"));
   EXPECT_TRUE(a.TryAcquireOrRenew());   // Creates the Lease.
   EXPECT_FALSE(b.TryAcquireOrRenew());  // Held, renewed just now.
   EXPECT_EQ(b.Leader(), "a");
@@ -92,9 +92,9 @@ TEST_F(LeaderElectorTest, TheFirstTakesTheLeaseAndTheSecondWaits) {
 }
 
 TEST_F(LeaderElectorTest, AStoppedLeaderHandsOverAtOnce) {
-  std::unique_ptr<kube::KubeApi> api = Connect(api_->port());
-  auto a = std::make_unique<kube::LeaderElector>(api.get(), Timings(ns_, "a"));
-  kube::LeaderElector b(api.get(), Timings(ns_, "b"));
+  std::unique_ptr<pdc::kube::KubeApi> api = Connect(api_->port());
+  auto a = std::make_unique<pdc::kube::LeaderElector>(api.get(), Timings(ns_, "a"));
+  pdc::kube::LeaderElector b(api.get(), Timings(ns_, "b"));
   a->Start();
   ASSERT_TRUE(Await([&] { return a->Leading(); }, absl::Seconds(5)));
   b.Start();
@@ -114,13 +114,13 @@ TEST_F(LeaderElectorTest, ALeaderCutOffStopsLeadingBeforeAnotherTakesOver) {
   absl::StatusOr<std::unique_ptr<KubeApiServerDouble>> second =
       KubeApiServerDouble::Start(etcd_->client_ports());
   ASSERT_TRUE(second.ok()) << second.status();
-  std::unique_ptr<kube::KubeApi> api_a = Connect((*second)->port());
-  std::unique_ptr<kube::KubeApi> api_b = Connect(api_->port());
+  std::unique_ptr<pdc::kube::KubeApi> api_a = Connect((*second)->port());
+  std::unique_ptr<pdc::kube::KubeApi> api_b = Connect(api_->port());
   std::atomic<int> a_lost{0};
-  kube::LeaderElectorOptions oa = Timings(ns_, "a");
+  pdc::kube::LeaderElectorOptions oa = Timings(ns_, "a");
   oa.on_lost = [&] { a_lost.fetch_add(1); };
-  kube::LeaderElector a(api_a.get(), oa);
-  kube::LeaderElector b(api_b.get(), Timings(ns_, "b"));
+  pdc::kube::LeaderElector a(api_a.get(), oa);
+  pdc::kube::LeaderElector b(api_b.get(), Timings(ns_, "b"));
   a.Start();
   ASSERT_TRUE(Await([&] { return a.Leading(); }, absl::Seconds(5)));
   b.Start();
@@ -154,7 +154,7 @@ TEST_F(LeaderElectorTest, ALeaderCutOffStopsLeadingBeforeAnotherTakesOver) {
 }
 
 TEST_F(LeaderElectorTest, AnUnreadableLeaseIsNeverTaken) {
-  std::unique_ptr<kube::KubeApi> api = Connect(api_->port());
+  std::unique_ptr<pdc::kube::KubeApi> api = Connect(api_->port());
   // Held by someone, with a renewTime that is not a time.
   KubeReply made = Call(
       "POST",
@@ -164,7 +164,7 @@ TEST_F(LeaderElectorTest, AnUnreadableLeaseIsNeverTaken) {
           ns_,
           R"("},"spec":{"holderIdentity":"x","leaseDurationSeconds":1,"renewTime":"yesterday"}})"));
   ASSERT_EQ(made.status, 201) << made.text;
-  kube::LeaderElector a(api.get(), Timings(ns_, "a"));
+  pdc::kube::LeaderElector a(api.get(), Timings(ns_, "a"));
   for (int i = 0; i < 3; ++i) {
     EXPECT_FALSE(a.TryAcquireOrRenew());
     absl::SleepFor(absl::Milliseconds(700));

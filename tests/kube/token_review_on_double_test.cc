@@ -66,10 +66,10 @@ TEST_F(TokenReviewDoubleTest, AnswersAsKubeApiserver) {
 TEST_F(TokenReviewDoubleTest, HttpTokenReviewerReadsTheAnswer) {
   api_->token_reviews().Register("tok-b", kube::PodBoundToken("pdc-system", "pdc-node", "node-b",
                                                               {kAudience}));
-  kube::KubeClientConfig kc;
+  pdc::kube::KubeClientConfig kc;
   kc.server = Url();
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<kube::KubeApi> kube, kube::KubeApi::Connect(kc));
-  kube::HttpTokenReviewer reviewer(kube.get());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<pdc::kube::KubeApi> kube, pdc::kube::KubeApi::Connect(kc));
+  pdc::kube::HttpTokenReviewer reviewer(kube.get());
   ASSERT_OK_AND_ASSIGN(api::TokenReviewStatus s,
                        reviewer.Review("tok-b", kAudience, absl::Seconds(5)));
   EXPECT_TRUE(s.authenticated);
