@@ -190,6 +190,10 @@ class Allocator {
   // once reported back on their host driver, healthy); with Retain they
   // become Released (offered only to a claim that pins them).
   virtual absl::Status DeleteClaim(const ClaimKey& key, bool force) = 0;
+  // The one spec field a user may change on a bound claim (as on a
+  // PersistentVolume): the policy its devices go by when it is deleted.
+  // NotFound when there is no claim `key`.
+  virtual absl::Status SetReclaimPolicy(const ClaimKey& key, ReclaimPolicy policy) = 0;
   // Clears the claim's reservation when held by `pod_uid` ("" = any pod).
   virtual absl::Status Release(const ClaimKey& key,
                                std::string_view pod_uid) = 0;
@@ -209,6 +213,33 @@ class Allocator {
   // or it has neither the device nor a mark for it; FailedPrecondition when
   // the device is not Released.
   virtual absl::Status ReleaseDevice(std::string_view node, PciAddress address) = 0;
+  // An administrator's word that the Released device at `address` on `node`
+  // goes to claim `to` (another namespace, a PersistentVolume's claimRef
+  // edited by hand): the mark then names `to` (UID unknown), so claims of
+  // `to.ns` may pin it and no others. InvalidArgument for an empty
+  // namespace or name; NotFound and FailedPrecondition as ReleaseDevice.
+  virtual absl::Status HandOverDevice(std::string_view node, PciAddress address,
+                                      const ClaimKey& to) = 0;
+  // An administrator's word that the erase of the device at `address` on
+  // `node` (on its way back to its host driver after a Delete claim) will
+  // not finish: the device leaves the return list and is held Released with
+  // no claim (its data may still be on it), so no claim may pin it until an
+  // administrator releases or hands it over. NotFound when the node is
+  // unknown; FailedPrecondition when the device is not returning.
+  virtual absl::Status AbandonErase(std::string_view node, PciAddress address) = 0;
+  // The deleted claim `key` (UID `uid`) that the allocator never took up
+  // (left out at recovery: a device in two claims): its reclaim policy
+  // applied on `node`. `own` are the devices only it names: `policy`
+  // Delete puts them on the return list, Retain marks them Released for
+  // it. `shared` are devices other claims name too: held Released for no
+  // claim (an administrator decides; a restart gives them to the claim that
+  // is left). The record also deletes `key`, so a store lets its object go
+  // as for any deleted claim. FailedPrecondition when the allocator has a
+  // claim `key`; NotFound when `node` is unknown.
+  virtual absl::Status ReclaimWithheld(const ClaimKey& key, std::string_view uid,
+                                       std::string_view node, const std::vector<BoundDevice>& own,
+                                       const std::vector<PciAddress>& shared,
+                                       ReclaimPolicy policy) = 0;
 
   // --- Scheduling ----------------------------------------------------------
   // The claims a pod needs: its explicit claims, plus one template claim per

@@ -366,7 +366,7 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
       NodeRecord rec = node->has_record ? node->ToRecord() : NodeRecord{};
       rec.inventory.node = node->name;
       for (const BoundDevice& b : c->status.devices) {
-        ReleasedDevice r{b.address, b.serial, key};
+        ReleasedDevice r{b.address, b.serial, key, c->uid()};
         if (SerialChanged(r, rec.inventory)) continue;  // Another drive is there now.
         std::erase_if(rec.released,
                       [&](const ReleasedDevice& x) { return x.address == b.address; });
@@ -379,6 +379,22 @@ absl::Status AllocatorImpl::DeleteClaim(const ClaimKey& key, bool force) {
       mutations.push_back(PutNode{std::move(rec)});
     }
     ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
+  }
+  return SyncOrFail(std::move(commit));
+}
+
+absl::Status AllocatorImpl::SetReclaimPolicy(const ClaimKey& key, ReclaimPolicy policy) {
+  Commit commit;
+  {
+    MutationLock lock(this);
+    const ClaimEntry* c = state_.FindClaim(key);
+    if (c == nullptr) {
+      return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " not found"));
+    }
+    if (c->reclaim_policy == policy) return absl::OkStatus();
+    Claim updated = c->ToClaim();
+    updated.spec.reclaim_policy = policy;
+    ASSIGN_OR_RETURN(commit, CommitLocked({PutClaim{std::move(updated)}}));
   }
   return SyncOrFail(std::move(commit));
 }
@@ -450,31 +466,157 @@ std::vector<ReservingVm> AllocatorImpl::ReservingVms(std::string_view ns) const 
   return out;
 }
 
+namespace {
+
+// NotFound or FailedPrecondition when `node` has no Released mark at
+// `address`, saying what the device is instead.
+absl::Status NotReleased(const NodeState* node, std::string_view name, PciAddress address) {
+  if (node == nullptr || !node->has_record) {
+    return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
+  }
+  const DeviceSlot* slot = node->Find(address);
+  if (slot == nullptr) {
+    return absl::NotFoundError(absl::StrCat("node ", Sv(name), " has no device ",
+                                            address.ToString(), " and no Released mark for it"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "device ", address.ToString(), " on node ", Sv(name), " is not Released (it is ",
+      slot->owner != nullptr ? "held by claim " + slot->owner->key.ToString()
+      : slot->hold == DeviceHold::kReturning
+          ? "waiting to be erased and returned to its host driver; an erase that will not "
+            "finish is ended with pdcctl abandon-erase"
+          : "free",
+      ")"));
+}
+
+}  // namespace
+
 absl::Status AllocatorImpl::ReleaseDevice(std::string_view name, PciAddress address) {
   Commit commit;
   {
     MutationLock lock(this);
     const NodeState* node = state_.FindNode(name);
-    if (node == nullptr || !node->has_record) {
-      return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
-    }
-    if (node->FindReleased(address) == nullptr) {
-      const DeviceSlot* slot = node->Find(address);
-      if (slot == nullptr) {
-        return absl::NotFoundError(absl::StrCat("node ", Sv(name), " has no device ",
-                                                address.ToString(),
-                                                " and no Released mark for it"));
-      }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "device ", address.ToString(), " on node ", Sv(name), " is not Released (it is ",
-          slot->owner != nullptr                      ? "held by claim " + slot->owner->key.ToString()
-          : slot->hold == DeviceHold::kReturning ? "waiting to return to its host driver"
-                                                 : "free",
-          ")"));
+    if (node == nullptr || !node->has_record || node->FindReleased(address) == nullptr) {
+      return NotReleased(node, name, address);
     }
     NodeRecord rec = node->ToRecord();
     std::erase_if(rec.released, [&](const ReleasedDevice& r) { return r.address == address; });
     ASSIGN_OR_RETURN(commit, CommitLocked({PutNode{std::move(rec)}}));
+  }
+  return SyncOrFail(std::move(commit));
+}
+
+absl::Status AllocatorImpl::HandOverDevice(std::string_view name, PciAddress address,
+                                           const ClaimKey& to) {
+  if (to.ns.empty() || to.name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hand-over of device ", address.ToString(), " on node ", Sv(name),
+        ": the claim must be namespace/name, got \"", to.ToString(), "\""));
+  }
+  Commit commit;
+  {
+    MutationLock lock(this);
+    const NodeState* node = state_.FindNode(name);
+    if (node == nullptr || !node->has_record || node->FindReleased(address) == nullptr) {
+      return NotReleased(node, name, address);
+    }
+    NodeRecord rec = node->ToRecord();
+    for (ReleasedDevice& r : rec.released) {
+      if (r.address != address) continue;
+      r.claim = to;
+      r.claim_uid.clear();
+    }
+    ASSIGN_OR_RETURN(commit, CommitLocked({PutNode{std::move(rec)}}));
+  }
+  return SyncOrFail(std::move(commit));
+}
+
+absl::Status AllocatorImpl::AbandonErase(std::string_view name, PciAddress address) {
+  Commit commit;
+  {
+    MutationLock lock(this);
+    const NodeState* node = state_.FindNode(name);
+    if (node == nullptr) {
+      return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
+    }
+    NodeRecord rec = node->has_record ? node->ToRecord() : NodeRecord{};
+    rec.inventory.node = node->name;
+    const auto it = std::find(rec.return_to_host.begin(), rec.return_to_host.end(), address);
+    if (it == rec.return_to_host.end()) {
+      const DeviceSlot* slot = node->Find(address);
+      if (slot == nullptr && node->FindReleased(address) == nullptr) {
+        return absl::NotFoundError(absl::StrCat("node ", Sv(name), " has no device ",
+                                                address.ToString(), " waiting to be erased"));
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device ", address.ToString(), " on node ", Sv(name),
+          " is not waiting to be erased and returned to its host driver (it is ",
+          node->FindReleased(address) != nullptr ? "Released"
+          : slot->owner != nullptr               ? "held by claim " + slot->owner->key.ToString()
+                                                 : "free",
+          ")"));
+    }
+    rec.return_to_host.erase(it);
+    // The serial the device has now, if the node reports it: the mark
+    // follows its drive (a different drive at the address drops it).
+    std::string serial;
+    if (const DeviceSlot* slot = node->Find(address); slot != nullptr) {
+      serial = slot->device.serial;
+    }
+    std::erase_if(rec.released, [&](const ReleasedDevice& r) { return r.address == address; });
+    rec.released.push_back(ReleasedDevice{address, std::move(serial), ClaimKey{}, ""});
+    std::sort(rec.released.begin(), rec.released.end(),
+              [](const ReleasedDevice& a, const ReleasedDevice& b) { return a.address < b.address; });
+    ASSIGN_OR_RETURN(commit, CommitLocked({PutNode{std::move(rec)}}));
+  }
+  return SyncOrFail(std::move(commit));
+}
+
+absl::Status AllocatorImpl::ReclaimWithheld(const ClaimKey& key, std::string_view uid,
+                                            std::string_view name,
+                                            const std::vector<BoundDevice>& own,
+                                            const std::vector<PciAddress>& shared,
+                                            ReclaimPolicy policy) {
+  Commit commit;
+  {
+    MutationLock lock(this);
+    if (state_.FindClaim(key) != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "claim ", key.ToString(), " is taken up; it is deleted as any claim"));
+    }
+    const NodeState* node = state_.FindNode(name);
+    if (node == nullptr) {
+      return absl::NotFoundError(absl::StrCat("node ", Sv(name), " is not known"));
+    }
+    NodeRecord rec = node->has_record ? node->ToRecord() : NodeRecord{};
+    rec.inventory.node = node->name;
+    auto mark = [&](PciAddress a, std::string serial, ClaimKey claim, std::string claim_uid) {
+      std::erase_if(rec.released, [&](const ReleasedDevice& r) { return r.address == a; });
+      rec.released.push_back(
+          ReleasedDevice{a, std::move(serial), std::move(claim), std::move(claim_uid)});
+    };
+    for (const BoundDevice& b : own) {
+      if (policy == ReclaimPolicy::kDelete) {
+        std::erase_if(rec.released, [&](const ReleasedDevice& r) { return r.address == b.address; });
+        if (std::find(rec.return_to_host.begin(), rec.return_to_host.end(), b.address) ==
+            rec.return_to_host.end()) {
+          rec.return_to_host.push_back(b.address);
+        }
+      } else {
+        mark(b.address, b.serial, key, std::string(uid));
+      }
+    }
+    for (PciAddress a : shared) {
+      const ReleasedDevice* r = node->FindReleased(a);
+      mark(a, r != nullptr ? r->serial : std::string(), ClaimKey{}, "");
+    }
+    std::sort(rec.return_to_host.begin(), rec.return_to_host.end());
+    std::sort(rec.released.begin(), rec.released.end(),
+              [](const ReleasedDevice& a, const ReleasedDevice& b) { return a.address < b.address; });
+    std::vector<Mutation> mutations;
+    mutations.push_back(pdc::DeleteClaim{key});
+    mutations.push_back(PutNode{std::move(rec)});
+    ASSIGN_OR_RETURN(commit, CommitLocked(std::move(mutations)));
   }
   return SyncOrFail(std::move(commit));
 }

@@ -41,6 +41,14 @@ class AllocatorImpl final : public Allocator {
   absl::Status DeleteClaim(const ClaimKey& key, bool force) override;
   absl::Status Release(const ClaimKey& key, std::string_view pod_uid) override;
   absl::Status ReleaseDevice(std::string_view node, PciAddress address) override;
+  absl::Status SetReclaimPolicy(const ClaimKey& key, ReclaimPolicy policy) override;
+  absl::Status HandOverDevice(std::string_view node, PciAddress address,
+                              const ClaimKey& to) override;
+  absl::Status AbandonErase(std::string_view node, PciAddress address) override;
+  absl::Status ReclaimWithheld(const ClaimKey& key, std::string_view uid, std::string_view node,
+                               const std::vector<BoundDevice>& own,
+                               const std::vector<PciAddress>& shared,
+                               ReclaimPolicy policy) override;
   absl::StatusOr<std::vector<ClaimKey>> ReleaseVm(std::string_view ns,
                                                   std::string_view vm_uid) override;
   std::vector<ReservingVm> ReservingVms(std::string_view ns) const override;

@@ -94,12 +94,14 @@ absl::Status NotEnough(const NodeState& node, const std::vector<DeviceClass>& cl
 std::string HeldDevicesNote(const ClassSummary& summary) {
   std::string note;
   if (summary.released == 1) {
-    absl::StrAppend(&note, "; 1 device released by a deleted claim (Retain): release it with "
-                           "pdcctl or pin it");
+    absl::StrAppend(&note, "; 1 device released by a deleted claim (Retain): only a claim of "
+                           "that claim's namespace may pin it back; an administrator may "
+                           "release it or hand it over with pdcctl");
   } else if (summary.released > 1) {
     absl::StrAppend(&note, "; ", summary.released,
-                    " devices released by deleted claims (Retain): release them with pdcctl "
-                    "or pin them");
+                    " devices released by deleted claims (Retain): only a claim of the "
+                    "deleted claim's namespace may pin one back; an administrator may release "
+                    "them or hand them over with pdcctl");
   }
   if (summary.returning == 1) {
     absl::StrAppend(&note, "; 1 device waiting to be erased and handed back to its host "
@@ -203,6 +205,21 @@ absl::StatusOr<Placement> PlaceOnNode(const NodeState& node,
           "with reclaimPolicy Delete); it is offered again once the node reports it back on "
           "its host driver, healthy"));
     }
+    if (pinned.hold == DeviceHold::kReleased) {
+      // A PersistentVolume's claimRef: only the namespace the data is of
+      // may pin it back. The message names no other tenant.
+      const ReleasedDevice* mark = node.FindReleased(pinned.device.address);
+      if (mark != nullptr && mark->claim.ns != pending[i].key->ns) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "pinned device ", what, " on node ", node.name,
+            mark->claim.ns.empty()
+                ? " is Released after an erase that was abandoned (its data may still be on "
+                  "it); only an administrator may release it or hand it over (pdcctl)"
+                : " is Released with the data of a deleted claim of another namespace; only "
+                  "a claim of that namespace may pin it back, or an administrator may release "
+                  "it or hand it over (pdcctl)"));
+      }
+    }
     std::optional<size_t> group;
     for (size_t g = 0; g < groups.size() && !group; ++g) {
       if (used[g]) continue;
@@ -219,11 +236,15 @@ absl::StatusOr<Placement> PlaceOnNode(const NodeState& node,
       // The pin takes its own Released device, never a Released neighbour.
       for (uint16_t s : groups[*group].slots) {
         if (s != *slot && node.devices[s].hold == DeviceHold::kReleased) {
+          // The neighbour's address is named only to its own namespace.
+          const ReleasedDevice* mark = node.FindReleased(node.devices[s].device.address);
+          const bool own = mark != nullptr && mark->claim.ns == pending[i].key->ns;
           return absl::FailedPreconditionError(absl::StrCat(
               "pinned device ", what, " on node ", node.name, " shares its IOMMU group with ",
-              node.devices[s].device.address.ToString(),
-              ", which is Released (a deleted claim's data is on it); release it with pdcctl "
-              "or pin it too"));
+              own ? node.devices[s].device.address.ToString() + ", which is Released (a deleted "
+                                                                 "claim's data is on it); pin it too"
+                  : "a Released device of another namespace; an administrator may release it "
+                    "or hand it over with pdcctl"));
         }
       }
     }

@@ -45,8 +45,9 @@ std::vector<FreeGroup> UsableFreeGroups(const NodeState& node, bool with_release
 
 // Why a class is shorter than its healthy devices suggest: "" when no device
 // of it is held, else e.g. "; 1 device released by a deleted claim (Retain):
-// release it with pdcctl or pin it". Appended to insufficient-devices
-// messages.
+// only a claim of that claim's namespace may pin it back; ...". Names no
+// address and no namespace (it is shown to every tenant). Appended to
+// insufficient-devices messages.
 std::string HeldDevicesNote(const ClassSummary& summary);
 
 // A pending claim to place; pointers stay owned by the caller.

@@ -28,7 +28,10 @@ enum Tag : uint8_t {
 // reservations decode with 0 (unknown: the claim key orders the hand-off).
 // Version 6 added Device::unhealthy_reason after the health; older unhealthy
 // devices decode as kUnspecified.
-constexpr uint8_t kFormatVersion = 6;
+// Version 7 added ReleasedDevice::claim_uid after the mark's claim key;
+// older marks decode with "" (unknown: the namespace still decides who may
+// pin the device back).
+constexpr uint8_t kFormatVersion = 7;
 constexpr uint8_t kOldestFormatVersion = 1;
 
 void EncodeDevice(Encoder& e, const Device& d) {
@@ -186,6 +189,7 @@ void EncodeNode(Encoder& e, const NodeRecord& n) {
     e.Fixed32(r.address.packed());
     e.String(r.serial);
     EncodeKey(e, r.claim);
+    e.String(r.claim_uid);
   }
 }
 
@@ -199,12 +203,13 @@ void DecodeNode(Decoder& d, uint8_t version, NodeRecord& n) {
   for (PciAddress& a : n.return_to_host) a = PciAddress::FromPacked(d.Fixed32());
   n.released.clear();
   if (version < 3) return;
-  uint64_t released = d.Count(7);
+  uint64_t released = d.Count(version >= 7 ? 8 : 7);
   n.released.resize(released);
   for (ReleasedDevice& r : n.released) {
     r.address = PciAddress::FromPacked(d.Fixed32());
     r.serial = std::string(d.String());
     DecodeKey(d, r.claim);
+    if (version >= 7) r.claim_uid = std::string(d.String());
   }
 }
 

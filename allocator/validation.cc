@@ -121,6 +121,39 @@ absl::Status ValidateDeviceClasses(const std::vector<DeviceClass>& classes) {
   return absl::OkStatus();
 }
 
+std::string ClaimContradiction(const Claim& claim) {
+  const ClaimSpec& spec = claim.spec;
+  const ClaimStatus& st = claim.status;
+  if (st.phase == ClaimPhase::kPending) {
+    return st.devices.empty() ? "" : "a Pending claim names devices";
+  }
+  for (size_t i = 0; i < st.devices.size(); ++i) {
+    for (size_t j = i + 1; j < st.devices.size(); ++j) {
+      if (st.devices[i].address == st.devices[j].address) {
+        return absl::StrCat("the status names device ", st.devices[i].address.ToString(),
+                            " twice");
+      }
+    }
+  }
+  if (st.devices.size() != static_cast<size_t>(spec.count)) {
+    return absl::StrCat("spec.count is ", spec.count, " but the status names ",
+                        st.devices.size(), " device(s)");
+  }
+  if (!spec.node.empty() && spec.node != st.node) {
+    return absl::StrCat("spec.node is ", spec.node, " but the devices are on node ", st.node);
+  }
+  if (spec.address.has_value() &&
+      (st.devices.size() != 1 || st.devices[0].address != *spec.address)) {
+    return absl::StrCat("spec.address is ", spec.address->ToString(),
+                        " but the status names another device");
+  }
+  if (!spec.serial.empty() && (st.devices.size() != 1 || (!st.devices[0].serial.empty() &&
+                                                          st.devices[0].serial != spec.serial))) {
+    return "spec.serial names another device than the status";
+  }
+  return "";
+}
+
 std::string ResourceShortName(std::string_view resource_name) {
   size_t slash = resource_name.rfind('/');
   std::string_view base =

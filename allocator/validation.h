@@ -28,6 +28,12 @@ absl::Status ValidateVmUid(std::string_view field, std::string_view uid);
 
 absl::Status ValidateDeviceClasses(const std::vector<DeviceClass>& classes);
 
+// Why a claim read back from a store cannot be taken as it is ("" when it
+// can): its spec contradicts the devices its status names (a spec edited
+// after the bind: count, node, serial or address pin), or the status
+// contradicts itself (a Pending claim with devices, a device named twice).
+std::string ClaimContradiction(const Claim& claim);
+
 // Resource name -> the short name used for template claims:
 // "devices.kubevirt.io/nvme" -> "nvme". Lower-cased; characters that are not
 // allowed in a DNS label become '-'.

@@ -177,10 +177,10 @@ absl::StatusOr<AdmissionPod> ReadAdmissionPod(const Value& pod) {
     }
     const std::string tp = absl::StrCat(terms_path, "[", i, "]");
     if (!t.IsObject()) return TypeError(tp, "must be an object");
-    ASSIGN_OR_RETURN(const Value* exprs,
-                     OptArray(t, "matchExpressions", absl::StrCat(tp, ".matchExpressions")));
-    a.terms.push_back(exprs == nullptr ? RequiredNodeAffinity::Term::kNoExpressions
-                                       : RequiredNodeAffinity::Term::kExpressions);
+    ASSIGN_OR_RETURN(const Value* fields,
+                     OptArray(t, "matchFields", absl::StrCat(tp, ".matchFields")));
+    a.terms.push_back(fields == nullptr ? RequiredNodeAffinity::Term::kNoFields
+                                        : RequiredNodeAffinity::Term::kFields);
   }
   return out;
 }
@@ -220,27 +220,27 @@ std::string WriteJsonPatch(const std::vector<JsonPatchOp>& ops) {
   return std::string(json::Output(buf));
 }
 
-std::vector<JsonPatchOp> RequireNodeLabelPatch(const RequiredNodeAffinity& shape,
-                                               std::string_view label, std::string_view value) {
-  // {"key": label, "operator": "In", "values": [value]}
+std::vector<JsonPatchOp> RequireNodeNamePatch(const RequiredNodeAffinity& shape,
+                                              std::string_view node) {
+  // {"key": "metadata.name", "operator": "In", "values": [node]}
   std::string expr;
   {
     rapidjson::StringBuffer buf;
     json::Writer w(buf);
     w.StartObject();
     w.Text("key");
-    w.Text(label);
+    w.Text(kNodeNameField);
     w.Text("operator");
     w.Text("In");
     w.Text("values");
     w.StartArray();
-    w.Text(value);
+    w.Text(node);
     w.EndArray();
     w.EndObject();
     expr = std::string(json::Output(buf));
   }
   const std::string exprs = absl::StrCat("[", expr, "]");
-  const std::string term = absl::StrCat("{\"matchExpressions\":", exprs, "}");
+  const std::string term = absl::StrCat("{\"matchFields\":", exprs, "}");
   const std::string terms = absl::StrCat("[", term, "]");
   const std::string required = absl::StrCat("{\"nodeSelectorTerms\":", terms, "}");
   const std::string node_affinity =
@@ -266,12 +266,12 @@ std::vector<JsonPatchOp> RequireNodeLabelPatch(const RequiredNodeAffinity& shape
         // "add" at an array index inserts; the null entry is replaced.
         ops.push_back({"replace", tp, term});
         break;
-      case RequiredNodeAffinity::Term::kNoExpressions:
-        ops.push_back({"add", absl::StrCat(tp, "/", EscapeJsonPointer("matchExpressions")), exprs});
+      case RequiredNodeAffinity::Term::kNoFields:
+        ops.push_back({"add", absl::StrCat(tp, "/", EscapeJsonPointer("matchFields")), exprs});
         break;
-      case RequiredNodeAffinity::Term::kExpressions:
+      case RequiredNodeAffinity::Term::kFields:
         ops.push_back(
-            {"add", absl::StrCat(tp, "/", EscapeJsonPointer("matchExpressions"), "/-"), expr});
+            {"add", absl::StrCat(tp, "/", EscapeJsonPointer("matchFields"), "/-"), expr});
         break;
     }
   }

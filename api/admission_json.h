@@ -34,8 +34,9 @@ namespace pdc::api {
 
 inline constexpr std::string_view kAdmissionApiVersion = "admission.k8s.io/v1";
 inline constexpr std::string_view kAdmissionReviewKind = "AdmissionReview";
-// The node label every kubelet sets to its node's name.
-inline constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
+// The one field a node selector term's matchFields may name: the node's
+// name (the kubernetes.io/hostname label is not it on every distribution).
+inline constexpr std::string_view kNodeNameField = "metadata.name";
 
 struct GroupVersionKind {
   std::string group;  // "" for the core group (Pod).
@@ -73,8 +74,8 @@ absl::StatusOr<AdmissionRequest> ParseAdmissionReview(std::string& body,
 struct RequiredNodeAffinity {
   enum class Term : uint8_t {
     kNull,            // A null entry (the API reads it as an empty term).
-    kNoExpressions,   // An object without matchExpressions (or null ones).
-    kExpressions,     // An object with a matchExpressions array.
+    kNoFields,        // An object without matchFields (or null ones).
+    kFields,          // An object with a matchFields array.
   };
   bool affinity = false;       // spec.affinity is an object.
   bool node_affinity = false;  // ...nodeAffinity is an object.
@@ -108,15 +109,17 @@ std::string EscapeJsonPointer(std::string_view token);
 // The JSON Patch document (a JSON array of operations).
 std::string WriteJsonPatch(const std::vector<JsonPatchOp>& ops);
 
-// The operations that require `label` In [`value`] of the pod's node, given
-// its current required node affinity: the expression is ANDed into every
-// existing node selector term (terms are ORed, so each must carry it), and
+// The operations that require the pod's node to be `node` by name
+// (matchFields metadata.name In [node], as the DaemonSet controller pins its
+// pods), given its current required node affinity: the requirement is ANDed
+// into every existing node selector term's matchFields (terms are ORed, so
+// each must carry it; its matchExpressions are kept as they are), and
 // whatever of spec.affinity/nodeAffinity/required/nodeSelectorTerms is
 // missing (or null) is created. REQUIRES: `shape` has terms, or no
 // nodeSelectorTerms array at all (an empty array matches no node; the
 // caller leaves such a pod alone).
-std::vector<JsonPatchOp> RequireNodeLabelPatch(const RequiredNodeAffinity& shape,
-                                               std::string_view label, std::string_view value);
+std::vector<JsonPatchOp> RequireNodeNamePatch(const RequiredNodeAffinity& shape,
+                                              std::string_view node);
 
 struct AdmissionResponse {
   std::string uid;

@@ -236,6 +236,19 @@ std::vector<ClaimCondition> ReclaimingConditions(std::string_view node,
   return out;
 }
 
+std::vector<ClaimCondition> WithheldConditions(std::string_view reason, std::string_view message,
+                                               int64_t generation,
+                                               const std::vector<ClaimCondition>& before,
+                                               absl::Time now) {
+  std::vector<ClaimCondition> out;
+  for (const ClaimCondition& c : before) {
+    if (c.type != kConditionWithheld) out.push_back(c);
+  }
+  out.push_back(NewCondition(kConditionWithheld, true, std::string(reason), std::string(message),
+                             generation, before, now));
+  return out;
+}
+
 bool IsReclaiming(const std::vector<ClaimCondition>& conditions) {
   return std::any_of(conditions.begin(), conditions.end(), [](const ClaimCondition& c) {
     return c.type == kConditionReclaiming && c.status;
@@ -293,6 +306,23 @@ absl::StatusOr<ClaimObject> ReadClaimObject(const Value& object) {
   out.claim = *std::move(claim);
   out.claim.key = ClaimKey{out.meta.ns, out.meta.name};
   out.claim.uid = out.meta.uid;
+  return out;
+}
+
+absl::StatusOr<ClaimObject> ReadClaimObjectStatusOnly(const Value& object) {
+  absl::StatusOr<ClaimObject> whole = ReadClaimObject(object);
+  if (whole.ok() || !object.IsObject()) return whole;
+  // The same object with a spec that reads: only the status counts.
+  rapidjson::Document copy;
+  copy.CopyFrom(object, copy.GetAllocator());
+  Value spec(rapidjson::kObjectType);
+  spec.AddMember("resourceName", "pdc.kubevirt.io/unreadable", copy.GetAllocator());
+  copy.RemoveMember("spec");
+  copy.AddMember("spec", spec, copy.GetAllocator());
+  ASSIGN_OR_RETURN(ClaimObject out, ReadClaimObject(copy));
+  out.claim.spec = ClaimSpec{};
+  out.claim.spec.reclaim_policy = ReclaimPolicy::kRetain;
+  out.spec_problem = std::string(whole.status().message());
   return out;
 }
 
@@ -434,8 +464,15 @@ absl::StatusOr<NodeHoldsObject> ReadNodeHolds(const Value& configmap) {
                        json::OptString((*rel)[i], "serial", f + ".serial"));
       RETURN_IF_ERROR(ValidateSerial(f + ".serial", serial));
       d.serial = std::string(serial);
+      // "" = no claim (an abandoned erase): only an administrator decides.
       ASSIGN_OR_RETURN(std::string_view claim, json::ReqString((*rel)[i], "claim", f + ".claim"));
-      ASSIGN_OR_RETURN(d.claim, ParseClaimKey(claim, f + ".claim"));
+      if (!claim.empty()) {
+        ASSIGN_OR_RETURN(d.claim, ParseClaimKey(claim, f + ".claim"));
+      }
+      ASSIGN_OR_RETURN(std::string_view claim_uid,
+                       json::OptString((*rel)[i], "claimUid", f + ".claimUid"));
+      if (claim_uid.size() > 128) return json::FieldError(f + ".claimUid", "is too long");
+      d.claim_uid = std::string(claim_uid);
       out.released.push_back(std::move(d));
     }
   }
@@ -475,7 +512,11 @@ std::string WriteNodeHolds(std::string_view name, std::string_view ns, std::stri
       Key(w, "serial");
       Str(w, d.serial);
       Key(w, "claim");
-      Str(w, d.claim.ToString());
+      Str(w, d.claim.ns.empty() ? std::string() : d.claim.ToString());
+      if (!d.claim_uid.empty()) {
+        Key(w, "claimUid");
+        Str(w, d.claim_uid);
+      }
       w.EndObject();
     }
     w.EndArray();

@@ -58,6 +58,7 @@ inline constexpr std::string_view kConditionBound = "Bound";
 inline constexpr std::string_view kConditionReserved = "Reserved";
 inline constexpr std::string_view kConditionDeviceConflict = "DeviceConflict";
 inline constexpr std::string_view kConditionReclaiming = "Reclaiming";
+inline constexpr std::string_view kConditionWithheld = "Withheld";
 
 // The conditions `status` implies, in this order: Bound (True when Bound;
 // False with reason Pending or DeviceLost), Reserved (True while a VM holds
@@ -80,6 +81,15 @@ std::vector<ClaimCondition> ReclaimingConditions(std::string_view node,
                                                  int64_t generation,
                                                  const std::vector<ClaimCondition>& before,
                                                  absl::Time now);
+// The conditions of a claim pdc left out at recovery because its object
+// cannot be taken as it is (a spec that cannot be read, or one that
+// contradicts the devices its status names): those of `before` with
+// Withheld True, `reason` (CamelCase) and `message`. Transition times as in
+// ConditionsOf.
+std::vector<ClaimCondition> WithheldConditions(std::string_view reason, std::string_view message,
+                                               int64_t generation,
+                                               const std::vector<ClaimCondition>& before,
+                                               absl::Time now);
 // Whether `conditions` hold Reclaiming True.
 bool IsReclaiming(const std::vector<ClaimCondition>& conditions);
 
@@ -96,11 +106,19 @@ struct ClaimObject {
   // The conditions pdc wrote; entries it cannot read are left out (it
   // writes them all again with the next status).
   std::vector<ClaimCondition> conditions;
+  // Set by ReadClaimObjectStatusOnly: why the spec could not be read.
+  std::string spec_problem;
 };
 
 // One object of the list or watch. Errors name the field
 // ("PersistentDeviceClaim.spec.count"); nothing out of bounds is kept.
 absl::StatusOr<ClaimObject> ReadClaimObject(const json::Value& object);
+// For an object ReadClaimObject refuses: its metadata and status read the
+// same way, the spec left out (default, reclaimPolicy Retain: a device's
+// data is kept when nobody can tell what the claim asked for) and
+// `spec_problem` saying why it could not be read. An error when the
+// metadata or the status cannot be read either.
+absl::StatusOr<ClaimObject> ReadClaimObjectStatusOnly(const json::Value& object);
 
 // The body that creates a claim generated from a VM's template: name,
 // namespace, the VM as controlling owner (so Kubernetes' garbage collector
@@ -130,7 +148,8 @@ std::string WriteFinalizersPatch(std::string_view uid, std::string_view resource
 // Released by deleted Retain claims) as pdc keeps them in a ConfigMap:
 // data.node is the node's name, data.holds a JSON object
 // {"returnToHost": ["<address>", ...],
-//  "released": [{"address", "serial", "claim": "<ns>/<name>"}, ...]}.
+//  "released": [{"address", "serial", "claim": "<ns>/<name>" ("" for no
+//  claim: an abandoned erase), "claimUid" (optional)}, ...]}.
 struct NodeHoldsObject {
   ObjectMeta meta;
   std::string node;

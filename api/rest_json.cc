@@ -757,7 +757,8 @@ std::vector<DeviceListing> ListDevices(const std::vector<NodeView>& nodes,
         l.state = DeviceState::kReturning;
       } else if (released != n.released.end()) {
         l.state = DeviceState::kReleased;
-        l.released_from = released->claim;
+        // No claim (an abandoned erase): null, only an administrator decides.
+        if (!released->claim.ns.empty()) l.released_from = released->claim;
       } else {
         l.state = ImpliedState(l);
       }
@@ -899,6 +900,24 @@ absl::StatusOr<ClaimKey> ParseClaimKey(std::string_view s, std::string_view fiel
   RETURN_IF_ERROR(ValidateNamespace(field, ns));
   RETURN_IF_ERROR(ValidateObjectName(field, name));
   return ClaimKey{std::string(ns), std::string(name)};
+}
+
+absl::StatusOr<ClaimKey> ParseDeviceHandOver(std::string_view body) {
+  rapidjson::Document doc;
+  RETURN_IF_ERROR(json::Parse(body, &doc));
+  if (!doc.IsObject()) return json::TypeError("", "hand-over must be an object");
+  ASSIGN_OR_RETURN(std::string_view claim, json::ReqString(doc, "claim", "claim"));
+  return ParseClaimKey(claim, "claim");
+}
+
+std::string WriteDeviceHandOver(const ClaimKey& to) {
+  rapidjson::StringBuffer buf;
+  Writer w(buf);
+  w.StartObject();
+  Key(w, "claim");
+  Str(w, to.ToString());
+  w.EndObject();
+  return std::string(json::Output(buf));
 }
 
 std::string WriteNodeList(const std::vector<NodeSummary>& nodes) {

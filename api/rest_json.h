@@ -93,6 +93,11 @@ absl::StatusOr<std::vector<Claim>> ParseClaimList(std::string_view body);
 // or is not a valid namespace / object name (so at most 63 + 1 + 253 bytes).
 absl::StatusOr<ClaimKey> ParseClaimKey(std::string_view s, std::string_view field);
 
+// The body of POST /v1/nodes/{node}/devices/{address}/handover:
+// {"claim": "<namespace>/<name>"}, the claim a Released device goes to.
+absl::StatusOr<ClaimKey> ParseDeviceHandOver(std::string_view body);
+std::string WriteDeviceHandOver(const ClaimKey& to);
+
 // --- Nodes and devices (GET /v1/nodes, /v1/nodes/{node}, /v1/devices) ------
 // RFC 3339 in UTC, or JSON null for InfinitePast.
 void WriteTime(json::Writer& w, absl::Time t);

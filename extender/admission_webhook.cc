@@ -187,7 +187,7 @@ WebhookDecision AdmissionWebhook::Decide(const api::AdmissionRequest& request) c
   WebhookDecision d;
   d.outcome = WebhookOutcome::kPinned;
   d.node = node;
-  d.patch = api::RequireNodeLabelPatch(shape, api::kHostnameLabel, node);
+  d.patch = api::RequireNodeNamePatch(shape, node);
   return d;
 }
 

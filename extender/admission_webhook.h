@@ -1,6 +1,7 @@
 // The mutating admission webhook of pdc-extender: it pins a restarting VM's
 // virt-launcher pod to the node that holds the VM's devices, with a required
-// node affinity on kubernetes.io/hostname, so kube-scheduler (which samples
+// node affinity on the node's name (matchFields metadata.name, as the
+// DaemonSet controller pins its pods), so kube-scheduler (which samples
 // a share of the nodes in large clusters, percentageOfNodesToScore) offers
 // the extender's filter that node and no other.
 //

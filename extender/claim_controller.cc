@@ -121,6 +121,26 @@ void ClaimController::Track(const ClaimKey& key, bool done) {
   }
 }
 
+bool ClaimController::ReclaimWithheld(const ClaimKey& key, std::string_view uid) {
+  std::optional<KubeApiStore::WithheldReclaim> w = store_->WithheldReclaimOf(key, uid);
+  if (!w.has_value() || w->claim.status.devices.empty()) return true;
+  const Claim& c = w->claim;
+  absl::Status s = allocator_->ReclaimWithheld(key, uid, c.status.node, w->own, w->shared,
+                                               c.spec.reclaim_policy);
+  if (!s.ok() && !absl::IsNotFound(s)) {
+    spdlog::warn("claim {} (withheld for a device conflict) is being deleted; applying its "
+                 "reclaim policy failed: {}",
+                 key.ToString(), StdSv(s.message()));
+    return false;
+  }
+  spdlog::info("claim {} (withheld for a device conflict) deleted: reclaim policy {} for its "
+               "{} own device(s); {} device(s) it shared held Released for an administrator",
+               key.ToString(), ToString(c.spec.reclaim_policy), w->own.size(), w->shared.size());
+  store_->WithheldReclaimed(key);
+  RecordReleased(options_.events, c, uid);
+  return true;
+}
+
 bool ClaimController::Settle(const ClaimKey& key, std::string_view uid) {
   const absl::Status s = store_->Reclaiming(key) ? store_->SettleReclaim(key)
                                                  : store_->SetFinalizer(key, false, uid);
@@ -179,11 +199,32 @@ bool ClaimController::Reconcile(const ClaimKey& key,
     have = absl::NotFoundError("deleted");
   }
 
+  if (have.ok() && have->spec.reclaim_policy != o.claim.spec.reclaim_policy) {
+    // The one spec field a user may change (the CRD refuses edits of the
+    // others): the devices go by the value the object has when deleted.
+    absl::Status s = allocator_->SetReclaimPolicy(key, o.claim.spec.reclaim_policy);
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      spdlog::warn("claim {}: cannot take its reclaim policy {}: {}", key.ToString(),
+                   ToString(o.claim.spec.reclaim_policy), StdSv(s.message()));
+      return false;
+    }
+    if (s.ok()) {
+      spdlog::info("claim {}: reclaim policy is now {}", key.ToString(),
+                   ToString(o.claim.spec.reclaim_policy));
+      have->spec.reclaim_policy = o.claim.spec.reclaim_policy;
+    }
+  }
+
   if (o.meta.deleting) {
     if (!HasFinalizer(o.meta)) return true;  // Not pdc's to hold.
     // A claim whose devices are being erased keeps its finalizer until
     // they are back on their host driver (the store takes it off then).
-    if (!have.ok()) return Settle(key, o.meta.uid);
+    if (!have.ok()) {
+      if (store_->Withheld(key) && !store_->Reclaiming(key) && !ReclaimWithheld(key, o.meta.uid)) {
+        return false;
+      }
+      return Settle(key, o.meta.uid);
+    }
     absl::Status s = LetGo(*have);
     if (s.ok() || absl::IsNotFound(s)) {
       spdlog::info("claim {} deleted", key.ToString());
@@ -236,7 +277,7 @@ bool ClaimController::Reconcile(const ClaimKey& key,
 void ClaimController::Replace(const std::vector<const api::json::Value*>& items) {
   absl::flat_hash_map<ClaimKey, api::ClaimObject> fresh;
   for (const api::json::Value* item : items) {
-    absl::StatusOr<api::ClaimObject> o = api::ReadClaimObject(*item);
+    absl::StatusOr<api::ClaimObject> o = ReadObject(*item);
     if (!o.ok()) {
       spdlog::error("ignoring a PersistentDeviceClaim: {}", StdSv(o.status().message()));
       continue;
@@ -270,12 +311,29 @@ void ClaimController::Replace(const std::vector<const api::json::Value*>& items)
       spdlog::warn("writing the DeviceConflict condition of the claims in conflict: {}",
                    StdSv(s.message()));
     }
+    for (const KubeApiStore::WithheldObject& w : store_->invalid()) {
+      RecordWithheld(options_.events, w);
+    }
+    if (absl::Status s = store_->ReportWithheld(); !s.ok()) {
+      spdlog::warn("writing the Withheld condition of the claims withheld: {}",
+                   StdSv(s.message()));
+    }
     synced_.Notify();
   }
 }
 
-void ClaimController::Upsert(const api::json::Value& object) {
+absl::StatusOr<api::ClaimObject> ClaimController::ReadObject(const api::json::Value& object) const {
   absl::StatusOr<api::ClaimObject> o = api::ReadClaimObject(object);
+  if (o.ok()) return o;
+  // A claim withheld for a spec that cannot be read is still followed (by
+  // its metadata) so that its deletion applies the reclaim policy.
+  absl::StatusOr<api::ClaimObject> held = api::ReadClaimObjectStatusOnly(object);
+  if (held.ok() && store_->Withheld(held->claim.key)) return held;
+  return o;
+}
+
+void ClaimController::Upsert(const api::json::Value& object) {
+  absl::StatusOr<api::ClaimObject> o = ReadObject(object);
   if (!o.ok()) {
     spdlog::error("ignoring a PersistentDeviceClaim: {}", StdSv(o.status().message()));
     return;
@@ -297,6 +355,9 @@ void ClaimController::Remove(const api::json::Value& object) {
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(key);
   if (it != objects_.end() && it->second.meta.uid == meta->uid) objects_.erase(it);
+  // A withheld claim whose finalizer was taken off by hand: its reclaim
+  // policy applies all the same (once).
+  if (store_->Withheld(key)) ReclaimWithheld(key, meta->uid);
   store_->Forget(key, meta->uid);
   if (objects_.contains(key)) return;  // A newer object of that name.
   Track(key, Reconcile(key, std::nullopt));

@@ -93,6 +93,13 @@ class ClaimController final : public kube::ReflectorSink {
   // object `uid`, unless its devices are still being erased (the store
   // does it once they are back). False when it must be tried again.
   bool Settle(const ClaimKey& key, std::string_view uid);
+  // A withheld claim (a device conflict) being deleted: its reclaim policy
+  // applied to its devices (KubeApiStore::WithheldReclaimOf). False to try
+  // again.
+  bool ReclaimWithheld(const ClaimKey& key, std::string_view uid);
+  // ReadClaimObject, or for a withheld claim whose spec cannot be read,
+  // ReadClaimObjectStatusOnly.
+  absl::StatusOr<api::ClaimObject> ReadObject(const api::json::Value& object) const;
   // Deletes the claim from the allocator, first releasing a reservation
   // whose pod is gone. FailedPrecondition while the pod lives.
   absl::Status LetGo(const Claim& claim);

@@ -65,11 +65,19 @@ void RecordReleased(kube::EventRecorder* events, const Claim& claim, std::string
   } else {
     what = absl::StrCat("reclaimPolicy Retain: ", Devices(claim.status), " on ",
                         claim.status.node,
-                        " keep their data and stay Released: only a claim that pins them, or "
-                        "an administrator's release, gives them out again");
+                        " keep their data and stay Released: only a claim of namespace ",
+                        claim.key.ns,
+                        " that pins them, or an administrator's release or hand-over, gives "
+                        "them out again");
   }
   events->Record(ClaimRef(claim.key, uid), kube::EventType::kNormal, "ClaimReleased",
                  absl::StrCat("claim deleted; ", what));
+}
+
+void RecordWithheld(kube::EventRecorder* events, const KubeApiStore::WithheldObject& w) {
+  if (events == nullptr) return;
+  events->Record(ClaimRef(w.key, w.uid), kube::EventType::kWarning, w.reason,
+                 absl::StrCat("claim withheld: ", w.message));
 }
 
 void RecordDeviceMoved(kube::EventRecorder* events, const DeviceMove& move, std::string_view uid) {

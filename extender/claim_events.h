@@ -32,6 +32,9 @@ void RecordReleased(kube::EventRecorder* events, const Claim& claim, std::string
 // by the same index in `uids`).
 void RecordConflict(kube::EventRecorder* events, const ClaimConflict& conflict,
                     const std::vector<std::string>& uids);
+// A claim withheld at recovery (its spec unreadable or contradicting its
+// status): a Warning with the withholding's reason.
+void RecordWithheld(kube::EventRecorder* events, const KubeApiStore::WithheldObject& w);
 // A device of claim `move.claim` (object `uid`), or a Released mark, was
 // found at a new PCI address by its serial (the node's bus was renumbered).
 void RecordDeviceMoved(kube::EventRecorder* events, const DeviceMove& move, std::string_view uid);

@@ -1,5 +1,7 @@
 #include "extender/kube_api_store.h"
 
+#include "allocator/validation.h"
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -146,13 +148,24 @@ absl::Status KubeApiStore::ListClaims(std::vector<api::ClaimObject>* out) {
       continue;
     }
     // An object pdc cannot read but whose status names devices would leave
-    // those devices free for other claims: refuse to start instead.
+    // those devices free for other claims: if its status reads, the claim
+    // is withheld (Recover) and its devices held; if not even the status
+    // (pdc's own, written through the status subresource) reads, pdc cannot
+    // tell which devices it holds and refuses to start.
     const json::Value* status = json::Find(*item, "status");
     const json::Value* devices =
         status != nullptr && status->IsObject() ? json::Find(*status, "devices") : nullptr;
     if (devices != nullptr && devices->IsArray() && !devices->Empty()) {
+      absl::StatusOr<api::ClaimObject> held = api::ReadClaimObjectStatusOnly(*item);
+      if (held.ok() && HoldsDevices(held->claim)) {
+        spdlog::error("PersistentDeviceClaim {}: its spec cannot be read ({}); the claim is "
+                      "withheld and its devices held",
+                      held->meta.Key(), held->spec_problem);
+        out->push_back(*std::move(held));
+        continue;
+      }
       return absl::DataLossError(
-          absl::StrCat("a PersistentDeviceClaim that holds devices cannot be read (",
+          absl::StrCat("a PersistentDeviceClaim whose status names devices cannot be read (",
                        c.status().message(),
                        "); pdc will not start without knowing which devices it holds"));
     }
@@ -224,6 +237,31 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
                   c.claims.front().ToString());
     conflicts.push_back(std::move(c));
   }
+  // Objects that cannot be taken as they are (a spec that does not read, or
+  // one that contradicts its status: edited after the bind) are withheld
+  // the same way, each on its own: one object never stops the start.
+  std::vector<WithheldObject> invalid;
+  for (const api::ClaimObject& o : objects) {
+    if (!HoldsDevices(o.claim) || IsReclaimingObject(o) || conflicted.contains(o.claim.key)) {
+      continue;
+    }
+    WithheldObject w{o.claim.key, o.meta.uid, "", ""};
+    if (!o.spec_problem.empty()) {
+      w.reason = "SpecUnreadable";
+      w.message = o.spec_problem;
+    } else if (std::string why = ClaimContradiction(o.claim); !why.empty()) {
+      w.reason = "SpecContradictsStatus";
+      w.message = std::move(why);
+    } else {
+      continue;
+    }
+    w.message = absl::StrCat(w.message, ": pdc keeps the claim's devices and uses them for no "
+                                        "claim; delete the claim (its reclaim policy applies) "
+                                        "and create it again as it should be");
+    spdlog::error("claim {} is withheld: {}", o.claim.key.ToString(), w.message);
+    conflicted[o.claim.key] = true;
+    invalid.push_back(std::move(w));
+  }
 
   // The snapshot: holds first, a claim's devices winning over a hold of the
   // same device (a crash between the two writes of a delete or of a pinned
@@ -249,10 +287,16 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
     if (!conflicted.contains(o.claim.key)) continue;
     Holds& h = holds[o.claim.status.node];
     for (const BoundDevice& d : o.claim.status.devices) {
-      const bool held =
-          std::any_of(h.released.begin(), h.released.end(),
-                      [&](const ReleasedDevice& r) { return r.address == d.address; });
-      if (!held) h.released.push_back(ReleasedDevice{d.address, d.serial, o.claim.key});
+      auto held = std::find_if(h.released.begin(), h.released.end(),
+                               [&](const ReleasedDevice& r) { return r.address == d.address; });
+      if (held == h.released.end()) {
+        h.released.push_back(ReleasedDevice{d.address, d.serial, o.claim.key, o.claim.uid});
+      } else if (held->claim.ns != o.claim.key.ns) {
+        // Named by claims of two namespaces: its data may be either's, so
+        // no claim may pin it; only an administrator decides.
+        held->claim = ClaimKey{};
+        held->claim_uid.clear();
+      }
     }
     std::sort(h.released.begin(), h.released.end(),
               [](const ReleasedDevice& a, const ReleasedDevice& b) { return a.address < b.address; });
@@ -289,6 +333,7 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
   facts_.clear();
   conflicted_.clear();
   held_.clear();
+  withheld_reclaimed_.clear();
   for (const api::ClaimObject& o : objects) {
     const ClaimStatus& st = o.claim.status;
     if (conflicted.contains(o.claim.key)) conflicted_[o.claim.key] = o.claim;
@@ -332,6 +377,7 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
       ++claims;
     }
     conflicts_ = conflicts;
+    invalid_ = std::move(invalid);
     reclaiming_ = std::move(reclaims);
     withheld_.clear();
     for (const auto& [key, yes] : conflicted) withheld_.insert(key);
@@ -597,6 +643,45 @@ absl::Status KubeApiStore::ReportConflicts() {
           ": pdc uses it for none of them until an administrator deletes the wrong claim(s) "
           "and restarts pdc-extender");
       RETURN_IF_ERROR(WriteClaim(it->second, message));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<KubeApiStore::WithheldObject> KubeApiStore::invalid() const {
+  absl::MutexLock lock(&mu_);
+  return invalid_;
+}
+
+absl::Status KubeApiStore::ReportWithheld() {
+  absl::MutexLock write_lock(&write_mu_);
+  for (const WithheldObject& w : invalid()) {
+    const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
+    const std::string what =
+        absl::StrCat("write the Withheld condition of claim ", w.key.ToString());
+    for (;;) {
+      std::optional<ObjectState> st = Object(w.key);
+      if (!st.has_value() || st->uid != w.uid) break;
+      const std::vector<api::ClaimCondition> conditions = api::WithheldConditions(
+          w.reason, w.message, st->generation, st->conditions, options_.clock->Now());
+      ASSIGN_OR_RETURN(
+          HttpResponse r,
+          Call("PATCH", absl::StrCat(api::ClaimObjectPath(w.key), "/status"),
+               api::WriteClaimConditionsPatch(st->uid, st->resource_version, conditions),
+               kMergePatch, what, deadline));
+      if (r.status == 200) {
+        RETURN_IF_ERROR(ObserveAnswer(r.body));
+        absl::MutexLock lock(&mu_);
+        if (auto it = objects_.find(w.key); it != objects_.end() && it->second.uid == st->uid) {
+          it->second.conditions = conditions;
+        }
+        break;
+      }
+      if (r.status == 404) break;
+      if (r.status != 409) return kube::FromApiserver(r.status, r.body, what);
+      absl::StatusOr<ObjectState> fresh = Reread(w.key, deadline);
+      if (absl::IsNotFound(fresh.status())) break;
+      if (!fresh.ok()) return fresh.status();
     }
   }
   return absl::OkStatus();
@@ -1063,6 +1148,38 @@ std::string KubeApiStore::WhyNameTaken(const ClaimKey& key) const {
 bool KubeApiStore::Withheld(const ClaimKey& key) const {
   absl::MutexLock lock(&mu_);
   return withheld_.contains(key);
+}
+
+std::optional<KubeApiStore::WithheldReclaim> KubeApiStore::WithheldReclaimOf(
+    const ClaimKey& key, std::string_view uid) {
+  absl::MutexLock write_lock(&write_mu_);
+  auto it = conflicted_.find(key);
+  if (it == conflicted_.end() || it->second.uid != uid || withheld_reclaimed_.contains(key)) {
+    return std::nullopt;
+  }
+  WithheldReclaim out;
+  out.claim = it->second;
+  // Shared: named by another claim of a conflict as recovery found it,
+  // also one deleted since (its data may be on the device).
+  for (const BoundDevice& d : out.claim.status.devices) {
+    const bool shared = std::any_of(conflicted_.begin(), conflicted_.end(), [&](const auto& o) {
+      const Claim& other = o.second;
+      return other.key != key && other.status.node == out.claim.status.node &&
+             std::any_of(other.status.devices.begin(), other.status.devices.end(),
+                         [&](const BoundDevice& x) { return x.address == d.address; });
+    });
+    if (shared) {
+      out.shared.push_back(d.address);
+    } else {
+      out.own.push_back(d);
+    }
+  }
+  return out;
+}
+
+void KubeApiStore::WithheldReclaimed(const ClaimKey& key) {
+  absl::MutexLock write_lock(&write_mu_);
+  withheld_reclaimed_.insert(key);
 }
 
 std::vector<ClaimConflict> KubeApiStore::conflicts() const {

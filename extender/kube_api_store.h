@@ -196,9 +196,37 @@ class KubeApiStore final : public Store {
   // out until the next start, also once the other claims of its device are
   // deleted (recovery then decides with what the API holds).
   bool Withheld(const ClaimKey& key) const;
+  // What deleting a withheld claim does to its devices (its reclaim policy
+  // applies, as for any claim): the claim as recovery read it, the devices
+  // only it named and those another claim of a conflict also named (their
+  // data may be either's). nullopt when `key` with object UID `uid` was not
+  // withheld.
+  struct WithheldReclaim {
+    Claim claim;
+    std::vector<BoundDevice> own;
+    std::vector<PciAddress> shared;
+  };
+  std::optional<WithheldReclaim> WithheldReclaimOf(const ClaimKey& key, std::string_view uid);
+  // The reclaim policy of withheld `key` was applied: WithheldReclaimOf
+  // answers nullopt for it from now on (it is applied once).
+  void WithheldReclaimed(const ClaimKey& key);
   // Writes the DeviceConflict condition into the status of every claim in
   // conflict (their status otherwise as the API has it). The first failure.
   absl::Status ReportConflicts();
+  // A claim withheld at recovery because its object cannot be taken as it
+  // is (its spec cannot be read, or contradicts its status): left out of
+  // the allocator, its devices held Released for it, as a claim in
+  // conflict (Withheld() is true for it).
+  struct WithheldObject {
+    ClaimKey key;
+    std::string uid;
+    std::string reason;   // SpecUnreadable, SpecContradictsStatus.
+    std::string message;
+  };
+  std::vector<WithheldObject> invalid() const;
+  // Writes the Withheld condition into the status of each of invalid().
+  // The first failure.
+  absl::Status ReportWithheld();
 
  private:
   struct Holds {
@@ -279,6 +307,7 @@ class KubeApiStore final : public Store {
   absl::flat_hash_map<ClaimKey, std::string> held_ ABSL_GUARDED_BY(write_mu_);
   // The claims left out for a conflict, as the API has them.
   absl::flat_hash_map<ClaimKey, Claim> conflicted_ ABSL_GUARDED_BY(write_mu_);
+  absl::flat_hash_set<ClaimKey> withheld_reclaimed_ ABSL_GUARDED_BY(write_mu_);
 
   mutable absl::Mutex mu_;
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
@@ -290,6 +319,7 @@ class KubeApiStore final : public Store {
   // object the watch shows before the create's answer arrives.
   absl::flat_hash_map<ClaimKey, std::string> creating_ ABSL_GUARDED_BY(mu_);
   std::vector<ClaimConflict> conflicts_ ABSL_GUARDED_BY(mu_);
+  std::vector<WithheldObject> invalid_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<ClaimKey> withheld_ ABSL_GUARDED_BY(mu_);
   // Claims whose last record could not be written, and why.
   absl::flat_hash_map<ClaimKey, std::string> unrecorded_ ABSL_GUARDED_BY(mu_);

@@ -12,6 +12,7 @@
 #include "api/validation.h"
 #include "common/strings.h"
 #include "extender/json_response.h"
+#include "kube/event_recorder.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
@@ -311,6 +312,58 @@ HttpResponse RestHandlers::ReleaseDevice(std::string_view node,
   }
   spdlog::info("device {} on node {} released by an administrator: offered to any claim",
                a->ToString(), node);
+  return GetNode(node);
+}
+
+namespace {
+
+// An administrator's decision about a device, on the record: the log and,
+// in Kubernetes mode, an Event on the Node.
+void AuditDeviceDecision(const ExtenderContext* ctx, std::string_view node, std::string_view reason,
+                         const std::string& message) {
+  spdlog::warn("node {}: {}", node, message);
+  if (ctx->events != nullptr) {
+    ctx->events->Record({"v1", "Node", "", std::string(node), ""}, kube::EventType::kWarning,
+                        reason, message);
+  }
+}
+
+}  // namespace
+
+HttpResponse RestHandlers::HandOverDevice(std::string_view node, std::string_view address,
+                                          std::string_view body) const {
+  if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
+    return ErrorResponse(s);
+  }
+  absl::StatusOr<PciAddress> a = api::ParseAddress(address, "address");
+  if (!a.ok()) return ErrorResponse(a.status());
+  absl::StatusOr<ClaimKey> to = api::ParseDeviceHandOver(body);
+  if (!to.ok()) return ErrorResponse(to.status());
+  if (absl::Status s = ctx_->allocator->HandOverDevice(node, *a, *to); !s.ok()) {
+    return ErrorResponse(s);
+  }
+  AuditDeviceDecision(ctx_, node, "DeviceHandedOver",
+                      absl::StrCat("Released device ", a->ToString(),
+                                   " handed over by an administrator to claim ", to->ToString(),
+                                   ": claims of namespace ", to->ns, " may pin it"));
+  return GetNode(node);
+}
+
+HttpResponse RestHandlers::AbandonErase(std::string_view node, std::string_view address) const {
+  if (absl::Status s = ValidateObjectName("node", node); !s.ok()) {
+    return ErrorResponse(s);
+  }
+  absl::StatusOr<PciAddress> a = api::ParseAddress(address, "address");
+  if (!a.ok()) return ErrorResponse(a.status());
+  if (absl::Status s = ctx_->allocator->AbandonErase(node, *a); !s.ok()) {
+    return ErrorResponse(s);
+  }
+  AuditDeviceDecision(ctx_, node, "EraseAbandoned",
+                      absl::StrCat("the erase of device ", a->ToString(),
+                                   " was ended by an administrator before it finished: the "
+                                   "device may still hold a deleted claim's data and is held "
+                                   "Released for no claim until an administrator releases it or "
+                                   "hands it over"));
   return GetNode(node);
 }
 

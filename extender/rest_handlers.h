@@ -51,6 +51,13 @@ class RestHandlers {
   HttpResponse ListDevices() const;
   // An administrator releases a Released device (docs/rest-api.md §4.6).
   HttpResponse ReleaseDevice(std::string_view node, std::string_view address) const;
+  // A Released device handed over to the claim in `body` (a claim of that
+  // namespace may pin it then); audited with an Event on the node.
+  HttpResponse HandOverDevice(std::string_view node, std::string_view address,
+                              std::string_view body) const;
+  // The erase of a returning device ended by an administrator: the device
+  // is held Released for no claim; audited with an Event on the node.
+  HttpResponse AbandonErase(std::string_view node, std::string_view address) const;
 
  private:
   const ExtenderContext* const ctx_;

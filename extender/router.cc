@@ -317,6 +317,13 @@ HttpResponse Router::Rest(HttpRequest& req, std::string_view path,
     if (p.size() == 5 && p[2] == "devices" && p[4] == "release") {
       return allow("POST") ? rest_.ReleaseDevice(p[1], p[3]) : MethodNotAllowed(req, path);
     }
+    if (p.size() == 5 && p[2] == "devices" && p[4] == "handover") {
+      return allow("POST") ? rest_.HandOverDevice(p[1], p[3], req.body)
+                           : MethodNotAllowed(req, path);
+    }
+    if (p.size() == 5 && p[2] == "devices" && p[4] == "abandon-erase") {
+      return allow("POST") ? rest_.AbandonErase(p[1], p[3]) : MethodNotAllowed(req, path);
+    }
     if (p.size() == 3 && p[2] == "allocations") {
       *route = Route::kAllocations;
       return allow("GET") ? rest_.GetAllocations(p[1], q, req.allow_wait)

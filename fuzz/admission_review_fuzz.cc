@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (auto pod = api::ReadAdmissionPod(*r->object); pod.ok()) {
       if (!(pod->affinity.terms_present && pod->affinity.terms.empty())) {
         answer.patch = api::WriteJsonPatch(
-            api::RequireNodeLabelPatch(pod->affinity, api::kHostnameLabel, "node-a"));
+            api::RequireNodeNamePatch(pod->affinity, "node-a"));
         rapidjson::Document patch;
         if (!api::json::Parse(answer.patch, &patch).ok() || !patch.IsArray() ||
             patch.Empty()) {

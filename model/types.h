@@ -198,10 +198,18 @@ inline bool HandoffOrderLess(const HandoffPosition& a, const HandoffPosition& b)
          std::tie(b.claim_rank, b.claim, b.serial, b.address);
 }
 
+// Like a PersistentVolume's claimRef, a Released device remembers the claim
+// its data is of: only a claim of the same namespace may pin it back; an
+// administrator may release it (free for any claim) or hand it over to a
+// claim of another namespace (docs/design.md §4.7).
 struct ReleasedDevice {
   PciAddress address;
   std::string serial;  // The serial the claim was bound to; "" when unknown.
-  ClaimKey claim;      // The deleted claim.
+  // The deleted claim, or the claim an administrator handed it over to.
+  // An empty namespace: no claim may pin it (an erase an administrator
+  // abandoned); only an administrator decides.
+  ClaimKey claim;
+  std::string claim_uid = {};  // That claim's UID; "" when unknown.
 
   bool operator==(const ReleasedDevice&) const = default;
 };

@@ -179,6 +179,26 @@ absl::StatusOr<api::NodeDetail> PdcClient::ReleaseDevice(std::string_view node,
   return Decoded("release device", api::ParseNodeDetail(r.body));
 }
 
+absl::StatusOr<api::NodeDetail> PdcClient::HandOverDevice(std::string_view node,
+                                                           PciAddress address,
+                                                           const ClaimKey& to) {
+  ASSIGN_OR_RETURN(HttpResponse r,
+                   Call("hand over device", "POST",
+                        absl::StrCat(NodePath(node), "/devices/", address.ToString(),
+                                     "/handover"),
+                        api::WriteDeviceHandOver(to)));
+  return Decoded("hand over device", api::ParseNodeDetail(r.body));
+}
+
+absl::StatusOr<api::NodeDetail> PdcClient::AbandonErase(std::string_view node,
+                                                         PciAddress address) {
+  ASSIGN_OR_RETURN(HttpResponse r,
+                   Call("abandon erase", "POST",
+                        absl::StrCat(NodePath(node), "/devices/", address.ToString(),
+                                     "/abandon-erase")));
+  return Decoded("abandon erase", api::ParseNodeDetail(r.body));
+}
+
 absl::StatusOr<Claim> PdcClient::CreateClaim(const api::ClaimCreate& create) {
   ASSIGN_OR_RETURN(HttpResponse r,
                    Call("create claim", "POST",

@@ -85,6 +85,9 @@ class PdcClient {
   // POST /v1/nodes/{node}/devices/{address}/release: an administrator
   // releases a Released device; returns the node after.
   absl::StatusOr<api::NodeDetail> ReleaseDevice(std::string_view node, PciAddress address);
+  absl::StatusOr<api::NodeDetail> HandOverDevice(std::string_view node, PciAddress address,
+                                                 const ClaimKey& to);
+  absl::StatusOr<api::NodeDetail> AbandonErase(std::string_view node, PciAddress address);
 
   // POST /v1/namespaces/{ns}/claims.
   absl::StatusOr<Claim> CreateClaim(const api::ClaimCreate& create);

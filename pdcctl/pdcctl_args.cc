@@ -58,6 +58,13 @@ Usage:
   pdcctl release device NODE ADDRESS
          offer a Released device (its deleted claim's data is still on it)
          to any claim again
+  pdcctl release device NODE ADDRESS --to NAMESPACE/NAME
+         hand a Released device over: claims of NAMESPACE may pin it (only
+         claims of its deleted claim's namespace may, until then)
+  pdcctl release device NODE ADDRESS --abandon-erase
+         end the erase of a device whose Delete claim waits for it (the
+         erase will not finish): the device is held Released for no claim
+         until you release it or hand it over
   pdcctl get handoffs [--node NODE] [-o table|json]
          VM pods bound to a node and still waiting for their devices
   pdcctl delete handoff POD_UID --node NODE
@@ -113,6 +120,10 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
     if (name == "--force") {
       cmd.force = true;
       force_given = true;
+      continue;
+    }
+    if (name == "--abandon-erase") {
+      cmd.abandon_erase = true;
       continue;
     }
     auto value = [&]() -> absl::StatusOr<std::string> {
@@ -189,6 +200,15 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
             "--reclaim-policy must be Retain or Delete, not \"", *v, "\""));
       }
       create_flags.push_back(name);
+    } else if (name == "--to") {
+      if (!(v = value()).ok()) return v.status();
+      const size_t slash = v->find('/');
+      if (slash == std::string::npos || slash == 0 || slash + 1 == v->size() ||
+          !IsSafeName(v->substr(0, slash)) || !IsSafeName(v->substr(slash + 1))) {
+        return UsageError(absl::StrCat("--to must be NAMESPACE/NAME of a claim, not \"", *v,
+                                       "\""));
+      }
+      cmd.hand_over_to = ClaimKey{v->substr(0, slash), v->substr(slash + 1)};
     } else if (name == "--pod-uid") {
       if (!(v = value()).ok()) return v.status();
       cmd.pod_uid = *v;
@@ -308,6 +328,13 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
   }
   if (pod_uid_given && (cmd.verb != Verb::kRelease || device_release)) {
     return UsageError("--pod-uid only works with release claim");
+  }
+  if ((cmd.hand_over_to.has_value() || cmd.abandon_erase) && !device_release) {
+    return UsageError(absl::StrCat(cmd.abandon_erase ? "--abandon-erase" : "--to",
+                                   " only works with release device"));
+  }
+  if (cmd.hand_over_to.has_value() && cmd.abandon_erase) {
+    return UsageError("--to and --abandon-erase are two decisions; give one");
   }
   return cmd;
 }

@@ -6,6 +6,10 @@
 //   pdcctl delete claim NAME [--force]
 //   pdcctl release claim NAME [--pod-uid UID]
 //   pdcctl release device NODE ADDRESS   (a Released device, for any claim)
+//   pdcctl release device NODE ADDRESS --to NAMESPACE/NAME
+//                                        (hand a Released device over)
+//   pdcctl release device NODE ADDRESS --abandon-erase
+//                                        (end an erase that will not finish)
 //   pdcctl get handoffs [--node N]       (VM pods waiting for their devices)
 //   pdcctl delete handoff POD_UID --node N   (the pod is gone; free the slot)
 // Global: --server URL (default $PDC_SERVER, else http://127.0.0.1:8888),
@@ -53,6 +57,10 @@ struct Command {
   // delete / release
   bool force = false;
   std::string pod_uid;
+  // release device: hand it over to this claim instead of freeing it.
+  std::optional<ClaimKey> hand_over_to;
+  // release device: end the erase of a returning device (it stays held).
+  bool abandon_erase = false;
 };
 
 // `args` excludes argv[0]. `env_server` is $PDC_SERVER if set. Errors are

@@ -108,6 +108,21 @@ absl::StatusOr<std::string> Execute(const Command& cmd, PdcClient& client, absl:
       return absl::StrCat("claim/", cmd.name, " deleted\n");
     }
     case Verb::kRelease: {
+      if (cmd.kind == Kind::kDevices && cmd.hand_over_to.has_value()) {
+        ASSIGN_OR_RETURN(api::NodeDetail detail,
+                         client.HandOverDevice(cmd.node, *cmd.address, *cmd.hand_over_to));
+        if (json) return PrettyJson(api::WriteNodeDetail(detail));
+        return absl::StrCat("device/", cmd.address->ToString(), " on node ", cmd.node,
+                            " handed over to claim ", cmd.hand_over_to->ToString(),
+                            "; claims of namespace ", cmd.hand_over_to->ns, " may pin it\n");
+      }
+      if (cmd.kind == Kind::kDevices && cmd.abandon_erase) {
+        ASSIGN_OR_RETURN(api::NodeDetail detail, client.AbandonErase(cmd.node, *cmd.address));
+        if (json) return PrettyJson(api::WriteNodeDetail(detail));
+        return absl::StrCat("device/", cmd.address->ToString(), " on node ", cmd.node,
+                            ": erase abandoned; held Released for no claim until you release "
+                            "it or hand it over\n");
+      }
       if (cmd.kind == Kind::kDevices) {
         ASSIGN_OR_RETURN(api::NodeDetail detail, client.ReleaseDevice(cmd.node, *cmd.address));
         if (json) return PrettyJson(api::WriteNodeDetail(detail));

@@ -84,9 +84,9 @@ TEST_F(ClaimsTest, ForceDeletingAReservedClaimWithRetainLeavesItsDeviceReleased)
   EXPECT_THAT(alloc.claimed, IsEmpty());
   EXPECT_THAT(alloc.return_to_host, IsEmpty());
   ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
-  EXPECT_THAT(v.released, ElementsAre(ReleasedDevice{Addr("0000:3b:00.0"),
+  EXPECT_THAT(v.released, ElementsAre(IsReleasedMark(Addr("0000:3b:00.0"),
                                                      NvmeDevice("0000:3b:00.0", 1).serial,
-                                                     {"default", "vm1-nvme"}}));
+                                                     ClaimKey{"default", "vm1-nvme"})));
   EXPECT_THAT(allocator_->Bind(VmPod("vm2", "u2"), "node-a"),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("released")));
 }

@@ -115,7 +115,8 @@ TEST_F(IdentityTest, AReleasedDriveAtANewAddressStaysReleased) {
   Report(Inventory("node-a", {Drive(kB, 20, "S1"), Drive(kC, 21, "S2")}));
 
   ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
-  EXPECT_THAT(v.released, ElementsAre(ReleasedDevice{Addr(kB), "S1", {"default", "vm1-nvme"}}));
+  EXPECT_THAT(v.released,
+              ElementsAre(IsReleasedMark(Addr(kB), "S1", ClaimKey{"default", "vm1-nvme"})));
   EXPECT_THAT(moves_, ElementsAre(DeviceMove{"node-a", "S1", Addr(kA), Addr(kB),
                                              {"default", "vm1-nvme"}, true}));
   EXPECT_EQ(Filter(VmPod("vm2", "u2", 2), {"node-a"}).nodes[0].reason,
@@ -214,7 +215,8 @@ TEST_F(IdentityTest, RecoveryAfterAMoveGivesTheSameState) {
   ASSERT_OK_AND_ASSIGN(NodeAllocations allocations, allocator_->GetNodeAllocations("node-a"));
   ASSERT_THAT(claims[0].status.devices,
               ElementsAre(BoundDevice{Addr(kB), "S1"}, BoundDevice{Addr(kC), "S2"}));
-  ASSERT_THAT(view.released, ElementsAre(ReleasedDevice{Addr(kA), "S3", {"default", "vm2-nvme"}}));
+  ASSERT_THAT(view.released,
+              ElementsAre(IsReleasedMark(Addr(kA), "S3", ClaimKey{"default", "vm2-nvme"})));
 
   allocator_.reset();
   ASSERT_OK_AND_ASSIGN(allocator_, Allocator::Open(TestOptions(), &store_, &clock_));

@@ -201,15 +201,19 @@ TEST_P(RetainDeleteTest, RetainLeavesTheDeviceReleasedAndOffersItToNoOtherClaim)
     const bool force = GetParam();
     BindAndDelete(ReclaimPolicy::kRetain, force);
     ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
-    EXPECT_THAT(v.released, ElementsAre(ReleasedDevice{Addr(kA), NvmeDevice(kA, 1).serial,
-                                                       {"default", "vm1-nvme"}}));
+    ASSERT_EQ(v.released.size(), 1u);
+    EXPECT_EQ(v.released[0].address, Addr(kA));
+    EXPECT_EQ(v.released[0].serial, NvmeDevice(kA, 1).serial);
+    EXPECT_EQ(v.released[0].claim, (ClaimKey{"default", "vm1-nvme"}));
+    EXPECT_FALSE(v.released[0].claim_uid.empty());  // The deleted claim's UID.
     EXPECT_THAT(v.return_to_host, IsEmpty());
     EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, IsEmpty());
     Attempt a = Try("u2");
     EXPECT_EQ(a.filter.nodes[0].verdict, Verdict::kUnresolvable);
     EXPECT_EQ(a.filter.MessageFor(0),
               "insufficient free devices.kubevirt.io/nvme: want 1, free 0; 1 device released by "
-              "a deleted claim (Retain): release it with pdcctl or pin it");
+              "a deleted claim (Retain): only a claim of that claim's namespace may pin it back; "
+              "an administrator may release it or hand it over with pdcctl");
     EXPECT_THAT(a.bind, StatusIs(absl::StatusCode::kFailedPrecondition,
                                  HasSubstr("1 device released by a deleted claim")));
     EXPECT_THAT(allocator_->Score(VmPod("vm2", "u2"), {"node-a"}), ElementsAre(0));
@@ -225,8 +229,8 @@ TEST_P(RetainDeleteTest, RetainLeavesTheDeviceReleasedAndOffersItToNoOtherClaim)
     ASSERT_OK(allocator_->Bind(VmPod("vm3", "u3"), "node-a").status());
     ASSERT_OK(allocator_->DeleteClaim({"default", "vm3-nvme"}, true));
     EXPECT_THAT(Filter(VmPod("vm2", "u4"), {"node-a"}).MessageFor(0),
-                HasSubstr("free 0; 2 devices released by deleted claims (Retain): release them "
-                          "with pdcctl or pin them"));
+                HasSubstr("free 0; 2 devices released by deleted claims (Retain): only a claim "
+                          "of the deleted claim's namespace may pin one back"));
   }
 }
 
@@ -247,6 +251,58 @@ TEST_P(PinReleasedTest, AClaimPinnedToAReleasedDeviceTakesIt) {
     EXPECT_EQ(allocator_->Stats().devices_released, 0u);
     ExpectInvariants();
   }
+}
+
+// A PersistentVolume's claimRef: a Released device goes back only to a claim
+// of the namespace its data is of (any name there); another namespace gets a
+// refusal that names neither the deleted claim nor its namespace, until an
+// administrator hands the device over.
+TEST_P(PinReleasedTest, OnlyTheDeletedClaimsNamespaceMayPinItBack) {
+  BindAndDelete(ReclaimPolicy::kRetain);
+  const ClaimSpec spec = GetParam() ? PinnedTo(kA) : PinnedToSerial(NvmeDevice(kA, 1).serial);
+  ASSERT_OK(allocator_->CreateClaim({"tenant-b", "steal"}, spec).status());
+  SchedulingRequest thief = VmPod("vm-b", "ub1", 1, {"steal"}, "tenant-b");
+  const FilterResult f = Filter(thief, {"node-a"});
+  EXPECT_EQ(f.nodes[0].verdict, Verdict::kUnresolvable);
+  EXPECT_THAT(f.MessageFor(0), HasSubstr("is Released with the data of a deleted claim of "
+                                         "another namespace; only a claim of that namespace "
+                                         "may pin it back"));
+  EXPECT_THAT(f.MessageFor(0), ::testing::Not(HasSubstr("default")));
+  EXPECT_THAT(f.MessageFor(0), ::testing::Not(HasSubstr("vm1")));
+  EXPECT_THAT(allocator_->Bind(thief, "node-a").status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("another namespace")));
+  EXPECT_EQ(allocator_->GetNode("node-a")->released.size(), 1u);
+  ExpectInvariants();
+
+  // The administrator hands it over: tenant-b may pin it, default no longer.
+  EXPECT_THAT(allocator_->HandOverDevice("node-a", Addr(kA), {"tenant-b", ""}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("namespace/name")));
+  EXPECT_THAT(allocator_->HandOverDevice("node-a", Addr(kB), {"tenant-b", "steal"}),
+              StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(allocator_->HandOverDevice("node-a", Addr(kA), {"tenant-b", "steal"}));
+  ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
+  ASSERT_EQ(v.released.size(), 1u);
+  EXPECT_EQ(v.released[0].claim, (ClaimKey{"tenant-b", "steal"}));
+  EXPECT_EQ(v.released[0].claim_uid, "");
+  ASSERT_OK(allocator_->CreateClaim({"default", "restore"}, spec).status());
+  EXPECT_EQ(Try("u2", {"restore"}).filter.nodes[0].verdict, Verdict::kUnresolvable);
+  EXPECT_EQ(Filter(thief, {"node-a"}).nodes[0].verdict, Verdict::kFits);
+  ASSERT_OK(allocator_->Bind(thief, "node-a").status());
+  EXPECT_THAT(DevicesOf({"tenant-b", "steal"}), ElementsAre(Addr(kA)));
+  ExpectInvariants();
+}
+
+TEST_F(ReclaimTest, AnotherNamespacesReleasedNeighbourIsNotNamed) {
+  Report(Inventory("node-a", {OnDriver(kA, 1, "nvme"), OnDriver(kB, 1, "nvme")}));
+  ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1", 2), "node-a").status());
+  ASSERT_OK(allocator_->DeleteClaim({"default", "vm1-nvme"}, true));
+  ASSERT_OK(allocator_->HandOverDevice("node-a", Addr(kA), {"tenant-b", "restore"}));
+  ASSERT_OK(allocator_->CreateClaim({"tenant-b", "restore"}, PinnedTo(kA)).status());
+  const std::string message =
+      Filter(VmPod("vm-b", "ub1", 1, {"restore"}, "tenant-b"), {"node-a"}).MessageFor(0);
+  EXPECT_THAT(message, HasSubstr("shares its IOMMU group with a Released device of another "
+                                 "namespace"));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr(kB)));
 }
 
 TEST_F(ReclaimTest, UndoingAPinnedBindMakesTheDeviceReleasedAgain) {
@@ -297,6 +353,122 @@ TEST_F(ReclaimTest, AnAdministratorReleaseFreesTheDevice) {
               StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_OK_AND_ASSIGN(BindOutcome b, allocator_->Bind(VmPod("vm2", "u2"), "node-a"));
   EXPECT_THAT(b.claims[0].devices, ElementsAre(Addr(kA)));
+  ExpectInvariants();
+}
+
+// An erase that will not finish: the administrator ends the wait, the
+// device stays out of the free pool (Released, no claim may pin it) until
+// the administrator releases it or hands it over.
+TEST_F(ReclaimTest, AnAbandonedEraseLeavesTheDeviceHeldForAnAdministrator) {
+  BindAndDelete(ReclaimPolicy::kDelete);
+  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kUnhealthy,
+                                       NvmeDevice(kA, 1).serial),
+                              OnDriver(kB, 2, "nvme")}));
+  EXPECT_THAT(allocator_->ReleaseDevice("node-a", Addr(kA)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("abandon-erase")));
+  struct Case {
+    std::string node;
+    std::string address;
+    absl::StatusCode code;
+    std::string message;
+  };
+  const Case errors[] = {
+      {"node-z", kA, absl::StatusCode::kNotFound, "node node-z is not known"},
+      {"node-a", kB, absl::StatusCode::kFailedPrecondition,
+       "is not waiting to be erased and returned to its host driver (it is free)"},
+      {"node-a", "0000:af:00.0", absl::StatusCode::kNotFound, "waiting to be erased"},
+  };
+  for (const Case& c : errors) {
+    EXPECT_THAT(allocator_->AbandonErase(c.node, Addr(c.address)),
+                StatusIs(c.code, HasSubstr(c.message)))
+        << c.node << " " << c.address;
+  }
+  ASSERT_OK(allocator_->AbandonErase("node-a", Addr(kA)));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, IsEmpty());
+  ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
+  ASSERT_EQ(v.released.size(), 1u);
+  EXPECT_EQ(v.released[0].claim, ClaimKey{});
+  EXPECT_EQ(v.released[0].serial, NvmeDevice(kA, 1).serial);
+  EXPECT_THAT(allocator_->AbandonErase("node-a", Addr(kA)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("(it is Released)")));
+  // Healthy again: still held, for no claim of any namespace.
+  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy,
+                                       NvmeDevice(kA, 1).serial)}));
+  ASSERT_OK(allocator_->CreateClaim({"default", "restore"}, PinnedTo(kA)).status());
+  Attempt a = Try("u2", {"restore"});
+  EXPECT_THAT(a.filter.MessageFor(0), HasSubstr("erase that was abandoned"));
+  EXPECT_THAT(a.bind, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(Filter(VmPod("vm3", "u3"), {"node-a"}).nodes[0].verdict, Verdict::kUnresolvable);
+  ExpectInvariants();
+  // Survives a restart; then the administrator decides.
+  Reopen();
+  EXPECT_EQ(allocator_->GetNode("node-a")->released.size(), 1u);
+  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy,
+                                       NvmeDevice(kA, 1).serial)}));
+  ASSERT_OK(allocator_->HandOverDevice("node-a", Addr(kA), {"default", "restore"}));
+  ASSERT_OK(allocator_->Bind(VmPod("vm2", "u4", 1, {"restore"}), "node-a").status());
+  EXPECT_THAT(DevicesOf({"default", "restore"}), ElementsAre(Addr(kA)));
+  ExpectInvariants();
+}
+
+// A claim the allocator never took up (withheld at recovery) is deleted: its
+// reclaim policy applies to the devices only it named; the devices another
+// claim also named stay held for an administrator.
+TEST_F(ReclaimTest, AWithheldClaimsDeletionAppliesItsReclaimPolicy) {
+  for (ReclaimPolicy policy : {ReclaimPolicy::kRetain, ReclaimPolicy::kDelete}) {
+    SCOPED_TRACE(ToString(policy));
+    Reopen();
+    Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy, "SN-A"),
+                                OnDriver(kB, 2, "vfio-pci", DeviceHealth::kHealthy, "SN-B")}));
+    ASSERT_OK(allocator_->CreateClaim({"default", "taken"}, Spec(kNvme, 1)).status());
+    EXPECT_THAT(allocator_->ReclaimWithheld({"default", "taken"}, "u", "node-a",
+                                            {{Addr(kA), "SN-A"}}, {}, policy),
+                StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_THAT(allocator_->ReclaimWithheld({"default", "gone"}, "u", "node-z",
+                                            {{Addr(kA), "SN-A"}}, {}, policy),
+                StatusIs(absl::StatusCode::kNotFound));
+    ASSERT_OK(allocator_->ReclaimWithheld({"default", "gone"}, "uid-gone", "node-a",
+                                          {{Addr(kA), "SN-A"}}, {Addr(kB)}, policy));
+    Reopen();  // Durable.
+    Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy, "SN-A"),
+                                OnDriver(kB, 2, "vfio-pci", DeviceHealth::kHealthy, "SN-B")}));
+    ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
+    if (policy == ReclaimPolicy::kDelete) {
+      EXPECT_THAT(v.return_to_host, ElementsAre(Addr(kA)));
+      ASSERT_EQ(v.released.size(), 1u);
+    } else {
+      EXPECT_THAT(v.return_to_host, IsEmpty());
+      ASSERT_EQ(v.released.size(), 2u);
+      EXPECT_EQ(v.released[0].address, Addr(kA));
+      EXPECT_EQ(v.released[0].claim, (ClaimKey{"default", "gone"}));
+      EXPECT_EQ(v.released[0].claim_uid, "uid-gone");
+    }
+    EXPECT_EQ(v.released.back().address, Addr(kB));
+    EXPECT_EQ(v.released.back().claim, ClaimKey{});  // Shared: an administrator decides.
+    EXPECT_EQ(Filter(VmPod("vm2", "u2"), {"node-a"}).nodes[0].verdict, Verdict::kUnresolvable);
+    ExpectInvariants();
+    ASSERT_OK(allocator_->DeleteClaim({"default", "taken"}, true));
+  }
+}
+
+// The one spec field a user may change on a bound claim: the value at
+// deletion counts (a Delete -> Retain edit keeps the data).
+TEST_F(ReclaimTest, TheReclaimPolicyAtDeletionCounts) {
+  AllocatorOptions o = TestOptions();
+  o.template_reclaim_policy = ReclaimPolicy::kDelete;
+  Reopen(o);
+  Report(Inventory("node-a", {OnDriver(kA, 1, "nvme")}));
+  ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-a").status());
+  EXPECT_THAT(allocator_->SetReclaimPolicy({"default", "nope"}, ReclaimPolicy::kRetain),
+              StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(allocator_->SetReclaimPolicy({"default", "vm1-nvme"}, ReclaimPolicy::kRetain));
+  Reopen(o);  // Durable.
+  EXPECT_EQ(allocator_->GetClaim({"default", "vm1-nvme"})->spec.reclaim_policy,
+            ReclaimPolicy::kRetain);
+  ASSERT_OK(allocator_->DeleteClaim({"default", "vm1-nvme"}, true));
+  ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
+  EXPECT_THAT(v.return_to_host, IsEmpty());
+  EXPECT_EQ(v.released.size(), 1u);
   ExpectInvariants();
 }
 

@@ -12,6 +12,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/memory_store.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/inventory_builders.h"
@@ -111,6 +112,13 @@ class AllocatorFixture : public ::testing::Test {
   MemoryStore store_;
   std::unique_ptr<Allocator> allocator_;
 };
+
+// A Released mark at `address` with `serial` of the deleted claim `claim`,
+// with its UID (a mark the allocator makes always has one).
+MATCHER_P3(IsReleasedMark, address, serial, claim, "") {
+  return arg.address == address && arg.serial == serial && arg.claim == claim &&
+         !arg.claim_uid.empty();
+}
 
 }  // namespace pdc::testing
 

@@ -46,7 +46,7 @@ Record SampleRecord() {
   d.driver = "vfio-pci";
   n.inventory.devices.push_back(d);
   n.return_to_host = {*PciAddress::Parse("0000:5e:00.0")};
-  n.released = {{*PciAddress::Parse("0000:3b:00.0"), "SN1", {"default", "old-claim"}},
+  n.released = {{*PciAddress::Parse("0000:3b:00.0"), "SN1", {"default", "old-claim"}, "c-uid"},
                 {*PciAddress::Parse("0000:af:00.0"), "", {"ns2", "gone"}}};
   r.mutations.push_back(PutNode{n});
   r.mutations.push_back(DeleteNode{"node-b"});
@@ -300,9 +300,10 @@ TEST(RecordTest, AReasonOnAHealthyDeviceOrAnUnknownOneIsDataLoss) {
   }
 }
 
-// Records are written as version 6, which keeps both VM UIDs, the claim's
-// rank in its reserving pod and the reason a device is unhealthy.
-TEST(RecordTest, WritesVersion6WithVmUidsAndClaimRank) {
+// Records are written as version 7, which keeps both VM UIDs, the claim's
+// rank in its reserving pod, the reason a device is unhealthy and the UID of
+// a Released device's claim.
+TEST(RecordTest, WritesVersion7WithVmUidsClaimRankAndReleasedClaimUid) {
   const Record sample = SampleRecord();
   ASSERT_OK_AND_ASSIGN(Record back, DecodeRecord(EncodeRecord(sample)));
   const Claim& c = std::get<PutClaim>(back.mutations.at(0)).claim;
@@ -310,7 +311,31 @@ TEST(RecordTest, WritesVersion6WithVmUidsAndClaimRank) {
   ASSERT_TRUE(c.status.reserved_for.has_value());
   EXPECT_EQ(c.status.reserved_for->vm_uid, "vm-uid-1");
   EXPECT_EQ(c.status.reserved_for->claim_rank, 3u);
-  EXPECT_EQ(EncodeRecord(sample)[0], 6);
+  EXPECT_EQ(EncodeRecord(sample)[0], 7);
+  const NodeRecord& n = std::get<PutNode>(back.mutations.at(2)).node;
+  ASSERT_EQ(n.released.size(), 2u);
+  EXPECT_EQ(n.released[0].claim_uid, "c-uid");
+}
+
+// Version 6 Released marks (before the claim's UID) decode with the UID
+// unknown; the claim key, which decides who may pin the device, is kept.
+TEST(RecordTest, Version6ReleasedMarksDecodeWithoutAClaimUid) {
+  Record r;
+  r.revision = 5;
+  NodeRecord n;
+  n.inventory.node = "node-a";
+  n.released = {{*PciAddress::Parse("0000:3b:00.0"), "SN1", {"default", "old"}, ""}};
+  r.mutations.push_back(PutNode{n});
+  std::string bytes = EncodeRecord(r);
+  // The mark's UID ("": one zero length byte) is the last byte.
+  ASSERT_EQ(bytes.back(), '\0');
+  bytes.pop_back();
+  bytes[0] = 6;
+  ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
+  EXPECT_EQ(decoded, r);
+  // The same bytes as version 7 are one byte short.
+  bytes[0] = 7;
+  EXPECT_THAT(DecodeRecord(bytes), StatusIs(absl::StatusCode::kDataLoss));
 }
 
 }  // namespace

@@ -185,8 +185,8 @@ void ExpectEveryTermPins(const rapidjson::Document& pod, const std::string& node
   for (const json::Value& t : terms->GetArray()) {
     ASSERT_TRUE(t.IsObject());
     bool found = false;
-    for (const json::Value& e : t["matchExpressions"].GetArray()) {
-      if (json::StringOf(e["key"]) == "kubernetes.io/hostname" &&
+    for (const json::Value& e : t["matchFields"].GetArray()) {
+      if (json::StringOf(e["key"]) == "metadata.name" &&
           json::StringOf(e["operator"]) == "In" && e["values"].Size() == 1 &&
           json::StringOf(e["values"][0]) == node) {
         found = true;
@@ -205,10 +205,10 @@ struct AffinityCase {
   std::vector<size_t> kept;
 };
 
-TEST(AdmissionJsonTest, PatchAddsTheHostnameToEveryTermOrCreatesThePath) {
-  const std::string expr = R"({"key":"kubernetes.io/hostname","operator":"In","values":["node-a"]})";
+TEST(AdmissionJsonTest, PatchAddsTheNodeNameToEveryTermOrCreatesThePath) {
+  const std::string expr = R"({"key":"metadata.name","operator":"In","values":["node-a"]})";
   const std::string exprs = "[" + expr + "]";
-  const std::string term = R"({"matchExpressions":)" + exprs + "}";
+  const std::string term = R"({"matchFields":)" + exprs + "}";
   const std::string terms = "[" + term + "]";
   const std::string required = R"({"nodeSelectorTerms":)" + terms + "}";
   const std::string na = R"({"requiredDuringSchedulingIgnoredDuringExecution":)" + required + "}";
@@ -229,16 +229,17 @@ TEST(AdmissionJsonTest, PatchAddsTheHostnameToEveryTermOrCreatesThePath) {
        1, {0}},
       {"required without terms", R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{}}})",
        {{"add", base + "/nodeSelectorTerms", terms}}, 1, {0}},
-      {"one term", R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[)" +
-                       zone + "]}]}}}",
-       {{"add", base + "/nodeSelectorTerms/0/matchExpressions/-", expr}}, 1, {1}},
-      {"two terms, one with matchFields only",
+      {"one term with expressions only",
+       R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[)" +
+           zone + "]}]}}}",
+       {{"add", base + "/nodeSelectorTerms/0/matchFields", exprs}}, 1, {0}},
+      {"two terms, one with matchFields",
        R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[)" +
            zone +
-           R"(]},{"matchFields":[{"key":"metadata.name","operator":"In","values":["node-a"]}]}]}}})",
-       {{"add", base + "/nodeSelectorTerms/0/matchExpressions/-", expr},
-        {"add", base + "/nodeSelectorTerms/1/matchExpressions", exprs}},
-       2, {1, 0}},
+           R"(]},{"matchFields":[{"key":"metadata.name","operator":"NotIn","values":["node-b"]}]}]}}})",
+       {{"add", base + "/nodeSelectorTerms/0/matchFields", exprs},
+        {"add", base + "/nodeSelectorTerms/1/matchFields/-", expr}},
+       2, {0, 1}},
       {"a null term", R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[null]}}})",
        {{"replace", base + "/nodeSelectorTerms/0", term}}, 1, {0}},
   };
@@ -250,7 +251,7 @@ TEST(AdmissionJsonTest, PatchAddsTheHostnameToEveryTermOrCreatesThePath) {
     rapidjson::Document pod;
     ASSERT_OK(json::Parse(pod_json, &pod));
     ASSERT_OK_AND_ASSIGN(AdmissionPod ap, ReadAdmissionPod(pod));
-    const std::vector<JsonPatchOp> ops = RequireNodeLabelPatch(ap.affinity, kHostnameLabel, "node-a");
+    const std::vector<JsonPatchOp> ops = RequireNodeNamePatch(ap.affinity, "node-a");
     EXPECT_EQ(ops, c.want);
     ASSERT_TRUE(ApplyPatch(WriteJsonPatch(ops), pod));
     ExpectEveryTermPins(pod, "node-a", c.terms_after);
@@ -259,7 +260,7 @@ TEST(AdmissionJsonTest, PatchAddsTheHostnameToEveryTermOrCreatesThePath) {
         "nodeSelectorTerms").Get(pod);
     ASSERT_NE(t, nullptr);
     for (size_t i = 0; i < c.kept.size(); ++i) {
-      EXPECT_EQ((*t)[static_cast<rapidjson::SizeType>(i)]["matchExpressions"].Size(), c.kept[i] + 1);
+      EXPECT_EQ((*t)[static_cast<rapidjson::SizeType>(i)]["matchFields"].Size(), c.kept[i] + 1);
     }
   }
 }

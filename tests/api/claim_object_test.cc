@@ -225,5 +225,54 @@ TEST(ClaimObjectTest, ReadsUnusableFactsAndConditionsAsUnknown) {
   EXPECT_EQ(got->conditions[0].last_transition, kT0);
 }
 
+// An object edited past the CRD's rules: its status still reads (so pdc
+// can hold its devices), its spec is left out and the problem named; one
+// whose status does not read is refused as before.
+TEST(ClaimObjectTest, ReadsTheStatusOfAnObjectWhoseSpecDoesNotRead) {
+  const std::string object =
+      R"({"metadata":{"name":"data","namespace":"default","uid":"uid-1","resourceVersion":"9"},)"
+      R"("spec":{"resourceName":"devices.kubevirt.io/nvme","node":"Not A Node!",)"
+      R"("reclaimPolicy":"Delete"},)"
+      R"("status":{"phase":"Bound","node":"node-a","devices":[)"
+      R"({"address":"0000:3b:00.0","serial":"SN-1"}]}})";
+  rapidjson::Document d;
+  ASSERT_TRUE(json::Parse(object, &d).ok());
+  EXPECT_FALSE(ReadClaimObject(d).ok());
+  absl::StatusOr<ClaimObject> got = ReadClaimObjectStatusOnly(d);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_THAT(got->spec_problem, HasSubstr("node"));
+  EXPECT_EQ(got->claim.key, (ClaimKey{"default", "data"}));
+  EXPECT_EQ(got->claim.uid, "uid-1");
+  EXPECT_EQ(got->claim.status.node, "node-a");
+  ASSERT_THAT(got->claim.status.devices, SizeIs(1));
+  EXPECT_EQ(got->claim.spec.reclaim_policy, ReclaimPolicy::kRetain);  // Unknown: keep data.
+  EXPECT_EQ(got->claim.spec.resource_name, "");
+
+  const std::string bad_status =
+      R"({"metadata":{"name":"data","namespace":"default","uid":"uid-1","resourceVersion":"9"},)"
+      R"("spec":{"resourceName":"devices.kubevirt.io/nvme","node":"Not A Node!"},)"
+      R"("status":{"phase":"Bound","node":"node-a","devices":[{"address":"zz"}]}})";
+  ASSERT_TRUE(json::Parse(bad_status, &d).ok());
+  EXPECT_FALSE(ReadClaimObjectStatusOnly(d).ok());
+}
+
+// A Released mark keeps its claim's UID in the holds ConfigMap; a mark for
+// no claim (an abandoned erase) is written with an empty claim.
+TEST(NodeHoldsTest, RoundTripsTheClaimUidAndAMarkForNoClaim) {
+  const std::vector<ReleasedDevice> released = {
+      {*PciAddress::Parse("0000:3b:00.0"), "SN-1", {"default", "old"}, "uid-old"},
+      {*PciAddress::Parse("0000:5e:00.0"), "SN-2", ClaimKey{}, ""}};
+  const std::string text = WriteNodeHolds("pdc-holds-x", "pdc-system", "", "", "node-a",
+                                          {}, released);
+  rapidjson::Document d;
+  ASSERT_TRUE(json::Parse(text, &d).ok());
+  // What kube-apiserver would add.
+  d["metadata"].AddMember("uid", "cm-uid", d.GetAllocator());
+  d["metadata"].AddMember("resourceVersion", "3", d.GetAllocator());
+  absl::StatusOr<NodeHoldsObject> got = ReadNodeHolds(d);
+  ASSERT_TRUE(got.ok()) << got.status() << " " << text;
+  EXPECT_EQ(got->released, released);
+}
+
 }  // namespace
 }  // namespace pdc::api

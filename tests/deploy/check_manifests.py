@@ -437,6 +437,49 @@ def kube_api_calls(repo, sources=None):
     return calls, problems
 
 
+# An ownerReference with blockOwnerDeletion: true is admitted only when the
+# writer may update the owner's finalizers subresource
+# (OwnerReferencesPermissionEnforcement, plugin/pkg/admission/gc/gc_admission.go
+# in kubernetes/kubernetes; on by default on OpenShift). The owners the code may
+# name are its `OwnerReference{"<group>/<version>", "<Kind>", ...}` literals;
+# KubeVirt's kinds pluralise as lower case + "s".
+OWNER_REF = re.compile(r'OwnerReference\{\s*"\x00(\d+)\x00"\s*,\s*"\x00(\d+)\x00"')
+
+
+def owner_finalizer_calls(repo, sources=None):
+    """[(component, "PUT", path of the owner's finalizers, where)]: what setting
+    blockOwnerDeletion needs, for every owner kind the component's code names,
+    when some source of the component writes blockOwnerDeletion true."""
+    if sources is None:
+        sources = {}
+        for d in API_SOURCE_DIRS:
+            for path in sorted(glob.glob(os.path.join(repo, d, "**", "*"), recursive=True)):
+                if path.endswith((".cc", ".h")):
+                    with open(path) as f:
+                        sources[os.path.relpath(path, repo)] = f.read()
+    blocks, owners = set(), {}
+    for rel, text in sorted(sources.items()):
+        code, lits = cxx_strip(text)
+        comps = API_SOURCE_DIRS.get(rel.split("/")[0], ["pdc-extender", "pdc-node"])
+        values = [v for v, _ in lits]
+        for i, v in enumerate(values):
+            if v == "blockOwnerDeletion":
+                after = code[lits[i][1]:lits[i][1] + 200]
+                if re.search(r"Bool\(\s*true\s*\)", after.split(";", 2)[1] if ";" in after else ""):
+                    blocks.update(comps)
+        for m in OWNER_REF.finditer(code):
+            group_version, kind = values[int(m.group(1))], values[int(m.group(2))]
+            where = f"{rel}:{code.count(chr(10), 0, m.start()) + 1}"
+            for comp in comps:
+                owners.setdefault(comp, {})[(group_version, kind)] = where
+    calls = []
+    for comp in sorted(blocks):
+        for (gv, kind), where in sorted(owners.get(comp, {}).items()):
+            calls.append((comp, "PUT", f"/apis/{gv}/namespaces/x/{kind.lower()}s/x/finalizers",
+                          where + " (blockOwnerDeletion)"))
+    return calls
+
+
 def rbac_permission(method, path):
     """(apiGroup, resource[/subresource], verb) that a request needs."""
     path, _, query = path.partition("?")
@@ -492,6 +535,7 @@ def granted_permissions(objs, sa_namespace, sa_name):
 
 def check_rbac_matches_code(repo, objs):
     calls, problems = kube_api_calls(repo)
+    calls = calls + owner_finalizer_calls(repo)
     for p in problems:
         check(False, p)
     check(any(c[0] == "pdc-extender" for c in calls),
@@ -639,6 +683,15 @@ def self_test_checks():
           f"self-test: an API path outside Call() must be reported: {problems}")
     check(rbac_permission("GET", "/apis/kubevirt.io/v1/namespaces/{}/virtualmachines?watch=1")
           == ("kubevirt.io", "virtualmachines", "watch"), "self-test: watch of a group resource")
+    owned = {"extender/x.cc": (
+        'auto o = api::OwnerReference{"kubevirt.io/v1", "VirtualMachine", n, u, true};\n'),
+        "api/y.cc": ('void W() { Key(w, "blockOwnerDeletion");\n  w.Bool(true);\n}\n')}
+    got = sorted(rbac_permission(m, p) for _, m, p, _ in owner_finalizer_calls(None, owned))
+    check(got == [("kubevirt.io", "virtualmachines/finalizers", "update")],
+          f"self-test: blockOwnerDeletion needs update on the owner's finalizers: {got}")
+    owned["api/y.cc"] = 'void W() { Key(w, "blockOwnerDeletion");\n  w.Bool(false);\n}\n'
+    check(owner_finalizer_calls(None, owned) == [],
+          "self-test: blockOwnerDeletion false needs nothing")
     plain = {"extender": {"tls": {}}, "node": {"extenderURL": "http://x:1"}}
     trap1 = {"extenders": [{"urlPrefix": "http://x:1/s", "enableHTTPS": True,
                             "tlsConfig": {"caFile": "/ca"}}]}
@@ -1062,6 +1115,40 @@ def main():
         # kube-apiserver prunes what the schema does not name, so a missing one
         # would be lost at the next start.
         status = schema["properties"]["status"]["properties"]
+        # The spec is immutable but for reclaimPolicy (design.md §4.8): every
+        # other field has `self == oldSelf`, and every optional one a spec-level
+        # `has(self.f) == has(oldSelf.f)` (a field-level rule is not checked when
+        # the field is set or cleared).
+        spec = schema["properties"]["spec"]
+        spec_rules = {r["rule"] for r in spec.get("x-kubernetes-validations", [])}
+        for field, fs in spec["properties"].items():
+            field_rules = {r["rule"] for r in fs.get("x-kubernetes-validations", [])}
+            if field == "reclaimPolicy":
+                check(not field_rules, "CRD spec.reclaimPolicy must stay mutable (as on a PV)")
+                continue
+            check("self == oldSelf" in field_rules, f"CRD spec.{field}: no `self == oldSelf` rule")
+            if field not in spec.get("required", []) and "default" not in fs:
+                check(f"has(self.{field}) == has(oldSelf.{field})" in spec_rules,
+                      f"CRD spec: no rule keeps {field} from being set or cleared")
+        # Patterns accept what pdc's own parsers accept (api/rest_json.cc,
+        # model/pci_address.cc, model/names.h, api/validation.cc), no more.
+        samples = {
+            "node": [("", True), ("node-a", True), ("n1.example.com", True),
+                     ("Node-A", False), ("-a", False), ("a_b", False), ("Not A Node!", False)],
+            "ownerVM": [("vm1", True), ("", True), ("VM1", False), ("vm1.", False)],
+            "address": [("", True), ("0000:3b:00.0", True), ("0000:3B:1f.7", True),
+                        ("0000:3b:20.0", False), ("0000:3b:00.8", False), ("3b:00.0", False)],
+            "serial": [("S N-1", True), ("", True), ("S\tN", False), ("S\u00e9", False)],
+            "ownerVMUid": [("7f0c1c7e-3f57", True), ("a b", False)],
+        }
+        for field, cases in samples.items():
+            pat = re.compile(spec["properties"][field]["pattern"])
+            for value, want in cases:
+                check(bool(pat.search(value)) == want,
+                      f"CRD spec.{field} pattern {'refuses' if want else 'accepts'} {value!r},"
+                      f" which pdc's parser {'accepts' if want else 'refuses'}")
+        check(spec["properties"]["serial"].get("maxLength") == 64,
+              "CRD spec.serial maxLength is model/types.h kMaxSerialLength (64)")
         check(set(status) == {"phase", "node", "devices", "lostReason", "reservedFor",
                               "handedOffTo", "observedGeneration", "conditions"},
               f"CRD status fields {set(status)}")

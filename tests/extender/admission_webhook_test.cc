@@ -31,7 +31,7 @@ constexpr char kVmUid[] = "5b2d3c1a-0000-4000-8000-00000000a001";
 
 std::string Pin(const std::string& node) {
   return absl::StrCat(
-      R"([{"op":"add","path":"/spec/affinity","value":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"kubernetes.io/hostname","operator":"In","values":[")",
+      R"([{"op":"add","path":"/spec/affinity","value":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name","operator":"In","values":[")",
       node, R"("]}]}]}}}}])");
 }
 

@@ -222,8 +222,10 @@ TEST_F(RouterRestTest, ReleasedDevicesAreListedAndAnAdministratorReleasesThem) {
       Post("/scheduler/filter", NamesArgs(VirtLauncherPod("vm2", "uid-2"), {"node-a"}));
   EXPECT_THAT(filter.body, HasSubstr(R"("FailedAndUnresolvableNodes":{"node-a":"insufficient )"
                                      R"(free devices.kubevirt.io/nvme: want 1, free 0; 2 devices )"
-                                     R"(released by deleted claims (Retain): release them with )"
-                                     R"(pdcctl or pin them"})"));
+                                     R"(released by deleted claims (Retain): only a claim of )"
+                                     R"(the deleted claim's namespace may pin one back; an )"
+                                     R"(administrator may release them or hand them over with )"
+                                     R"(pdcctl"})"));
 
   struct Case {
     std::string method;

@@ -66,6 +66,31 @@ TEST(PdcctlArgsTest, ParsesReleaseDevice) {
   EXPECT_EQ(c.name, "");
 }
 
+TEST(PdcctlArgsTest, ParsesHandOverAndAbandonErase) {
+  ASSERT_OK_AND_ASSIGN(
+      Command to, ParseArgs({"release", "device", "node-a", "0000:3b:00.0", "--to", "ns-b/restore"},
+                            std::nullopt));
+  ASSERT_TRUE(to.hand_over_to.has_value());
+  EXPECT_EQ(*to.hand_over_to, (ClaimKey{"ns-b", "restore"}));
+  EXPECT_FALSE(to.abandon_erase);
+  ASSERT_OK_AND_ASSIGN(
+      Command end, ParseArgs({"release", "device", "node-a", "0000:3b:00.0", "--abandon-erase"},
+                             std::nullopt));
+  EXPECT_TRUE(end.abandon_erase);
+  EXPECT_FALSE(end.hand_over_to.has_value());
+  const std::vector<std::vector<std::string>> bad = {
+      {"release", "device", "node-a", "0000:3b:00.0", "--to", "no-slash"},
+      {"release", "device", "node-a", "0000:3b:00.0", "--to", "/x"},
+      {"release", "claim", "c", "--abandon-erase"},
+      {"get", "devices", "--to", "a/b"},
+      {"release", "device", "node-a", "0000:3b:00.0", "--to", "a/b", "--abandon-erase"},
+  };
+  for (const std::vector<std::string>& args : bad) {
+    EXPECT_THAT(ParseArgs(args, std::nullopt), StatusIs(absl::StatusCode::kInvalidArgument))
+        << args.back();
+  }
+}
+
 TEST(PdcctlArgsTest, ServerComesFromFlagThenEnvironmentThenDefault) {
   ASSERT_OK_AND_ASSIGN(Command env,
                        ParseArgs({"get", "nodes"}, std::string("http://e:1")));

@@ -137,6 +137,7 @@ class KubeApiServerDouble::Impl {
   uint16_t port() const { return port_; }
   EtcdClient& etcd() { return etcd_; }
   kube::TokenReviews& token_reviews() { return token_reviews_; }
+  kube::KubeAdmission& admission() { return admission_; }
 
   void AddFault(FaultRule rule) {
     absl::MutexLock lock(&mu_);
@@ -291,6 +292,21 @@ class KubeApiServerDouble::Impl {
     const kube::Query query = kube::ParseQuery(
         q == std::string::npos ? "" : std::string_view(target).substr(q + 1));
     absl::StatusOr<ResourcePath> p = store_.ParsePath(path);
+    if (p.ok()) {
+      // Authorization and admission come before storage (kube_admission.h).
+      const std::string verb =
+          kube::KubeAdmission::VerbOf(method, *p, TrueParam(query, "watch"));
+      std::string old_object;
+      if (verb == "update" && p->subresource.empty()) {
+        absl::StatusOr<Answer> cur = store_.Get(*p);
+        if (cur.ok()) old_object = cur->body;
+      }
+      if (absl::Status refused = admission_.Check(verb, *p, req.body(), old_object);
+          !refused.ok()) {
+        return Reply(socket, req,
+                     Answer{kube::ApiErrorOf(refused).code, kube::StatusJson(refused)});
+      }
+    }
     if (p.ok() && method == "GET" && p->name.empty() &&
         TrueParam(query, "watch")) {
       ServeWatch(socket, *p, query);
@@ -623,6 +639,7 @@ class KubeApiServerDouble::Impl {
   EtcdClient etcd_;
   kube::KubeStore store_;
   kube::TokenReviews token_reviews_;
+  kube::KubeAdmission admission_;
   asio::io_context ioc_;
   tcp::acceptor acceptor_{ioc_};
   uint16_t port_ = 0;
@@ -659,6 +676,7 @@ std::string KubeApiServerDouble::url() const {
 }
 EtcdClient& KubeApiServerDouble::etcd() { return impl_->etcd(); }
 kube::TokenReviews& KubeApiServerDouble::token_reviews() { return impl_->token_reviews(); }
+kube::KubeAdmission& KubeApiServerDouble::admission() { return impl_->admission(); }
 
 void KubeApiServerDouble::DelayRequests(const RequestMatcher& match, int count,
                                         absl::Duration delay) {

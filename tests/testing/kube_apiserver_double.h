@@ -24,6 +24,8 @@
 //    timeoutSeconds;
 //  - background garbage collection of dependents whose owners are all gone
 //    (the garbage collector of kube-controller-manager);
+//  - authorization and admission refusals a test sets up (403 Forbidden as
+//    kube-apiserver answers them: kube_admission.h);
 //  - errors are v1 Status objects.
 // Fault injection from the test: delay, fail (5xx) or drop (after the write
 // was committed) the next requests matching a method and a target
@@ -49,6 +51,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "tests/testing/etcd_client.h"
+#include "tests/testing/kube_admission.h"
 #include "tests/testing/kube_resources.h"
 #include "tests/testing/kube_token_review.h"
 
@@ -94,6 +97,10 @@ class KubeApiServerDouble {
 
   // The tokens TokenReviews know (register them before use).
   kube::TokenReviews& token_reviews();
+  // Authorization and admission refusals (RBAC, OwnerReferencesPermission-
+  // Enforcement, a namespace being deleted, a quota): kube_admission.h.
+  // Tests sharing a double clear them when done.
+  kube::KubeAdmission& admission();
 
   // --- Fault injection (each applies to the next matching requests) -----
   // Waits `delay` before handling each of the next `count` matching requests.
