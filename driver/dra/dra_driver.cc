@@ -20,7 +20,16 @@ namespace json = ::pdc::api::json;
 
 namespace {
 
-constexpr char kSlices[] = "/apis/resource.k8s.io/v1/resourceslices";
+// The ResourceSlice paths (helpers that tests/deploy/check_manifests.py
+// follows to the RBAC pdc-node needs).
+std::string SlicesPath() { return "/apis/resource.k8s.io/v1/resourceslices"; }
+std::string SlicePath(std::string_view name) {
+  return absl::StrCat("/apis/resource.k8s.io/v1/resourceslices/", name);
+}
+std::string NodeSlicesPath(std::string_view node, std::string_view driver) {
+  return absl::StrCat("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D",
+                      node, "%2Cspec.driver%3D", driver);
+}
 
 absl::StatusOr<HttpResponse> Ok(absl::StatusOr<HttpResponse> r, std::string_view what) {
   if (!r.ok()) return r.status();
@@ -34,10 +43,7 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> KubeSlicePublisher:
     const std::string& driver, const std::string& node) {
   const std::string what = absl::StrCat("listing the ResourceSlices of ", driver, " on ", node);
   ASSIGN_OR_RETURN(HttpResponse r,
-                   Ok(api_->Call("GET",
-                                 absl::StrCat(kSlices, "?fieldSelector=spec.nodeName%3D", node,
-                                              "%2Cspec.driver%3D", driver),
-                                 "", "", what, timeout_),
+                   Ok(api_->Call("GET", NodeSlicesPath(node, driver), "", "", what, timeout_),
                       what));
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
@@ -76,11 +82,11 @@ absl::StatusOr<int64_t> KubeSlicePublisher::CurrentGeneration(const std::string&
 absl::Status KubeSlicePublisher::Publish(const std::string& driver, const std::string& node,
                                          const SliceSet& set) {
   for (size_t i = 0; i < set.slices.size(); ++i) {
-    const std::string path = absl::StrCat(kSlices, "/", set.names[i]);
     const std::string what = absl::StrCat("ResourceSlice ", set.names[i]);
-    ASSIGN_OR_RETURN(HttpResponse current, api_->Call("GET", path, "", "", what, timeout_));
+    ASSIGN_OR_RETURN(HttpResponse current,
+                     api_->Call("GET", SlicePath(set.names[i]), "", "", what, timeout_));
     if (current.status == 404) {
-      RETURN_IF_ERROR(Ok(api_->Call("POST", kSlices, set.slices[i], "application/json",
+      RETURN_IF_ERROR(Ok(api_->Call("POST", SlicesPath(), set.slices[i], "application/json",
                                     "creating " + what, timeout_),
                          "creating " + what)
                           .status());
@@ -105,7 +111,7 @@ absl::Status KubeSlicePublisher::Publish(const std::string& driver, const std::s
     rapidjson::StringBuffer buffer;
     json::Writer w(buffer);
     body.Accept(w);
-    RETURN_IF_ERROR(Ok(api_->Call("PUT", path, std::string(json::Output(buffer)),
+    RETURN_IF_ERROR(Ok(api_->Call("PUT", SlicePath(set.names[i]), std::string(json::Output(buffer)),
                                   "application/json", "updating " + what, timeout_),
                        "updating " + what)
                         .status());
@@ -115,7 +121,7 @@ absl::Status KubeSlicePublisher::Publish(const std::string& driver, const std::s
   for (const auto& [name, generation] : slices) {
     if (keep.contains(name)) continue;
     const std::string what = absl::StrCat("deleting ResourceSlice ", name);
-    ASSIGN_OR_RETURN(HttpResponse r, api_->Call("DELETE", absl::StrCat(kSlices, "/", name), "", "",
+    ASSIGN_OR_RETURN(HttpResponse r, api_->Call("DELETE", SlicePath(name), "", "",
                                                 what, timeout_));
     if (r.status != 404 && r.status / 100 != 2) return kube::FromApiserver(r.status, r.body, what);
   }
