@@ -64,6 +64,10 @@ NodeMetrics::NodeMetrics(MetricsRegistry* r)
           "Hand-off journal writes and removals that failed.")),
       plugin_registrations(r->AddCounter("pdc_node_device_plugin_registrations_total",
                                          "Successful device plugin registrations with kubelet.")) {
+  // Every outcome exported from the start (at 0), so dashboards and rates
+  // have a series before the first device moves.
+  for (const char* outcome : {"restored", "already_restored"}) restores->WithLabels({outcome});
+  for (const char* outcome : {"bound", "already_bound"}) binds->WithLabels({outcome});
   r->AddCallbackFamily("pdc_node_devices", "Managed devices on this node by current driver.",
                        MetricType::kGauge, {"driver"}, [this] {
                          absl::MutexLock lock(&mu_);

@@ -68,13 +68,17 @@ absl::StatusOr<ResourceClaimView> ParseResourceClaim(std::string_view text) {
 // The path of one ResourceClaim (a helper tests/deploy/check_manifests.py
 // follows to the RBAC pdc-node needs).
 std::string ResourceClaimPath(std::string_view ns, std::string_view name) {
-  return absl::StrCat("/apis/resource.k8s.io/v1/namespaces/", Sv(ns), "/resourceclaims/", Sv(name));
+  return absl::StrCat("/apis/resource.k8s.io/v1/namespaces/", Sv(ns),
+                      "/resourceclaims/", Sv(name));
 }
 
-absl::StatusOr<ResourceClaimView> KubeClaimSource::Get(std::string_view ns, std::string_view name) {
-  const std::string what = absl::StrCat("reading ResourceClaim ", Sv(ns), "/", Sv(name));
-  ASSIGN_OR_RETURN(HttpResponse response,
-                   api_->Call("GET", ResourceClaimPath(ns, name), "", "", what, timeout_));
+absl::StatusOr<ResourceClaimView> KubeClaimSource::Get(std::string_view ns,
+                                                       std::string_view name) {
+  const std::string what =
+      absl::StrCat("reading ResourceClaim ", Sv(ns), "/", Sv(name));
+  ASSIGN_OR_RETURN(
+      HttpResponse response,
+      api_->Call("GET", ResourceClaimPath(ns, name), "", "", what, timeout_));
   if (response.status / 100 != 2) {
     return kube::FromApiserver(response.status, response.body, what);
   }

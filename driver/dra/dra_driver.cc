@@ -23,27 +23,32 @@ namespace {
 // The ResourceSlice paths (helpers that tests/deploy/check_manifests.py
 // follows to the RBAC pdc-node needs).
 std::string SlicesPath() { return "/apis/resource.k8s.io/v1/resourceslices"; }
-std::string SlicePath(std::string_view name) {
+std::string SlicePath(const std::string& name) {
   return absl::StrCat("/apis/resource.k8s.io/v1/resourceslices/", name);
 }
-std::string NodeSlicesPath(std::string_view node, std::string_view driver) {
-  return absl::StrCat("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D",
-                      node, "%2Cspec.driver%3D", driver);
+std::string NodeSlicesPath(const std::string& node, const std::string& driver) {
+  return absl::StrCat(
+      "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D",
+      node, "%2Cspec.driver%3D", driver);
 }
 
-absl::StatusOr<HttpResponse> Ok(absl::StatusOr<HttpResponse> r, std::string_view what) {
+absl::StatusOr<HttpResponse> Ok(absl::StatusOr<HttpResponse> r,
+                                std::string_view what) {
   if (!r.ok()) return r.status();
-  if (r->status / 100 != 2) return kube::FromApiserver(r->status, r->body, what);
+  if (r->status / 100 != 2)
+    return kube::FromApiserver(r->status, r->body, what);
   return r;
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> KubeSlicePublisher::List(
-    const std::string& driver, const std::string& node) {
-  const std::string what = absl::StrCat("listing the ResourceSlices of ", driver, " on ", node);
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
+KubeSlicePublisher::List(const std::string& driver, const std::string& node) {
+  const std::string what =
+      absl::StrCat("listing the ResourceSlices of ", driver, " on ", node);
   ASSIGN_OR_RETURN(HttpResponse r,
-                   Ok(api_->Call("GET", NodeSlicesPath(node, driver), "", "", what, timeout_),
+                   Ok(api_->Call("GET", NodeSlicesPath(node, driver), "", "",
+                                 what, timeout_),
                       what));
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
@@ -79,26 +84,32 @@ absl::StatusOr<int64_t> KubeSlicePublisher::CurrentGeneration(const std::string&
   return generation;
 }
 
-absl::Status KubeSlicePublisher::Publish(const std::string& driver, const std::string& node,
+absl::Status KubeSlicePublisher::Publish(const std::string& driver,
+                                         const std::string& node,
                                          const SliceSet& set) {
   for (size_t i = 0; i < set.slices.size(); ++i) {
     const std::string what = absl::StrCat("ResourceSlice ", set.names[i]);
-    ASSIGN_OR_RETURN(HttpResponse current,
-                     api_->Call("GET", SlicePath(set.names[i]), "", "", what, timeout_));
+    ASSIGN_OR_RETURN(
+        HttpResponse current,
+        api_->Call("GET", SlicePath(set.names[i]), "", "", what, timeout_));
     if (current.status == 404) {
-      RETURN_IF_ERROR(Ok(api_->Call("POST", SlicesPath(), set.slices[i], "application/json",
-                                    "creating " + what, timeout_),
-                         "creating " + what)
-                          .status());
+      RETURN_IF_ERROR(
+          Ok(api_->Call("POST", SlicesPath(), set.slices[i], "application/json",
+                        "creating " + what, timeout_),
+             "creating " + what)
+              .status());
       continue;
     }
-    if (current.status / 100 != 2) return kube::FromApiserver(current.status, current.body, what);
+    if (current.status / 100 != 2)
+      return kube::FromApiserver(current.status, current.body, what);
     rapidjson::Document existing;
     RETURN_IF_ERROR(json::ParseObject(current.body, &existing));
-    ASSIGN_OR_RETURN(const json::Value* meta, json::OptObject(existing, "metadata", "metadata"));
+    ASSIGN_OR_RETURN(const json::Value* meta,
+                     json::OptObject(existing, "metadata", "metadata"));
     if (meta == nullptr) return json::TypeError("metadata", "is missing");
-    ASSIGN_OR_RETURN(std::string_view rv,
-                     json::ReqString(*meta, "resourceVersion", "metadata.resourceVersion"));
+    ASSIGN_OR_RETURN(
+        std::string_view rv,
+        json::ReqString(*meta, "resourceVersion", "metadata.resourceVersion"));
     // The update names the version it replaces: a conflict (409) means
     // someone else wrote it, and the next pass reads it again.
     rapidjson::Document body;
@@ -111,19 +122,22 @@ absl::Status KubeSlicePublisher::Publish(const std::string& driver, const std::s
     rapidjson::StringBuffer buffer;
     json::Writer w(buffer);
     body.Accept(w);
-    RETURN_IF_ERROR(Ok(api_->Call("PUT", SlicePath(set.names[i]), std::string(json::Output(buffer)),
-                                  "application/json", "updating " + what, timeout_),
-                       "updating " + what)
-                        .status());
+    RETURN_IF_ERROR(
+        Ok(api_->Call("PUT", SlicePath(set.names[i]),
+                      std::string(json::Output(buffer)), "application/json",
+                      "updating " + what, timeout_),
+           "updating " + what)
+            .status());
   }
   ASSIGN_OR_RETURN(auto slices, List(driver, node));
   const std::set<std::string> keep(set.names.begin(), set.names.end());
   for (const auto& [name, generation] : slices) {
     if (keep.contains(name)) continue;
     const std::string what = absl::StrCat("deleting ResourceSlice ", name);
-    ASSIGN_OR_RETURN(HttpResponse r, api_->Call("DELETE", SlicePath(name), "", "",
-                                                what, timeout_));
-    if (r.status != 404 && r.status / 100 != 2) return kube::FromApiserver(r.status, r.body, what);
+    ASSIGN_OR_RETURN(HttpResponse r, api_->Call("DELETE", SlicePath(name), "",
+                                                "", what, timeout_));
+    if (r.status != 404 && r.status / 100 != 2)
+      return kube::FromApiserver(r.status, r.body, what);
   }
   return absl::OkStatus();
 }

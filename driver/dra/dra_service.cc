@@ -54,18 +54,21 @@ drapb::NodeUnprepareResourcesResponse UnprepareClaims(
   return response;
 }
 
-class DraServer::V1 : public drapb::DRAPlugin::Service {
+// One service class for both API versions: v1beta1's messages are v1's field
+// for field, only the gRPC service name differs.
+template <typename Service>
+class DraService : public Service {
  public:
-  explicit V1(ClaimPreparer* p) : p_(p) {}
-  grpc::Status NodePrepareResources(grpc::ServerContext*,
-                                    const drapb::NodePrepareResourcesRequest* req,
-                                    drapb::NodePrepareResourcesResponse* resp) override {
+  explicit DraService(ClaimPreparer* p) : p_(p) {}
+  grpc::Status NodePrepareResources(
+      grpc::ServerContext*, const drapb::NodePrepareResourcesRequest* req,
+      drapb::NodePrepareResourcesResponse* resp) override {
     *resp = PrepareClaims(*p_, *req);
     return grpc::Status::OK;
   }
-  grpc::Status NodeUnprepareResources(grpc::ServerContext*,
-                                      const drapb::NodeUnprepareResourcesRequest* req,
-                                      drapb::NodeUnprepareResourcesResponse* resp) override {
+  grpc::Status NodeUnprepareResources(
+      grpc::ServerContext*, const drapb::NodeUnprepareResourcesRequest* req,
+      drapb::NodeUnprepareResourcesResponse* resp) override {
     *resp = UnprepareClaims(*p_, *req);
     return grpc::Status::OK;
   }
@@ -74,24 +77,11 @@ class DraServer::V1 : public drapb::DRAPlugin::Service {
   ClaimPreparer* const p_;
 };
 
-class DraServer::V1beta1 : public drabeta::DRAPlugin::Service {
- public:
-  explicit V1beta1(ClaimPreparer* p) : p_(p) {}
-  grpc::Status NodePrepareResources(grpc::ServerContext*,
-                                    const drapb::NodePrepareResourcesRequest* req,
-                                    drapb::NodePrepareResourcesResponse* resp) override {
-    *resp = PrepareClaims(*p_, *req);
-    return grpc::Status::OK;
-  }
-  grpc::Status NodeUnprepareResources(grpc::ServerContext*,
-                                      const drapb::NodeUnprepareResourcesRequest* req,
-                                      drapb::NodeUnprepareResourcesResponse* resp) override {
-    *resp = UnprepareClaims(*p_, *req);
-    return grpc::Status::OK;
-  }
-
- private:
-  ClaimPreparer* const p_;
+class DraServer::V1 : public DraService<drapb::DRAPlugin::Service> {
+  using DraService::DraService;
+};
+class DraServer::V1beta1 : public DraService<drabeta::DRAPlugin::Service> {
+  using DraService::DraService;
 };
 
 DraServer::DraServer(ClaimPreparer* preparer, std::string socket_path)

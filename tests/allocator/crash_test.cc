@@ -118,13 +118,17 @@ void Reclaim(Allocator& a, Reporter& out) {
       }
     }
     if (v->return_to_host.empty()) continue;
+    // The node driver hands each returning drive back and acknowledges it
+    // by its identity (serial, else address), as pdc-node does.
     NodeInventory inv = NodeWithDrives(n);
     for (Device& d : inv.devices) {
       if (std::find(v->return_to_host.begin(), v->return_to_host.end(), d.address) !=
           v->return_to_host.end()) {
         d.driver = "nvme";
+        inv.returned.push_back(d.serial.empty() ? d.address.ToString() : d.serial);
       }
     }
+    std::sort(inv.returned.begin(), inv.returned.end());
     if (absl::Status s = a.ReplaceInventory(std::move(inv)); !s.ok()) out.Die("inventory", s);
   }
 }

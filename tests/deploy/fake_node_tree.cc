@@ -2,8 +2,11 @@
 // prometheus_integration_test.py (--node.sysfsRoot/--node.devRoot), using
 // the driver tests' FakeKernel (tests/driver/fake_sysfs.h), and the proc/
 // view of a pdc-node in the host's PID namespace (--node.procRoot):
-//   0000:01:00.0, 0000:02:00.0  NVMe already on vfio-pci (warm: binds are
-//                               "already_bound")
+//   0000:01:00.0, 0000:02:00.0  NVMe already on vfio-pci, bound by pdc-node
+//                               in this boot (their entries are written to
+//                               STATE_DIR/vfio-journal: a device on vfio-pci
+//                               pdc did not bind is never offered), so binds
+//                               are "already_bound"
 //   0000:03:00.0                NVMe with no driver: a real pdc-node bind
 //                               cannot succeed on a static tree (no kernel
 //                               to probe), and a device on no driver stays
@@ -15,19 +18,24 @@
 //                               is refused (iommu_group_shared). A device the
 //                               host uses would not do: it is reported
 //                               unhealthy and never allocated.
-// The others are alone in their IOMMU groups. Usage: fake_node_tree DIR
-// (an existing empty directory; sys/ dev/ proc/ are created below it).
+// The others are alone in their IOMMU groups. There is no NVMe controller to
+// ask whether a controller is shared: the test runs pdc-node with
+// node.allowSharedNvme. Usage: fake_node_tree DIR STATE_DIR (DIR an existing
+// empty directory; sys/ dev/ proc/ are created below it; STATE_DIR is
+// pdc-node's node.stateDir, created).
 // Thread-safety: a single-threaded program.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "driver/bind_journal.h"
+#include "model/pci_address.h"
 #include "tests/driver/fake_sysfs.h"
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s DIR STATE_DIR\n", argv[0]);
     return 2;
   }
   pdc::driver::testing::FakeKernel kernel(argv[1]);
@@ -67,6 +75,25 @@ int main(int argc, char** argv) {
   if (ec || !std::filesystem::exists(kernel.proc_root() + "/1/mountinfo")) {
     std::fprintf(stderr, "fake_node_tree: cannot write %s\n", kernel.proc_root().c_str());
     return 1;
+  }
+  // pdc-node's own record of the two devices it bound in this boot.
+  std::filesystem::create_directories(argv[2], ec);
+  auto journal = pdc::driver::BindJournal::Open(std::string(argv[2]) + "/vfio-journal",
+                                                pdc::driver::testing::kFakeBootId);
+  if (!journal.ok()) {
+    std::fprintf(stderr, "fake_node_tree: %s\n", journal.status().ToString().c_str());
+    return 1;
+  }
+  for (const auto& [address, serial] : {std::pair{"0000:01:00.0", "SNA1"},
+                                        std::pair{"0000:02:00.0", "SNA2"}}) {
+    auto a = pdc::PciAddress::Parse(address);
+    absl::Status s =
+        a.ok() ? (*journal)->Put({*a, pdc::driver::JournalState::kBound, "nvme", serial})
+               : a.status();
+    if (!s.ok()) {
+      std::fprintf(stderr, "fake_node_tree: %s\n", s.ToString().c_str());
+      return 1;
+    }
   }
   std::printf("%s\n", kernel.sys_root().c_str());
   return 0;

@@ -331,7 +331,7 @@ def run(args, tmp, procs):
     # 1. Fake node tree and pdc-node, before the extender exists.
     tree = os.path.join(tmp, "node-a")
     os.makedirs(tree)
-    subprocess.run([args.fake_tree, tree], check=True, capture_output=True)
+    subprocess.run([args.fake_tree, tree, f"{tmp}/node-state"], check=True, capture_output=True)
     procs.start("pdc-node", [
         args.node, f"--config={config}",  # the shipped logFormat: json
         "--node.nodeName=node-a", f"--node.extenderURL={ext}",
@@ -339,6 +339,8 @@ def run(args, tmp, procs):
         f"--node.procRoot={tree}/proc",
         f"--node.stateDir={tmp}/node-state", f"--node.metricsListen=127.0.0.1:{node_port}",
         "--node.heartbeatInterval=1s", f"--node.tokenFile={node_token}", "--node.tls.caFile=",
+        # The fake tree has no NVMe controller to answer Identify (CMIC/NMIC).
+        "--node.allowSharedNvme=true",
         "--device-plugin=false"])  # No kubelet here: the test confirms hand-offs.
     wait_for("pdc-node to count a failed inventory report", lambda: (
         procs.alive("pdc-node") or (_ for _ in ()).throw(RuntimeError("pdc-node exited"))) and
@@ -396,11 +398,13 @@ scrape_configs:
     # 4. Workload.
     workload(ext, procs)
     # The node must have acted on its allocations: bind failures for 03/04,
-    # restores for 02/03. (Its allocation polls back off up to 30s after
-    # errors, hence the generous wait.)
+    # a failed restore of 02 (the static tree cannot move it off vfio-pci),
+    # and 03's erase held for an administrator (no journal entry names the
+    # drive that held the deleted claim's data). (Its allocation polls back
+    # off up to 30s after errors, hence the generous wait.)
     for series in ('pdc_node_bind_failures_total{operation="bind"',
                    'pdc_node_bind_failures_total{operation="restore"',
-                   'pdc_node_restores_total{'):
+                   'pdc_node_bind_failures_total{operation="erase",reason="erase_identity_unknown"'):
         wait_for(f"pdc-node to export {series}...}}",
                  lambda: series in http("GET", node_metrics)[1], timeout=90, interval=0.5)
 
@@ -496,8 +500,9 @@ def workload(ext, procs):
                http("DELETE", ext + "/v1/namespaces/default/claims/vm1-nvme", token=TOKEN), 409)
 
     # vm2 and vm3 are gone for good: release and delete their Delete claims ->
-    # pdc-node hands 0000:02:00.0 (on vfio-pci: the static tree makes that
-    # restore fail) and 0000:03:00.0 (on no driver: already restored) back.
+    # pdc-node hands 0000:02:00.0 back (on vfio-pci: the static tree makes
+    # that restore fail) and holds 0000:03:00.0 (on no driver, and no journal
+    # entry says which drive to erase).
     for claim in ("scratch", "scratch3"):
         check_code(f"release {claim}", http(
             "POST", ext + f"/v1/namespaces/default/claims/{claim}/release", b"", token=TOKEN), 200)

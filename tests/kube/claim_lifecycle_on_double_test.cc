@@ -53,14 +53,17 @@ class ClaimLifecycleOnDoubleTest : public ExtenderOnDoubleTest {
     return r;
   }
 
-  // node-a's two drives, 0000:3b:00.0 on `driver_3b`.
+  // node-a's two drives, 0000:3b:00.0 on `driver_3b`. Back on nvme, the
+  // drive is acknowledged as handed back (erased), as pdc-node does for a
+  // drive of its return list; an acknowledgement of a drive not on the list
+  // changes nothing.
   void Report(const std::string& driver_3b) {
     Device d = NvmeDevice("0000:3b:00.0", 12, 0, "SNA0");
     d.driver = driver_3b;
+    NodeInventory inv = Inventory("node-a", {d, NvmeDevice("0000:5e:00.0", 13, 0, "SNA1")});
+    if (driver_3b == "nvme") inv.returned = {"SNA0"};
     ASSERT_OK_AND_ASSIGN(HttpResponse r,
-                         pdc_->Put("/v1/nodes/node-a/inventory",
-                                   api::WriteInventory(Inventory(
-                                       "node-a", {d, NvmeDevice("0000:5e:00.0", 13, 0, "SNA1")}))));
+                         pdc_->Put("/v1/nodes/node-a/inventory", api::WriteInventory(inv)));
     ASSERT_EQ(r.status, 200) << r.body;
   }
 
