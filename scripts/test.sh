@@ -21,8 +21,7 @@ JOBS=${JOBS:-$(nproc)}
 # The benchmarks are not built here (PDC_BUILD_BENCHMARKS=ON builds them; CI
 # builds them in a stage of their own).
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPDC_WERROR=ON \
-  -DPDC_BUILD_BENCHMARKS="${PDC_BUILD_BENCHMARKS:-OFF}" -DPDC_TEST_PCH=ON \
-  -DPython3_EXECUTABLE=/usr/bin/python3
+  -DPDC_BUILD_BENCHMARKS="${PDC_BUILD_BENCHMARKS:-OFF}" -DPython3_EXECUTABLE=/usr/bin/python3
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
 # `traced NAME command...`: runs the command, under strace when tracing.
