@@ -9,6 +9,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "api/rest_json.h"
 #include "common/file_util.h"
 #include "config/config.h"
@@ -157,10 +159,23 @@ users:
     return r.text;
   }
 
+  // kube-scheduler's filter of `pod` on node-a. A VM created just before
+  // may not have reached pdc-extender's watch yet: that answer ("... is not
+  // known to pdc-extender (deleted, or not seen yet)") is asked again, as
+  // kube-scheduler retries an unschedulable pod, for up to 15 s.
   HttpResponse Filter(const std::string& pod) {
-    absl::StatusOr<HttpResponse> r = pdc_->Post("/scheduler/filter", NamesArgs(pod, {"node-a"}));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : HttpResponse{};
+    const absl::Time deadline = absl::Now() + absl::Seconds(15);
+    while (true) {
+      absl::StatusOr<HttpResponse> r =
+          pdc_->Post("/scheduler/filter", NamesArgs(pod, {"node-a"}));
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (!r.ok()) return HttpResponse{};
+      if (r->body.find("is not known to pdc-extender") == std::string::npos ||
+          absl::Now() >= deadline) {
+        return *r;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
   }
   HttpResponse Bind(const std::string& pod, const std::string& uid) {
     absl::StatusOr<HttpResponse> r = pdc_->Post(
