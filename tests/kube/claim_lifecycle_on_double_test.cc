@@ -40,18 +40,6 @@ class ClaimLifecycleOnDoubleTest : public ExtenderOnDoubleTest {
     EXPECT_THAT(v, IsEmpty()) << "after step: " << step;
   }
 
-  template <typename Pred>
-  KubeReply AwaitObject(const std::string& path, Pred pred) {
-    KubeReply r;
-    const absl::Time deadline = absl::Now() + absl::Seconds(15);
-    while (absl::Now() < deadline) {
-      r = Call("GET", path);
-      if (pred(r)) return r;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    ADD_FAILURE() << "waited in vain on " << path << ": " << r.text;
-    return r;
-  }
 
   // node-a's two drives, 0000:3b:00.0 on `driver_3b`. Back on nvme, the
   // drive is acknowledged as handed back (erased), as pdc-node does for a

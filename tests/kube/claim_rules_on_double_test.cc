@@ -36,18 +36,6 @@ class ClaimRulesOnDoubleTest : public ExtenderOnDoubleTest {
     }
   }
 
-  template <typename Pred>
-  KubeReply AwaitObject(const std::string& path, Pred pred) {
-    KubeReply r;
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      r = Call("GET", path);
-      if (pred(r)) return r;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    ADD_FAILURE() << "waited in vain on " << path << ": " << r.text;
-    return r;
-  }
   void AwaitGone(const std::string& path) {
     AwaitObject(path, [](const KubeReply& r) { return r.status == 404; });
   }

@@ -27,19 +27,6 @@ class ClaimsOnDoubleTest : public ExtenderOnDoubleTest {
     DeleteAllClaims();
   }
 
-  // Polls the object until `pred` holds (10 s); the last reply.
-  template <typename Pred>
-  KubeReply AwaitObject(const std::string& path, Pred pred) {
-    KubeReply r;
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      r = Call("GET", path);
-      if (pred(r)) return r;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    ADD_FAILURE() << "waited in vain on " << path << ": " << r.text;
-    return r;
-  }
   std::string PdcGet(const std::string& path) {
     absl::StatusOr<HttpResponse> r = pdc_->Get(path);
     EXPECT_TRUE(r.ok()) << r.status();

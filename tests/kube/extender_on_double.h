@@ -159,6 +159,20 @@ users:
     return r.text;
   }
 
+  // Polls the object at `path` until `pred` holds (15 s); the last reply.
+  template <typename Pred>
+  KubeReply AwaitObject(const std::string& path, Pred pred) {
+    KubeReply r;
+    const absl::Time deadline = absl::Now() + absl::Seconds(15);
+    while (absl::Now() < deadline) {
+      r = Call("GET", path);
+      if (pred(r)) return r;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ADD_FAILURE() << "waited in vain on " << path << ": " << r.text;
+    return r;
+  }
+
   // kube-scheduler's filter of `pod` on node-a. A VM created just before
   // may not have reached pdc-extender's watch yet: that answer ("... is not
   // known to pdc-extender (deleted, or not seen yet)") is asked again, as
