@@ -11,7 +11,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 #include "tests/testing/kube_list.h"
+#include "tests/testing/kube_resource_claims.h"
 #include "tests/testing/sv_strings.h"
 
 namespace pdc::testing::kube {
@@ -96,22 +98,26 @@ std::string KubeResource::qualified() const {
 
 std::vector<KubeResource> StandardResources() {
   // One line per resource: group, version, resource, kind, status, binding,
-  // graceful delete, etcd prefix.
+  // graceful delete, etcd prefix, validation.
   return {
-      {"", "v1", "pods", "Pod", true, true, true, "/registry/pods/"},
-      {"", "v1", "events", "Event", false, false, false, "/registry/events/"},
-      {"", "v1", "configmaps", "ConfigMap", false, false, false, "/registry/configmaps/"},
+      {"", "v1", "pods", "Pod", true, true, true, "/registry/pods/", nullptr},
+      {"", "v1", "events", "Event", false, false, false, "/registry/events/", nullptr},
+      {"", "v1", "configmaps", "ConfigMap", false, false, false, "/registry/configmaps/", nullptr},
       {"pdc.kubevirt.io", "v1alpha1", "persistentdeviceclaims",
        "PersistentDeviceClaim", true, false, false,
-       "/registry/pdc.kubevirt.io/persistentdeviceclaims/"},
+       "/registry/pdc.kubevirt.io/persistentdeviceclaims/", nullptr},
       {"kubevirt.io", "v1", "virtualmachines", "VirtualMachine", true, false,
-       false, "/registry/kubevirt.io/virtualmachines/"},
+       false, "/registry/kubevirt.io/virtualmachines/", nullptr},
       {"kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance",
-       true, false, false, "/registry/kubevirt.io/virtualmachineinstances/"},
+       true, false, false, "/registry/kubevirt.io/virtualmachineinstances/", nullptr},
       {"coordination.k8s.io", "v1", "leases", "Lease", false, false, false,
-       "/registry/leases/"},
+       "/registry/leases/", nullptr},
       {"discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", false, false, false,
-       "/registry/endpointslices/"},
+       "/registry/endpointslices/", nullptr},
+      {"resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", true, false, false,
+       "/registry/resourceclaims/", ValidateResourceClaim},
+      {"resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", false,
+       false, false, "/registry/resourceclaimtemplates/", nullptr},
   };
 }
 
@@ -271,6 +277,9 @@ absl::StatusOr<Answer> KubeStore::Create(const ResourcePath& p,
     // it to phase Pending).
     Remove(obj, {"status"});
     if (r.kind == "Pod") SetString(obj, {"status", "phase"}, "Pending", a);
+  }
+  if (r.validate) {
+    if (absl::Status s = r.validate(nullptr, obj, ""); !s.ok()) return s;
   }
   std::string name = GetString(obj, {"metadata", "name"});
   const std::string generate = GetString(obj, {"metadata", "generateName"});
@@ -481,7 +490,9 @@ absl::StatusOr<Answer> KubeStore::Update(const ResourcePath& p,
   absl::StatusOr<Written> w = GuaranteedUpdate(
       r, p.ns, p.name, [&](const Document& old, Document& obj) {
         obj.CopyFrom(*parsed, obj.GetAllocator());
-        return PrepareUpdate(r, p, old, obj);
+        RETURN_IF_ERROR(PrepareUpdate(r, p, old, obj));
+        return r.validate ? r.validate(&old, obj, p.subresource)
+                          : absl::OkStatus();
       });
   if (!w.ok()) return w.status();
   return Answer{200, ToJson(w->object)};
@@ -512,7 +523,9 @@ absl::StatusOr<Answer> KubeStore::Patch(const ResourcePath& p,
           return Precondition(p, "UID", patch_uid, old_uid);
         }
         ApplyMergePatch(obj, *patch, obj.GetAllocator());
-        return PrepareUpdate(r, p, old, obj);
+        RETURN_IF_ERROR(PrepareUpdate(r, p, old, obj));
+        return r.validate ? r.validate(&old, obj, p.subresource)
+                          : absl::OkStatus();
       });
   if (!w.ok()) return w.status();
   return Answer{200, ToJson(w->object)};

@@ -39,6 +39,12 @@ struct KubeResource {
   bool graceful_delete = false;
   // The etcd key prefix, ending in '/': "/registry/pods/".
   std::string storage_prefix;
+  // The resource's own validation (pkg/apis/<group>/validation), run on
+  // the object about to be stored: `old` null on create, `subresource` ""
+  // or "status". Null: none beyond the generic rules.
+  std::function<absl::Status(const Value* old, const Value& obj,
+                             std::string_view subresource)>
+      validate;
 
   // "v1" or "<group>/<version>".
   std::string api_version() const;
@@ -49,7 +55,8 @@ struct KubeResource {
 // pods (+status, +binding), events (core v1);
 // persistentdeviceclaims.pdc.kubevirt.io/v1alpha1 (+status);
 // virtualmachines and virtualmachineinstances.kubevirt.io/v1 (+status);
-// leases.coordination.k8s.io/v1. Storage prefixes as kube-apiserver's
+// leases.coordination.k8s.io/v1; resourceclaims.resource.k8s.io/v1
+// (+status, validated: kube_resource_claims.h) and resourceclaimtemplates. Storage prefixes as kube-apiserver's
 // (core resources under /registry/<resource>/, others under
 // /registry/<group>/<resource>/).
 std::vector<KubeResource> StandardResources();
