@@ -114,6 +114,18 @@ struct LeaderElectionConfig {
   std::string service;
 };
 
+// extender.dra.keeper: the DRA claim keeper (docs/design.md "The DRA claim
+// keeper"): adds a KubeVirt VM to the status.reservedFor of the
+// resource.k8s.io ResourceClaims its virt-launcher pods use, so that the
+// claim's allocation outlives the pods; leader only; needs a Kubernetes API.
+struct DraKeeperConfig {
+  // enabled: false (the default) = no keeper, no ResourceClaim watch.
+  bool enabled = false;
+  // resyncPeriod: every claim the keeper keeps is looked at again this
+  // often besides on changes (a missed event costs at most this long).
+  absl::Duration resync_period = absl::Minutes(5);
+};
+
 // extender.nodeAuth: who may write a node's state through the REST API
 // (docs/operations.md "Node identity"). Without it, pdc-node presents the
 // shared tokenFile and may write any node. With it, a node driver proves its
@@ -244,6 +256,7 @@ struct ExtenderConfig {
   bool serialize_handoffs = true;
   KubernetesConfig kubernetes;  // kubernetes: mode, kubeconfig.
   LeaderElectionConfig leader_election;  // leaderElection: replicas.
+  DraKeeperConfig dra_keeper;            // dra.keeper: the DRA claim keeper.
 };
 
 // Section `node:` (pdc-node, the DaemonSet).

@@ -465,6 +465,12 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Str(
       "extender.leaderElection.service",
       [](auto& c) -> auto& { return c.extender.leader_election.service; }));
+  f.push_back(Enum(
+      "extender.dra.keeper.enabled", booleans,
+      [](auto& c) -> auto& { return c.extender.dra_keeper.enabled; }));
+  f.push_back(Dur(
+      "extender.dra.keeper.resyncPeriod",
+      [](auto& c) -> auto& { return c.extender.dra_keeper.resync_period; }));
 
   f.push_back(Str(
       "node.nodeName", [](auto& c) -> auto& { return c.node.node_name; }));

@@ -316,6 +316,15 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
   RETURN_IF_ERROR(model::ValidateObjectName("extender.kubernetes.schedulerName",
                                             e.kubernetes.scheduler_name));
   RETURN_IF_ERROR(ValidateNodeAuth(e));
+  if (e.dra_keeper.enabled && e.kubernetes.mode == KubernetesMode::kNone) {
+    return Bad("extender.dra.keeper.enabled",
+               "true needs a Kubernetes API: set extender.kubernetes.mode to in-cluster or "
+               "kubeconfig");
+  }
+  if (e.dra_keeper.resync_period < absl::Milliseconds(100) ||
+      e.dra_keeper.resync_period > absl::Hours(24)) {
+    return Bad("extender.dra.keeper.resyncPeriod", "must be between 100ms and 24h");
+  }
   const LeaderElectionConfig& le = e.leader_election;
   if (le.enabled) {
     if (e.store != StoreKind::kKubernetes) {

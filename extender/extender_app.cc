@@ -182,6 +182,36 @@ absl::Status ExtenderApp::StartStandby() {
   return absl::OkStatus();
 }
 
+void ExtenderApp::StartKeeper(std::vector<Watch>* watches) {
+  const DraKeeperConfig& kc = config_.extender.dra_keeper;
+  // A virt-launcher pod that ended or was deleted: the claims reserved for
+  // it are looked at now (set before the watch starts).
+  launcher_pods_ = std::make_unique<PodDirectory>([this](const PodRef& pod) {
+    if (keeper_ != nullptr) keeper_->ConsumerGone(pod.ns, pod.uid);
+  });
+  // The keeper acts once the VM, VMI and pod watches hold a whole list (a
+  // VM not seen yet would look deleted). reflectors_ is complete before
+  // any reflector, and so any reconcile, starts.
+  dra_consumers_ = std::make_unique<DraConsumers>(
+      vms_.get(), launcher_pods_.get(), kube_.get(), [this] {
+        for (const auto& r : reflectors_) {
+          if (!r->HasSynced()) return false;
+        }
+        return true;
+      });
+  dra::ClaimKeeper::Options ko;
+  ko.clock = options_.clock;
+  ko.events = events_.get();
+  ko.registry = &registry_;
+  ko.resync = kc.resync_period;
+  keeper_ = std::make_unique<dra::ClaimKeeper>(kube_api_.get(), dra_consumers_.get(), ko);
+  watches->push_back({kPodsPath, std::string(kVirtLauncherPods), launcher_pods_.get()});
+  watches->push_back({dra::kResourceClaimsPath, "", keeper_->claim_sink()});
+  spdlog::info("DRA claim keeper: keeping KubeVirt VMs in the reservedFor of their "
+               "ResourceClaims (resync every {})",
+               absl::FormatDuration(kc.resync_period));
+}
+
 void ExtenderApp::MarkLost() {
   if (!marked_lost_.exchange(true)) lost_.Notify();
 }
@@ -237,6 +267,8 @@ absl::Status ExtenderApp::Init() {
     // allocator exists.
     vms_ = std::make_unique<VmDirectory>([this](std::string ns, std::string uid) {
       (void)ReleaseGoneVm(*allocator_, ns, uid);  // Logs what it did.
+      // Set before the watches start.
+      if (keeper_ != nullptr) keeper_->ConsumerGone(ns, uid);
     });
     absl::StatusOr<std::unique_ptr<kube::KubeApi>> api = kube::KubeApi::Connect(*kc);
     if (!api.ok()) return api.status();
@@ -365,11 +397,6 @@ absl::Status ExtenderApp::Init() {
       }
     };
     sweeper_ = std::make_unique<HandoffSweeper>(ho, allocator_.get(), kube_.get(), clock);
-    struct Watch {
-      std::string_view path;
-      std::string selector;
-      kube::ReflectorSink* sink;
-    };
     std::vector<Watch> watches = {
         {kVmiPath, "", vms_->vmi_sink()},
         {kVmPath, "", vms_->vm_sink()},
@@ -388,6 +415,7 @@ absl::Status ExtenderApp::Init() {
                    "objects the claims)",
                    ToString(ec.store));
     }
+    if (ec.dra_keeper.enabled) StartKeeper(&watches);
     for (Watch& w : watches) {
       kube::ReflectorOptions o;
       o.path = std::string(w.path);
@@ -395,6 +423,7 @@ absl::Status ExtenderApp::Init() {
       reflectors_.push_back(std::make_unique<kube::Reflector>(endpoint_.get(), o, w.sink));
     }
     for (auto& r : reflectors_) r->Start();
+    if (keeper_ != nullptr) keeper_->Start();
     ctx_.vms = vms_.get();
   } else {
     spdlog::info("no Kubernetes API (kubernetes.mode: none): binds are "
@@ -598,6 +627,7 @@ void ExtenderApp::Stop() {
   if (ready_waiter_.joinable()) ready_waiter_.join();
   for (auto& r : reflectors_) r->Stop();
   if (claims_ != nullptr) claims_->Stop();
+  if (keeper_ != nullptr) keeper_->Stop();
   if (sweeper_ != nullptr) sweeper_->Stop();
   if (webhook_server_ != nullptr) webhook_server_->Shutdown();
   if (server_ != nullptr) server_->Shutdown();

@@ -31,6 +31,8 @@
 #include "extender/admission_webhook.h"
 #include "extender/checkpointer.h"
 #include "extender/claim_controller.h"
+#include "extender/dra/claim_keeper.h"
+#include "extender/dra_consumers.h"
 #include "kube/event_recorder.h"
 #include "extender/kube_api_store.h"
 #include "extender/extender_context.h"
@@ -76,6 +78,9 @@ class ExtenderApp {
   Allocator* allocator() const { return allocator_.get(); }
   // Null unless store: kubernetes with a Kubernetes API.
   const ClaimController* claim_controller() const { return claims_.get(); }
+  // Null unless extender.dra.keeper.enabled (and, with leader election,
+  // until this replica leads).
+  const dra::ClaimKeeper* claim_keeper() const { return keeper_.get(); }
 
   // Graceful stop, as on SIGTERM (a leader releases its lease last).
   // Idempotent.
@@ -98,6 +103,14 @@ class ExtenderApp {
   // so the new leader starts from what the API holds now).
   absl::Status StartStandby();
   void Promote();
+  // One watch Init() starts: a collection, its selector and its sink.
+  struct Watch {
+    std::string_view path;
+    std::string selector;
+    kube::ReflectorSink* sink;
+  };
+  // extender.dra.keeper: the keeper and the watches it needs.
+  void StartKeeper(std::vector<Watch>* watches);
 
   const PdcConfig config_;
   const Options options_;
@@ -119,6 +132,10 @@ class ExtenderApp {
   std::unique_ptr<kube::KubeApi> kube_api_;
   KubeApiStore* api_store_ = nullptr;  // base_store_, when it is one.
   std::unique_ptr<ClaimController> claims_;
+  // extender.dra.keeper: the virt-launcher pods' watch and the keeper.
+  std::unique_ptr<PodDirectory> launcher_pods_;
+  std::unique_ptr<DraConsumers> dra_consumers_;
+  std::unique_ptr<dra::ClaimKeeper> keeper_;
   std::unique_ptr<kube::EventRecorder> events_;
   std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
   std::thread ready_waiter_;  // Sets the Router ready once they synced.

@@ -533,9 +533,36 @@ def granted_permissions(objs, sa_namespace, sa_name):
     return perms, problems
 
 
+# Permissions kube-apiserver checks besides the one of the request itself:
+# from Kubernetes 1.36 (DRAResourceClaimGranularStatusAuthorization, beta and
+# on), a write of a ResourceClaim's status.reservedFor is also authorized as
+# the same verb on resourceclaims/binding
+# (pkg/registry/resource/resourceclaim/strategy.go in kubernetes/kubernetes).
+IMPLIED_PERMISSIONS = {
+    ("resource.k8s.io", "resourceclaims/status", "update"):
+        [("resource.k8s.io", "resourceclaims/binding", "update")],
+    ("resource.k8s.io", "resourceclaims/status", "patch"):
+        [("resource.k8s.io", "resourceclaims/binding", "patch")],
+}
+
+
+def implied_calls(calls):
+    """The (component, method, path, where) of IMPLIED_PERMISSIONS, as pseudo
+    calls whose rbac_permission is the implied one."""
+    out = []
+    for comp, method, path, where in calls:
+        for group, resource, verb in IMPLIED_PERMISSIONS.get(rbac_permission(method, path), []):
+            base, sub = resource.split("/")
+            method2 = next(m for m, v in HTTP_VERBS.items() if v == verb)
+            out.append((comp, method2, f"/apis/{group}/v1/namespaces/x/{base}/x/{sub}",
+                        f"{where} (implied: {resource} {verb})"))
+    return out
+
+
 def check_rbac_matches_code(repo, objs):
     calls, problems = kube_api_calls(repo)
     calls = calls + owner_finalizer_calls(repo)
+    calls = calls + implied_calls(calls)
     for p in problems:
         check(False, p)
     check(any(c[0] == "pdc-extender" for c in calls),

@@ -1,0 +1,223 @@
+#include "extender/dra/claim_keeper.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "api/json_util.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+#include "spdlog/spdlog.h"
+
+namespace pdc::extender::dra {
+namespace {
+
+std::pair<std::string, std::string> SplitKey(const std::string& key) {
+  const size_t slash = key.find('/');
+  if (slash == std::string::npos) return {"", key};
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+std::string ToJson(const rapidjson::Value& v) {
+  rapidjson::StringBuffer b;
+  rapidjson::Writer<rapidjson::StringBuffer> w(b);
+  v.Accept(w);
+  return std::string(b.GetString(), b.GetSize());
+}
+
+std::string Describe(const Consumer& c) {
+  return absl::StrCat(c.resource, "/", c.name, " (uid ", c.uid, ")");
+}
+
+}  // namespace
+
+ClaimKeeper::ClaimKeeper(kube::KubeApi* api, ConsumerDirectory* consumers, Options options)
+    : api_(api),
+      consumers_(consumers),
+      options_(std::move(options)),
+      queue_(options_.clock),
+      cache_("ResourceClaim",
+             [](const api::json::Value& object, const api::ObjectMeta&) {
+               return ReadDraClaim(object);
+             },
+             &queue_),
+      controller_(&queue_, this) {
+  if (options_.registry != nullptr) RegisterMetrics(options_.registry);
+}
+
+ClaimKeeper::~ClaimKeeper() { Stop(); }
+
+void ClaimKeeper::RegisterMetrics(MetricsRegistry* r) {
+  r->AddCallbackGauge("pdc_dra_keeper_claims_kept",
+                      "ResourceClaims whose status.reservedFor holds a VirtualMachine entry.",
+                      [this] { return static_cast<double>(kept()); });
+  r->AddCallbackFamily(
+      "pdc_dra_keeper_entries_added_total",
+      "VirtualMachine entries the DRA claim keeper added to ResourceClaims' reservedFor.",
+      MetricType::kCounter, {}, [this] {
+        return std::vector<LabeledValue>{{{}, static_cast<double>(added_.load())}};
+      });
+  r->AddCallbackFamily(
+      "pdc_dra_keeper_entries_pruned_total",
+      "Entries the DRA claim keeper removed from reservedFor, by consumer: pod (deleted, "
+      "replaced or ended) or vm (the VirtualMachine is gone).",
+      MetricType::kCounter, {"consumer"}, [this] {
+        return std::vector<LabeledValue>{{{"pod"}, static_cast<double>(pruned_pods_.load())},
+                                         {{"vm"}, static_cast<double>(pruned_vms_.load())}};
+      });
+  r->AddCallbackFamily(
+      "pdc_dra_keeper_write_conflicts_total",
+      "Status updates of the DRA claim keeper answered 409 Conflict (another writer came "
+      "first; the claim is read again and retried).",
+      MetricType::kCounter, {}, [this] {
+        return std::vector<LabeledValue>{{{}, static_cast<double>(conflicts_.load())}};
+      });
+  r->AddCallbackFamily(
+      "pdc_dra_keeper_refusals_total",
+      "VMs the DRA claim keeper could not add to a claim (another VM keeps it, the claim is "
+      "being deleted, or reservedFor is full).",
+      MetricType::kCounter, {}, [this] {
+        return std::vector<LabeledValue>{{{}, static_cast<double>(refused_.load())}};
+      });
+}
+
+void ClaimKeeper::Start() {
+  if (started_.exchange(true)) return;
+  controller_.Run(options_.workers);
+}
+
+void ClaimKeeper::Stop() { controller_.Stop(); }
+
+void ClaimKeeper::ConsumerGone(std::string_view ns, std::string_view uid) {
+  for (const auto& e : cache_.List()) {
+    if (e.meta.ns != ns) continue;
+    for (const Consumer& c : e.value.reserved_for) {
+      if (c.uid == uid) {
+        queue_.Add(e.meta.Key());
+        break;
+      }
+    }
+  }
+}
+
+ClaimKeeper::Counts ClaimKeeper::counts() const {
+  return Counts{added_.load(), pruned_pods_.load(), pruned_vms_.load(), conflicts_.load(),
+                refused_.load()};
+}
+
+size_t ClaimKeeper::kept() const {
+  size_t n = 0;
+  for (const auto& e : cache_.List()) {
+    for (const Consumer& c : e.value.reserved_for) {
+      if (IsVm(c)) {
+        ++n;
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+absl::Status ClaimKeeper::Reconcile(const std::string& key) {
+  if (!consumers_->Synced()) {
+    return absl::UnavailableError("the VM and pod watches have not listed yet");
+  }
+  const auto [ns, name] = SplitKey(key);
+  absl::Status s = Keep(ns, name);
+  if (absl::IsAborted(s)) ++conflicts_;
+  return s;
+}
+
+PlanInputs ClaimKeeper::Gather(const std::string& ns, const DraClaim& claim, bool deleting) {
+  PlanInputs in;
+  in.deleting = deleting;
+  std::vector<std::string> vm_uids;
+  for (const Consumer& c : claim.reserved_for) {
+    if (IsVm(c)) vm_uids.push_back(c.uid);
+    if (!IsPod(c)) continue;
+    PodLook look = consumers_->LookAtPod(ns, c.name, c.uid);
+    if (look.vm.has_value()) vm_uids.push_back(look.vm->uid);
+    in.pods.emplace(c.uid, std::move(look));
+  }
+  in.live_vms = consumers_->LiveVms(vm_uids);
+  return in;
+}
+
+absl::Status ClaimKeeper::Keep(const std::string& ns, const std::string& name) {
+  const std::string what = absl::StrCat("read ResourceClaim ", ns, "/", name);
+  absl::StatusOr<HttpResponse> got =
+      api_->Call("GET", ResourceClaimPath(ns, name), "", "", what, options_.call_timeout);
+  if (!got.ok()) return got.status();
+  if (got->status == 404) return absl::OkStatus();  // Gone: nothing to keep.
+  if (got->status != 200) return kube::FromApiserver(got->status, got->body, what);
+  rapidjson::Document doc;
+  if (absl::Status s = api::json::ParseObject(got->body, &doc); !s.ok()) return s;
+  absl::StatusOr<api::ObjectMeta> meta = api::ReadObjectMeta(doc, "ResourceClaim");
+  absl::StatusOr<DraClaim> claim = meta.ok() ? ReadDraClaim(doc) : meta.status();
+  if (!claim.ok()) {
+    // Not retried: the next change of the object queues it again.
+    spdlog::warn("DRA claim keeper: ResourceClaim {}/{} cannot be read: {}", ns, name,
+                 claim.status().ToString());
+    return absl::OkStatus();
+  }
+  const Plan plan = PlanReservedFor(*claim, Gather(ns, *claim, meta->deleting));
+  const kube::ObjectRef ref{"resource.k8s.io/v1", "ResourceClaim", ns, name, meta->uid};
+  if (plan.changed()) {
+    WriteReservedFor(doc, plan.reserved_for);
+    const std::string write = absl::StrCat("update the status of ResourceClaim ", ns, "/", name);
+    absl::StatusOr<HttpResponse> put =
+        api_->Call("PUT", ResourceClaimStatusPath(ns, name), ToJson(doc),
+                   "application/json", write, options_.call_timeout);
+    absl::Status s = !put.ok() ? put.status()
+                     : put->status == 200
+                         ? absl::OkStatus()
+                         : kube::FromApiserver(put->status, put->body, write);
+    if (!s.ok()) {
+      if (!absl::IsAborted(s) && options_.events != nullptr) {
+        options_.events->Record(ref, kube::EventType::kWarning, "KeepFailed",
+                                absl::StrCat("could not update status.reservedFor: ", s.message()));
+      }
+      return s;
+    }
+  }
+  Tell(ref, plan);
+  if (plan.kept) queue_.AddAfter(absl::StrCat(ns, "/", name), options_.resync);
+  return absl::OkStatus();
+}
+
+void ClaimKeeper::Tell(const kube::ObjectRef& claim, const Plan& plan) {
+  for (const Consumer& c : plan.added) {
+    ++added_;
+    spdlog::info("DRA claim keeper: ResourceClaim {}/{} kept for {}", claim.ns, claim.name,
+                 Describe(c));
+    if (options_.events != nullptr) {
+      options_.events->Record(
+          claim, kube::EventType::kNormal, "VmReserved",
+          absl::StrCat("added VirtualMachine ", c.name, " (uid ", c.uid,
+                       ") to status.reservedFor: the allocation outlives the VM's pods"));
+    }
+  }
+  for (const Consumer& c : plan.removed) {
+    if (IsVm(c)) {
+      ++pruned_vms_;
+      spdlog::info("DRA claim keeper: ResourceClaim {}/{}: {} is gone, entry removed", claim.ns,
+                   claim.name, Describe(c));
+      if (options_.events != nullptr) {
+        options_.events->Record(
+            claim, kube::EventType::kNormal, "VmUnreserved",
+            absl::StrCat("removed VirtualMachine ", c.name, " (uid ", c.uid,
+                         ") from status.reservedFor: the VirtualMachine is gone"));
+      }
+    } else {
+      ++pruned_pods_;
+    }
+  }
+  refused_ += plan.refused.size();
+  if (!plan.refused.empty() && options_.events != nullptr) {
+    options_.events->Record(claim, kube::EventType::kWarning, "KeepFailed",
+                            absl::StrCat("cannot keep the allocation for ",
+                                         absl::StrJoin(plan.refused, "; ")));
+  }
+}
+
+}  // namespace pdc::extender::dra

@@ -1,0 +1,114 @@
+// ClaimKeeper: the DRA claim keeper of pdc-extender (docs/design.md "The DRA
+// claim keeper"). A resource.k8s.io ResourceClaim survives its pods, but
+// kube-controller-manager deallocates it when its own pruning of pod entries
+// empties status.reservedFor, and the VM's next start may then get another
+// device. The keeper adds the KubeVirt VirtualMachine of a virt-launcher pod
+// in reservedFor to that list once the claim is allocated, so that the
+// allocation lives as long as the VM; it removes the VM's entry when the
+// VirtualMachine (that UID) is gone, and prunes the pod entries of gone pods
+// on the claims it keeps. What it decides is keeper_plan.h's.
+//
+// Level-triggered, on the kube/ layer: the ResourceClaim watch (claim_sink)
+// feeds a TypedCache that queues each changed claim; a claim whose pod or VM
+// went away is queued again (ConsumerGone); a kept claim is looked at again
+// every `resync`. Reconcile(key) reads the claim from the apiserver, asks
+// the ConsumerDirectory about its pods and VMs, and writes the new list with
+// one PUT of the status subresource carrying the resourceVersion it read
+// (never a merge patch: kube-scheduler writes the same list); a 409 is
+// counted and the key tried again with backoff, from a fresh read.
+// Runs on the leader only (ExtenderApp makes it once it leads), so a
+// restart or a new leader converges from what the API holds.
+// Thread-safety: thread-safe; the sink on the reflector's thread, Reconcile
+// on the controller's workers (one key at a time per key).
+#ifndef PDC_EXTENDER_DRA_CLAIM_KEEPER_H_
+#define PDC_EXTENDER_DRA_CLAIM_KEEPER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/metrics.h"
+#include "extender/dra/keeper_plan.h"
+#include "extender/dra/resource_claim.h"
+#include "kube/event_recorder.h"
+#include "kube/kube_http_client.h"
+#include "kube/typed_cache.h"
+#include "kube/work_queue.h"
+
+namespace pdc::extender::dra {
+
+// What the keeper asks about the pods and VMs a claim names; pdc-extender
+// answers from its watches (VmDirectory, PodDirectory: dra_consumers.h).
+class ConsumerDirectory {
+ public:
+  virtual ~ConsumerDirectory() = default;
+  // The watches answered from hold a whole list (before that, a VM not
+  // seen yet would look deleted).
+  virtual bool Synced() const = 0;
+  // The fate of pod `ns`/`name` with `uid`, and its VM when alive.
+  virtual PodLook LookAtPod(std::string_view ns, std::string_view name,
+                            std::string_view uid) = 0;
+  // The subset of `uids` that are VirtualMachines that exist.
+  virtual std::set<std::string> LiveVms(const std::vector<std::string>& uids) const = 0;
+};
+
+class ClaimKeeper final : public kube::Reconciler {
+ public:
+  struct Options {
+    const Clock* clock = RealClock();
+    kube::EventRecorder* events = nullptr;  // Null: no Events.
+    MetricsRegistry* registry = nullptr;    // Null: no metrics.
+    absl::Duration resync = absl::Minutes(5);
+    absl::Duration call_timeout = absl::Seconds(10);
+    int workers = 1;
+  };
+  struct Counts {
+    uint64_t added = 0;        // VM entries added.
+    uint64_t pruned_pods = 0;  // Pod entries removed.
+    uint64_t pruned_vms = 0;   // VM entries removed.
+    uint64_t conflicts = 0;    // Status updates answered 409.
+    uint64_t refused = 0;      // VMs that could not be added.
+  };
+
+  // `api` and `consumers` must outlive the keeper.
+  ClaimKeeper(kube::KubeApi* api, ConsumerDirectory* consumers, Options options);
+  ~ClaimKeeper() override;  // Stop().
+
+  kube::ReflectorSink* claim_sink() { return &cache_; }
+  // A pod or VM with `uid` in `ns` is gone: the claims naming it are queued.
+  void ConsumerGone(std::string_view ns, std::string_view uid);
+
+  void Start();  // The workers.
+  void Stop();   // Idempotent.
+
+  absl::Status Reconcile(const std::string& key) override;
+
+  Counts counts() const;
+  // Claims in the watch cache holding a VM entry.
+  size_t kept() const;
+
+ private:
+  absl::Status Keep(const std::string& ns, const std::string& name);
+  PlanInputs Gather(const std::string& ns, const DraClaim& claim, bool deleting);
+  void Tell(const kube::ObjectRef& claim, const Plan& plan);
+  void RegisterMetrics(MetricsRegistry* registry);
+
+  kube::KubeApi* const api_;
+  ConsumerDirectory* const consumers_;
+  const Options options_;
+  kube::WorkQueue queue_;
+  kube::TypedCache<DraClaim> cache_;
+  kube::Controller controller_;
+  std::atomic<uint64_t> added_{0}, pruned_pods_{0}, pruned_vms_{0}, conflicts_{0}, refused_{0};
+  std::atomic<bool> started_{false};
+};
+
+}  // namespace pdc::extender::dra
+
+#endif  // PDC_EXTENDER_DRA_CLAIM_KEEPER_H_

@@ -1,0 +1,85 @@
+#include "extender/dra/keeper_plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace pdc::extender::dra {
+namespace {
+
+bool HasUid(const std::vector<Consumer>& list, const std::string& uid) {
+  return std::any_of(list.begin(), list.end(), [&](const Consumer& c) { return c.uid == uid; });
+}
+
+// The VMs of the living pod entries, in list order, each once.
+std::vector<VmIdentity> VmsOfLivingPods(const DraClaim& claim, const PlanInputs& in) {
+  std::vector<VmIdentity> out;
+  for (const Consumer& c : claim.reserved_for) {
+    if (!IsPod(c)) continue;
+    auto it = in.pods.find(c.uid);
+    if (it == in.pods.end() || it->second.state != PodLook::State::kAlive ||
+        !it->second.vm.has_value()) {
+      continue;
+    }
+    const VmIdentity& vm = *it->second.vm;
+    if (std::none_of(out.begin(), out.end(), [&](const VmIdentity& v) { return v.uid == vm.uid; })) {
+      out.push_back(vm);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Plan PlanReservedFor(const DraClaim& claim, const PlanInputs& in) {
+  Plan plan;
+  plan.reserved_for = claim.reserved_for;
+  if (!claim.allocated) return plan;
+  // VM entries of VMs that are gone.
+  std::vector<Consumer> list;
+  for (const Consumer& c : claim.reserved_for) {
+    if (IsVm(c) && !in.live_vms.count(c.uid)) {
+      plan.removed.push_back(c);
+    } else {
+      list.push_back(c);
+    }
+  }
+  // The VMs of living pods.
+  for (const VmIdentity& vm : VmsOfLivingPods(claim, in)) {
+    if (HasUid(list, vm.uid)) continue;
+    const std::string who = absl::StrCat("VirtualMachine ", vm.name, " (uid ", vm.uid, ")");
+    auto other = std::find_if(list.begin(), list.end(), [](const Consumer& c) { return IsVm(c); });
+    if (other != list.end()) {
+      plan.refused.push_back(absl::StrCat(who, ": the claim is kept for VirtualMachine ",
+                                          other->name, " (uid ", other->uid,
+                                          "); a claim is never kept for two VMs"));
+    } else if (!in.live_vms.count(vm.uid)) {
+      plan.refused.push_back(absl::StrCat(who, ": not known (deleted, or not seen yet)"));
+    } else if (in.deleting) {
+      plan.refused.push_back(absl::StrCat(who, ": the claim is being deleted"));
+    } else if (list.size() >= kReservedForMaxSize) {
+      plan.refused.push_back(absl::StrCat(who, ": status.reservedFor already holds ",
+                                          kReservedForMaxSize, " entries"));
+    } else {
+      list.push_back(VmConsumer(vm.name, vm.uid));
+      plan.added.push_back(list.back());
+    }
+  }
+  plan.kept = std::any_of(list.begin(), list.end(), [](const Consumer& c) { return IsVm(c); });
+  if (plan.kept) {
+    std::vector<Consumer> pruned;
+    for (const Consumer& c : list) {
+      auto it = IsPod(c) ? in.pods.find(c.uid) : in.pods.end();
+      if (it != in.pods.end() && it->second.state == PodLook::State::kGone) {
+        plan.removed.push_back(c);
+      } else {
+        pruned.push_back(c);
+      }
+    }
+    list = std::move(pruned);
+  }
+  plan.reserved_for = std::move(list);
+  return plan;
+}
+
+}  // namespace pdc::extender::dra

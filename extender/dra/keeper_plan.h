@@ -1,0 +1,70 @@
+// PlanReservedFor: what the DRA claim keeper makes of one ResourceClaim's
+// status.reservedFor, as a pure function of the claim and of what is known
+// of the pods and VMs it names (claim_keeper.h gathers that and writes the
+// result). The rules:
+//  - only an allocated claim is touched (kube-apiserver accepts a non-pod
+//    consumer only then);
+//  - a VirtualMachine entry stays while a VirtualMachine with its UID
+//    exists, and goes when it is gone (a VM re-created under the same name
+//    has another UID: it never inherits the entry);
+//  - the VM of each living pod entry (its virt-launcher pod -> VMI -> VM
+//    chain, by UID) is added, unless the claim already holds another
+//    living VM (a claim is never kept for two VMs), the claim is being
+//    deleted (kube-apiserver refuses new consumers then), or the list would
+//    exceed 256 entries; each refusal says why;
+//  - on a claim kept for a VM (one VM entry after the change), pod entries
+//    of pods that are deleted, replaced (another UID) or ended are pruned
+//    (kube-controller-manager 1.34/1.35 stops pruning claims with a non-pod
+//    entry); a pod whose fate is unknown stays. A claim not kept is left to
+//    the resourceclaim controller, which alone deallocates;
+//  - every other consumer's entry is left as it is, in its place.
+// Thread-safety: pure.
+#ifndef PDC_EXTENDER_DRA_KEEPER_PLAN_H_
+#define PDC_EXTENDER_DRA_KEEPER_PLAN_H_
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "extender/dra/resource_claim.h"
+
+namespace pdc::extender::dra {
+
+// A VirtualMachine, as a pod's owner chain found it.
+struct VmIdentity {
+  std::string name;
+  std::string uid;
+};
+
+// What is known of the pod of one pod entry.
+struct PodLook {
+  enum class State { kAlive, kGone, kUnknown };
+  State state = State::kUnknown;
+  std::optional<VmIdentity> vm;  // Alive and a KubeVirt VM's pod.
+  std::string why;               // For logs: how the state was decided.
+};
+
+struct PlanInputs {
+  std::map<std::string, PodLook> pods;  // By the pod entry's UID.
+  std::set<std::string> live_vms;      // UIDs of VirtualMachines that exist.
+  bool deleting = false;               // The claim has a deletionTimestamp.
+};
+
+struct Plan {
+  std::vector<Consumer> reserved_for;  // The list to write.
+  std::vector<Consumer> added;
+  std::vector<Consumer> removed;
+  // Why a VM could not be added ("VirtualMachine ns/x (uid ...): ...").
+  std::vector<std::string> refused;
+  bool changed() const { return !added.empty() || !removed.empty(); }
+  // The claim holds a VM entry after the change.
+  bool kept = false;
+};
+
+Plan PlanReservedFor(const DraClaim& claim, const PlanInputs& in);
+
+}  // namespace pdc::extender::dra
+
+#endif  // PDC_EXTENDER_DRA_KEEPER_PLAN_H_

@@ -1,0 +1,79 @@
+#include "extender/dra/resource_claim.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/strings.h"
+
+namespace pdc::extender::dra {
+namespace {
+
+constexpr std::string_view kWhat = "ResourceClaim";
+
+}  // namespace
+
+std::string ResourceClaimPath(std::string_view ns, std::string_view name) {
+  return absl::StrCat("/apis/resource.k8s.io/v1/namespaces/", Sv(ns), "/resourceclaims/", Sv(name));
+}
+
+std::string ResourceClaimStatusPath(std::string_view ns, std::string_view name) {
+  return absl::StrCat(ResourceClaimPath(ns, name), "/status");
+}
+
+Consumer VmConsumer(std::string_view name, std::string_view uid) {
+  return Consumer{"kubevirt.io", "virtualmachines", std::string(name), std::string(uid)};
+}
+
+absl::StatusOr<DraClaim> ReadDraClaim(const api::json::Value& object) {
+  DraClaim out;
+  if (!object.IsObject()) return api::json::TypeError(kWhat, "must be an object");
+  ASSIGN_OR_RETURN(const api::json::Value* status,
+                   api::json::OptObject(object, "status", absl::StrCat(Sv(kWhat), ".status")));
+  if (status == nullptr) return out;
+  out.allocated = !api::json::IsNullish(api::json::Find(*status, "allocation"));
+  const std::string field = absl::StrCat(Sv(kWhat), ".status.reservedFor");
+  ASSIGN_OR_RETURN(const api::json::Value* list,
+                   api::json::OptArray(*status, "reservedFor", field));
+  if (list == nullptr) return out;
+  for (rapidjson::SizeType i = 0; i < list->Size(); ++i) {
+    const api::json::Value& e = (*list)[i];
+    const std::string at = absl::StrCat(field, "[", i, "]");
+    if (!e.IsObject()) return api::json::TypeError(at, "must be an object");
+    Consumer c;
+    ASSIGN_OR_RETURN(std::string_view group,
+                     api::json::OptString(e, "apiGroup", absl::StrCat(at, ".apiGroup")));
+    ASSIGN_OR_RETURN(std::string_view resource,
+                     api::json::ReqString(e, "resource", absl::StrCat(at, ".resource")));
+    ASSIGN_OR_RETURN(std::string_view name,
+                     api::json::ReqString(e, "name", absl::StrCat(at, ".name")));
+    ASSIGN_OR_RETURN(std::string_view uid,
+                     api::json::ReqString(e, "uid", absl::StrCat(at, ".uid")));
+    c.api_group = std::string(group);
+    c.resource = std::string(resource);
+    c.name = std::string(name);
+    c.uid = std::string(uid);
+    out.reserved_for.push_back(std::move(c));
+  }
+  return out;
+}
+
+void WriteReservedFor(rapidjson::Document& object, const std::vector<Consumer>& list) {
+  auto& a = object.GetAllocator();
+  if (!object.HasMember("status") || !object["status"].IsObject()) {
+    object.RemoveMember("status");
+    object.AddMember("status", rapidjson::Value(rapidjson::kObjectType), a);
+  }
+  rapidjson::Value& status = object["status"];
+  rapidjson::Value out(rapidjson::kArrayType);
+  for (const Consumer& c : list) {
+    rapidjson::Value e(rapidjson::kObjectType);
+    if (!c.api_group.empty()) e.AddMember("apiGroup", rapidjson::Value(c.api_group.c_str(), a), a);
+    e.AddMember("resource", rapidjson::Value(c.resource.c_str(), a), a);
+    e.AddMember("name", rapidjson::Value(c.name.c_str(), a), a);
+    e.AddMember("uid", rapidjson::Value(c.uid.c_str(), a), a);
+    out.PushBack(e, a);
+  }
+  status.RemoveMember("reservedFor");
+  status.AddMember("reservedFor", out, a);
+}
+
+}  // namespace pdc::extender::dra
