@@ -1,0 +1,189 @@
+// The whole life of a VM's DRA claim with pdc-extender's claim keeper, on
+// the kube-apiserver double, for both resourceclaim controller behaviours
+// (1.34/1.35: stops syncing a claim with a VM entry; 1.36: keeps it and
+// prunes pods). The invariants are checked after every step
+// (DraKeeperOnDoubleTest::CheckInvariants).
+#include "tests/kube/dra_keeper_on_double.h"
+
+namespace pdc::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+bool Is134(ClaimControllerVersion v) { return v == ClaimControllerVersion::kVersion134; }
+
+TEST_P(DraKeeperOnDoubleTest, StartStopStartKeepsTheDeviceThenTheVmsDeletionFreesIt) {
+  const std::string vm_uid = NewVm("vm1");
+  ASSERT_OK_AND_ASSIGN(DraSchedulerDouble::Placement first, StartVm("vm1", vm_uid, "launcher-1"));
+  EXPECT_TRUE(first.allocated_now);
+  const std::vector<AllocatedDevice> device = AllocatedDevices(ClaimNow().json);
+  ASSERT_EQ(device.size(), 1u);
+  // The keeper adds the VM once the claim is allocated and reserved.
+  KubeReply c = AwaitReservedFor({"pods/launcher-1", "virtualmachines/vm1"});
+  EXPECT_THAT(VmEntries(c.json), ElementsAre(Cat("vm1/", vm_uid)));
+  CheckInvariants("VM started");
+  AwaitObject(Cat("/api/v1/namespaces/", ns_, "/events"), [](const KubeReply& r) {
+    return r.text.find("\"reason\":\"VmReserved\"") != std::string::npos;
+  });
+
+  // The VM stops: its pod is deleted.
+  StopVm("vm1", "launcher-1");
+  ResourceClaimControllerDouble::Outcome o = SyncController();
+  if (Is134(GetParam())) {
+    EXPECT_THAT(o.status.message(), HasSubstr("unsupported ReservedFor entry"));
+  } else {
+    ASSERT_OK(o.status);
+    EXPECT_FALSE(o.deallocated);
+  }
+  CheckInvariants("controller after stop");
+  // On 1.34 nobody else prunes the pod: the keeper does.
+  c = AwaitReservedFor({"virtualmachines/vm1"});
+  EXPECT_EQ(AllocatedDevices(c.json), device);
+  o = SyncController();
+  EXPECT_FALSE(o.deallocated);
+  CheckInvariants("VM stopped");
+
+  // It starts again: same device, same node, no new allocation.
+  ASSERT_OK_AND_ASSIGN(DraSchedulerDouble::Placement again, StartVm("vm1", vm_uid, "launcher-2"));
+  EXPECT_FALSE(again.allocated_now);
+  EXPECT_EQ(again.node, first.node);
+  c = AwaitReservedFor({"virtualmachines/vm1", "pods/launcher-2"});
+  EXPECT_EQ(AllocatedDevices(c.json), device);
+  CheckInvariants("VM started again");
+
+  // Stopped and deleted: its entry goes, and the claim can be given up.
+  StopVm("vm1", "launcher-2");
+  AwaitReservedFor({"virtualmachines/vm1"});
+  ASSERT_EQ(Call("DELETE", Vms("/vm1")).status, 200);
+  c = AwaitReservedFor({});
+  EXPECT_EQ(AllocatedDevices(c.json), device) << "only the VM entry goes; the allocation stays";
+  CheckInvariants("VM deleted");
+  AwaitObject(Cat("/api/v1/namespaces/", ns_, "/events"), [](const KubeReply& r) {
+    return r.text.find("\"reason\":\"VmUnreserved\"") != std::string::npos;
+  });
+  // A pod that cannot go to its node now gets the claim deallocated
+  // (PostFilter: nobody else reserved it).
+  ASSERT_EQ(Call("POST", Pods(), dra::PodJson("other", kClaim)).status, 201);
+  bool deallocated = false;
+  const std::string other_node = first.node == "node-a" ? "node-b" : "node-a";
+  EXPECT_FALSE(scheduler_->Schedule(ns_, "other", kClaim, {other_node}, &deallocated).ok());
+  EXPECT_TRUE(deallocated);
+  const extender::dra::ClaimKeeper::Counts n = app_->claim_keeper()->counts();
+  EXPECT_EQ(n.added, 1u);
+  EXPECT_EQ(n.pruned_vms, 1u);
+  EXPECT_GE(n.pruned_pods, Is134(GetParam()) ? 2u : 0u);
+}
+
+TEST_P(DraKeeperOnDoubleTest, AVmDeletedWhileRunningLeavesThePodsToTheController) {
+  const std::string vm_uid = NewVm("vm1");
+  ASSERT_OK(StartVm("vm1", vm_uid, "launcher-1").status());
+  AwaitReservedFor({"pods/launcher-1", "virtualmachines/vm1"});
+  StopVm("vm1", "launcher-1");
+  ASSERT_EQ(Call("DELETE", Vms("/vm1")).status, 200);
+  // The keeper removes the VM's entry (and prunes the pod, or leaves it to
+  // the controller): either way the controller then frees the claim.
+  AwaitObject(dra::ClaimPath(ns_, kClaim),
+              [&](const KubeReply& r) { return VmEntries(r.json).empty(); });
+  CheckInvariants("VM deleted");
+  ResourceClaimControllerDouble::Outcome o = SyncController();
+  ASSERT_OK(o.status);
+  KubeReply c = ClaimNow();
+  EXPECT_THAT(dra::ReservedFor(c.json), IsEmpty());
+}
+
+TEST_P(DraKeeperOnDoubleTest, AVmRecreatedUnderTheSameNameGetsNothingFromTheOld) {
+  const std::string old_uid = NewVm("vm1");
+  ASSERT_OK(StartVm("vm1", old_uid, "launcher-1").status());
+  AwaitReservedFor({"pods/launcher-1", "virtualmachines/vm1"});
+  StopVm("vm1", "launcher-1");
+  AwaitReservedFor({"virtualmachines/vm1"});
+  // Deleted and made again at once, under the same name.
+  ASSERT_EQ(Call("DELETE", Vms("/vm1")).status, 200);
+  const std::string new_uid = NewVm("vm1");
+  ASSERT_NE(new_uid, old_uid);
+  KubeReply c = AwaitReservedFor({});
+  CheckInvariants("VM re-created");
+  // Its first start: its own entry, by its own UID.
+  ASSERT_OK(StartVm("vm1", new_uid, "launcher-2").status());
+  c = AwaitReservedFor({"pods/launcher-2", "virtualmachines/vm1"});
+  EXPECT_THAT(VmEntries(c.json), ElementsAre(Cat("vm1/", new_uid)));
+  CheckInvariants("re-created VM started");
+}
+
+TEST_P(DraKeeperOnDoubleTest, ARestartedKeeperConverges) {
+  const std::string vm_uid = NewVm("vm1");
+  // The VM starts and stops while no keeper runs.
+  StopKeeper();
+  ASSERT_OK(StartVm("vm1", vm_uid, "launcher-1").status());
+  StartKeeper();
+  AwaitReservedFor({"pods/launcher-1", "virtualmachines/vm1"});
+  StopKeeper();
+  StopVm("vm1", "launcher-1");
+  SyncController();
+  CheckInvariants("stopped while the keeper is down");
+  StartKeeper();
+  KubeReply c = AwaitReservedFor({"virtualmachines/vm1"});
+  EXPECT_EQ(AllocatedDevices(c.json).size(), 1u);
+  CheckInvariants("keeper restarted");
+  // The VM deleted while the keeper is down: the next one removes it.
+  StopKeeper();
+  ASSERT_EQ(Call("DELETE", Vms("/vm1")).status, 200);
+  StartKeeper();
+  AwaitReservedFor({});
+  CheckInvariants("VM deleted while the keeper was down");
+}
+
+TEST_P(DraKeeperOnDoubleTest, AConflictingWriteIsReadAgainAndRetried) {
+  const std::string vm_uid = NewVm("vm1");
+  StopKeeper();
+  ASSERT_OK(StartVm("vm1", vm_uid, "launcher-1").status());
+  // The keeper's write waits in the apiserver while another writer changes
+  // the claim: it must get 409, read again and keep the other's change.
+  const std::string put = Cat("PUT /apis/resource.k8s.io/v1/namespaces/", ns_,
+                              "/resourceclaims/disk/status");
+  api_->DelayRequests({"PUT", Cat(ns_, "/resourceclaims/disk/status")}, 1, absl::Seconds(1));
+  StartKeeper();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  auto arrived = [&] {
+    for (const std::string& r : api_->requests()) {
+      if (r.rfind(put, 0) == 0) return true;
+    }
+    return false;
+  };
+  while (!arrived() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_TRUE(arrived());
+  ASSERT_EQ(Call("PATCH", dra::ClaimPath(ns_, kClaim), R"({"metadata":{"labels":{"by":"other"}}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  KubeReply c = AwaitReservedFor({"pods/launcher-1", "virtualmachines/vm1"});
+  EXPECT_EQ(c.Str({"metadata", "labels", "by"}), "other");
+  EXPECT_GE(app_->claim_keeper()->counts().conflicts, 1u);
+  CheckInvariants("after the conflict");
+}
+
+TEST_P(DraKeeperOnDoubleTest, TwoVmsNeverShareTheClaim) {
+  const std::string a = NewVm("vm-a");
+  const std::string b = NewVm("vm-b");
+  ASSERT_OK(StartVm("vm-a", a, "launcher-a").status());
+  AwaitReservedFor({"pods/launcher-a", "virtualmachines/vm-a"});
+  // A second VM naming the same claim (kube-scheduler lets it share): it
+  // gets no entry, and an Event says why.
+  ASSERT_OK(StartVm("vm-b", b, "launcher-b").status());
+  AwaitObject(Cat("/api/v1/namespaces/", ns_, "/events"), [](const KubeReply& r) {
+    return r.text.find("a claim is never kept for two VMs") != std::string::npos;
+  });
+  KubeReply c = ClaimNow();
+  EXPECT_THAT(VmEntries(c.json), ElementsAre(Cat("vm-a/", a)));
+  CheckInvariants("second VM");
+}
+
+INSTANTIATE_TEST_SUITE_P(Controllers, DraKeeperOnDoubleTest,
+                         ::testing::Values(ClaimControllerVersion::kVersion134,
+                                           ClaimControllerVersion::kVersion136),
+                         [](const auto& info) { return Is134(info.param) ? "v134" : "v136"; });
+
+}  // namespace
+}  // namespace pdc::testing
