@@ -510,3 +510,28 @@ TEST(ConfigTest, ParsePciSelector) {
 
 }  // namespace
 }  // namespace pdc
+
+namespace pdc {
+namespace {
+
+TEST(ConfigTest, DraKeeperIsOptInAndNeedsAKubernetesApi) {
+  ASSERT_OK_AND_ASSIGN(PdcConfig c, FromYaml("extender:\n  store: memory\n"));
+  EXPECT_FALSE(c.extender.dra_keeper.enabled);
+  EXPECT_EQ(c.extender.dra_keeper.resync_period, absl::Minutes(5));
+  EXPECT_THAT(FromYaml("extender:\n  store: memory\n  dra:\n    keeper:\n      enabled: true\n")
+                  .status()
+                  .message(),
+              HasSubstr("extender.dra.keeper.enabled: true needs a Kubernetes API"));
+  ASSERT_OK_AND_ASSIGN(
+      c, FromYaml("extender:\n  store: memory\n  kubernetes:\n    mode: in-cluster\n"
+                  "  dra:\n    keeper:\n      enabled: true\n      resyncPeriod: 30s\n"));
+  EXPECT_TRUE(c.extender.dra_keeper.enabled);
+  EXPECT_EQ(c.extender.dra_keeper.resync_period, absl::Seconds(30));
+  EXPECT_THAT(FromYaml("extender:\n  store: memory\n  dra:\n    keeper:\n      resyncPeriod: 10ms\n")
+                  .status()
+                  .message(),
+              HasSubstr("extender.dra.keeper.resyncPeriod: must be between 100ms and 24h"));
+}
+
+}  // namespace
+}  // namespace pdc
