@@ -12,6 +12,9 @@
 namespace pdc::extender::dra {
 namespace {
 
+// How soon a claim is looked at again while the watches have not listed.
+constexpr absl::Duration kNotSyncedRetry = absl::Milliseconds(200);
+
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
   const size_t slash = key.find('/');
   if (slash == std::string::npos) return {"", key};
@@ -74,8 +77,8 @@ void ClaimKeeper::RegisterMetrics(MetricsRegistry* r) {
       });
   r->AddCallbackFamily(
       "pdc_dra_keeper_refusals_total",
-      "VMs the DRA claim keeper could not add to a claim (another VM keeps it, the claim is "
-      "being deleted, or reservedFor is full).",
+      "Looks at a claim in which the DRA claim keeper could not add a VM (another VM keeps "
+      "it, the claim is being deleted, or reservedFor is full); counted again at each resync.",
       MetricType::kCounter, {}, [this] {
         return std::vector<LabeledValue>{{{}, static_cast<double>(refused_.load())}};
       });
@@ -120,7 +123,9 @@ size_t ClaimKeeper::kept() const {
 
 absl::Status ClaimKeeper::Reconcile(const std::string& key) {
   if (!consumers_->Synced()) {
-    return absl::UnavailableError("the VM and pod watches have not listed yet");
+    // Not a failure of the claim's: looked at again soon, without backoff.
+    queue_.AddAfter(key, kNotSyncedRetry);
+    return absl::OkStatus();
   }
   const auto [ns, name] = SplitKey(key);
   absl::Status s = Keep(ns, name);
