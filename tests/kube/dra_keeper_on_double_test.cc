@@ -181,6 +181,58 @@ TEST_P(DraKeeperOnDoubleTest, TwoVmsNeverShareTheClaim) {
   CheckInvariants("second VM");
 }
 
+TEST_P(DraKeeperOnDoubleTest, OnlyTheLeaderKeepsAndTheNextLeaderTakesOver) {
+  StopKeeper();
+  configure_ = [](PdcConfig* c) {
+    c->extender.dra_keeper.enabled = true;
+    c->extender.dra_keeper.resync_period = absl::Milliseconds(200);
+    c->extender.leader_election.enabled = true;
+    c->extender.leader_election.lease_name = "pdc-keeper-test";
+    c->extender.leader_election.lease_duration = absl::Seconds(2);
+    c->extender.leader_election.renew_deadline = absl::Milliseconds(1500);
+    c->extender.leader_election.retry_period = absl::Milliseconds(250);
+  };
+  // Claim lists (a keeper starting): only a leader makes one.
+  auto claim_lists = [&] {
+    int n = 0;
+    for (const std::string& r : api_->requests()) {
+      n += r.rfind("GET /apis/resource.k8s.io/v1/resourceclaims?", 0) == 0 &&
+           r.find("watch=") == std::string::npos;
+    }
+    return n;
+  };
+  const int lists_before = claim_lists();
+  StartKeeper();
+  std::unique_ptr<extender::ExtenderApp> first = std::move(app_);
+  StartKeeper();
+  std::unique_ptr<extender::ExtenderApp> second = std::move(app_);
+  auto leader = [&]() -> extender::ExtenderApp* {
+    const absl::Time deadline = absl::Now() + absl::Seconds(15);
+    while (absl::Now() < deadline) {
+      for (auto* a : {first.get(), second.get()}) {
+        if (a != nullptr && a->leadership()->Leading()) return a;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return nullptr;
+  };
+  extender::ExtenderApp* lead = leader();
+  ASSERT_NE(lead, nullptr);
+  const std::string vm_uid = NewVm("vm1");
+  ASSERT_OK(StartVm("vm1", vm_uid, "launcher-1").status());
+  AwaitReservedFor({"pods/launcher-1", "virtualmachines/vm1"});
+  EXPECT_EQ(claim_lists(), lists_before + 1) << "a follower runs a keeper";
+  // The leader stops (a rolling update): the other takes over and prunes.
+  (lead == first.get() ? first : second).reset();
+  ASSERT_NE(leader(), nullptr);
+  StopVm("vm1", "launcher-1");
+  AwaitReservedFor({"virtualmachines/vm1"});
+  EXPECT_EQ(claim_lists(), lists_before + 2);
+  CheckInvariants("after the hand-over");
+  first.reset();
+  second.reset();
+}
+
 INSTANTIATE_TEST_SUITE_P(Controllers, DraKeeperOnDoubleTest,
                          ::testing::Values(ClaimControllerVersion::kVersion134,
                                            ClaimControllerVersion::kVersion136),
