@@ -133,8 +133,9 @@ class DraSchedulerDoubleTest : public DraDoublesTest {
   std::unique_ptr<DraSchedulerDouble> Scheduler() {
     return std::move(DraSchedulerDouble::Start(
                          Url(), {{std::string(dra::kClass), std::string(dra::kDriver)}},
-                         {{std::string(dra::kDriver), "node-a", "node-a", {"d0"}},
-                          {std::string(dra::kDriver), "node-b", "node-b", {"d0"}}}))
+                         // Pools of this test's own (tests may share the double).
+                         {{std::string(dra::kDriver), Cat(ns_, "-a"), "node-a", {"d0"}},
+                          {std::string(dra::kDriver), Cat(ns_, "-b"), "node-b", {"d0"}}}))
         .value();
   }
 };

@@ -34,8 +34,10 @@ class DraKeeperOnDoubleTest : public ExtenderOnDoubleTest,
     controller_ = std::move(ResourceClaimControllerDouble::Start(Url(), GetParam())).value();
     scheduler_ = std::move(DraSchedulerDouble::Start(
                                Url(), {{std::string(dra::kClass), std::string(dra::kDriver)}},
-                               {{std::string(dra::kDriver), "node-a", "node-a", {"nvme-0", "nvme-1"}},
-                                {std::string(dra::kDriver), "node-b", "node-b", {"nvme-0"}}}))
+                               // Pools of this test's own (tests may share the double).
+                               {{std::string(dra::kDriver), Cat(ns_, "-a"), "node-a",
+                                 {"nvme-0", "nvme-1"}},
+                                {std::string(dra::kDriver), Cat(ns_, "-b"), "node-b", {"nvme-0"}}}))
                      .value();
   }
 

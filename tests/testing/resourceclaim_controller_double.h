@@ -10,9 +10,8 @@
 // Two behaviours, chosen per test (kVersion134 stands for 1.34 and 1.35):
 //  - kVersion134: an entry in reservedFor that is not a core "pods" entry
 //    makes syncClaim fail with "unsupported ReservedFor entry" before any
-//    write: nothing of that claim is pruned or deallocated (kubernetes
-//    issue 136406);
-//  - kVersion136: unknown entries are kept (kubernetes PR 136450).
+//    write: nothing of that claim is pruned or deallocated;
+//  - kVersion136: unknown entries are kept, pod entries still pruned.
 // Both prune pod entries whose pod is deleted, replaced (another UID) or
 // done (isPodDone: phase Succeeded/Failed, or deleting and never
 // scheduled), with a status update on the resourceVersion read (no patch),
