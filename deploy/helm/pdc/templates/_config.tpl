@@ -92,6 +92,13 @@ extender:
     leaseDuration: 15s
     renewDeadline: 10s
     retryPeriod: 2s
+{{- if .Values.extender.draKeeper.enabled }}
+  # The DRA claim keeper (docs/design.md "The DRA claim keeper"): VMs kept in
+  # the reservedFor of their resource.k8s.io ResourceClaims.
+  dra:
+    keeper:
+      enabled: true
+{{- end }}
 
 node:
   nodeName: ""                     # "" = $NODE_NAME, set by the DaemonSet
