@@ -1,5 +1,6 @@
 #include "extender/dra/claim_keeper.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -128,6 +129,16 @@ absl::Status ClaimKeeper::Reconcile(const std::string& key) {
     return absl::OkStatus();
   }
   const auto [ns, name] = SplitKey(key);
+  // The watch's copy says whether anything is to be done (a later change
+  // queues the claim again); only a write reads the claim from the API.
+  const std::optional<kube::TypedCache<DraClaim>::Entry> cached = cache_.Get(key);
+  if (!cached.has_value() || !cached->value.allocated) return absl::OkStatus();
+  const Plan seen = PlanReservedFor(cached->value, Gather(ns, cached->value, cached->meta.deleting));
+  if (!seen.changed()) {
+    Tell({"resource.k8s.io/v1", "ResourceClaim", ns, name, cached->meta.uid}, seen);
+    if (seen.kept) queue_.AddAfter(key, options_.resync);
+    return absl::OkStatus();
+  }
   absl::Status s = Keep(ns, name);
   if (absl::IsAborted(s)) ++conflicts_;
   return s;

@@ -11,8 +11,10 @@
 // Level-triggered, on the kube/ layer: the ResourceClaim watch (claim_sink)
 // feeds a TypedCache that queues each changed claim; a claim whose pod or VM
 // went away is queued again (ConsumerGone); a kept claim is looked at again
-// every `resync`. Reconcile(key) reads the claim from the apiserver, asks
-// the ConsumerDirectory about its pods and VMs, and writes the new list with
+// every `resync`. Reconcile(key) plans from the watch's copy, asking the
+// ConsumerDirectory about its pods and VMs; when something is to change it
+// reads the claim from the apiserver, plans again on it, and writes the new
+// list with
 // one PUT of the status subresource carrying the resourceVersion it read
 // (never a merge patch: kube-scheduler writes the same list); a 409 is
 // counted and the key tried again with backoff, from a fresh read.
