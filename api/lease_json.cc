@@ -15,12 +15,12 @@ using json::Key;
 using json::Value;
 using json::Writer;
 
-constexpr char kWhat[] = "Lease";
+constexpr char kLeaseWhat[] = "Lease";
 
 // A MicroTime member: absent or null is InfinitePast (a released or new
 // lease); anything else must be RFC 3339.
 absl::StatusOr<absl::Time> OptTime(const Value& spec, std::string_view key) {
-  const std::string field = absl::StrCat(kWhat, ".spec.", Sv(key));
+  const std::string field = absl::StrCat(kLeaseWhat, ".spec.", Sv(key));
   ASSIGN_OR_RETURN(std::string_view text, json::OptString(spec, key, field));
   if (text.empty()) return absl::InfinitePast();
   absl::Time t;
@@ -58,7 +58,7 @@ absl::StatusOr<Lease> ReadLease(std::string_view text) {
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseObject(text, &doc));
   Lease lease;
-  ASSIGN_OR_RETURN(lease.meta, ReadObjectMeta(doc, kWhat));
+  ASSIGN_OR_RETURN(lease.meta, ReadObjectMeta(doc, kLeaseWhat));
   ASSIGN_OR_RETURN(const Value* spec,
                    json::OptObject(doc, "spec", "Lease.spec"));
   if (spec == nullptr) return lease;  // An empty spec: nobody holds it.

@@ -97,7 +97,7 @@ std::string HoldsConfigMapName(std::string_view node) {
 KubeApiStore::KubeApiStore(kube::KubeApi* api, Options options)
     : api_(api), options_(std::move(options)) {}
 
-absl::StatusOr<HttpResponse> KubeApiStore::Call(std::string_view method, const std::string& path,
+absl::StatusOr<pdc::HttpResponse> KubeApiStore::Call(std::string_view method, const std::string& path,
                                                 const std::string& body,
                                                 std::string_view content_type,
                                                 std::string_view what, absl::Time deadline) {
@@ -114,7 +114,7 @@ absl::StatusOr<HttpResponse> KubeApiStore::Call(std::string_view method, const s
       return absl::FailedPreconditionError(
           absl::StrCat(Sv(what), ": not written, this replica is no longer the leader"));
     }
-    absl::StatusOr<HttpResponse> r =
+    absl::StatusOr<pdc::HttpResponse> r =
         api_->Call(method, path, body, content_type, what, std::min(left, options_.call_timeout));
     absl::Status s;
     if (r.ok()) {
@@ -533,7 +533,7 @@ absl::Status KubeApiStore::StartReclaim(const ClaimKey& key, const ObjectState& 
     std::vector<api::ClaimCondition> conditions = api::ReclaimingConditions(
         cur.node, devices, cur.generation, cur.conditions, options_.clock->Now());
     ASSIGN_OR_RETURN(
-        HttpResponse r,
+        pdc::HttpResponse r,
         Call("PATCH", absl::StrCat(api::ClaimObjectPath(key), "/status"),
              api::WriteClaimConditionsPatch(cur.uid, cur.resource_version, conditions),
              kMergePatch, what, deadline));
@@ -665,7 +665,7 @@ absl::Status KubeApiStore::ReportWithheld() {
       const std::vector<api::ClaimCondition> conditions = api::WithheldConditions(
           w.reason, w.message, st->generation, st->conditions, options_.clock->Now());
       ASSIGN_OR_RETURN(
-          HttpResponse r,
+          pdc::HttpResponse r,
           Call("PATCH", absl::StrCat(api::ClaimObjectPath(w.key), "/status"),
                api::WriteClaimConditionsPatch(st->uid, st->resource_version, conditions),
                kMergePatch, what, deadline));
@@ -727,7 +727,7 @@ absl::Status KubeApiStore::WriteClaim(const Claim& claim, std::string_view confl
     std::vector<api::ClaimCondition> conditions = api::ConditionsOf(
         claim.status, conflict, st->generation, st->conditions, options_.clock->Now());
     ASSIGN_OR_RETURN(
-        HttpResponse r,
+        pdc::HttpResponse r,
         Call("PATCH", absl::StrCat(api::ClaimObjectPath(claim.key), "/status"),
              api::WriteClaimStatusPatch(st->uid, st->resource_version, claim.status,
                                         st->generation, FactsOf(claim.status), conditions),
@@ -773,7 +773,7 @@ absl::Status KubeApiStore::CreateClaimObject(const Claim& claim) {
     absl::MutexLock lock(&mu_);
     creating_[claim.key] = claim.uid;
   }
-  absl::StatusOr<HttpResponse> created =
+  absl::StatusOr<pdc::HttpResponse> created =
       Call("POST", api::ClaimCollectionPath(claim.key.ns), api::WriteNewClaimObject(claim, owner),
            kJson, what, deadline);
   absl::Cleanup done = [&] {
@@ -781,10 +781,10 @@ absl::Status KubeApiStore::CreateClaimObject(const Claim& claim) {
     creating_.erase(claim.key);
   };
   if (!created.ok()) return created.status();
-  HttpResponse& r = *created;
+  pdc::HttpResponse& r = *created;
   if (r.status == 409) {
     // Created by a try whose answer was lost, or by someone else.
-    ASSIGN_OR_RETURN(HttpResponse got, Call("GET", api::ClaimObjectPath(claim.key), "", "",
+    ASSIGN_OR_RETURN(pdc::HttpResponse got, Call("GET", api::ClaimObjectPath(claim.key), "", "",
                                             what, deadline));
     if (got.status != 200) return kube::FromApiserver(got.status, got.body, what);
     rapidjson::Document doc;
@@ -837,7 +837,7 @@ absl::Status KubeApiStore::DropClaim(const ClaimKey& key, std::string_view claim
     const absl::Time deadline = options_.clock->Now() + options_.write_deadline;
     const std::string what = absl::StrCat("delete claim ", key.ToString());
     ASSIGN_OR_RETURN(
-        HttpResponse r,
+        pdc::HttpResponse r,
         Call("DELETE", api::ClaimObjectPath(key),
              absl::StrCat(R"({"apiVersion":"v1","kind":"DeleteOptions","preconditions":{"uid":)",
                           json::Quote(st->uid), "}}"),
@@ -880,7 +880,7 @@ absl::Status KubeApiStore::SetFinalizer(const ClaimKey& key, bool present,
       finalizers.erase(std::remove(finalizers.begin(), finalizers.end(), api::kClaimFinalizer),
                        finalizers.end());
     }
-    ASSIGN_OR_RETURN(HttpResponse r,
+    ASSIGN_OR_RETURN(pdc::HttpResponse r,
                      Call("PATCH", api::ClaimObjectPath(key),
                           api::WriteFinalizersPatch(st->uid, st->resource_version, finalizers),
                           kMergePatch, what, deadline));
@@ -912,7 +912,7 @@ absl::Status KubeApiStore::SetFinalizer(const ClaimKey& key, bool present,
 absl::StatusOr<KubeApiStore::ObjectState> KubeApiStore::Reread(const ClaimKey& key,
                                                                absl::Time deadline) {
   const std::string what = absl::StrCat("read claim ", key.ToString());
-  ASSIGN_OR_RETURN(HttpResponse r,
+  ASSIGN_OR_RETURN(pdc::HttpResponse r,
                    Call("GET", api::ClaimObjectPath(key), "", "", what, deadline));
   if (r.status == 404) {
     absl::MutexLock lock(&mu_);
@@ -933,7 +933,7 @@ absl::Status KubeApiStore::WriteHolds(const std::string& node, const Holds& hold
   const std::string what = absl::StrCat("write the device holds of node ", node);
   for (;;) {
     auto it = holds_.find(node);
-    absl::StatusOr<HttpResponse> r;
+    absl::StatusOr<pdc::HttpResponse> r;
     if (holds.empty()) {
       if (it == holds_.end()) return absl::OkStatus();
       r = Call("DELETE", ConfigMapPath(ns, name),
@@ -973,7 +973,7 @@ absl::Status KubeApiStore::WriteHolds(const std::string& node, const Holds& hold
     }
     if (r->status != 409) return kube::FromApiserver(r->status, r->body, what);
     // Exists already, or changed under us: take what is there and go on.
-    ASSIGN_OR_RETURN(HttpResponse got, Call("GET", ConfigMapPath(ns, name), "", "", what, deadline));
+    ASSIGN_OR_RETURN(pdc::HttpResponse got, Call("GET", ConfigMapPath(ns, name), "", "", what, deadline));
     if (got.status == 404) {
       holds_.erase(node);
       continue;

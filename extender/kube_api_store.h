@@ -284,7 +284,7 @@ class KubeApiStore final : public Store {
   absl::Status WriteHolds(const std::string& node, const Holds& holds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // One call, retried on Unavailable/DeadlineExceeded until `deadline`.
-  absl::StatusOr<HttpResponse> Call(std::string_view method, const std::string& path,
+  absl::StatusOr<pdc::HttpResponse> Call(std::string_view method, const std::string& path,
                                     const std::string& body, std::string_view content_type,
                                     std::string_view what, absl::Time deadline);
   void Remember(const ClaimKey& key, ObjectState state);

@@ -447,7 +447,7 @@ const VerbSummary* Verb(const SweepPhase& p, std::string_view verb) {
   return nullptr;
 }
 
-int Usage(const std::string& why) {
+int SweepUsage(const std::string& why) {
   std::cerr << "pdc-sim sweep: " << why << "\nrun `pdc-sim --help` for usage\n";
   return 2;
 }
@@ -569,34 +569,34 @@ int SweepMain(const std::vector<std::string>& args) {
     };
     if (a == "--nodes") {
       nodes.clear();
-      if (!value(&v)) return Usage("--nodes needs a list");
+      if (!value(&v)) return SweepUsage("--nodes needs a list");
       for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipEmpty())) {
         int n = 0;
-        if (!absl::SimpleAtoi(part, &n) || n < 1) return Usage("--nodes: bad count");
+        if (!absl::SimpleAtoi(part, &n) || n < 1) return SweepUsage("--nodes: bad count");
         nodes.push_back(n);
       }
     } else if (a == "--pods") {
-      if (!number(&o.pods, 1)) return Usage("--pods needs a number >= 1");
+      if (!number(&o.pods, 1)) return SweepUsage("--pods needs a number >= 1");
     } else if (a == "--binders") {
-      if (!number(&o.binders, 1)) return Usage("--binders needs a number >= 1");
+      if (!number(&o.binders, 1)) return SweepUsage("--binders needs a number >= 1");
     } else if (a == "--percentage") {
       if (!number(&o.percentage, 0) || o.percentage > 100) {
-        return Usage("--percentage needs 0..100 (0: kube-scheduler's adaptive default)");
+        return SweepUsage("--percentage needs 0..100 (0: kube-scheduler's adaptive default)");
       }
     } else if (a == "--extender") {
-      if (!value(&o.url)) return Usage("--extender needs a URL");
+      if (!value(&o.url)) return SweepUsage("--extender needs a URL");
     } else if (a == "--spawn-extender") {
-      if (!value(&o.spawn_binary)) return Usage("--spawn-extender needs a path");
+      if (!value(&o.spawn_binary)) return SweepUsage("--spawn-extender needs a path");
     } else if (a == "--node-list") {
       o.node_list = true;
     } else if (a == "--out") {
-      if (!value(&out)) return Usage("--out needs a directory");
+      if (!value(&out)) return SweepUsage("--out needs a directory");
     } else {
-      return Usage("unknown argument " + a);
+      return SweepUsage("unknown argument " + a);
     }
   }
   if (o.url.empty() == o.spawn_binary.empty()) {
-    return Usage("give exactly one of --extender URL and --spawn-extender PATH");
+    return SweepUsage("give exactly one of --extender URL and --spawn-extender PATH");
   }
   std::vector<SweepStep> steps;
   for (int n : nodes) {

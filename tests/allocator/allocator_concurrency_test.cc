@@ -19,7 +19,7 @@ namespace {
 
 constexpr int kThreads = 4;
 constexpr int kStepsPerThread = 1500;
-constexpr int kNodes = 6;
+constexpr int kNodeCount = 6;
 constexpr int kVms = 24;
 
 std::vector<Device> NodeDevices(int node, std::mt19937& rng, bool randomize) {
@@ -54,18 +54,18 @@ TEST(AllocatorConcurrencyTest, InvariantsHoldUnderRandomConcurrentOperations) {
   // from such a snapshot.
   impl->SetCheckpointChunkForTest(3, nullptr);
   std::mt19937 setup(1);
-  for (int n = 0; n < kNodes; ++n) {
+  for (int n = 0; n < kNodeCount; ++n) {
     ASSERT_OK(allocator->ReplaceInventory(
         Inventory("node-" + std::to_string(n), NodeDevices(n, setup, false))));
   }
   std::vector<std::string> nodes;
-  for (int n = 0; n < kNodes; ++n) nodes.push_back("node-" + std::to_string(n));
+  for (int n = 0; n < kNodeCount; ++n) nodes.push_back("node-" + std::to_string(n));
   const std::vector<std::string_view> names(nodes.begin(), nodes.end());
 
   std::atomic<int> binds{0}, violations{0};
   auto worker = [&](int id) {
     std::mt19937 rng(1000 + id);
-    std::uniform_int_distribution<int> op(0, 99), vm(0, kVms - 1), node(0, kNodes - 1);
+    std::uniform_int_distribution<int> op(0, 99), vm(0, kVms - 1), node(0, kNodeCount - 1);
     std::uniform_int_distribution<int> count(1, 2);
     std::vector<BindOutcome> outcomes;
     for (int step = 0; step < kStepsPerThread; ++step) {
@@ -78,7 +78,7 @@ TEST(AllocatorConcurrencyTest, InvariantsHoldUnderRandomConcurrentOperations) {
         FilterResult f = allocator->Filter(pod, names);
         std::vector<int> scores = allocator->Score(pod, names);
         int best = -1;
-        for (int i = 0; i < kNodes; ++i) {
+        for (int i = 0; i < kNodeCount; ++i) {
           if (f.nodes[i].verdict == Verdict::kFits && (best < 0 || scores[i] > scores[best])) {
             best = i;
           }
@@ -189,10 +189,10 @@ TEST(AllocatorFastPathTest, FastPathAgreesWithTheFullEvaluation) {
   Allocator* both[] = {fast.get(), full.get()};
   std::mt19937 rng(7);
   std::vector<std::string> nodes;
-  for (int n = 0; n < kNodes; ++n) nodes.push_back("node-" + std::to_string(n));
+  for (int n = 0; n < kNodeCount; ++n) nodes.push_back("node-" + std::to_string(n));
   nodes.push_back("node-never-reported");
   const std::vector<std::string_view> names(nodes.begin(), nodes.end());
-  std::uniform_int_distribution<int> op(0, 99), vm(0, kVms - 1), node(0, kNodes - 1);
+  std::uniform_int_distribution<int> op(0, 99), vm(0, kVms - 1), node(0, kNodeCount - 1);
   std::uniform_int_distribution<int> count(1, 3);
   int fits = 0, insufficient = 0, other = 0;
   for (int step = 0; step < 3000; ++step) {

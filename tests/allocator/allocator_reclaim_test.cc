@@ -18,8 +18,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr char kA[] = "0000:3b:00.0";
-constexpr char kB[] = "0000:5e:00.0";
+constexpr char kDevA[] = "0000:3b:00.0";
+constexpr char kDevB[] = "0000:5e:00.0";
 
 Device OnDriver(std::string_view address, int group, std::string driver,
                 DeviceHealth health = DeviceHealth::kHealthy, std::string serial = "") {
@@ -44,12 +44,12 @@ ClaimSpec PinnedToSerial(std::string serial) {
 
 class ReclaimTest : public AllocatorFixture {
  protected:
-  // vm1 gets kA on node-a (the only device), its claim deleted with `policy`.
+  // vm1 gets kDevA on node-a (the only device), its claim deleted with `policy`.
   void BindAndDelete(ReclaimPolicy policy, bool force = false) {
     AllocatorOptions o = TestOptions();
     o.template_reclaim_policy = policy;
     Reopen(o);
-    Report(Inventory("node-a", {OnDriver(kA, 1, "nvme")}));
+    Report(Inventory("node-a", {OnDriver(kDevA, 1, "nvme")}));
     ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-a").status());
     if (!force) {
       ASSERT_OK(allocator_->Release({"default", "vm1-nvme"}, ""));
@@ -79,9 +79,9 @@ class ReclaimTest : public AllocatorFixture {
 
 TEST_F(ReclaimTest, DeleteNeverOffersAReturningDevice) {
   BindAndDelete(ReclaimPolicy::kDelete);
-  ASSERT_OK(allocator_->CreateClaim({"default", "by-address"}, PinnedTo(kA)).status());
+  ASSERT_OK(allocator_->CreateClaim({"default", "by-address"}, PinnedTo(kDevA)).status());
   ASSERT_OK(allocator_->CreateClaim({"default", "by-serial"},
-                                    PinnedToSerial(NvmeDevice(kA, 1).serial))
+                                    PinnedToSerial(NvmeDevice(kDevA, 1).serial))
                 .status());
   struct Case {
     std::string name;
@@ -103,7 +103,7 @@ TEST_F(ReclaimTest, DeleteNeverOffersAReturningDevice) {
     EXPECT_THAT(allocator_->Score(VmPod("vm2", "u9", 1, c.claims), {"node-a"}), ElementsAre(0))
         << c.name;
   }
-  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kA)));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kDevA)));
   AllocatorStats s = allocator_->Stats();
   EXPECT_EQ(s.devices_returning, 1u);
   EXPECT_EQ(s.devices_free, 0u);
@@ -116,7 +116,7 @@ TEST_F(ReclaimTest, DeleteNeverOffersAReturningDevice) {
 // that freed a device once it was healthy on a host driver.
 TEST_F(ReclaimTest, DeleteFreesTheDeviceOnlyWhenTheNodeAcknowledgesThatDrive) {
   BindAndDelete(ReclaimPolicy::kDelete);
-  const std::string serial = NvmeDevice(kA, 1).serial;
+  const std::string serial = NvmeDevice(kDevA, 1).serial;
   struct Step {
     std::string what;
     Device reported;
@@ -124,15 +124,15 @@ TEST_F(ReclaimTest, DeleteFreesTheDeviceOnlyWhenTheNodeAcknowledgesThatDrive) {
     bool still_returning;
   };
   const Step steps[] = {
-      {"still on vfio-pci", OnDriver(kA, 1, "vfio-pci"), {}, true},
-      {"on no driver", OnDriver(kA, 1, ""), {}, true},
-      {"back on nvme, erase running", OnDriver(kA, 1, "nvme", DeviceHealth::kUnhealthy), {}, true},
-      {"back on nvme by a reboot, not acknowledged", OnDriver(kA, 1, "nvme"), {}, true},
-      {"acknowledged, but on vfio-pci", OnDriver(kA, 1, "vfio-pci"), {serial}, true},
-      {"another drive acknowledged", OnDriver(kA, 1, "nvme"), {"SN-other"}, true},
+      {"still on vfio-pci", OnDriver(kDevA, 1, "vfio-pci"), {}, true},
+      {"on no driver", OnDriver(kDevA, 1, ""), {}, true},
+      {"back on nvme, erase running", OnDriver(kDevA, 1, "nvme", DeviceHealth::kUnhealthy), {}, true},
+      {"back on nvme by a reboot, not acknowledged", OnDriver(kDevA, 1, "nvme"), {}, true},
+      {"acknowledged, but on vfio-pci", OnDriver(kDevA, 1, "vfio-pci"), {serial}, true},
+      {"another drive acknowledged", OnDriver(kDevA, 1, "nvme"), {"SN-other"}, true},
       {"another drive at the address, its own serial acknowledged",
-       OnDriver(kA, 1, "nvme", DeviceHealth::kHealthy, "SN-swapped"), {serial}, true},
-      {"back on nvme, its erase acknowledged", OnDriver(kA, 1, "nvme"), {serial}, false},
+       OnDriver(kDevA, 1, "nvme", DeviceHealth::kHealthy, "SN-swapped"), {serial}, true},
+      {"back on nvme, its erase acknowledged", OnDriver(kDevA, 1, "nvme"), {serial}, false},
   };
   for (const Step& step : steps) {
     NodeInventory inv = Inventory("node-a", {step.reported});
@@ -147,7 +147,7 @@ TEST_F(ReclaimTest, DeleteFreesTheDeviceOnlyWhenTheNodeAcknowledgesThatDrive) {
     }
   }
   ASSERT_OK_AND_ASSIGN(BindOutcome b, allocator_->Bind(VmPod("vm2", "u2"), "node-a"));
-  EXPECT_THAT(b.claims[0].devices, ElementsAre(Addr(kA)));
+  EXPECT_THAT(b.claims[0].devices, ElementsAre(Addr(kDevA)));
 }
 
 // A device the node does not report when its claim is deleted, or that
@@ -157,22 +157,22 @@ TEST_F(ReclaimTest, DeleteKeepsAnAbsentDeviceUntilItIsBackErased) {
   AllocatorOptions o = TestOptions();
   o.template_reclaim_policy = ReclaimPolicy::kDelete;
   Reopen(o);
-  Report(Inventory("node-a", {OnDriver(kA, 1, "nvme")}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "nvme")}));
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-a").status());
   ASSERT_OK(allocator_->Release({"default", "vm1-nvme"}, ""));
   Report(Inventory("node-a", {}));  // The drive went away (hot-unplugged, a bad slot).
   ASSERT_OK(allocator_->DeleteClaim({"default", "vm1-nvme"}, false));
-  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kA)));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kDevA)));
   Report(Inventory("node-a", {}));
-  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kA)));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kDevA)));
   // Back, still on vfio-pci with the data: not offered.
-  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci")}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci")}));
   EXPECT_EQ(Filter(VmPod("vm2", "u2"), {"node-a"}).nodes[0].verdict, Verdict::kUnresolvable);
   ExpectInvariants();
-  Report(Inventory("node-a", {OnDriver(kA, 1, "nvme")}));
-  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kA)));
-  NodeInventory erased = Inventory("node-a", {OnDriver(kA, 1, "nvme")});
-  erased.returned = {NvmeDevice(kA, 1).serial};
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "nvme")}));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kDevA)));
+  NodeInventory erased = Inventory("node-a", {OnDriver(kDevA, 1, "nvme")});
+  erased.returned = {NvmeDevice(kDevA, 1).serial};
   Report(erased);
   EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, IsEmpty());
   // The acknowledgement is consumed, not stored.
@@ -184,8 +184,8 @@ TEST_F(ReclaimTest, DeleteKeepsAnAbsentDeviceUntilItIsBackErased) {
 TEST_F(ReclaimTest, RemovingTheNodeKeepsItsReturningDevices) {
   BindAndDelete(ReclaimPolicy::kDelete);
   ASSERT_OK(allocator_->RemoveNode("node-a"));
-  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kA)));
-  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci")}));
+  EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, ElementsAre(Addr(kDevA)));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci")}));
   EXPECT_EQ(Filter(VmPod("vm2", "u2"), {"node-a"}).nodes[0].verdict, Verdict::kUnresolvable);
   ExpectInvariants();
 }
@@ -202,8 +202,8 @@ TEST_P(RetainDeleteTest, RetainLeavesTheDeviceReleasedAndOffersItToNoOtherClaim)
     BindAndDelete(ReclaimPolicy::kRetain, force);
     ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
     ASSERT_EQ(v.released.size(), 1u);
-    EXPECT_EQ(v.released[0].address, Addr(kA));
-    EXPECT_EQ(v.released[0].serial, NvmeDevice(kA, 1).serial);
+    EXPECT_EQ(v.released[0].address, Addr(kDevA));
+    EXPECT_EQ(v.released[0].serial, NvmeDevice(kDevA, 1).serial);
     EXPECT_EQ(v.released[0].claim, (ClaimKey{"default", "vm1-nvme"}));
     EXPECT_FALSE(v.released[0].claim_uid.empty());  // The deleted claim's UID.
     EXPECT_THAT(v.return_to_host, IsEmpty());
@@ -223,9 +223,9 @@ TEST_P(RetainDeleteTest, RetainLeavesTheDeviceReleasedAndOffersItToNoOtherClaim)
     EXPECT_EQ(s.devices_allocated, 0u);
     ExpectInvariants();
     // A second Released device makes the message plural.
-    Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy,
-                                         NvmeDevice(kA, 1).serial),
-                                OnDriver(kB, 2, "nvme")}));
+    Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci", DeviceHealth::kHealthy,
+                                         NvmeDevice(kDevA, 1).serial),
+                                OnDriver(kDevB, 2, "nvme")}));
     ASSERT_OK(allocator_->Bind(VmPod("vm3", "u3"), "node-a").status());
     ASSERT_OK(allocator_->DeleteClaim({"default", "vm3-nvme"}, true));
     EXPECT_THAT(Filter(VmPod("vm2", "u4"), {"node-a"}).MessageFor(0),
@@ -241,12 +241,12 @@ INSTANTIATE_TEST_SUITE_P(ByAddress, PinReleasedTest, ::testing::Bool());
 TEST_P(PinReleasedTest, AClaimPinnedToAReleasedDeviceTakesIt) {
   {
     BindAndDelete(ReclaimPolicy::kRetain);
-    const ClaimSpec spec = GetParam() ? PinnedTo(kA) : PinnedToSerial(NvmeDevice(kA, 1).serial);
+    const ClaimSpec spec = GetParam() ? PinnedTo(kDevA) : PinnedToSerial(NvmeDevice(kDevA, 1).serial);
     ASSERT_OK(allocator_->CreateClaim({"default", "restore"}, spec).status());
     Attempt a = Try("u2", {"restore"});
     EXPECT_EQ(a.filter.nodes[0].verdict, Verdict::kFits);
     ASSERT_OK(a.bind);
-    EXPECT_THAT(DevicesOf({"default", "restore"}), ElementsAre(Addr(kA)));
+    EXPECT_THAT(DevicesOf({"default", "restore"}), ElementsAre(Addr(kDevA)));
     EXPECT_THAT(allocator_->GetNode("node-a")->released, IsEmpty());
     EXPECT_EQ(allocator_->Stats().devices_released, 0u);
     ExpectInvariants();
@@ -259,7 +259,7 @@ TEST_P(PinReleasedTest, AClaimPinnedToAReleasedDeviceTakesIt) {
 // administrator hands the device over.
 TEST_P(PinReleasedTest, OnlyTheDeletedClaimsNamespaceMayPinItBack) {
   BindAndDelete(ReclaimPolicy::kRetain);
-  const ClaimSpec spec = GetParam() ? PinnedTo(kA) : PinnedToSerial(NvmeDevice(kA, 1).serial);
+  const ClaimSpec spec = GetParam() ? PinnedTo(kDevA) : PinnedToSerial(NvmeDevice(kDevA, 1).serial);
   ASSERT_OK(allocator_->CreateClaim({"tenant-b", "steal"}, spec).status());
   SchedulingRequest thief = VmPod("vm-b", "ub1", 1, {"steal"}, "tenant-b");
   const FilterResult f = Filter(thief, {"node-a"});
@@ -275,11 +275,11 @@ TEST_P(PinReleasedTest, OnlyTheDeletedClaimsNamespaceMayPinItBack) {
   ExpectInvariants();
 
   // The administrator hands it over: tenant-b may pin it, default no longer.
-  EXPECT_THAT(allocator_->HandOverDevice("node-a", Addr(kA), {"tenant-b", ""}),
+  EXPECT_THAT(allocator_->HandOverDevice("node-a", Addr(kDevA), {"tenant-b", ""}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("namespace/name")));
-  EXPECT_THAT(allocator_->HandOverDevice("node-a", Addr(kB), {"tenant-b", "steal"}),
+  EXPECT_THAT(allocator_->HandOverDevice("node-a", Addr(kDevB), {"tenant-b", "steal"}),
               StatusIs(absl::StatusCode::kNotFound));
-  ASSERT_OK(allocator_->HandOverDevice("node-a", Addr(kA), {"tenant-b", "steal"}));
+  ASSERT_OK(allocator_->HandOverDevice("node-a", Addr(kDevA), {"tenant-b", "steal"}));
   ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
   ASSERT_EQ(v.released.size(), 1u);
   EXPECT_EQ(v.released[0].claim, (ClaimKey{"tenant-b", "steal"}));
@@ -288,26 +288,26 @@ TEST_P(PinReleasedTest, OnlyTheDeletedClaimsNamespaceMayPinItBack) {
   EXPECT_EQ(Try("u2", {"restore"}).filter.nodes[0].verdict, Verdict::kUnresolvable);
   EXPECT_EQ(Filter(thief, {"node-a"}).nodes[0].verdict, Verdict::kFits);
   ASSERT_OK(allocator_->Bind(thief, "node-a").status());
-  EXPECT_THAT(DevicesOf({"tenant-b", "steal"}), ElementsAre(Addr(kA)));
+  EXPECT_THAT(DevicesOf({"tenant-b", "steal"}), ElementsAre(Addr(kDevA)));
   ExpectInvariants();
 }
 
 TEST_F(ReclaimTest, AnotherNamespacesReleasedNeighbourIsNotNamed) {
-  Report(Inventory("node-a", {OnDriver(kA, 1, "nvme"), OnDriver(kB, 1, "nvme")}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "nvme"), OnDriver(kDevB, 1, "nvme")}));
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1", 2), "node-a").status());
   ASSERT_OK(allocator_->DeleteClaim({"default", "vm1-nvme"}, true));
-  ASSERT_OK(allocator_->HandOverDevice("node-a", Addr(kA), {"tenant-b", "restore"}));
-  ASSERT_OK(allocator_->CreateClaim({"tenant-b", "restore"}, PinnedTo(kA)).status());
+  ASSERT_OK(allocator_->HandOverDevice("node-a", Addr(kDevA), {"tenant-b", "restore"}));
+  ASSERT_OK(allocator_->CreateClaim({"tenant-b", "restore"}, PinnedTo(kDevA)).status());
   const std::string message =
       Filter(VmPod("vm-b", "ub1", 1, {"restore"}, "tenant-b"), {"node-a"}).MessageFor(0);
   EXPECT_THAT(message, HasSubstr("shares its IOMMU group with a Released device of another "
                                  "namespace"));
-  EXPECT_THAT(message, ::testing::Not(HasSubstr(kB)));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr(kDevB)));
 }
 
 TEST_F(ReclaimTest, UndoingAPinnedBindMakesTheDeviceReleasedAgain) {
   BindAndDelete(ReclaimPolicy::kRetain);
-  ASSERT_OK(allocator_->CreateClaim({"default", "restore"}, PinnedTo(kA)).status());
+  ASSERT_OK(allocator_->CreateClaim({"default", "restore"}, PinnedTo(kDevA)).status());
   ASSERT_OK_AND_ASSIGN(BindOutcome b,
                        allocator_->Bind(VmPod("vm2", "u2", 1, {"restore"}), "node-a"));
   ASSERT_EQ(b.took_released.size(), 1u);
@@ -322,7 +322,7 @@ TEST_F(ReclaimTest, UndoingAPinnedBindMakesTheDeviceReleasedAgain) {
 
 TEST_F(ReclaimTest, AnAdministratorReleaseFreesTheDevice) {
   BindAndDelete(ReclaimPolicy::kRetain);
-  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci"), OnDriver(kB, 2, "nvme")}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci"), OnDriver(kDevB, 2, "nvme")}));
   struct Case {
     std::string node;
     std::string address;
@@ -330,8 +330,8 @@ TEST_F(ReclaimTest, AnAdministratorReleaseFreesTheDevice) {
     std::string message;
   };
   const Case errors[] = {
-      {"node-z", kA, absl::StatusCode::kNotFound, "node node-z is not known"},
-      {"node-a", kB, absl::StatusCode::kFailedPrecondition,
+      {"node-z", kDevA, absl::StatusCode::kNotFound, "node node-z is not known"},
+      {"node-a", kDevB, absl::StatusCode::kFailedPrecondition,
        "device 0000:5e:00.0 on node node-a is not Released (it is free)"},
       {"node-a", "0000:af:00.0", absl::StatusCode::kNotFound,
        "node node-a has no device 0000:af:00.0 and no Released mark for it"},
@@ -341,18 +341,18 @@ TEST_F(ReclaimTest, AnAdministratorReleaseFreesTheDevice) {
                 StatusIs(c.code, HasSubstr(c.message)))
         << c.node << " " << c.address;
   }
-  ASSERT_OK(allocator_->Bind(VmPod("vm3", "u3"), "node-a").status());  // Takes kB.
-  EXPECT_THAT(allocator_->ReleaseDevice("node-a", Addr(kB)),
+  ASSERT_OK(allocator_->Bind(VmPod("vm3", "u3"), "node-a").status());  // Takes kDevB.
+  EXPECT_THAT(allocator_->ReleaseDevice("node-a", Addr(kDevB)),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("is not Released (it is held by claim default/vm3-nvme)")));
   const uint64_t before = allocator_->GetNodeAllocations("node-a")->version;
-  ASSERT_OK(allocator_->ReleaseDevice("node-a", Addr(kA)));
+  ASSERT_OK(allocator_->ReleaseDevice("node-a", Addr(kDevA)));
   EXPECT_GT(allocator_->GetNodeAllocations("node-a")->version, before);
   EXPECT_THAT(allocator_->GetNode("node-a")->released, IsEmpty());
-  EXPECT_THAT(allocator_->ReleaseDevice("node-a", Addr(kA)),
+  EXPECT_THAT(allocator_->ReleaseDevice("node-a", Addr(kDevA)),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_OK_AND_ASSIGN(BindOutcome b, allocator_->Bind(VmPod("vm2", "u2"), "node-a"));
-  EXPECT_THAT(b.claims[0].devices, ElementsAre(Addr(kA)));
+  EXPECT_THAT(b.claims[0].devices, ElementsAre(Addr(kDevA)));
   ExpectInvariants();
 }
 
@@ -361,10 +361,10 @@ TEST_F(ReclaimTest, AnAdministratorReleaseFreesTheDevice) {
 // the administrator releases it or hands it over.
 TEST_F(ReclaimTest, AnAbandonedEraseLeavesTheDeviceHeldForAnAdministrator) {
   BindAndDelete(ReclaimPolicy::kDelete);
-  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kUnhealthy,
-                                       NvmeDevice(kA, 1).serial),
-                              OnDriver(kB, 2, "nvme")}));
-  EXPECT_THAT(allocator_->ReleaseDevice("node-a", Addr(kA)),
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci", DeviceHealth::kUnhealthy,
+                                       NvmeDevice(kDevA, 1).serial),
+                              OnDriver(kDevB, 2, "nvme")}));
+  EXPECT_THAT(allocator_->ReleaseDevice("node-a", Addr(kDevA)),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("abandon-erase")));
   struct Case {
     std::string node;
@@ -373,8 +373,8 @@ TEST_F(ReclaimTest, AnAbandonedEraseLeavesTheDeviceHeldForAnAdministrator) {
     std::string message;
   };
   const Case errors[] = {
-      {"node-z", kA, absl::StatusCode::kNotFound, "node node-z is not known"},
-      {"node-a", kB, absl::StatusCode::kFailedPrecondition,
+      {"node-z", kDevA, absl::StatusCode::kNotFound, "node node-z is not known"},
+      {"node-a", kDevB, absl::StatusCode::kFailedPrecondition,
        "is not waiting to be erased and returned to its host driver (it is free)"},
       {"node-a", "0000:af:00.0", absl::StatusCode::kNotFound, "waiting to be erased"},
   };
@@ -383,18 +383,18 @@ TEST_F(ReclaimTest, AnAbandonedEraseLeavesTheDeviceHeldForAnAdministrator) {
                 StatusIs(c.code, HasSubstr(c.message)))
         << c.node << " " << c.address;
   }
-  ASSERT_OK(allocator_->AbandonErase("node-a", Addr(kA)));
+  ASSERT_OK(allocator_->AbandonErase("node-a", Addr(kDevA)));
   EXPECT_THAT(allocator_->GetNodeAllocations("node-a")->return_to_host, IsEmpty());
   ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
   ASSERT_EQ(v.released.size(), 1u);
   EXPECT_EQ(v.released[0].claim, ClaimKey{});
-  EXPECT_EQ(v.released[0].serial, NvmeDevice(kA, 1).serial);
-  EXPECT_THAT(allocator_->AbandonErase("node-a", Addr(kA)),
+  EXPECT_EQ(v.released[0].serial, NvmeDevice(kDevA, 1).serial);
+  EXPECT_THAT(allocator_->AbandonErase("node-a", Addr(kDevA)),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("(it is Released)")));
   // Healthy again: still held, for no claim of any namespace.
-  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy,
-                                       NvmeDevice(kA, 1).serial)}));
-  ASSERT_OK(allocator_->CreateClaim({"default", "restore"}, PinnedTo(kA)).status());
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci", DeviceHealth::kHealthy,
+                                       NvmeDevice(kDevA, 1).serial)}));
+  ASSERT_OK(allocator_->CreateClaim({"default", "restore"}, PinnedTo(kDevA)).status());
   Attempt a = Try("u2", {"restore"});
   EXPECT_THAT(a.filter.MessageFor(0), HasSubstr("erase that was abandoned"));
   EXPECT_THAT(a.bind, StatusIs(absl::StatusCode::kFailedPrecondition));
@@ -403,11 +403,11 @@ TEST_F(ReclaimTest, AnAbandonedEraseLeavesTheDeviceHeldForAnAdministrator) {
   // Survives a restart; then the administrator decides.
   Reopen();
   EXPECT_EQ(allocator_->GetNode("node-a")->released.size(), 1u);
-  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy,
-                                       NvmeDevice(kA, 1).serial)}));
-  ASSERT_OK(allocator_->HandOverDevice("node-a", Addr(kA), {"default", "restore"}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci", DeviceHealth::kHealthy,
+                                       NvmeDevice(kDevA, 1).serial)}));
+  ASSERT_OK(allocator_->HandOverDevice("node-a", Addr(kDevA), {"default", "restore"}));
   ASSERT_OK(allocator_->Bind(VmPod("vm2", "u4", 1, {"restore"}), "node-a").status());
-  EXPECT_THAT(DevicesOf({"default", "restore"}), ElementsAre(Addr(kA)));
+  EXPECT_THAT(DevicesOf({"default", "restore"}), ElementsAre(Addr(kDevA)));
   ExpectInvariants();
 }
 
@@ -418,32 +418,32 @@ TEST_F(ReclaimTest, AWithheldClaimsDeletionAppliesItsReclaimPolicy) {
   for (ReclaimPolicy policy : {ReclaimPolicy::kRetain, ReclaimPolicy::kDelete}) {
     SCOPED_TRACE(ToString(policy));
     Reopen();
-    Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy, "SN-A"),
-                                OnDriver(kB, 2, "vfio-pci", DeviceHealth::kHealthy, "SN-B")}));
+    Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci", DeviceHealth::kHealthy, "SN-A"),
+                                OnDriver(kDevB, 2, "vfio-pci", DeviceHealth::kHealthy, "SN-B")}));
     ASSERT_OK(allocator_->CreateClaim({"default", "taken"}, Spec(kNvme, 1)).status());
     EXPECT_THAT(allocator_->ReclaimWithheld({"default", "taken"}, "u", "node-a",
-                                            {{Addr(kA), "SN-A"}}, {}, policy),
+                                            {{Addr(kDevA), "SN-A"}}, {}, policy),
                 StatusIs(absl::StatusCode::kFailedPrecondition));
     EXPECT_THAT(allocator_->ReclaimWithheld({"default", "gone"}, "u", "node-z",
-                                            {{Addr(kA), "SN-A"}}, {}, policy),
+                                            {{Addr(kDevA), "SN-A"}}, {}, policy),
                 StatusIs(absl::StatusCode::kNotFound));
     ASSERT_OK(allocator_->ReclaimWithheld({"default", "gone"}, "uid-gone", "node-a",
-                                          {{Addr(kA), "SN-A"}}, {Addr(kB)}, policy));
+                                          {{Addr(kDevA), "SN-A"}}, {Addr(kDevB)}, policy));
     Reopen();  // Durable.
-    Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy, "SN-A"),
-                                OnDriver(kB, 2, "vfio-pci", DeviceHealth::kHealthy, "SN-B")}));
+    Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci", DeviceHealth::kHealthy, "SN-A"),
+                                OnDriver(kDevB, 2, "vfio-pci", DeviceHealth::kHealthy, "SN-B")}));
     ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
     if (policy == ReclaimPolicy::kDelete) {
-      EXPECT_THAT(v.return_to_host, ElementsAre(Addr(kA)));
+      EXPECT_THAT(v.return_to_host, ElementsAre(Addr(kDevA)));
       ASSERT_EQ(v.released.size(), 1u);
     } else {
       EXPECT_THAT(v.return_to_host, IsEmpty());
       ASSERT_EQ(v.released.size(), 2u);
-      EXPECT_EQ(v.released[0].address, Addr(kA));
+      EXPECT_EQ(v.released[0].address, Addr(kDevA));
       EXPECT_EQ(v.released[0].claim, (ClaimKey{"default", "gone"}));
       EXPECT_EQ(v.released[0].claim_uid, "uid-gone");
     }
-    EXPECT_EQ(v.released.back().address, Addr(kB));
+    EXPECT_EQ(v.released.back().address, Addr(kDevB));
     EXPECT_EQ(v.released.back().claim, ClaimKey{});  // Shared: an administrator decides.
     EXPECT_EQ(Filter(VmPod("vm2", "u2"), {"node-a"}).nodes[0].verdict, Verdict::kUnresolvable);
     ExpectInvariants();
@@ -457,7 +457,7 @@ TEST_F(ReclaimTest, TheReclaimPolicyAtDeletionCounts) {
   AllocatorOptions o = TestOptions();
   o.template_reclaim_policy = ReclaimPolicy::kDelete;
   Reopen(o);
-  Report(Inventory("node-a", {OnDriver(kA, 1, "nvme")}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "nvme")}));
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-a").status());
   EXPECT_THAT(allocator_->SetReclaimPolicy({"default", "nope"}, ReclaimPolicy::kRetain),
               StatusIs(absl::StatusCode::kNotFound));
@@ -474,7 +474,7 @@ TEST_F(ReclaimTest, TheReclaimPolicyAtDeletionCounts) {
 
 TEST_F(ReclaimTest, TheReleasedMarkFollowsTheDriveNotTheAddress) {
   BindAndDelete(ReclaimPolicy::kRetain);
-  const std::string serial = NvmeDevice(kA, 1).serial;
+  const std::string serial = NvmeDevice(kDevA, 1).serial;
   struct Step {
     std::string what;
     std::vector<Device> reported;
@@ -482,12 +482,12 @@ TEST_F(ReclaimTest, TheReleasedMarkFollowsTheDriveNotTheAddress) {
   };
   const Step steps[] = {
       {"the drive vanished", {}, true},
-      {"the same drive is back", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy, serial)},
+      {"the same drive is back", {OnDriver(kDevA, 1, "vfio-pci", DeviceHealth::kHealthy, serial)},
        true},
-      {"back on nvme by hand", {OnDriver(kA, 1, "nvme", DeviceHealth::kHealthy, serial)}, true},
-      {"no serial readable", {OnDriver(kA, 1, "vfio-pci")}, true},
+      {"back on nvme by hand", {OnDriver(kDevA, 1, "nvme", DeviceHealth::kHealthy, serial)}, true},
+      {"no serial readable", {OnDriver(kDevA, 1, "vfio-pci")}, true},
       {"another drive at the address",
-       {OnDriver(kA, 1, "nvme", DeviceHealth::kHealthy, "SN-NEW")},
+       {OnDriver(kDevA, 1, "nvme", DeviceHealth::kHealthy, "SN-NEW")},
        false},
   };
   for (const Step& step : steps) {
@@ -499,15 +499,15 @@ TEST_F(ReclaimTest, TheReleasedMarkFollowsTheDriveNotTheAddress) {
     ExpectInvariants();
   }
   ASSERT_OK_AND_ASSIGN(BindOutcome b, allocator_->Bind(VmPod("vm2", "u2"), "node-a"));
-  EXPECT_THAT(b.claims[0].devices, ElementsAre(Addr(kA)));
+  EXPECT_THAT(b.claims[0].devices, ElementsAre(Addr(kDevA)));
 }
 
 TEST_F(ReclaimTest, ReleasedSurvivesRestartsFromSnapshotAndLog) {
   BindAndDelete(ReclaimPolicy::kRetain);
   ASSERT_OK(allocator_->Checkpoint());  // In the snapshot ...
-  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy,
-                                       NvmeDevice(kA, 1).serial),
-                              OnDriver(kB, 2, "nvme")}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci", DeviceHealth::kHealthy,
+                                       NvmeDevice(kDevA, 1).serial),
+                              OnDriver(kDevB, 2, "nvme")}));
   ASSERT_OK(allocator_->Bind(VmPod("vm3", "u3"), "node-a").status());
   ASSERT_OK(allocator_->DeleteClaim({"default", "vm3-nvme"}, true));  // ... and in the log.
   ASSERT_OK_AND_ASSIGN(NodeView before, allocator_->GetNode("node-a"));
@@ -530,8 +530,8 @@ TEST_F(ReclaimTest, RemovingTheNodeKeepsItsReleasedMarks) {
   ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
   EXPECT_THAT(v.inventory.devices, IsEmpty());
   EXPECT_EQ(v.released.size(), 1u);
-  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy,
-                                       NvmeDevice(kA, 1).serial)}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci", DeviceHealth::kHealthy,
+                                       NvmeDevice(kDevA, 1).serial)}));
   EXPECT_EQ(Filter(VmPod("vm2", "u2"), {"node-a"}).nodes[0].verdict, Verdict::kUnresolvable);
   ExpectInvariants();
 }
@@ -539,36 +539,36 @@ TEST_F(ReclaimTest, RemovingTheNodeKeepsItsReleasedMarks) {
 TEST_F(ReclaimTest, AClaimLostWithItsNodeLeavesItsDevicesReleased) {
   AllocatorOptions o = TestOptions();
   Reopen(o);
-  Report(Inventory("node-a", {OnDriver(kA, 1, "nvme")}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "nvme")}));
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1"), "node-a").status());
   ASSERT_OK(allocator_->RemoveNode("node-a"));
   EXPECT_THAT(allocator_->GetNode("node-a"), StatusIs(absl::StatusCode::kNotFound));
   ASSERT_OK(allocator_->DeleteClaim({"default", "vm1-nvme"}, true));
   ASSERT_OK_AND_ASSIGN(NodeView v, allocator_->GetNode("node-a"));
   EXPECT_EQ(v.released.size(), 1u);
-  Report(Inventory("node-a", {OnDriver(kA, 1, "vfio-pci", DeviceHealth::kHealthy,
-                                       NvmeDevice(kA, 1).serial)}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "vfio-pci", DeviceHealth::kHealthy,
+                                       NvmeDevice(kDevA, 1).serial)}));
   EXPECT_EQ(Filter(VmPod("vm2", "u2"), {"node-a"}).nodes[0].verdict, Verdict::kUnresolvable);
   ExpectInvariants();
 }
 
 TEST_F(ReclaimTest, APinNeverTakesAReleasedNeighbourInItsIommuGroup) {
-  Report(Inventory("node-a", {OnDriver(kA, 1, "nvme"), OnDriver(kB, 1, "nvme")}));
+  Report(Inventory("node-a", {OnDriver(kDevA, 1, "nvme"), OnDriver(kDevB, 1, "nvme")}));
   ASSERT_OK(allocator_->Bind(VmPod("vm1", "u1", 2), "node-a").status());
   ASSERT_OK(allocator_->DeleteClaim({"default", "vm1-nvme"}, true));
   ASSERT_EQ(allocator_->GetNode("node-a")->released.size(), 2u);
-  ASSERT_OK(allocator_->CreateClaim({"default", "restore"}, PinnedTo(kA)).status());
+  ASSERT_OK(allocator_->CreateClaim({"default", "restore"}, PinnedTo(kDevA)).status());
   Attempt a = Try("u2", {"restore"});
   EXPECT_THAT(a.filter.MessageFor(0), HasSubstr("shares its IOMMU group with 0000:5e:00.0, "
                                                 "which is Released"));
   EXPECT_THAT(a.bind, StatusIs(absl::StatusCode::kFailedPrecondition));
-  ASSERT_OK(allocator_->ReleaseDevice("node-a", Addr(kB)));
+  ASSERT_OK(allocator_->ReleaseDevice("node-a", Addr(kDevB)));
   // The group goes whole: the pinned device to its claim, its neighbour to
   // the pod's template claim.
   SchedulingRequest pod = VmPod("vm2", "u3", 2, {"restore"});
   ASSERT_OK(allocator_->Bind(pod, "node-a").status());
-  EXPECT_THAT(DevicesOf({"default", "restore"}), ElementsAre(Addr(kA)));
-  EXPECT_THAT(DevicesOf({"default", "vm2-nvme"}), ElementsAre(Addr(kB)));
+  EXPECT_THAT(DevicesOf({"default", "restore"}), ElementsAre(Addr(kDevA)));
+  EXPECT_THAT(DevicesOf({"default", "vm2-nvme"}), ElementsAre(Addr(kDevB)));
   ExpectInvariants();
 }
 

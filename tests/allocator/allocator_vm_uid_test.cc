@@ -17,7 +17,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-const std::vector<std::string> kNodes = {"node-a", "node-b"};
+const std::vector<std::string> kTwoNodes = {"node-a", "node-b"};
 
 // A pod of VM `vm` with UID `vm_uid` ("" = unknown, standalone mode).
 SchedulingRequest UidPod(std::string vm, std::string vm_uid, std::string pod_uid,
@@ -101,7 +101,7 @@ TEST_F(VmUidTest, OnlyTheSameVmTakesAReservationOver) {
        "claim default/data is in use by VM default/vm1"},
   };
   for (const Case& c : cases) {
-    FilterResult f = Filter(c.pod, kNodes);
+    FilterResult f = Filter(c.pod, kTwoNodes);
     if (c.takes_over) {
       EXPECT_EQ(f.nodes[0].verdict, Verdict::kFits) << c.name << ": " << f.MessageFor(0);
       EXPECT_EQ(f.nodes[0].reason, FilterReason::kStickyHit) << c.name;
@@ -110,8 +110,8 @@ TEST_F(VmUidTest, OnlyTheSameVmTakesAReservationOver) {
     EXPECT_EQ(f.nodes[0].verdict, Verdict::kFailed) << c.name;
     EXPECT_EQ(f.nodes[0].reason, FilterReason::kReservedByOther) << c.name;
     EXPECT_EQ(f.MessageFor(0), c.message) << c.name;
-    EXPECT_THAT(allocator_->Score(c.pod, Names(kNodes)), ElementsAre(0, 0)) << c.name;
-    EXPECT_THAT(allocator_->Preemptable(c.pod, Names(kNodes)), ElementsAre("node-a")) << c.name;
+    EXPECT_THAT(allocator_->Score(c.pod, Names(kTwoNodes)), ElementsAre(0, 0)) << c.name;
+    EXPECT_THAT(allocator_->Preemptable(c.pod, Names(kTwoNodes)), ElementsAre("node-a")) << c.name;
     EXPECT_THAT(allocator_->Bind(c.pod, "node-a"), StatusIs(absl::StatusCode::kAborted))
         << c.name;
   }
@@ -130,21 +130,21 @@ TEST_F(VmUidTest, RecreatedVmDoesNotInheritTheTemplateClaim) {
   const std::string message =
       "claim default/vm1-nvme was made for an earlier VM named vm1 (uid uid-A); this VM "
       "(uid uid-B) gets its own once that claim is deleted";
-  FilterResult f = Filter(recreated, kNodes);
-  for (size_t i = 0; i < kNodes.size(); ++i) {
+  FilterResult f = Filter(recreated, kTwoNodes);
+  for (size_t i = 0; i < kTwoNodes.size(); ++i) {
     // Kubernetes' garbage collector deletes the claim with the old VM: it
     // may clear, so kFailed and not kUnresolvable.
-    EXPECT_EQ(f.nodes[i].verdict, Verdict::kFailed) << kNodes[i];
-    EXPECT_EQ(f.nodes[i].reason, FilterReason::kClaimProblem) << kNodes[i];
-    EXPECT_EQ(f.MessageFor(i), message) << kNodes[i];
+    EXPECT_EQ(f.nodes[i].verdict, Verdict::kFailed) << kTwoNodes[i];
+    EXPECT_EQ(f.nodes[i].reason, FilterReason::kClaimProblem) << kTwoNodes[i];
+    EXPECT_EQ(f.MessageFor(i), message) << kTwoNodes[i];
   }
-  EXPECT_THAT(allocator_->Score(recreated, Names(kNodes)), ElementsAre(0, 0));
-  EXPECT_THAT(allocator_->Preemptable(recreated, Names(kNodes)), IsEmpty());
+  EXPECT_THAT(allocator_->Score(recreated, Names(kTwoNodes)), ElementsAre(0, 0));
+  EXPECT_THAT(allocator_->Preemptable(recreated, Names(kTwoNodes)), IsEmpty());
   EXPECT_THAT(allocator_->Bind(recreated, "node-a"),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(message)));
   EXPECT_THAT(allocator_->Resolve(recreated), StatusIs(absl::StatusCode::kFailedPrecondition));
   // A pod that does not know its VM's UID (standalone) is the VM by name.
-  EXPECT_EQ(Filter(UidPod("vm1", "", "pod-3"), kNodes).nodes[0].verdict, Verdict::kFits);
+  EXPECT_EQ(Filter(UidPod("vm1", "", "pod-3"), kTwoNodes).nodes[0].verdict, Verdict::kFits);
 
   // Once the old claim is deleted, the new VM gets a claim of its own.
   ASSERT_OK(allocator_->DeleteClaim({"default", "vm1-nvme"}, /*force=*/false));
@@ -166,7 +166,7 @@ TEST_F(VmUidTest, TemplateClaimWithoutUidIsAdoptedByTheVmThatBindsIt) {
   EXPECT_EQ(c.spec.owner_vm_uid, "uid-A");
   EXPECT_EQ(c.status.reserved_for->vm_uid, "uid-A");
   ASSERT_OK(allocator_->ReleaseVm("default", "uid-A").status());
-  EXPECT_EQ(Filter(UidPod("vm1", "uid-B", "pod-3"), kNodes).nodes[0].reason,
+  EXPECT_EQ(Filter(UidPod("vm1", "uid-B", "pod-3"), kTwoNodes).nodes[0].reason,
             FilterReason::kClaimProblem);
 }
 
@@ -202,7 +202,7 @@ TEST_F(VmUidTest, ReleaseVmClearsEveryReservationOfTheVmAsOneRecord) {
   EXPECT_THAT(allocator_->ReservingVms("default"),
               ElementsAre(ReservingVm{"default", "uid-B", "vm2"}));
   // The named claim is free for another VM now.
-  EXPECT_EQ(Filter(UidPod("vm3", "uid-C", "pod-4", {"data"}), kNodes).nodes[0].verdict,
+  EXPECT_EQ(Filter(UidPod("vm3", "uid-C", "pod-4", {"data"}), kTwoNodes).nodes[0].verdict,
             Verdict::kFits);
 
   // Nothing left to release: no record.
@@ -232,7 +232,7 @@ TEST_F(VmUidTest, ReservationsWithoutAUidAreNotListedNorReleasedByUid) {
 
 TEST_F(VmUidTest, VmUidsOutOfBoundsAreRefused) {
   SchedulingRequest pod = UidPod("vm1", std::string(200, 'u'), "pod-1");
-  FilterResult f = Filter(pod, kNodes);
+  FilterResult f = Filter(pod, kTwoNodes);
   EXPECT_EQ(f.nodes[0].reason, FilterReason::kClaimProblem);
   EXPECT_THAT(f.MessageFor(0), HasSubstr("VM uid"));
   ClaimSpec spec = Spec(kNvme, 1);

@@ -463,10 +463,10 @@ TEST(HandoffJsonTest, ClaimKeysOfConfirmationAndRelease) {
 // keys match exactly and then ignoring ASCII case, and a wrong value names
 // its field.
 TEST(NodeListJsonTest, ListingsRoundTrip) {
-  NodeView a{"node-a", testing::Inventory("node-a", {testing::NvmeDevice("0000:3b:00.0", 12, 0),
-                                                     testing::NvmeDevice("0000:5e:00.0", -1)}),
+  NodeView a{"node-a", pdc::testing::Inventory("node-a", {pdc::testing::NvmeDevice("0000:3b:00.0", 12, 0),
+                                                     pdc::testing::NvmeDevice("0000:5e:00.0", -1)}),
              true, absl::FromUnixSeconds(1'700'000'000), {}, {}};
-  NodeView b{"node-b", testing::Inventory("node-b", {}), false, absl::InfinitePast(), {}, {}};
+  NodeView b{"node-b", pdc::testing::Inventory("node-b", {}), false, absl::InfinitePast(), {}, {}};
   Claim c;
   c.key = {"vms", "vm1-nvme"};
   c.status.node = "node-a";
@@ -491,13 +491,13 @@ TEST(NodeListJsonTest, ListingsRoundTrip) {
 // Each device's state: a claim's, waiting to return to its host driver,
 // Released (with the deleted claim), unhealthy, or free.
 TEST(NodeListJsonTest, ListingsSayEachDevicesState) {
-  Device unhealthy = testing::NvmeDevice("0000:af:00.0", 15);
+  Device unhealthy = pdc::testing::NvmeDevice("0000:af:00.0", 15);
   MarkUnhealthy(unhealthy, UnhealthyReason::kHostInUse);
   NodeView a{"node-a",
-             testing::Inventory("node-a", {testing::NvmeDevice("0000:3b:00.0", 12),
-                                           testing::NvmeDevice("0000:5e:00.0", 13),
-                                           testing::NvmeDevice("0000:86:00.0", 14), unhealthy,
-                                           testing::NvmeDevice("0000:d8:00.0", 16)}),
+             pdc::testing::Inventory("node-a", {pdc::testing::NvmeDevice("0000:3b:00.0", 12),
+                                           pdc::testing::NvmeDevice("0000:5e:00.0", 13),
+                                           pdc::testing::NvmeDevice("0000:86:00.0", 14), unhealthy,
+                                           pdc::testing::NvmeDevice("0000:d8:00.0", 16)}),
              true, absl::InfinitePast(), {}, {}};
   a.return_to_host = {Addr("0000:5e:00.0")};
   a.released = {ReleasedDevice{Addr("0000:86:00.0"), "SN", {"vms", "old"}},

@@ -33,8 +33,7 @@ using testing::FakeKubelet;
 using testing::NvmeClass;
 using ::testing::ElementsAre;
 
-constexpr char kNvme[] = "devices.kubevirt.io/nvme";
-constexpr char kEnv[] = "PCI_RESOURCE_DEVICES_KUBEVIRT_IO_NVME";
+using testing::kNvme;
 
 // pdc-extender's answers, from a real allocator, through the JSON the
 // allocations long-poll carries.
@@ -120,8 +119,8 @@ class NodeBoot {
     manager_->OnAllocations(a);
     FakeKubelet::Admission admission = kubelet_->Admit(pod_uid, kNvme, 2, /*reverse=*/false);
     RETURN_IF_ERROR(admission.response.status());
-    auto env = admission.response->envs().find(kEnv);
-    if (env == admission.response->envs().end()) return absl::NotFoundError(kEnv);
+    auto env = admission.response->envs().find(testing::kNvmeEnv);
+    if (env == admission.response->envs().end()) return absl::NotFoundError(testing::kNvmeEnv);
     kubelet_->Release(pod_uid);  // The VM stops again.
     std::vector<std::string> serials;
     for (absl::string_view a : absl::StrSplit(env->second, ',')) {

@@ -36,8 +36,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kNvme[] = "devices.kubevirt.io/nvme";
-constexpr char kEnv[] = "PCI_RESOURCE_DEVICES_KUBEVIRT_IO_NVME";
+using testing::kNvme;
 const std::string kA = "0000:00:03.0";  // IOMMU group 3, NUMA 0
 const std::string kB = "0000:00:04.0";  // IOMMU group 4, NUMA 1
 
@@ -52,7 +51,7 @@ std::vector<std::string> DevicePaths(const v1beta1::ContainerAllocateResponse& r
 }
 
 std::string Env(const v1beta1::ContainerAllocateResponse& r) {
-  auto it = r.envs().find(kEnv);
+  auto it = r.envs().find(testing::kNvmeEnv);
   return it == r.envs().end() ? "<unset>" : it->second;
 }
 

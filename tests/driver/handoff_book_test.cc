@@ -19,7 +19,7 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr char kNvme[] = "devices.kubevirt.io/nvme";
+using testing::kNvme;
 
 NodeAllocation Entry(const std::string& address, const std::string& claim,
                      std::optional<std::string> pod_uid, bool handed_off,

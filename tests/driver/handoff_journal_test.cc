@@ -20,7 +20,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr char kNvme[] = "devices.kubevirt.io/nvme";
+using testing::kNvme;
 
 HandoffRecord Record(const std::string& uid, std::vector<PciAddress> devices) {
   return HandoffRecord{kNvme, uid, "default", "virt-launcher-" + uid, std::move(devices)};

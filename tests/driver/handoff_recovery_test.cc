@@ -38,9 +38,9 @@ using testing::NvmeClass;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-constexpr char kNvme[] = "devices.kubevirt.io/nvme";
-const std::string kA = "0000:00:03.0";  // The VM's claimed device.
-const std::string kB = "0000:00:04.0";  // Another device of the resource.
+using testing::kNvme;
+const std::string kClaimed = "0000:00:03.0";  // The VM's claimed device.
+const std::string kOther = "0000:00:04.0";  // Another device of the resource.
 const std::string kPod = "virt-launcher-vm1-uid-1";  // GatedExtender's name for it.
 
 // What kubelet's pod resources endpoint shows after the restart.
@@ -64,8 +64,8 @@ struct Case {
 class HandoffRecoveryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    host_.kernel.AddDevice({.address = kA, .group = 3, .numa = 0, .driver = "vfio-pci"});
-    host_.kernel.AddDevice({.address = kB, .group = 4, .numa = 0, .driver = "vfio-pci"});
+    host_.kernel.AddDevice({.address = kClaimed, .group = 3, .numa = 0, .driver = "vfio-pci"});
+    host_.kernel.AddDevice({.address = kOther, .group = 4, .numa = 0, .driver = "vfio-pci"});
   }
 
   std::unique_ptr<DevicePluginManager> NewManager(HandoffJournal* journal, GatedExtender* api,
@@ -89,7 +89,7 @@ class HandoffRecoveryTest : public ::testing::Test {
   void Run(const Case& c) {
     SCOPED_TRACE(c.name);
     GatedExtender extender(kNvme);
-    extender.AddClaim("default/c1", Addr(kA));
+    extender.AddClaim("default/c1", Addr(kClaimed));
     ASSERT_OK(extender.StartPod("default/c1", "vm1", "uid-1"));
     pdc::testing::TempDir state;
     const std::string path = state.Join("handoff-journal");
@@ -104,9 +104,9 @@ class HandoffRecoveryTest : public ::testing::Test {
       ASSERT_OK_AND_ASSIGN(DiscoveryResult r, Discover(host_.kernel, "node-a", d));
       manager->OnInventory(r.inventory);
       manager->OnAllocations(extender.Answer());
-      auto h = manager->plugin(kNvme)->Allocate({kB});
+      auto h = manager->plugin(kNvme)->Allocate({kOther});
       ASSERT_OK(h.status());
-      EXPECT_THAT(h->pod.devices, ElementsAre(Addr(kA)));
+      EXPECT_THAT(h->pod.devices, ElementsAre(Addr(kClaimed)));
       // Journaled before the answer.
       EXPECT_TRUE(HandoffJournal::Open(path)->journal->Contains(kNvme, "uid-1"));
     }
@@ -129,9 +129,9 @@ class HandoffRecoveryTest : public ::testing::Test {
       kubelet.AddPod("default", "virt-launcher-vm2-uid-2", "compute", "example.com/gpu",
                      {"gpu-0"});
       if (c.kubelet == Kubelet::kHoldsClaimed) {
-        kubelet.AddPod("default", kPod, "compute", kNvme, {kA});
+        kubelet.AddPod("default", kPod, "compute", kNvme, {kClaimed});
       } else if (c.kubelet == Kubelet::kHoldsOther) {
-        kubelet.AddPod("default", kPod, "compute", kNvme, {kB});
+        kubelet.AddPod("default", kPod, "compute", kNvme, {kOther});
       }
     }
 
@@ -151,7 +151,7 @@ class HandoffRecoveryTest : public ::testing::Test {
     if (c.want_confirmed) {
       ASSERT_EQ(extender.confirmations().size(), 1u);
       EXPECT_EQ(extender.confirmations()[0].pod_uid, "uid-1");
-      EXPECT_THAT(extender.confirmations()[0].devices, ElementsAre(Addr(kA)));
+      EXPECT_THAT(extender.confirmations()[0].devices, ElementsAre(Addr(kClaimed)));
     } else {
       EXPECT_THAT(extender.confirmations(), IsEmpty());
     }
@@ -214,19 +214,19 @@ TEST(MatchHeldTest, NamespaceNameResourceAndExactDevices) {
   p.ns = "default";
   p.pod_name = kPod;
   p.pod_uid = "uid-1";
-  p.devices = {Addr(kB), Addr(kA)};  // Hand-off order, not sorted.
+  p.devices = {Addr(kOther), Addr(kClaimed)};  // Hand-off order, not sorted.
   auto held = [](std::string ns, std::string name, std::string resource,
                  std::vector<std::string> ids) {
     return PodDevices{std::move(ns), std::move(name), std::move(resource), std::move(ids)};
   };
-  EXPECT_EQ(MatchHeld({p}, {held("default", kPod, kNvme, {kA, kB})}).size(), 1u);
-  EXPECT_THAT(MatchHeld({p}, {held("other", kPod, kNvme, {kA, kB})}), IsEmpty());
-  EXPECT_THAT(MatchHeld({p}, {held("default", "virt-launcher-x", kNvme, {kA, kB})}), IsEmpty());
-  EXPECT_THAT(MatchHeld({p}, {held("default", kPod, "example.com/gpu", {kA, kB})}), IsEmpty());
-  EXPECT_THAT(MatchHeld({p}, {held("default", kPod, kNvme, {kA})}), IsEmpty());
-  EXPECT_THAT(MatchHeld({p}, {held("default", kPod, kNvme, {kA, kB, "0000:00:05.0"})}),
+  EXPECT_EQ(MatchHeld({p}, {held("default", kPod, kNvme, {kClaimed, kOther})}).size(), 1u);
+  EXPECT_THAT(MatchHeld({p}, {held("other", kPod, kNvme, {kClaimed, kOther})}), IsEmpty());
+  EXPECT_THAT(MatchHeld({p}, {held("default", "virt-launcher-x", kNvme, {kClaimed, kOther})}), IsEmpty());
+  EXPECT_THAT(MatchHeld({p}, {held("default", kPod, "example.com/gpu", {kClaimed, kOther})}), IsEmpty());
+  EXPECT_THAT(MatchHeld({p}, {held("default", kPod, kNvme, {kClaimed})}), IsEmpty());
+  EXPECT_THAT(MatchHeld({p}, {held("default", kPod, kNvme, {kClaimed, kOther, "0000:00:05.0"})}),
               IsEmpty());
-  EXPECT_THAT(MatchHeld({p}, {held("default", kPod, kNvme, {kA, "not-a-pci-address"})}),
+  EXPECT_THAT(MatchHeld({p}, {held("default", kPod, kNvme, {kClaimed, "not-a-pci-address"})}),
               IsEmpty());
 }
 

@@ -32,13 +32,13 @@ using pdc::testing::StatusIs;
 using testing::Addr;
 using testing::FakeHost;
 using testing::FakeKernel;
+using testing::AhciClass;
 using testing::NvmeClass;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr char kA[] = "0000:00:03.0";
-DeviceClass AhciClass() { return {"example.com/ahci", {{0x8086, 0x2922, std::nullopt}}, {}}; }
+constexpr char kRefused[] = "0000:00:03.0";
 
 void Write(const std::string& path, const std::string& data, uint64_t offset = 0) {
   fs::create_directories(fs::path(path).parent_path());
@@ -94,7 +94,7 @@ struct Case {
   std::string reason;  // "" = binds.
   std::string message;
   std::vector<DeviceClass> classes = {NvmeClass(), AhciClass()};
-  std::string address = kA;
+  std::string address = kRefused;
 };
 
 class HostRefusalTest : public ::testing::TestWithParam<Case> {};
@@ -137,13 +137,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // Storage on a driver that creates no block devices.
         Case{"NvmeOnUioPciGeneric",
-             [](K& k) { k.AddDevice({.address = kA, .group = 3, .driver = "uio_pci_generic"}); },
+             [](K& k) { k.AddDevice({.address = kRefused, .group = 3, .driver = "uio_pci_generic"}); },
              "host_in_use", "it is bound to uio_pci_generic, not to nvme"},
         Case{"NvmeOnPciStub",
-             [](K& k) { k.AddDevice({.address = kA, .group = 3, .driver = "pci-stub"}); },
+             [](K& k) { k.AddDevice({.address = kRefused, .group = 3, .driver = "pci-stub"}); },
              "host_in_use", "it is bound to pci-stub, not to nvme"},
         Case{"NvmeOnAListedDriver",
-             [](K& k) { k.AddDevice({.address = kA, .group = 3, .driver = "uio_pci_generic"}); },
+             [](K& k) { k.AddDevice({.address = kRefused, .group = 3, .driver = "uio_pci_generic"}); },
              "", "",
              {DeviceClass{"devices.kubevirt.io/nvme", {{0x1b36, 0x0010, std::nullopt}},
                           {"uio_pci_generic"}}}},
@@ -156,7 +156,7 @@ INSTANTIATE_TEST_SUITE_P(
              {NvmeClass(), AhciClass()}, "0000:00:1f.2"},
         Case{"NvmeOnNoDriverBinds",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = ""});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = ""});
                k.AddProcess(99, "bash", {});
                Write(k.proc_root() + "/99/maps",
                      "7f00-7f01 r-xp 00000000 08:01 12 /usr/lib/libc.so.6\n");
@@ -164,7 +164,7 @@ INSTANTIATE_TEST_SUITE_P(
              "", ""},
         Case{"NvmeOnNoDriverMappedByAProcess",  // A userspace driver through sysfs BARs.
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = ""});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = ""});
                k.AddProcess(4711, "pcimem", {});
                Write(k.proc_root() + "/4711/maps",
                      "7f00-7f01 rw-s 00000000 00:15 77 "
@@ -174,19 +174,19 @@ INSTANTIATE_TEST_SUITE_P(
         // SR-IOV.
         Case{"PhysicalFunctionWithVirtualFunctions",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme"});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme"});
                Write(k.sys_root() + "/bus/pci/devices/0000:00:03.0/sriov_numvfs", "2\n");
              },
              "host_in_use", "SR-IOV physical function with 2 virtual function(s) enabled"},
         Case{"PhysicalFunctionWithNoVirtualFunctionEnabled",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme"});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme"});
                Write(k.sys_root() + "/bus/pci/devices/0000:00:03.0/sriov_numvfs", "0\n");
              },
              "", ""},
         Case{"VirtualFunctionOfAStorageController",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme", .serial = "pf"});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme", .serial = "pf"});
                k.AddDevice({.address = "0000:00:03.1", .group = 4, .driver = "nvme", .serial = "vf"});
                fs::create_directory_symlink("../0000:00:03.0",
                                             k.sys_root() + "/devices/pci0000:00/0000:00:03.1/physfn");
@@ -196,7 +196,7 @@ INSTANTIATE_TEST_SUITE_P(
         // Shared NVMe subsystems, by sysfs.
         Case{"SubsystemWithTwoControllersOnThisHost",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme", .serial = "a"});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme", .serial = "a"});
                for (const char* c : {"nvme0", "nvme1", "nvme0n1"}) {
                  fs::create_directories(k.sys_root() + "/class/nvme-subsystem/nvme-subsys0/" + c);
                }
@@ -205,19 +205,19 @@ INSTANTIATE_TEST_SUITE_P(
         // Users the block devices do not show.
         Case{"ControllerCharacterDeviceOpen",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme"});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme"});
                k.AddProcess(5150, "nvme", {"nvme0"});
              },
              "host_in_use", "/dev/nvme0 is open in process 5150 (nvme)"},
         Case{"GenericNamespaceDeviceOpen",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme", .namespaces = 2});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme", .namespaces = 2});
                k.AddProcess(77, "fio", {"ng0n2"});
              },
              "host_in_use", "/dev/ng0n2 is open in process 77 (fio)"},
         Case{"ExportedByTheNvmeOfTarget",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme"});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme"});
                Write(k.sys_root() +
                          "/kernel/config/nvmet/subsystems/nqn.2014-08.org.example:t/namespaces/1/"
                          "device_path",
@@ -228,7 +228,7 @@ INSTANTIATE_TEST_SUITE_P(
              "nqn.2014-08.org.example:t namespace 1)"},
         Case{"TargetExportOfAnotherDisk",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme"});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme"});
                Write(k.sys_root() + "/kernel/config/nvmet/subsystems/t/namespaces/1/device_path",
                      "/dev/sda\n");
              },
@@ -236,48 +236,48 @@ INSTANTIATE_TEST_SUITE_P(
         // Idle ownership: signatures at their documented offsets.
         Case{"UnassembledMdMember",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme"});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme"});
                Write(k.dev_root() + "/nvme0n1", std::string("\xfc\x4e\x2b\xa9", 4), 4096);
              },
              "host_in_use", "/dev/nvme0n1 holds an md RAID member (superblock 1.2)"},
         Case{"LvmPhysicalVolumeOnAPartition",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme", .partitions = 2});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme", .partitions = 2});
                Write(k.dev_root() + "/nvme0n1p2", "LABELONE", 512);
              },
              "host_in_use", "/dev/nvme0n1p2 holds an LVM2 physical volume"},
         Case{"ExportedZfsPool",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme"});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme"});
                Write(k.dev_root() + "/nvme0n1", std::string("\x0c\xb1\xba\x00", 4), 128 * 1024 + 3072);
              },
              "host_in_use", "holds a ZFS pool member"},
         Case{"StoppedCephOsd",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme"});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme"});
                Write(k.dev_root() + "/nvme0n1", "bluestore block device\n", 0);
              },
              "host_in_use", "holds a Ceph BlueStore OSD"},
         Case{"UnmountedFileSystem",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme", .partitions = 1});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme", .partitions = 1});
                Write(k.dev_root() + "/nvme0n1p1", std::string("\x53\xef", 2), 1080);
              },
              "host_in_use", "/dev/nvme0n1p1 holds an ext2/3/4 file system"},
         Case{"ZerosAreNoSignature",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme", .partitions = 1});
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme", .partitions = 1});
                Write(k.dev_root() + "/nvme0n1", std::string(300 * 1024, '\0'));
              },
              "", ""},
         // A device on vfio-pci pdc did not bind.
         Case{"OnVfioPciWithoutAJournalEntry",
-             [](K& k) { k.AddDevice({.address = kA, .group = 3, .driver = "vfio-pci"}); },
+             [](K& k) { k.AddDevice({.address = kRefused, .group = 3, .driver = "vfio-pci"}); },
              "not_bound_by_pdc", "it is on vfio-pci but pdc did not bind it"},
         // The kernel's holder rule: a partitioned drive binds.
         Case{"PartitionedDriveBinds",
              [](K& k) {
-               k.AddDevice({.address = kA, .group = 3, .driver = "nvme", .namespaces = 2,
+               k.AddDevice({.address = kRefused, .group = 3, .driver = "nvme", .namespaces = 2,
                             .partitions = 3});
              },
              "", ""}),
@@ -308,7 +308,7 @@ class HostRefusalFixture : public ::testing::Test {
 };
 
 TEST_F(HostRefusalFixture, SharedControllersAreRefusedUnlessAllowed) {
-  host_.kernel.AddDevice({.address = kA, .group = 3, .driver = "nvme", .namespaces = 2});
+  host_.kernel.AddDevice({.address = kRefused, .group = 3, .driver = "nvme", .namespaces = 2});
   struct {
     uint8_t cmic, nmic;
     bool allow;
@@ -327,22 +327,22 @@ TEST_F(HostRefusalFixture, SharedControllersAreRefusedUnlessAllowed) {
     admin_.nmic = c.nmic;
     policy_.allow_shared_nvme = c.allow;
     Reopen();
-    auto used = binder_->HostUses({Addr(kA)});
+    auto used = binder_->HostUses({Addr(kRefused)});
     if (c.message.empty()) {
       EXPECT_THAT(used, IsEmpty());
     } else {
       ASSERT_EQ(used.size(), 1u);
       EXPECT_THAT(used.begin()->second, HasSubstr(c.message));
-      EXPECT_THAT(binder_->Bind({Addr(kA)}), StatusIs(absl::StatusCode::kFailedPrecondition,
+      EXPECT_THAT(binder_->Bind({Addr(kRefused)}), StatusIs(absl::StatusCode::kFailedPrecondition,
                                                       HasSubstr(c.message)));
     }
   }
 }
 
 TEST_F(HostRefusalFixture, AnIdentifyThatFailsFailsClosed) {
-  host_.kernel.AddDevice({.address = kA, .group = 3, .driver = "nvme"});
+  host_.kernel.AddDevice({.address = kRefused, .group = 3, .driver = "nvme"});
   admin_.fail = absl::UnavailableError("open /dev/nvme0: No such device");
-  auto used = binder_->HostUses({Addr(kA)});
+  auto used = binder_->HostUses({Addr(kRefused)});
   ASSERT_EQ(used.size(), 1u);
   EXPECT_THAT(used.begin()->second,
               HasSubstr("cannot tell whether the host uses it: FAILED_PRECONDITION: cannot check "
@@ -350,36 +350,36 @@ TEST_F(HostRefusalFixture, AnIdentifyThatFailsFailsClosed) {
 }
 
 TEST_F(HostRefusalFixture, SriovIsOfferedWhenAllowed) {
-  host_.kernel.AddDevice({.address = kA, .group = 3, .driver = "nvme"});
+  host_.kernel.AddDevice({.address = kRefused, .group = 3, .driver = "nvme"});
   Write(host_.kernel.sys_root() + "/bus/pci/devices/0000:00:03.0/sriov_numvfs", "4\n");
-  EXPECT_THAT(binder_->HostUses({Addr(kA)}), ::testing::SizeIs(1));
+  EXPECT_THAT(binder_->HostUses({Addr(kRefused)}), ::testing::SizeIs(1));
   policy_.allow_sriov = true;
   Reopen();
-  EXPECT_THAT(binder_->HostUses({Addr(kA)}), IsEmpty());
+  EXPECT_THAT(binder_->HostUses({Addr(kRefused)}), IsEmpty());
 }
 
 // A drive pdc bound for a claim carries what its guest wrote (a Windows
 // guest's NTFS, a Linux guest's LVM): after a reboot it comes back on nvme
 // and is bound again. Another drive at the address is refused.
 TEST_F(HostRefusalFixture, APdcDriveIsNotRefusedForItsGuestsSignatures) {
-  host_.kernel.AddDevice({.address = kA, .group = 3, .driver = "nvme", .serial = "claimed",
+  host_.kernel.AddDevice({.address = kRefused, .group = 3, .driver = "nvme", .serial = "claimed",
                           .partitions = 2});
   Write(host_.kernel.dev_root() + "/nvme0n1p2", "LABELONE", 512);
-  ASSERT_OK(journal_->Put(JournalEntry{Addr(kA), JournalState::kBound, "nvme", "claimed"}));
-  EXPECT_THAT(binder_->HostUses({Addr(kA)}), IsEmpty());
-  ASSERT_OK(journal_->Put(JournalEntry{Addr(kA), JournalState::kBound, "nvme", "another"}));
-  EXPECT_THAT(binder_->HostUses({Addr(kA)}), ::testing::SizeIs(1));
-  ASSERT_OK(journal_->Put(JournalEntry{Addr(kA), JournalState::kBound, "nvme", "claimed"}));
-  EXPECT_THAT(binder_->Bind({Addr(kA)}), IsOk());
+  ASSERT_OK(journal_->Put(JournalEntry{Addr(kRefused), JournalState::kBound, "nvme", "claimed"}));
+  EXPECT_THAT(binder_->HostUses({Addr(kRefused)}), IsEmpty());
+  ASSERT_OK(journal_->Put(JournalEntry{Addr(kRefused), JournalState::kBound, "nvme", "another"}));
+  EXPECT_THAT(binder_->HostUses({Addr(kRefused)}), ::testing::SizeIs(1));
+  ASSERT_OK(journal_->Put(JournalEntry{Addr(kRefused), JournalState::kBound, "nvme", "claimed"}));
+  EXPECT_THAT(binder_->Bind({Addr(kRefused)}), IsOk());
 }
 
 // "No serial" is not a serial: a rebind of a drive that shows none keeps
 // none, whatever the journal said of the drive that was there before.
 TEST_F(HostRefusalFixture, TheOldJournaledSerialIsNeverCopiedOntoTheDeviceThere) {
-  host_.kernel.AddDevice({.address = kA, .group = 3, .driver = ""});  // No driver: no serial.
-  ASSERT_OK(journal_->Put(JournalEntry{Addr(kA), JournalState::kRestoring, "nvme", "old-drive"}));
-  ASSERT_OK(binder_->Bind({Addr(kA)}));
-  auto e = journal_->Get(Addr(kA));
+  host_.kernel.AddDevice({.address = kRefused, .group = 3, .driver = ""});  // No driver: no serial.
+  ASSERT_OK(journal_->Put(JournalEntry{Addr(kRefused), JournalState::kRestoring, "nvme", "old-drive"}));
+  ASSERT_OK(binder_->Bind({Addr(kRefused)}));
+  auto e = journal_->Get(Addr(kRefused));
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->state, JournalState::kBound);
   EXPECT_EQ(e->original_driver, "nvme");
@@ -391,7 +391,7 @@ TEST_F(HostRefusalFixture, TheOldJournaledSerialIsNeverCopiedOntoTheDeviceThere)
 // partitions is claimed.
 TEST(FakeKernelHolderRuleTest, FollowsBdMayClaim) {
   FakeHost host;
-  host.kernel.AddDevice({.address = kA, .group = 3, .driver = "nvme", .partitions = 2});
+  host.kernel.AddDevice({.address = kRefused, .group = 3, .driver = "nvme", .partitions = 2});
   {
     auto disk = host.dev.OpenExclusive("nvme0n1");
     ASSERT_OK(disk.status());

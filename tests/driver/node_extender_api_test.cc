@@ -18,7 +18,6 @@ namespace pdc::driver {
 namespace {
 
 using net::HttpRequest;
-using net::HttpResponse;
 using pdc::testing::StatusIs;
 using testing::Addr;
 using ::testing::HasSubstr;
@@ -37,8 +36,8 @@ absl::StatusOr<std::unique_ptr<net::HttpServer>> StartFakeExtender(
   return net::HttpServer::Start(o, std::move(handler));
 }
 
-HttpResponse Json(int status, std::string body) {
-  HttpResponse r;
+net::HttpResponse Json(int status, std::string body) {
+  net::HttpResponse r;
   r.status = status;
   r.body = std::move(body);
   return r;
@@ -107,7 +106,7 @@ TEST(HttpExtenderApiTest, ConfirmsHandoffsOverHttp) {
 
 TEST(HttpExtenderApiTest, ExtenderDownIsUnavailable) {
   ASSERT_OK_AND_ASSIGN(auto server,
-                       StartFakeExtender([](HttpRequest) { return HttpResponse{}; }));
+                       StartFakeExtender([](HttpRequest) { return net::HttpResponse{}; }));
   const uint16_t port = server->port();
   server->Shutdown();
   server.reset();

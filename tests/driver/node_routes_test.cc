@@ -66,14 +66,14 @@ TEST(NodeRoutesTest, ServedOverHttp) {
   HttpClientOptions o;
   o.base_url = "http://127.0.0.1:" + std::to_string(server->port());
   ASSERT_OK_AND_ASSIGN(auto client, HttpClient::Create(o));
-  ASSERT_OK_AND_ASSIGN(HttpResponse stalled, client->Get("/healthz"));
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse stalled, client->Get("/healthz"));
   EXPECT_EQ(stalled.status, 503);
   EXPECT_EQ(stalled.body, "reconcile loop stalled\n");
   healthy = true;
-  ASSERT_OK_AND_ASSIGN(HttpResponse ok, client->Get("/healthz"));
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse ok, client->Get("/healthz"));
   EXPECT_EQ(ok.status, 200);
   EXPECT_EQ(ok.body, "ok\n");
-  ASSERT_OK_AND_ASSIGN(HttpResponse metrics, client->Get("/metrics"));
+  ASSERT_OK_AND_ASSIGN(pdc::HttpResponse metrics, client->Get("/metrics"));
   EXPECT_EQ(metrics.status, 200);
   EXPECT_EQ(metrics.Header("Content-Type"), kMetricsContentType);
   server->Shutdown();

@@ -20,6 +20,15 @@ namespace pdc::driver::testing {
 
 using ::pdc::testing::Addr;
 using ::pdc::testing::NvmeClass;
+// The NVMe resource of pdc's default configuration, and the environment
+// variable KubeVirt reads its PCI addresses from.
+using ::pdc::testing::kNvme;
+inline constexpr char kNvmeEnv[] = "PCI_RESOURCE_DEVICES_KUBEVIRT_IO_NVME";
+
+// A SATA controller class (Intel ICH9 AHCI), for tests of a second kind.
+inline DeviceClass AhciClass() {
+  return {"example.com/ahci", {{0x8086, 0x2922, std::nullopt}}, {}};
+}
 
 // A temp dir holding a fake kernel plus views of its dev/ and proc/ trees.
 struct FakeHost {

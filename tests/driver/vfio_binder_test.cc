@@ -16,13 +16,13 @@ using pdc::testing::IsOk;
 using pdc::testing::StatusIs;
 using testing::Addr;
 using testing::FakeHost;
+using testing::AhciClass;
 using testing::NvmeClass;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // Device classes beside NVMe, each checked by the rule of its PCI class.
-DeviceClass AhciClass() { return {"example.com/ahci", {{0x8086, 0x2922, std::nullopt}}, {}}; }
 DeviceClass NicClass() { return {"example.com/nic", {{0x8086, 0x1521, std::nullopt}}, {}}; }
 DeviceClass GpuClass() { return {"example.com/gpu", {{0x10de, 0x1eb8, std::nullopt}}, {"nvidia"}}; }
 

@@ -94,7 +94,7 @@ class AdmissionWebhookTest : public ExtenderFixture {
   std::unique_ptr<Allocator> row_allocator_;
 };
 
-struct Case {
+struct ReviewCase {
   std::string name;
   std::function<void()> setup;
   LauncherPodSpec pod;
@@ -109,7 +109,7 @@ TEST_F(AdmissionWebhookTest, DecidesFromTheClaimsOfThePodsVm) {
   const std::string claims_ab = R"(,"pdc.kubevirt.io/claims":"a, b")";
   const std::string two_terms =
       R"({"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"zone","operator":"In","values":["z1"]}]},{"matchExpressions":[{"key":"zone","operator":"In","values":["z2"]}]}]}}})";
-  const std::vector<Case> cases = {
+  const std::vector<ReviewCase> cases = {
       {"first start: nothing bound", nullptr, {}, "CREATE", WebhookOutcome::kNothingBound},
       {"restart: template claim bound", [this] { BindOn("node-b", {}, 1); }, {}, "CREATE",
        WebhookOutcome::kPinned, "node-b", 1},
@@ -168,7 +168,7 @@ TEST_F(AdmissionWebhookTest, DecidesFromTheClaimsOfThePodsVm) {
       {"an UPDATE", [this] { BindOn("node-a", {}, 1); }, {}, "UPDATE",
        WebhookOutcome::kNotApplicable},
   };
-  for (const Case& c : cases) {
+  for (const ReviewCase& c : cases) {
     SCOPED_TRACE(c.name);
     Fresh();
     if (c.setup) c.setup();

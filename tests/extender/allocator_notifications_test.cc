@@ -48,7 +48,7 @@ struct World {
   BindOutcome bound;
 };
 
-struct Case {
+struct NotifyCase {
   std::string name;
   // Runs the mutation under test; must succeed.
   std::function<absl::Status(World&)> mutate;
@@ -57,7 +57,7 @@ struct Case {
   std::vector<std::string> nodes = {"node-a"};
 };
 
-class AllocatorNotificationsTest : public ::testing::TestWithParam<Case> {
+class AllocatorNotificationsTest : public ::testing::TestWithParam<NotifyCase> {
  protected:
   void SetUp() override {
     AllocatorOptions o;
@@ -138,49 +138,49 @@ TEST_P(AllocatorNotificationsTest, WakesOnlyTheTouchedNodesWaiters) {
 INSTANTIATE_TEST_SUITE_P(
     EveryMutation, AllocatorNotificationsTest,
     ::testing::Values(
-        Case{"ReplaceInventoryChanged",
+        NotifyCase{"ReplaceInventoryChanged",
              [](World& w) {
                return w.allocator->ReplaceInventory(
                    Inventory("node-a", {NvmeDevice("0000:3b:00.0", 12, 0, "SNA0")}));
              }},
-        Case{"ReplaceInventoryNewNode",
+        NotifyCase{"ReplaceInventoryNewNode",
              [](World& w) {
                return w.allocator->ReplaceInventory(
                    Inventory("node-b", {NvmeDevice("0000:3b:00.0", 12, 0, "SNB0")}));
              },
              true, {"node-b"}},
-        Case{"ReplaceInventoryHeartbeatOnly",
+        NotifyCase{"ReplaceInventoryHeartbeatOnly",
              [](World& w) { return w.allocator->ReplaceInventory(NodeA()); }, false},
-        Case{"RemoveNode", [](World& w) { return w.allocator->RemoveNode("node-a"); }},
+        NotifyCase{"RemoveNode", [](World& w) { return w.allocator->RemoveNode("node-a"); }},
         // A Pending claim lives on no node: the commit wakes no node's waiter.
-        Case{"CreateClaim",
+        NotifyCase{"CreateClaim",
              [](World& w) {
                return w.allocator->CreateClaim({"default", "new"}, ClaimSpec{.resource_name = kNvme})
                    .status();
              },
              true, {}},
-        Case{"DeleteClaim",
+        NotifyCase{"DeleteClaim",
              [](World& w) { return w.allocator->DeleteClaim({"default", "spare"}, false); }, true,
              {}},
-        Case{"DeleteBoundClaim",
+        NotifyCase{"DeleteBoundClaim",
              [](World& w) { return w.allocator->DeleteClaim({"default", "vm1-nvme"}, true); }},
-        Case{"Release",
+        NotifyCase{"Release",
              [](World& w) { return w.allocator->Release({"default", "vm1-nvme"}, "uid-1"); }},
-        Case{"ReleaseNothingHeld",
+        NotifyCase{"ReleaseNothingHeld",
              [](World& w) { return w.allocator->Release({"default", "spare"}, ""); }, false},
-        Case{"Bind",
+        NotifyCase{"Bind",
              [](World& w) { return w.allocator->Bind(Vm("vm2", "uid-2"), "node-a").status(); }},
-        Case{"BindRetriedChangesNothing",
+        NotifyCase{"BindRetriedChangesNothing",
              [](World& w) { return w.allocator->Bind(Vm("vm1", "uid-1"), "node-a").status(); },
              false},
-        Case{"Undo", [](World& w) { return w.allocator->Undo(w.bound); }},
-        Case{"ConfirmHandoff",
+        NotifyCase{"Undo", [](World& w) { return w.allocator->Undo(w.bound); }},
+        NotifyCase{"ConfirmHandoff",
              [](World& w) {
                return w.allocator
                    ->ConfirmHandoff("node-a", "uid-1", kNvme, w.bound.claims[0].devices)
                    .status();
              }},
-        Case{"CancelHandoff",
+        NotifyCase{"CancelHandoff",
              [](World& w) { return w.allocator->CancelHandoff("node-a", "uid-1").status(); }}),
     [](const auto& info) { return info.param.name; });
 

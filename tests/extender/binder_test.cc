@@ -83,7 +83,7 @@ std::string PodAt(const std::string& uid, const std::string& node) {
                       R"("uid":")", uid, R"("},"spec":{"nodeName":")", node, R"("}})");
 }
 
-struct Case {
+struct BindCase {
   std::string name;
   // The world.
   bool pod_cached = true;
@@ -106,7 +106,7 @@ struct Case {
   bool pod_still_cached = false;
 };
 
-class BinderTest : public ::testing::TestWithParam<Case> {
+class BinderTest : public ::testing::TestWithParam<BindCase> {
  protected:
   void SetUp() override {
     AllocatorOptions o;
@@ -159,7 +159,7 @@ class BinderTest : public ::testing::TestWithParam<Case> {
 };
 
 TEST_P(BinderTest, Outcome) {
-  const Case& c = GetParam();
+  const BindCase& c = GetParam();
   if (c.pod_cached) pods_.Put(Pod());
   fake_kube_.SetAnnotateStatus(c.annotate);
   fake_kube_.SetBindStatus(c.kube_bind);
@@ -209,24 +209,24 @@ TEST_P(BinderTest, Outcome) {
 INSTANTIATE_TEST_SUITE_P(
     Saga, BinderTest,
     ::testing::Values(
-        Case{.name = "Bound",
+        BindCase{.name = "Bound",
              .calls = {kAnnotate, kBindCall},
              .claim_exists = true,
              .binds_metric = R"(pdc_binds_total{result="ok"} 1)"},
-        Case{.name = "PodNotFound",
+        BindCase{.name = "PodNotFound",
              .pod_cached = false,
              .status = BindStatus::kPodNotFound,
              .error = "reading pod default/virt-launcher-vm1-x7k2p from the Kubernetes API",
              .calls = {kGetCall},
              .binds_metric = R"(pdc_binds_total{result="error"} 1)"},
-        Case{.name = "AllocatorRefuses",
+        BindCase{.name = "AllocatorRefuses",
              .node = "node-b",
              .status = BindStatus::kAllocatorRefused,
              .error = "node node-b",
              .calls = {},
              .binds_metric = R"(pdc_binds_total{result="error"} 1)",
              .pod_still_cached = true},
-        Case{.name = "AnnotateFailsUndone",
+        BindCase{.name = "AnnotateFailsUndone",
              .annotate = absl::UnavailableError("apiserver down"),
              .status = BindStatus::kAnnotateFailed,
              .error = "Kubernetes API: apiserver down",
@@ -235,7 +235,7 @@ INSTANTIATE_TEST_SUITE_P(
              .binds_metric = R"(pdc_binds_total{result="error"} 1)",
              .rolled_back = true,
              .pod_still_cached = true},
-        Case{.name = "KubeBindRefusedUndoneWithoutReadingBack",
+        BindCase{.name = "KubeBindRefusedUndoneWithoutReadingBack",
              .kube_bind = absl::PermissionDeniedError("cannot create pods/binding"),
              .status = BindStatus::kKubeBindFailed,
              .error = "Kubernetes API: cannot create pods/binding",
@@ -245,7 +245,7 @@ INSTANTIATE_TEST_SUITE_P(
              .rolled_back = true,
              .pod_still_cached = true},
         // Outcome unknown: the pod read back decides.
-        Case{.name = "ConflictAndBoundElsewhereUndone",
+        BindCase{.name = "ConflictAndBoundElsewhereUndone",
              .kube_bind = absl::AbortedError(
                  "pod virt-launcher-vm1-x7k2p is already assigned to node \"node-b\""),
              .read_back = PodAt(kUid, "node-b"),
@@ -258,7 +258,7 @@ INSTANTIATE_TEST_SUITE_P(
              .rolled_back = true,
              .pod_still_cached = true},
         // The Binding was committed by an attempt whose answer was lost.
-        Case{.name = "ConflictButBoundHereIsSuccess",
+        BindCase{.name = "ConflictButBoundHereIsSuccess",
              .kube_bind = absl::AbortedError(
                  "pod virt-launcher-vm1-x7k2p is already assigned to node \"node-a\""),
              .read_back = PodAt(kUid, "node-a"),
@@ -266,14 +266,14 @@ INSTANTIATE_TEST_SUITE_P(
              .claim_exists = true,
              .binds_metric = R"(pdc_binds_total{result="ok"} 1)",
              .read_back_metric = R"(pdc_bind_read_backs_total{result="bound"} 1)"},
-        Case{.name = "TimeoutButCommittedIsSuccess",
+        BindCase{.name = "TimeoutButCommittedIsSuccess",
              .kube_bind = absl::DeadlineExceededError("timed out after 6s"),
              .read_back = PodAt(kUid, "node-a"),
              .calls = {kAnnotate, kBindCall, kGetCall},
              .claim_exists = true,
              .binds_metric = R"(pdc_binds_total{result="ok"} 1)",
              .read_back_metric = R"(pdc_bind_read_backs_total{result="bound"} 1)"},
-        Case{.name = "ConnectionLostAndNotBoundYetKeepsTheDevices",
+        BindCase{.name = "ConnectionLostAndNotBoundYetKeepsTheDevices",
              .kube_bind = absl::UnavailableError("connection lost during POST"),
              .read_back = PodAt(kUid, ""),
              .status = BindStatus::kOutcomeUnknown,
@@ -283,7 +283,7 @@ INSTANTIATE_TEST_SUITE_P(
              .binds_metric = R"(pdc_binds_total{result="unknown"} 1)",
              .read_back_metric = R"(pdc_bind_read_backs_total{result="unknown"} 1)",
              .pod_still_cached = true},
-        Case{.name = "ServerErrorAndPodUnreadableKeepsTheDevices",
+        BindCase{.name = "ServerErrorAndPodUnreadableKeepsTheDevices",
              .kube_bind = absl::UnavailableError("etcdserver: request timed out"),
              .read_back = absl::UnavailableError("connection refused"),
              .status = BindStatus::kOutcomeUnknown,
@@ -293,7 +293,7 @@ INSTANTIATE_TEST_SUITE_P(
              .binds_metric = R"(pdc_binds_total{result="unknown"} 1)",
              .read_back_metric = R"(pdc_bind_read_backs_total{result="unknown"} 1)",
              .pod_still_cached = true},
-        Case{.name = "TimeoutAndPodDeletedUndone",
+        BindCase{.name = "TimeoutAndPodDeletedUndone",
              .kube_bind = absl::DeadlineExceededError("timed out"),
              .status = BindStatus::kKubeBindFailed,
              .error = "read back: pod default/virt-launcher-vm1-x7k2p was deleted",
@@ -303,7 +303,7 @@ INSTANTIATE_TEST_SUITE_P(
              .read_back_metric = R"(pdc_bind_read_backs_total{result="not_bound"} 1)",
              .rolled_back = true,
              .pod_still_cached = true},
-        Case{.name = "TimeoutAndPodRecreatedUndone",
+        BindCase{.name = "TimeoutAndPodRecreatedUndone",
              .kube_bind = absl::DeadlineExceededError("timed out"),
              .read_back = PodAt("uid-2", "node-a"),
              .status = BindStatus::kKubeBindFailed,
@@ -314,7 +314,7 @@ INSTANTIATE_TEST_SUITE_P(
              .read_back_metric = R"(pdc_bind_read_backs_total{result="not_bound"} 1)",
              .rolled_back = true,
              .pod_still_cached = true},
-        Case{.name = "KubeBindFailsAndUndoFails",
+        BindCase{.name = "KubeBindFailsAndUndoFails",
              .kube_bind = absl::PermissionDeniedError("cannot create pods/binding"),
              .store_fails_at_kube_bind = true,
              .status = BindStatus::kKubeBindFailed,

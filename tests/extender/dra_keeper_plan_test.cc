@@ -26,7 +26,7 @@ PodLook AliveNoVm() { return {PodLook::State::kAlive, std::nullopt, ""}; }
 PodLook Gone() { return {PodLook::State::kGone, std::nullopt, ""}; }
 PodLook Unknown() { return {PodLook::State::kUnknown, std::nullopt, ""}; }
 
-struct Case {
+struct PlanCase {
   std::string name;
   bool allocated = true;
   bool deleting = false;
@@ -39,10 +39,10 @@ struct Case {
   std::string refused;  // Substring of the one refusal, "" none.
 };
 
-class PlanTest : public ::testing::TestWithParam<Case> {};
+class PlanTest : public ::testing::TestWithParam<PlanCase> {};
 
 TEST_P(PlanTest, Plans) {
-  const Case& c = GetParam();
+  const PlanCase& c = GetParam();
   PlanInputs in{c.pods, c.live_vms, c.deleting};
   const Plan p = PlanReservedFor(DraClaim{c.allocated, c.before}, in);
   EXPECT_THAT(p.reserved_for, ElementsAreArray(c.after));
@@ -56,7 +56,7 @@ TEST_P(PlanTest, Plans) {
   }
 }
 
-std::vector<Case> Cases() {
+std::vector<PlanCase> Cases() {
   return {
       {.name = "AddsTheVmOfALivingPod",
        .before = {Pod("p", "u-p")},

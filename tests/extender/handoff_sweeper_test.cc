@@ -34,13 +34,13 @@ std::string PodJson(std::string_view uid, std::string_view phase) {
                       Sv(phase), R"("}})");
 }
 
-struct Case {
+struct SweepCase {
   std::string name;
   absl::StatusOr<std::string> answer;
   bool cancelled;
 };
 
-class HandoffSweeperTest : public ExtenderFixture, public ::testing::WithParamInterface<Case> {
+class HandoffSweeperTest : public ExtenderFixture, public ::testing::WithParamInterface<SweepCase> {
  protected:
   void SetUp() override {
     allocator_options_.serialize_handoffs = true;
@@ -85,14 +85,14 @@ TEST_P(HandoffSweeperTest, DecidesByWhatTheApiserverSays) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, HandoffSweeperTest,
-    ::testing::Values(Case{"Deleted", absl::NotFoundError("pods not found"), true},
-                      Case{"Replaced", PodJson("uid-2", "Pending"), true},
-                      Case{"FailedAdmission", PodJson("uid-1", "Failed"), true},
-                      Case{"Succeeded", PodJson("uid-1", "Succeeded"), true},
-                      Case{"StillPending", PodJson("uid-1", "Pending"), false},
-                      Case{"Running", PodJson("uid-1", "Running"), false},
-                      Case{"ApiserverDown", absl::UnavailableError("connection refused"), false},
-                      Case{"NotJson", std::string("<html>"), false}),
+    ::testing::Values(SweepCase{"Deleted", absl::NotFoundError("pods not found"), true},
+                      SweepCase{"Replaced", PodJson("uid-2", "Pending"), true},
+                      SweepCase{"FailedAdmission", PodJson("uid-1", "Failed"), true},
+                      SweepCase{"Succeeded", PodJson("uid-1", "Succeeded"), true},
+                      SweepCase{"StillPending", PodJson("uid-1", "Pending"), false},
+                      SweepCase{"Running", PodJson("uid-1", "Running"), false},
+                      SweepCase{"ApiserverDown", absl::UnavailableError("connection refused"), false},
+                      SweepCase{"NotJson", std::string("<html>"), false}),
     [](const auto& info) { return info.param.name; });
 
 TEST_F(HandoffSweeperTest, ForgetsPodsThatAreNoLongerPending) {

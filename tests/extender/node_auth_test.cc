@@ -33,7 +33,7 @@ constexpr char kAdmin[] = "admin-secret";
 constexpr char kAudience[] = "pdc-extender";
 constexpr char kNodeSa[] = "system:serviceaccount:pdc-system:pdc-node";
 
-std::string InventoryBody(const std::string& node) {
+std::string AuthInventoryBody(const std::string& node) {
   return absl::StrCat(
       R"({"node":")", node, R"(","devices":[)",
       R"({"address":"0000:3b:00.0","vendor":"1b36","device":"0010","class":"010802","iommuGroup":12,"numaNode":0,"serial":"S0-)",
@@ -173,7 +173,7 @@ class NodeAuthTest : public ExtenderFixture {
   std::unique_ptr<NodeAuthenticator> auth_;
 };
 
-struct Case {
+struct AuthCase {
   std::string name;
   std::string method;
   std::string target;
@@ -188,7 +188,7 @@ TEST_F(NodeAuthTest, WhoMayCallWhat) {
   api::TokenReviewStatus no_node = NodeToken("node-a");
   no_node.extra.clear();
   reviewer_.Set("token-no-node", no_node);
-  const std::vector<Case> cases = {
+  const std::vector<AuthCase> cases = {
       {"NoToken", "PUT", "/v1/nodes/node-a/inventory", "", 401, {"Authorization: Bearer"}},
       {"UnknownToken", "PUT", "/v1/nodes/node-a/inventory", "nobody", 401,
        {"did not authenticate", "invalid bearer token"}},
@@ -220,7 +220,7 @@ TEST_F(NodeAuthTest, WhoMayCallWhat) {
       {"AdminClaims", "GET", "/v1/claims", kAdmin, 200, {}},
       {"AdminDevices", "GET", "/v1/devices", kAdmin, 200, {}},
   };
-  for (const Case& c : cases) {
+  for (const AuthCase& c : cases) {
     SCOPED_TRACE(c.name);
     HttpResponse r = Run(c.method, c.target, "", c.token);
     EXPECT_EQ(r.status, c.status) << r.body;
@@ -232,15 +232,15 @@ TEST_F(NodeAuthTest, WhoMayCallWhat) {
 
 TEST_F(NodeAuthTest, NodeWritesItsOwnInventoryThroughAReview) {
   // The body waits with the review and is there when the request runs.
-  HttpResponse r = Run("PUT", "/v1/nodes/node-a/inventory", InventoryBody("node-a"), "token-a");
+  HttpResponse r = Run("PUT", "/v1/nodes/node-a/inventory", AuthInventoryBody("node-a"), "token-a");
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(reviewer_.calls(), 1);
   // Node B's identity cannot overwrite node A's inventory: nothing changes.
-  r = Run("PUT", "/v1/nodes/node-a/inventory", InventoryBody("node-a"), "token-b");
+  r = Run("PUT", "/v1/nodes/node-a/inventory", AuthInventoryBody("node-a"), "token-b");
   EXPECT_EQ(r.status, 403);
   EXPECT_THAT(Said(r), AllOf(HasSubstr("node \"node-b\""), HasSubstr("node \"node-a\"'s")));
   // The admin token still writes any node's inventory.
-  r = Run("PUT", "/v1/nodes/node-b/inventory", InventoryBody("node-b"), kAdmin);
+  r = Run("PUT", "/v1/nodes/node-b/inventory", AuthInventoryBody("node-b"), kAdmin);
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
@@ -295,7 +295,7 @@ TEST_F(NodeAuthTest, CacheIsBounded) {
 
 TEST_F(NodeAuthTest, ApiserverDownFailsClosedAndIsNotCached) {
   reviewer_.SetDown(absl::UnavailableError("kube-apiserver answered 503 ServiceUnavailable"));
-  HttpResponse r = Run("PUT", "/v1/nodes/node-a/inventory", InventoryBody("node-a"), "token-a");
+  HttpResponse r = Run("PUT", "/v1/nodes/node-a/inventory", AuthInventoryBody("node-a"), "token-a");
   EXPECT_EQ(r.status, 503);
   EXPECT_THAT(Said(r), AllOf(HasSubstr("cannot check the bearer token"), HasSubstr("503")));
   reviewer_.SetDown(absl::PermissionDeniedError("tokenreviews is forbidden"));
@@ -317,7 +317,7 @@ TEST_F(NodeAuthTest, ReviewNeverHoldsTheCallingThread) {
   HttpRequest r;
   r.method = "PUT";
   r.target = "/v1/nodes/node-a/inventory";
-  r.body = InventoryBody("node-a");
+  r.body = AuthInventoryBody("node-a");
   r.authorization = "Bearer token-a";
   // Returns at once with a parked request while the review is held.
   HttpResponse parked = router_->Handle(std::move(r));
@@ -392,7 +392,7 @@ class NodeTokenDirTest : public NodeAuthTest {
 };
 
 TEST_F(NodeTokenDirTest, PerNodeTokens) {
-  const std::vector<Case> cases = {
+  const std::vector<AuthCase> cases = {
       {"OwnInventory", "GET", "/v1/nodes/node-a", "dir-token-a", 200, {}},
       {"OtherNode", "PUT", "/v1/nodes/node-b/inventory", "dir-token-a", 403,
        {"node \"node-a\" (authenticated by tokenDir)", "node \"node-b\"'s"}},
@@ -403,13 +403,13 @@ TEST_F(NodeTokenDirTest, PerNodeTokens) {
       // The admin token reaches the handler (which wants a body).
       {"Admin", "PUT", "/v1/nodes/node-b/inventory", kAdmin, 400, {"malformed JSON"}},
   };
-  for (const Case& c : cases) {
+  for (const AuthCase& c : cases) {
     SCOPED_TRACE(c.name);
     HttpResponse r = Run(c.method, c.target, "", c.token);
     EXPECT_EQ(r.status, c.status) << r.body;
     for (const std::string& s : c.says) EXPECT_THAT(Said(r), HasSubstr(s));
   }
-  EXPECT_EQ(Run("PUT", "/v1/nodes/node-b/inventory", InventoryBody("node-b"), "dir-token-b").status,
+  EXPECT_EQ(Run("PUT", "/v1/nodes/node-b/inventory", AuthInventoryBody("node-b"), "dir-token-b").status,
             200);
 }
 

@@ -23,7 +23,7 @@ using ::pdc::testing::Put;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-constexpr char kPod[] = "virt-launcher-vm1-x7k2p";
+constexpr char kLauncherPod[] = "virt-launcher-vm1-x7k2p";
 
 std::string PodObject(const std::string& name, const std::string& uid, const std::string& phase,
                       const std::string& node = "node-a") {
@@ -51,10 +51,10 @@ TEST(PodsOfSchedulerTest, IsAFieldSelectorOnSchedulerName) {
 
 TEST(PodDirectoryTest, KnowsNothingBeforeItsFirstList) {
   PodDirectory d;
-  Put(&d, PodObject(kPod, "uid-1", "Running"));
-  EXPECT_EQ(FateOf(d, kPod, "uid-1"), PodFate::kUnknown);
+  Put(&d, PodObject(kLauncherPod, "uid-1", "Running"));
+  EXPECT_EQ(FateOf(d, kLauncherPod, "uid-1"), PodFate::kUnknown);
   List(&d, {});
-  EXPECT_EQ(FateOf(d, kPod, "uid-1"), PodFate::kUnknown);  // The list is all there is.
+  EXPECT_EQ(FateOf(d, kLauncherPod, "uid-1"), PodFate::kUnknown);  // The list is all there is.
 }
 
 struct FateCase {
@@ -70,19 +70,19 @@ TEST_P(PodDirectoryFateTest, Answers) {
   PodDirectory d;
   List(&d, GetParam().listed);
   std::string why;
-  EXPECT_EQ(d.Fate("default", kPod, GetParam().ask_uid, &why), GetParam().want) << why;
+  EXPECT_EQ(d.Fate("default", kLauncherPod, GetParam().ask_uid, &why), GetParam().want) << why;
   EXPECT_FALSE(why.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, PodDirectoryFateTest,
     ::testing::Values(
-        FateCase{"Running", {PodObject(kPod, "uid-1", "Running")}, "uid-1", PodFate::kAlive},
-        FateCase{"PendingUnbound", {PodObject(kPod, "uid-1", "Pending", "")}, "uid-1",
+        FateCase{"Running", {PodObject(kLauncherPod, "uid-1", "Running")}, "uid-1", PodFate::kAlive},
+        FateCase{"PendingUnbound", {PodObject(kLauncherPod, "uid-1", "Pending", "")}, "uid-1",
                  PodFate::kAlive},
-        FateCase{"Failed", {PodObject(kPod, "uid-1", "Failed")}, "uid-1", PodFate::kGone},
-        FateCase{"Succeeded", {PodObject(kPod, "uid-1", "Succeeded")}, "uid-1", PodFate::kGone},
-        FateCase{"ReplacedUnderTheName", {PodObject(kPod, "uid-2", "Pending")}, "uid-1",
+        FateCase{"Failed", {PodObject(kLauncherPod, "uid-1", "Failed")}, "uid-1", PodFate::kGone},
+        FateCase{"Succeeded", {PodObject(kLauncherPod, "uid-1", "Succeeded")}, "uid-1", PodFate::kGone},
+        FateCase{"ReplacedUnderTheName", {PodObject(kLauncherPod, "uid-2", "Pending")}, "uid-1",
                  PodFate::kGone},
         // Not in the watch: maybe deleted, maybe not shown yet. Ask.
         FateCase{"NotHeld", {PodObject("other", "uid-9", "Running")}, "uid-1",
@@ -92,11 +92,11 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(PodDirectoryTest, ReportsPodsThatEndOrLeaveOnce) {
   Gone gone;
   PodDirectory d(gone.fn());
-  List(&d, {PodObject(kPod, "uid-1", "Running"), PodObject("p2", "uid-2", "Running"),
+  List(&d, {PodObject(kLauncherPod, "uid-1", "Running"), PodObject("p2", "uid-2", "Running"),
             PodObject("p3", "uid-3", "Running")});
   EXPECT_THAT(gone.uids, IsEmpty());
-  Put(&d, PodObject(kPod, "uid-1", "Failed"));
-  Put(&d, PodObject(kPod, "uid-1", "Failed"));  // Still failed: not again.
+  Put(&d, PodObject(kLauncherPod, "uid-1", "Failed"));
+  Put(&d, PodObject(kLauncherPod, "uid-1", "Failed"));  // Still failed: not again.
   Delete(&d, PodObject("p2", "uid-2", "Running"));
   Delete(&d, PodObject("p2", "uid-2", "Running"));  // Already gone.
   // p3 was deleted and its name re-used while the watch was away.
@@ -113,18 +113,18 @@ TEST(PodDirectoryTest, ReportsPodsThatEndOrLeaveOnce) {
 
 TEST(PodDirectoryTest, IgnoresPodsItCannotRead) {
   PodDirectory d;
-  List(&d, {R"({"metadata":{"name":"x"}})", PodObject(kPod, "uid-1", "Running"),
+  List(&d, {R"({"metadata":{"name":"x"}})", PodObject(kLauncherPod, "uid-1", "Running"),
             PodObject("p2", "uid-2", "Run ning")});
   EXPECT_EQ(d.size(), 1u);
-  EXPECT_EQ(FateOf(d, kPod, "uid-1"), PodFate::kAlive);
+  EXPECT_EQ(FateOf(d, kLauncherPod, "uid-1"), PodFate::kAlive);
 }
 
 TEST(AskPodFateTest, TheWatchAnswersWithoutAGet) {
   PodDirectory d;
-  List(&d, {PodObject(kPod, "uid-1", "Running"), PodObject("p2", "uid-2", "Failed")});
+  List(&d, {PodObject(kLauncherPod, "uid-1", "Running"), PodObject("p2", "uid-2", "Failed")});
   FakeKube kube;
   std::string why;
-  EXPECT_EQ(AskPodFate(&d, &kube, "default", kPod, "uid-1", absl::Seconds(1), &why),
+  EXPECT_EQ(AskPodFate(&d, &kube, "default", kLauncherPod, "uid-1", absl::Seconds(1), &why),
             PodFate::kAlive);
   EXPECT_EQ(AskPodFate(&d, &kube, "default", "p2", "uid-2", absl::Seconds(1), &why),
             PodFate::kGone);

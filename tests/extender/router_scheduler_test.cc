@@ -319,7 +319,7 @@ TEST_P(RouterBadInputTest, AnsweredWithAClearError) {
   EXPECT_THAT(r.body, HasSubstr(t.message));
 }
 
-const std::string kPod = VirtLauncherPod("vm1", "uid-1");
+const std::string kVm1Pod = VirtLauncherPod("vm1", "uid-1");
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, RouterBadInputTest,
@@ -335,16 +335,16 @@ INSTANTIATE_TEST_SUITE_P(
                  R"({"Pod":null,"Nodes":null,"NodeNames":["a"]})", 400, "Pod",
                  "is required"},
         BadInput{"NodeNamesObject", "/scheduler/filter",
-                 absl::StrCat(R"({"Pod":)", kPod, R"(,"NodeNames":{}})"), 400,
+                 absl::StrCat(R"({"Pod":)", kVm1Pod, R"(,"NodeNames":{}})"), 400,
                  "NodeNames", "must be an array"},
         BadInput{"NodeNameNumber", "/scheduler/filter",
-                 absl::StrCat(R"({"Pod":)", kPod, R"(,"NodeNames":["a",5]})"), 400,
+                 absl::StrCat(R"({"Pod":)", kVm1Pod, R"(,"NodeNames":["a",5]})"), 400,
                  "NodeNames[1]", "must be a string"},
         BadInput{"NoNodes", "/scheduler/filter",
-                 absl::StrCat(R"({"Pod":)", kPod, R"(,"Nodes":null,"NodeNames":null})"),
+                 absl::StrCat(R"({"Pod":)", kVm1Pod, R"(,"Nodes":null,"NodeNames":null})"),
                  400, "NodeNames", "either NodeNames or Nodes"},
         BadInput{"NodeWithoutName", "/scheduler/filter",
-                 absl::StrCat(R"({"Pod":)", kPod, R"(,"Nodes":{"items":[{"metadata":{}}]}})"),
+                 absl::StrCat(R"({"Pod":)", kVm1Pod, R"(,"Nodes":{"items":[{"metadata":{}}]}})"),
                  400, "Nodes.items[0].metadata.name", "is required"},
         BadInput{"PodNameNumber", "/scheduler/filter",
                  R"({"Pod":{"metadata":{"name":7}},"NodeNames":[]})", 400,
@@ -364,7 +364,7 @@ INSTANTIATE_TEST_SUITE_P(
                  R"({"PodName":"p","PodNamespace":"default","PodUID":5,"Node":"n"})",
                  400, "PodUID", "must be a string"},
         BadInput{"PreemptVictimsArray", "/scheduler/preempt",
-                 absl::StrCat(R"({"Pod":)", kPod, R"(,"NodeNameToMetaVictims":[]})"),
+                 absl::StrCat(R"({"Pod":)", kVm1Pod, R"(,"NodeNameToMetaVictims":[]})"),
                  400, "NodeNameToMetaVictims", "must be an object"},
         BadInput{"UnknownVerb", "/scheduler/schedule", "{}", 404, "",
                  "no such endpoint: POST /scheduler/schedule"}),

@@ -24,7 +24,7 @@ using ::testing::IsEmpty;
 
 // The VMI uid VirtLauncherPod's owner reference names.
 constexpr char kVmiUid[] = "7f0c1c7e-3f57-4a36-9d0a-1d1f4a2c8b11";
-constexpr char kVmUid[] = "5b2d3c1a-0000-4000-8000-00000000a001";
+constexpr char kVm1Uid[] = "5b2d3c1a-0000-4000-8000-00000000a001";
 
 std::string Object(const std::string& name, const std::string& uid, const std::string& owner) {
   return absl::StrCat(R"({"metadata":{"name":")", name, R"(","namespace":"default","uid":")", uid,
@@ -45,12 +45,12 @@ api::OwnerReference VmiRef(const std::string& uid = kVmiUid) {
 
 TEST(VmDirectoryTest, FollowsThePodsVmiToItsVm) {
   VmDirectory d;
-  Put(d.vmi_sink(), Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVmUid)));
-  Put(d.vm_sink(), Object("vm1", kVmUid, ""));
+  Put(d.vmi_sink(), Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVm1Uid)));
+  Put(d.vm_sink(), Object("vm1", kVm1Uid, ""));
   const api::OwnerReference ref = VmiRef();
   ASSERT_OK_AND_ASSIGN(VmRef vm, d.Resolve("default", &ref));
   EXPECT_EQ(vm.name, "vm1");
-  EXPECT_EQ(vm.uid, kVmUid);
+  EXPECT_EQ(vm.uid, kVm1Uid);
   EXPECT_FALSE(vm.standalone_vmi);
 }
 
@@ -95,16 +95,16 @@ INSTANTIATE_TEST_SUITE_P(
                                             "is not known"},
         // The VMI was deleted and re-created: the pod belongs to the old one.
         Broken{.name = "VmiRecreated",
-               .vmi = Object("vm1", "new-vmi-uid", OwnedBy("VirtualMachine", "vm1", kVmUid)),
+               .vmi = Object("vm1", "new-vmi-uid", OwnedBy("VirtualMachine", "vm1", kVm1Uid)),
                .why = "which is gone (the one by that name now has uid new-vmi-uid)"},
         Broken{.name = "VmNotKnown",
-               .vmi = Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVmUid)),
+               .vmi = Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVm1Uid)),
                .why = "VirtualMachine default/vm1 that owns VirtualMachineInstance vm1 is not known"},
         // The VM was deleted and re-created under the same name.
         Broken{.name = "VmRecreated",
-               .vmi = Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVmUid)),
+               .vmi = Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVm1Uid)),
                .vm = Object("vm1", "new-vm-uid", ""),
-               .why = "belongs to VirtualMachine vm1 with uid " + std::string(kVmUid) +
+               .why = "belongs to VirtualMachine vm1 with uid " + std::string(kVm1Uid) +
                       ", which is gone"}),
     [](const auto& info) { return info.param.name; });
 
@@ -121,8 +121,8 @@ TEST(VmDirectoryTest, ADeleteOfAnOlderObjectKeepsTheNewerOne) {
 TEST(VmDirectoryTest, TellsWhenAVmIsGone) {
   std::vector<std::string> gone;
   VmDirectory d([&](std::string ns, std::string uid) { gone.push_back(ns + "/" + uid); });
-  const std::string vm = Object("vm1", kVmUid, "");
-  const std::string vmi = Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVmUid));
+  const std::string vm = Object("vm1", kVm1Uid, "");
+  const std::string vmi = Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVm1Uid));
   const std::string standalone = Object("solo", "solo-uid", "");
   struct Step {
     std::string name;
@@ -140,7 +140,7 @@ TEST(VmDirectoryTest, TellsWhenAVmIsGone) {
        [&] { Delete(d.vmi_sink(), vmi); }, {}},
       {"a delete of an object pdc does not hold", [&] { Delete(d.vm_sink(), Object("vm1", "x", "")); },
        {}},
-      {"a VM deleted", [&] { Delete(d.vm_sink(), vm); }, {"default/" + std::string(kVmUid)}},
+      {"a VM deleted", [&] { Delete(d.vm_sink(), vm); }, {"default/" + std::string(kVm1Uid)}},
       {"a standalone VMI deleted", [&] { Delete(d.vmi_sink(), standalone); },
        {"default/solo-uid"}},
       {"a VM re-created under its name, its delete unseen",
@@ -164,9 +164,9 @@ TEST(VmDirectoryTest, TellsWhenAVmIsGone) {
 
 TEST(VmDirectoryTest, KnowsTheUidsOfVmsAndVmis) {
   VmDirectory d;
-  Put(d.vm_sink(), Object("vm1", kVmUid, ""));
-  Put(d.vmi_sink(), Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVmUid)));
-  EXPECT_EQ(d.HasUids({kVmUid, kVmiUid, "other"}), (std::vector<bool>{true, true, false}));
+  Put(d.vm_sink(), Object("vm1", kVm1Uid, ""));
+  Put(d.vmi_sink(), Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVm1Uid)));
+  EXPECT_EQ(d.HasUids({kVm1Uid, kVmiUid, "other"}), (std::vector<bool>{true, true, false}));
 }
 
 class KubernetesModeFilterTest : public ExtenderFixture {
@@ -196,8 +196,8 @@ class KubernetesModeFilterTest : public ExtenderFixture {
 };
 
 TEST_F(KubernetesModeFilterTest, AVmPodIsScheduledAsItsVm) {
-  Put(directory_.vmi_sink(), Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVmUid)));
-  Put(directory_.vm_sink(), Object("vm1", kVmUid, ""));
+  Put(directory_.vmi_sink(), Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVm1Uid)));
+  Put(directory_.vm_sink(), Object("vm1", kVm1Uid, ""));
   HttpResponse f = Post("/scheduler/filter", NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"}));
   EXPECT_THAT(f.body, HasSubstr(R"("NodeNames":["node-a"])"));
   EXPECT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body, R"({"Error":""})");
@@ -208,8 +208,8 @@ TEST_F(KubernetesModeFilterTest, AVmPodIsScheduledAsItsVm) {
 // The pod carries vm.kubevirt.io/name=vm1, but its VMI is not vm1's: the
 // label decides nothing, and no claim is taken over.
 TEST_F(KubernetesModeFilterTest, ALabelAloneMakesNoVmPod) {
-  Put(directory_.vmi_sink(), Object("vm1", "another-vmi", OwnedBy("VirtualMachine", "vm1", kVmUid)));
-  Put(directory_.vm_sink(), Object("vm1", kVmUid, ""));
+  Put(directory_.vmi_sink(), Object("vm1", "another-vmi", OwnedBy("VirtualMachine", "vm1", kVm1Uid)));
+  Put(directory_.vm_sink(), Object("vm1", kVm1Uid, ""));
   HttpResponse f = Post("/scheduler/filter", NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"}));
   EXPECT_THAT(f.body, HasSubstr("is gone (the one by that name now has uid another-vmi)"));
   EXPECT_THAT(f.body, HasSubstr(R"("NodeNames":null)"));
@@ -219,17 +219,17 @@ TEST_F(KubernetesModeFilterTest, ALabelAloneMakesNoVmPod) {
 // A VM deleted and re-created under the same name is another VM: it does
 // not get the old VM's template claim (nor its device), and filter says why.
 TEST_F(KubernetesModeFilterTest, ARecreatedVmDoesNotGetTheOldVmsTemplateClaim) {
-  const std::string pod = StartVm("vm1", kVmUid, kVmiUid, "uid-1");
+  const std::string pod = StartVm("vm1", kVm1Uid, kVmiUid, "uid-1");
   ASSERT_THAT(Post("/scheduler/filter", NamesArgs(pod, {"node-a"})).body,
               HasSubstr(R"("NodeNames":["node-a"])"));
   ASSERT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body, R"({"Error":""})");
   ASSERT_OK_AND_ASSIGN(Claim old, allocator_->GetClaim({"default", "vm1-nvme"}));
-  EXPECT_EQ(old.spec.owner_vm_uid, kVmUid);
+  EXPECT_EQ(old.spec.owner_vm_uid, kVm1Uid);
   ASSERT_TRUE(old.status.reserved_for.has_value());
-  EXPECT_EQ(old.status.reserved_for->vm_uid, kVmUid);
+  EXPECT_EQ(old.status.reserved_for->vm_uid, kVm1Uid);
 
-  Delete(directory_.vmi_sink(), Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVmUid)));
-  Delete(directory_.vm_sink(), Object("vm1", kVmUid, ""));
+  Delete(directory_.vmi_sink(), Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVm1Uid)));
+  Delete(directory_.vm_sink(), Object("vm1", kVm1Uid, ""));
   ASSERT_OK_AND_ASSIGN(Claim released, allocator_->GetClaim({"default", "vm1-nvme"}));
   EXPECT_FALSE(released.status.reserved_for.has_value());
 
@@ -238,7 +238,7 @@ TEST_F(KubernetesModeFilterTest, ARecreatedVmDoesNotGetTheOldVmsTemplateClaim) {
   EXPECT_THAT(f.body, HasSubstr(R"("NodeNames":[])"));
   EXPECT_THAT(f.body, HasSubstr(absl::StrCat(
                           "claim default/vm1-nvme was made for an earlier VM named vm1 (uid ",
-                          kVmUid, "); this VM (uid vm-uid-2) gets its own once that claim is "
+                          kVm1Uid, "); this VM (uid vm-uid-2) gets its own once that claim is "
                           "deleted")));
   // Retryable: the claim goes with the old VM.
   EXPECT_THAT(f.body, HasSubstr(R"("FailedNodes":{"node-a")"));
@@ -254,7 +254,7 @@ TEST_F(KubernetesModeFilterTest, DeletingAVmReleasesItsNamedClaim) {
   spec.resource_name = kNvme;
   ASSERT_OK(allocator_->CreateClaim({"default", "data"}, spec).status());
   const std::string claims = R"(,"pdc.kubevirt.io/claims":"data")";
-  const std::string pod1 = StartVm("vm1", kVmUid, kVmiUid, "uid-1", claims);
+  const std::string pod1 = StartVm("vm1", kVm1Uid, kVmiUid, "uid-1", claims);
   ASSERT_THAT(Post("/scheduler/filter", NamesArgs(pod1, {"node-a"})).body,
               HasSubstr(R"("NodeNames":["node-a"])"));
   ASSERT_EQ(Post("/scheduler/bind", BindArgs("vm1", "uid-1", "node-a")).body, R"({"Error":""})");
@@ -262,7 +262,7 @@ TEST_F(KubernetesModeFilterTest, DeletingAVmReleasesItsNamedClaim) {
   EXPECT_THAT(Post("/scheduler/filter", NamesArgs(pod2, {"node-a"})).body,
               HasSubstr("claim default/data is in use by VM default/vm1"));
 
-  Delete(directory_.vm_sink(), Object("vm1", kVmUid, ""));
+  Delete(directory_.vm_sink(), Object("vm1", kVm1Uid, ""));
   EXPECT_THAT(Post("/scheduler/filter", NamesArgs(pod2, {"node-a"})).body,
               HasSubstr(R"("NodeNames":["node-a"])"));
   EXPECT_EQ(Post("/scheduler/bind", BindArgs("vm2", "uid-2", "node-a")).body, R"({"Error":""})");
@@ -275,14 +275,14 @@ TEST_F(KubernetesModeFilterTest, DeletingAVmReleasesItsNamedClaim) {
 // exist no more (deleted while pdc-extender was down) are released; VMs
 // that exist, and reservations without a VM UID, are left alone.
 TEST_F(KubernetesModeFilterTest, ReleasesVmsDeletedWhileNotWatching) {
-  Put(directory_.vm_sink(), Object("vm1", kVmUid, ""));
+  Put(directory_.vm_sink(), Object("vm1", kVm1Uid, ""));
   Put(directory_.vmi_sink(), Object("solo", "solo-uid", ""));
   auto bind = [&](const std::string& vm, const std::string& vm_uid, const std::string& node) {
     SchedulingRequest r{"default", vm, "virt-launcher-" + vm, "pod-" + vm, {}, {{kNvme, 1}}};
     r.vm_uid = vm_uid;
     ASSERT_OK(allocator_->Bind(r, node).status());
   };
-  bind("vm1", kVmUid, "node-a");
+  bind("vm1", kVm1Uid, "node-a");
   bind("solo", "solo-uid", "node-a");
   bind("gone", "gone-uid", "node-b");
   bind("nouid", "", "node-b");

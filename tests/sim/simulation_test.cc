@@ -12,12 +12,15 @@
 #include "gtest/gtest.h"
 #include "sim/kube_scheduler.h"
 #include "sim/report.h"
+#include "tests/sim/run_scenario.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_dir.h"
 #include "common/file_util.h"
 
 namespace pdc::sim {
 namespace {
+
+using pdc::testing::MustRun;
 
 // One node with DEVICES NVMe drives and VMS single-drive VMs, all restarted
 // together every 10 minutes for RESTARTS rounds; each VM comes back after its
@@ -45,16 +48,6 @@ events:
                              {{"DURATION", absl::StrCat(rounds * 10 + 5, "m")},
                               {"DEVICES", absl::StrCat(devices)},
                               {"VMS", absl::StrCat(vms)}});
-}
-
-RunSummary MustRun(const std::string& yaml, std::vector<std::string> policies = {}) {
-  absl::StatusOr<Scenario> s = ParseScenario(yaml, "test");
-  EXPECT_TRUE(s.ok()) << s.status();
-  RunOptions options;
-  options.policies = std::move(policies);
-  absl::StatusOr<RunSummary> run = RunScenario(*s, options);
-  EXPECT_TRUE(run.ok()) << run.status();
-  return run.ok() ? *run : RunSummary{};
 }
 
 const PolicyMetrics& Get(const RunSummary& run, const std::string& policy) {

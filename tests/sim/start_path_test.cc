@@ -13,10 +13,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/report.h"
+#include "tests/sim/run_scenario.h"
 #include "sim/simulation.h"
 
 namespace pdc::sim {
 namespace {
+
+using pdc::testing::MustRun;
 
 // One host of DRIVES drives, one VM per drive, the host rebooting once.
 // QEMU start and the vfio-pci bind are fixed so that bounds are exact.
@@ -44,17 +47,6 @@ start_path:
 EXTRA
 )",
                              {{"DRIVES", absl::StrCat(drives)}, {"EXTRA", extra}});
-}
-
-RunSummary MustRun(const std::string& yaml, std::vector<std::string> policies = {}) {
-  absl::StatusOr<Scenario> s = ParseScenario(yaml, "test");
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (!s.ok()) return {};
-  RunOptions options;
-  options.policies = std::move(policies);
-  absl::StatusOr<RunSummary> run = RunScenario(*s, options);
-  EXPECT_TRUE(run.ok()) << run.status();
-  return run.ok() ? *run : RunSummary{};
 }
 
 const StormMetrics& Storm(const RunSummary& run, const std::string& policy) {
