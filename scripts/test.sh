@@ -40,7 +40,10 @@ traced() {
   fi
 }
 
-traced ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 600
+# Most test cases wait (on etcd, a server, a child process) more than they
+# compute: twice as many at once as there are cores keeps the cores busy.
+traced ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${CTEST_JOBS:-$((2 * JOBS))}" \
+  --timeout 600
 
 if [ "${PDC_QEMU_TEST:-1}" != "0" ] && [ -x tests/qemu/run-vfio-test.sh ]; then
   traced qemu bash tests/qemu/run-vfio-test.sh "$BUILD_DIR"
