@@ -216,13 +216,14 @@ void ClaimKeeper::Tell(const kube::ObjectRef& claim, const Plan& plan) {
   for (const Consumer& c : plan.removed) {
     if (IsVm(c)) {
       ++pruned_vms_;
-      spdlog::info("DRA claim keeper: ResourceClaim {}/{}: {} is gone, entry removed", claim.ns,
+      spdlog::info("DRA claim keeper: ResourceClaim {}/{}: {} removed (gone, or the claim is a pod's)", claim.ns,
                    claim.name, Describe(c));
       if (options_.events != nullptr) {
         options_.events->Record(
             claim, kube::EventType::kNormal, "VmUnreserved",
             absl::StrCat("removed VirtualMachine ", c.name, " (uid ", c.uid,
-                         ") from status.reservedFor: the VirtualMachine is gone"));
+                         ") from status.reservedFor: the VirtualMachine is gone, or the claim is "
+                         "its pod's (made from a template)"));
       }
     } else {
       ++pruned_pods_;

@@ -35,17 +35,20 @@ Plan PlanReservedFor(const DraClaim& claim, const PlanInputs& in) {
   Plan plan;
   plan.reserved_for = claim.reserved_for;
   if (!claim.allocated) return plan;
-  // VM entries of VMs that are gone.
+  // VM entries of VMs that are gone, and every VM entry of a pod-owned
+  // claim (it goes with its pod: a VM entry would only hold its device).
   std::vector<Consumer> list;
   for (const Consumer& c : claim.reserved_for) {
-    if (IsVm(c) && !in.live_vms.count(c.uid)) {
+    if (IsVm(c) && (claim.pod_owned || !in.live_vms.count(c.uid))) {
       plan.removed.push_back(c);
     } else {
       list.push_back(c);
     }
   }
-  // The VMs of living pods.
-  for (const VmIdentity& vm : VmsOfLivingPods(claim, in)) {
+  // The VMs of living pods (none for a pod-owned claim).
+  const std::vector<VmIdentity> vms =
+      claim.pod_owned ? std::vector<VmIdentity>{} : VmsOfLivingPods(claim, in);
+  for (const VmIdentity& vm : vms) {
     if (HasUid(list, vm.uid)) continue;
     const std::string who = absl::StrCat("VirtualMachine ", vm.name, " (uid ", vm.uid, ")");
     auto other = std::find_if(list.begin(), list.end(), [](const Consumer& c) { return IsVm(c); });

@@ -4,6 +4,10 @@
 // result). The rules:
 //  - only an allocated claim is touched (kube-apiserver accepts a non-pod
 //    consumer only then);
+//  - a claim whose controller owner is a Pod (made from the pod's
+//    resourceClaimTemplateName) is never kept: it is deleted with its pod,
+//    and a VM entry would leave it hanging in deletion holding its device
+//    while each start makes a new claim; a VM entry found on one goes;
 //  - a VirtualMachine entry stays while a VirtualMachine with its UID
 //    exists, and goes when it is gone (a VM re-created under the same name
 //    has another UID: it never inherits the entry);
