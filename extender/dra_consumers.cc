@@ -54,6 +54,12 @@ std::optional<dra::VmIdentity> DraConsumers::VmOf(std::string_view ns, std::stri
     return std::nullopt;
   }
   absl::StatusOr<VmRef> vm = vms_->Resolve(ns, meta->Controller());
+  if (absl::IsNotFound(vm.status())) {
+    // Its VMI or VM not in the watches (yet, or any more): ask again later.
+    *failed = true;
+    *why = std::string(vm.status().message());
+    return std::nullopt;
+  }
   if (!vm.ok()) {
     *why = absl::StrCat("not a VM's pod: ", vm.status().message());
     return std::nullopt;

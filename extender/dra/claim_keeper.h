@@ -99,6 +99,10 @@ class ClaimKeeper final : public kube::Reconciler {
   absl::Status Keep(const std::string& ns, const std::string& name);
   PlanInputs Gather(const std::string& ns, const DraClaim& claim, bool deleting);
   void Tell(const kube::ObjectRef& claim, const Plan& plan);
+  // Unavailable, naming them, when the fate of a pod of `claim` is unknown
+  // (its read failed, or its VMI or VM is not in the watches): the work
+  // queue then tries again with backoff. OK when every pod was judged.
+  absl::Status Unjudged(const kube::ObjectRef& ref, const DraClaim& claim, const PlanInputs& in);
   void RegisterMetrics(MetricsRegistry* registry);
 
   kube::KubeApi* const api_;
