@@ -13,8 +13,6 @@
 namespace pdc::extender::dra {
 namespace {
 
-// How soon a claim is looked at again while the watches have not listed.
-constexpr absl::Duration kNotSyncedRetry = absl::Milliseconds(200);
 // Failed tries in a row after which a claim that cannot be judged gets a
 // KeepFailed Event.
 constexpr int kWarnAfterRetries = 5;
@@ -55,6 +53,10 @@ ClaimKeeper::ClaimKeeper(kube::KubeApi* api, ConsumerDirectory* consumers, Optio
 ClaimKeeper::~ClaimKeeper() { Stop(); }
 
 void ClaimKeeper::RegisterMetrics(MetricsRegistry* r) {
+  r->AddCallbackGauge("pdc_dra_keeper_synced",
+                      "1 once the DRA claim keeper's watches listed and it reconciles; 0 while "
+                      "it waits (a ResourceClaim or pod list the apiserver refuses).",
+                      [this] { return started_.load() ? 1.0 : 0.0; });
   r->AddCallbackGauge("pdc_dra_keeper_claims_kept",
                       "ResourceClaims whose status.reservedFor holds a VirtualMachine entry.",
                       [this] { return static_cast<double>(kept()); });
@@ -127,9 +129,8 @@ size_t ClaimKeeper::kept() const {
 
 absl::Status ClaimKeeper::Reconcile(const std::string& key) {
   if (!consumers_->Synced()) {
-    // Not a failure of the claim's: looked at again soon, without backoff.
-    queue_.AddAfter(key, kNotSyncedRetry);
-    return absl::OkStatus();
+    // Start() comes after the watches listed: only a test gets here.
+    return absl::UnavailableError("the watches have not listed yet");
   }
   const auto [ns, name] = SplitKey(key);
   // The watch's copy says whether anything is to be done (a later change

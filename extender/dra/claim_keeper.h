@@ -86,7 +86,9 @@ class ClaimKeeper final : public kube::Reconciler {
   // A pod or VM with `uid` in `ns` is gone: the claims naming it are queued.
   void ConsumerGone(std::string_view ns, std::string_view uid);
 
-  void Start();  // The workers.
+  // The workers: call once the claim watch and the ConsumerDirectory's
+  // watches listed; every claim listed meanwhile is queued once.
+  void Start();
   void Stop();   // Idempotent.
 
   absl::Status Reconcile(const std::string& key) override;
