@@ -126,11 +126,16 @@ std::vector<Case> Cases() {
        .live_vms = {"u-vm"},
        .after = {Pod("p", "u-p"), Pod("q", "u-q")},
        .removed = 1},
-      {.name = "AVmNotSeenYetIsNotAdded",
+      {.name = "AGoneVmIsNotRefusedOnAClaimKeptForAnother",
+       .before = {Vm("vm1", "u-1"), Pod("p", "u-p")},
+       .pods = {{"u-p", Alive("vm2", "u-2")}},
+       .live_vms = {"u-1"},
+       .after = {Vm("vm1", "u-1"), Pod("p", "u-p")}},
+      // A running VM deleted: its pod still runs (or terminates); no refusal.
+      {.name = "AVmThatIsGoneIsNeitherAddedNorRefused",
        .before = {Pod("p", "u-p")},
        .pods = {{"u-p", Alive("vm", "u-vm")}},
-       .after = {Pod("p", "u-p")},
-       .refused = "not known"},
+       .after = {Pod("p", "u-p")}},
   };
 }
 
@@ -150,10 +155,13 @@ TEST(PlanLimitTest, NeverBeyond256Entries) {
   EXPECT_FALSE(p.changed());
   ASSERT_EQ(p.refused.size(), 1u);
   EXPECT_THAT(p.refused[0], HasSubstr("already holds 256 entries"));
-  // One gone pod frees no room: pods are pruned only on a kept claim.
+  // A gone pod is pruned first, which makes room for the VM.
   in.pods["u1"] = Gone();
   p = PlanReservedFor(claim, in);
+  EXPECT_TRUE(p.refused.empty()) << p.refused[0];
   EXPECT_EQ(p.reserved_for.size(), kReservedForMaxSize);
+  EXPECT_EQ(p.reserved_for.back(), Vm("vm", "u-vm"));
+  EXPECT_THAT(p.removed, ElementsAreArray({Pod("p1", "u1")}));
 }
 
 TEST(ReadDraClaimTest, ReadsAllocationAndConsumersAndNamesBadFields) {
