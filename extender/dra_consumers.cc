@@ -9,7 +9,7 @@ namespace pdc::extender {
 dra::PodLook DraConsumers::LookAtPod(std::string_view ns, std::string_view name,
                                      std::string_view uid) {
   dra::PodLook out;
-  switch (AskPodFate(pods_, kube_, ns, name, uid, timeout_, &out.why)) {
+  switch (AskPodFate(pods_, kube_, ns, name, uid, timeout_, &out.why, PodEnd::kDone)) {
     case PodFate::kGone:
       out.state = dra::PodLook::State::kGone;
       {

@@ -186,9 +186,11 @@ void ExtenderApp::StartKeeper(std::vector<Watch>* watches) {
   const DraKeeperConfig& kc = config_.extender.dra_keeper;
   // A virt-launcher pod that ended or was deleted: the claims reserved for
   // it are looked at now (set before the watch starts).
-  launcher_pods_ = std::make_unique<PodDirectory>([this](const PodRef& pod) {
-    if (keeper_ != nullptr) keeper_->ConsumerGone(pod.ns, pod.uid);
-  });
+  launcher_pods_ = std::make_unique<PodDirectory>(
+      [this](const PodRef& pod) {
+        if (keeper_ != nullptr) keeper_->ConsumerGone(pod.ns, pod.uid);
+      },
+      PodEnd::kDone);
   // The keeper acts once the VM, VMI and pod watches and its own hold a
   // whole list (a VM not seen yet would look deleted): KeepWhenSynced.
   dra_consumers_ = std::make_unique<DraConsumers>(
