@@ -130,6 +130,7 @@ absl::StatusOr<PodPlacement> ReadPodPlacement(const Value& pod) {
   ASSIGN_OR_RETURN(std::string_view uid, json::ReqString(*meta, "uid", "Pod.metadata.uid"));
   RETURN_IF_ERROR(ValidateUid("Pod.metadata.uid", uid));
   out.uid = std::string(uid);
+  out.deleting = !json::IsNullish(json::Find(*meta, "deletionTimestamp"));
   if (spec != nullptr) {
     ASSIGN_OR_RETURN(std::string_view node,
                      json::OptString(*spec, "nodeName", "Pod.spec.nodeName"));

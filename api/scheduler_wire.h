@@ -68,10 +68,15 @@ struct PodPlacement {
   std::string uid;
   std::string node_name;
   std::string phase;
+  bool deleting = false;  // metadata.deletionTimestamp is set.
 
   // Failed or Succeeded: its containers will not run again (a pod's phase
   // never leaves these).
   bool Ended() const { return phase == "Failed" || phase == "Succeeded"; }
+  // Ended, or being deleted and never scheduled: none of its containers
+  // runs or ever will (kube-controller-manager's isPodDone,
+  // pkg/controller/resourceclaim/controller.go).
+  bool Done() const { return Ended() || (deleting && node_name.empty()); }
 };
 // TypeError naming the path for wrong JSON types; FieldError for a UID,
 // node name or phase out of Kubernetes' bounds.

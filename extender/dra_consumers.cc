@@ -9,7 +9,7 @@ namespace pdc::extender {
 dra::PodLook DraConsumers::LookAtPod(std::string_view ns, std::string_view name,
                                      std::string_view uid) {
   dra::PodLook out;
-  switch (AskPodFate(pods_, kube_, ns, name, uid, timeout_, &out.why)) {
+  switch (AskPodFate(pods_, kube_, ns, name, uid, timeout_, &out.why, PodEnd::kDone)) {
     case PodFate::kGone:
       out.state = dra::PodLook::State::kGone;
       {
@@ -54,6 +54,12 @@ std::optional<dra::VmIdentity> DraConsumers::VmOf(std::string_view ns, std::stri
     return std::nullopt;
   }
   absl::StatusOr<VmRef> vm = vms_->Resolve(ns, meta->Controller());
+  if (absl::IsNotFound(vm.status())) {
+    // Its VMI or VM not in the watches (yet, or any more): ask again later.
+    *failed = true;
+    *why = std::string(vm.status().message());
+    return std::nullopt;
+  }
   if (!vm.ok()) {
     *why = absl::StrCat("not a VM's pod: ", vm.status().message());
     return std::nullopt;

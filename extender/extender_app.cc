@@ -186,19 +186,15 @@ void ExtenderApp::StartKeeper(std::vector<Watch>* watches) {
   const DraKeeperConfig& kc = config_.extender.dra_keeper;
   // A virt-launcher pod that ended or was deleted: the claims reserved for
   // it are looked at now (set before the watch starts).
-  launcher_pods_ = std::make_unique<PodDirectory>([this](const PodRef& pod) {
-    if (keeper_ != nullptr) keeper_->ConsumerGone(pod.ns, pod.uid);
-  });
-  // The keeper acts once the VM, VMI and pod watches hold a whole list (a
-  // VM not seen yet would look deleted). reflectors_ is complete before
-  // any reflector, and so any reconcile, starts.
+  launcher_pods_ = std::make_unique<PodDirectory>(
+      [this](const PodRef& pod) {
+        if (keeper_ != nullptr) keeper_->ConsumerGone(pod.ns, pod.uid);
+      },
+      PodEnd::kDone);
+  // The keeper acts once the VM, VMI and pod watches and its own hold a
+  // whole list (a VM not seen yet would look deleted): KeepWhenSynced.
   dra_consumers_ = std::make_unique<DraConsumers>(
-      vms_.get(), launcher_pods_.get(), kube_.get(), [this] {
-        for (const auto& r : reflectors_) {
-          if (!r->HasSynced()) return false;
-        }
-        return true;
-      });
+      vms_.get(), launcher_pods_.get(), kube_.get(), [this] { return KeeperCachesSynced(); });
   dra::ClaimKeeper::Options ko;
   ko.clock = options_.clock;
   ko.events = events_.get();
@@ -210,6 +206,31 @@ void ExtenderApp::StartKeeper(std::vector<Watch>* watches) {
   spdlog::info("DRA claim keeper: keeping KubeVirt VMs in the reservedFor of their "
                "ResourceClaims (resync every {})",
                absl::FormatDuration(kc.resync_period));
+}
+
+bool ExtenderApp::KeeperCachesSynced() const {
+  for (const auto* list : {&reflectors_, &keeper_reflectors_}) {
+    for (const auto& r : *list) {
+      if (!r->HasSynced()) return false;
+    }
+  }
+  return true;
+}
+
+void ExtenderApp::KeepWhenSynced() {
+  // Readiness does not wait for the keeper's watches: a cluster without
+  // resource.k8s.io/v1, or without the RBAC for it, stops only the keeper
+  // (each failed list is logged by its reflector with the apiserver's
+  // answer; pdc_dra_keeper_synced stays 0).
+  for (int waits = 1; !KeeperCachesSynced(); ++waits) {
+    if (stopping_.WaitForNotificationWithTimeout(absl::Seconds(1))) return;
+    if (waits == 30) {
+      spdlog::error("DRA claim keeper: not started, its watches (ResourceClaims, virt-launcher "
+                    "pods) have not listed after 30s; see their errors. pdc-extender serves "
+                    "meanwhile");
+    }
+  }
+  keeper_->Start();
 }
 
 void ExtenderApp::MarkLost() {
@@ -415,15 +436,19 @@ absl::Status ExtenderApp::Init() {
                    "objects the claims)",
                    ToString(ec.store));
     }
-    if (ec.dra_keeper.enabled) StartKeeper(&watches);
-    for (Watch& w : watches) {
-      kube::ReflectorOptions o;
-      o.path = std::string(w.path);
-      o.selector = std::move(w.selector);
-      reflectors_.push_back(std::make_unique<kube::Reflector>(endpoint_.get(), o, w.sink));
+    std::vector<Watch> keeper_watches;
+    if (ec.dra_keeper.enabled) StartKeeper(&keeper_watches);
+    for (auto [from, to] : {std::pair{&watches, &reflectors_},
+                            std::pair{&keeper_watches, &keeper_reflectors_}}) {
+      for (Watch& w : *from) {
+        kube::ReflectorOptions o;
+        o.path = std::string(w.path);
+        o.selector = std::move(w.selector);
+        to->push_back(std::make_unique<kube::Reflector>(endpoint_.get(), o, w.sink));
+      }
+      for (auto& r : *to) r->Start();
     }
-    for (auto& r : reflectors_) r->Start();
-    if (keeper_ != nullptr) keeper_->Start();
+    if (keeper_ != nullptr) keeper_starter_ = std::thread([this] { KeepWhenSynced(); });
     ctx_.vms = vms_.get();
   } else {
     spdlog::info("no Kubernetes API (kubernetes.mode: none): binds are "
@@ -625,7 +650,9 @@ void ExtenderApp::Stop() {
   if (promoter_.joinable()) promoter_.join();
   if (standby_server_ != nullptr) standby_server_->Shutdown();
   if (ready_waiter_.joinable()) ready_waiter_.join();
+  if (keeper_starter_.joinable()) keeper_starter_.join();
   for (auto& r : reflectors_) r->Stop();
+  for (auto& r : keeper_reflectors_) r->Stop();
   if (claims_ != nullptr) claims_->Stop();
   if (keeper_ != nullptr) keeper_->Stop();
   if (sweeper_ != nullptr) sweeper_->Stop();

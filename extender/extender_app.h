@@ -111,6 +111,10 @@ class ExtenderApp {
   };
   // extender.dra.keeper: the keeper and the watches it needs.
   void StartKeeper(std::vector<Watch>* watches);
+  // Every watch the keeper reads from holds a whole list.
+  bool KeeperCachesSynced() const;
+  // On keeper_starter_: starts the keeper's workers once KeeperCachesSynced.
+  void KeepWhenSynced();
 
   const PdcConfig config_;
   const Options options_;
@@ -139,6 +143,10 @@ class ExtenderApp {
   std::unique_ptr<kube::EventRecorder> events_;
   std::vector<std::unique_ptr<kube::Reflector>> reflectors_;
   std::thread ready_waiter_;  // Sets the Router ready once they synced.
+  // The DRA claim keeper's own watches (ResourceClaims, virt-launcher pods):
+  // readiness does not wait for them.
+  std::vector<std::unique_ptr<kube::Reflector>> keeper_reflectors_;
+  std::thread keeper_starter_;  // KeepWhenSynced.
   absl::Notification stopping_;
   ExtenderContext ctx_;
   // With a Kubernetes API: binds run here, off the HTTP threads.

@@ -37,6 +37,10 @@ std::optional<Read> ReadPod(const json::Value& object) {
   return Read{*std::move(meta), *std::move(placement)};
 }
 
+bool Over(const api::PodPlacement& p, PodEnd end) {
+  return end == PodEnd::kDone ? p.Done() : p.Ended();
+}
+
 }  // namespace
 
 std::string PodsOfScheduler(std::string_view scheduler) {
@@ -52,7 +56,7 @@ void PodDirectory::Replace(const std::vector<const json::Value*>& items) {
     if (!r.has_value()) continue;
     names.insert_or_assign(NameKey(r->meta.ns, r->meta.name), r->meta.uid);
     next.insert_or_assign(r->meta.uid, Pod{r->meta.ns, r->meta.name, r->placement.node_name,
-                                           r->placement.Ended()});
+                                           Over(r->placement, end_)});
   }
   std::vector<PodRef> gone;
   {
@@ -87,8 +91,9 @@ void PodDirectory::Upsert(const json::Value& object) {
       name->second = r->meta.uid;
     }
     auto [it, inserted] = pods_.try_emplace(r->meta.uid);
-    const bool ended_now = r->placement.Ended() && (inserted || !it->second.ended);
-    it->second = Pod{r->meta.ns, r->meta.name, r->placement.node_name, r->placement.Ended()};
+    const bool over = Over(r->placement, end_);
+    const bool ended_now = over && (inserted || !it->second.ended);
+    it->second = Pod{r->meta.ns, r->meta.name, r->placement.node_name, over};
     if (ended_now) gone.push_back(PodRef{r->meta.ns, r->meta.name, r->meta.uid});
   }
   Report(gone);
@@ -146,7 +151,7 @@ size_t PodDirectory::size() const {
 
 PodFate AskPodFate(const PodDirectory* pods, kube::KubeClient* kube, std::string_view ns,
                    std::string_view pod_name, std::string_view pod_uid, absl::Duration timeout,
-                   std::string* why) {
+                   std::string* why, PodEnd end) {
   if (pods != nullptr) {
     const PodFate seen = pods->Fate(ns, pod_name, pod_uid, why);
     if (seen != PodFate::kUnknown) return seen;
@@ -175,8 +180,9 @@ PodFate AskPodFate(const PodDirectory* pods, kube::KubeClient* kube, std::string
     *why = absl::StrCat("the pod was replaced (now UID ", placement->uid, ")");
     return PodFate::kGone;
   }
-  if (placement->Ended()) {
-    *why = absl::StrCat("the pod is ", placement->phase);
+  if (Over(*placement, end)) {
+    *why = placement->Ended() ? absl::StrCat("the pod is ", placement->phase)
+                              : "the pod is being deleted and was never scheduled";
     return PodFate::kGone;
   }
   *why = "the pod exists";

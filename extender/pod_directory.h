@@ -49,6 +49,11 @@ struct PodRef {
 // deleted, replaced by another UID, or ended (Failed/Succeeded); unknown
 // when nobody can tell (`why` says).
 enum class PodFate { kAlive, kGone, kUnknown };
+// Which pods count as gone beside deleted and replaced ones: kEnded, those
+// that ended (PodPlacement::Ended); kDone, also those being deleted that
+// were never scheduled (PodPlacement::Done: the DRA claim keeper judges
+// as the resourceclaim controller does).
+enum class PodEnd { kEnded, kDone };
 
 class PodDirectory final : public kube::ReflectorSink {
  public:
@@ -56,7 +61,8 @@ class PodDirectory final : public kube::ReflectorSink {
   // of each pod that ended (Failed, Succeeded) or left the watch before it
   // ended (deleted; not in a relist; its name taken by another pod).
   using GoneFn = std::function<void(const PodRef& pod)>;
-  explicit PodDirectory(GoneFn on_gone = nullptr) : on_gone_(std::move(on_gone)) {}
+  explicit PodDirectory(GoneFn on_gone = nullptr, PodEnd end = PodEnd::kEnded)
+      : on_gone_(std::move(on_gone)), end_(end) {}
 
   void Replace(const std::vector<const api::json::Value*>& items) override;
   void Upsert(const api::json::Value& object) override;
@@ -74,11 +80,12 @@ class PodDirectory final : public kube::ReflectorSink {
     std::string ns;
     std::string name;
     std::string node;
-    bool ended = false;
+    bool ended = false;  // Over, by end_ (Ended or Done).
   };
   void Report(const std::vector<PodRef>& gone) const;
 
   const GoneFn on_gone_;
+  const PodEnd end_;
   std::atomic<bool> listed_{false};
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Pod> pods_ ABSL_GUARDED_BY(mu_);  // By UID.
@@ -88,9 +95,10 @@ class PodDirectory final : public kube::ReflectorSink {
 
 // The fate of a pod: the watch's answer when it has one (`pods` may be
 // null), else kube-apiserver's, read with `timeout`.
+// `end` must be the one `pods` was made with.
 PodFate AskPodFate(const PodDirectory* pods, kube::KubeClient* kube, std::string_view ns,
                    std::string_view pod_name, std::string_view pod_uid, absl::Duration timeout,
-                   std::string* why);
+                   std::string* why, PodEnd end = PodEnd::kEnded);
 
 }  // namespace pdc::extender
 

@@ -141,7 +141,7 @@ absl::StatusOr<VmRef> VmDirectory::Resolve(std::string_view ns,
   }
   const std::optional<api::ObjectMeta> vmi = vmis_.Get(ns, controller->name);
   if (!vmi.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::NotFoundError(absl::StrCat(
         "VirtualMachineInstance ", Sv(ns), "/", controller->name,
         " that owns the pod is not known to pdc-extender (deleted, or not seen yet)"));
   }
@@ -159,7 +159,7 @@ absl::StatusOr<VmRef> VmDirectory::Resolve(std::string_view ns,
   }
   const std::optional<api::ObjectMeta> vm = vms_.Get(ns, owner->name);
   if (!vm.has_value()) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::NotFoundError(absl::StrCat(
         "VirtualMachine ", Sv(ns), "/", owner->name, " that owns VirtualMachineInstance ",
         vmi->name, " is not known to pdc-extender (deleted, or not seen yet)"));
   }

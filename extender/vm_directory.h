@@ -97,7 +97,8 @@ class VmDirectory {
 
   // The VM of a pod in `ns` whose controller owner reference is
   // `controller` (nullptr: none). FailedPrecondition, saying which link
-  // broke, when the pod is not a VM pod.
+  // broke, when the pod is not a VM pod; NotFound when the VMI or VM it
+  // names is not held (deleted, or not seen yet: the caller cannot tell).
   absl::StatusOr<VmRef> Resolve(std::string_view ns,
                                 const api::OwnerReference* controller) const;
 

@@ -13,8 +13,9 @@
 namespace pdc::extender::dra {
 namespace {
 
-// How soon a claim is looked at again while the watches have not listed.
-constexpr absl::Duration kNotSyncedRetry = absl::Milliseconds(200);
+// Failed tries in a row after which a claim that cannot be judged gets a
+// KeepFailed Event.
+constexpr int kWarnAfterRetries = 5;
 
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
   const size_t slash = key.find('/');
@@ -52,6 +53,10 @@ ClaimKeeper::ClaimKeeper(kube::KubeApi* api, ConsumerDirectory* consumers, Optio
 ClaimKeeper::~ClaimKeeper() { Stop(); }
 
 void ClaimKeeper::RegisterMetrics(MetricsRegistry* r) {
+  r->AddCallbackGauge("pdc_dra_keeper_synced",
+                      "1 once the DRA claim keeper's watches listed and it reconciles; 0 while "
+                      "it waits (a ResourceClaim or pod list the apiserver refuses).",
+                      [this] { return started_.load() ? 1.0 : 0.0; });
   r->AddCallbackGauge("pdc_dra_keeper_claims_kept",
                       "ResourceClaims whose status.reservedFor holds a VirtualMachine entry.",
                       [this] { return static_cast<double>(kept()); });
@@ -124,20 +129,21 @@ size_t ClaimKeeper::kept() const {
 
 absl::Status ClaimKeeper::Reconcile(const std::string& key) {
   if (!consumers_->Synced()) {
-    // Not a failure of the claim's: looked at again soon, without backoff.
-    queue_.AddAfter(key, kNotSyncedRetry);
-    return absl::OkStatus();
+    // Start() comes after the watches listed: only a test gets here.
+    return absl::UnavailableError("the watches have not listed yet");
   }
   const auto [ns, name] = SplitKey(key);
   // The watch's copy says whether anything is to be done (a later change
   // queues the claim again); only a write reads the claim from the API.
   const std::optional<kube::TypedCache<DraClaim>::Entry> cached = cache_.Get(key);
   if (!cached.has_value() || !cached->value.allocated) return absl::OkStatus();
-  const Plan seen = PlanReservedFor(cached->value, Gather(ns, cached->value, cached->meta.deleting));
+  const PlanInputs in = Gather(ns, cached->value, cached->meta.deleting);
+  const Plan seen = PlanReservedFor(cached->value, in);
   if (!seen.changed()) {
-    Tell({"resource.k8s.io/v1", "ResourceClaim", ns, name, cached->meta.uid}, seen);
+    const kube::ObjectRef ref{"resource.k8s.io/v1", "ResourceClaim", ns, name, cached->meta.uid};
+    Tell(ref, seen);
     if (seen.kept) queue_.AddAfter(key, options_.resync);
-    return absl::OkStatus();
+    return Unjudged(ref, cached->value, in);
   }
   absl::Status s = Keep(ns, name);
   if (absl::IsAborted(s)) ++conflicts_;
@@ -176,7 +182,8 @@ absl::Status ClaimKeeper::Keep(const std::string& ns, const std::string& name) {
                  claim.status().ToString());
     return absl::OkStatus();
   }
-  const Plan plan = PlanReservedFor(*claim, Gather(ns, *claim, meta->deleting));
+  const PlanInputs in = Gather(ns, *claim, meta->deleting);
+  const Plan plan = PlanReservedFor(*claim, in);
   const kube::ObjectRef ref{"resource.k8s.io/v1", "ResourceClaim", ns, name, meta->uid};
   if (plan.changed()) {
     WriteReservedFor(doc, plan.reserved_for);
@@ -198,7 +205,31 @@ absl::Status ClaimKeeper::Keep(const std::string& ns, const std::string& name) {
   }
   Tell(ref, plan);
   if (plan.kept) queue_.AddAfter(absl::StrCat(ns, "/", name), options_.resync);
-  return absl::OkStatus();
+  return Unjudged(ref, *claim, in);
+}
+
+absl::Status ClaimKeeper::Unjudged(const kube::ObjectRef& ref, const DraClaim& claim,
+                                   const PlanInputs& in) {
+  std::vector<std::string> unknown;
+  for (const Consumer& c : claim.reserved_for) {
+    auto it = IsPod(c) ? in.pods.find(c.uid) : in.pods.end();
+    if (it != in.pods.end() && it->second.state == PodLook::State::kUnknown) {
+      unknown.push_back(absl::StrCat("pod ", c.name, ": ", it->second.why));
+    }
+  }
+  if (unknown.empty()) return absl::OkStatus();
+  const std::string why = absl::StrCat("cannot tell whether the VM of ", absl::StrJoin(unknown, "; "),
+                                       " is to be kept; retried with backoff");
+  // Warned once per run of failures, when it has lasted kWarnAfterRetries
+  // tries: a failed read or a VMI not in the watch yet usually resolves
+  // itself at the next try, and an Event per try would flood the claim.
+  if (queue_.Requeues(absl::StrCat(ref.ns, "/", ref.name)) == kWarnAfterRetries) {
+    spdlog::warn("DRA claim keeper: ResourceClaim {}/{}: {}", ref.ns, ref.name, why);
+    if (options_.events != nullptr) {
+      options_.events->Record(ref, kube::EventType::kWarning, "KeepFailed", why);
+    }
+  }
+  return absl::UnavailableError(absl::StrCat("ResourceClaim ", ref.ns, "/", ref.name, ": ", why));
 }
 
 void ClaimKeeper::Tell(const kube::ObjectRef& claim, const Plan& plan) {
@@ -216,13 +247,14 @@ void ClaimKeeper::Tell(const kube::ObjectRef& claim, const Plan& plan) {
   for (const Consumer& c : plan.removed) {
     if (IsVm(c)) {
       ++pruned_vms_;
-      spdlog::info("DRA claim keeper: ResourceClaim {}/{}: {} is gone, entry removed", claim.ns,
+      spdlog::info("DRA claim keeper: ResourceClaim {}/{}: {} removed (gone, or the claim is a pod's)", claim.ns,
                    claim.name, Describe(c));
       if (options_.events != nullptr) {
         options_.events->Record(
             claim, kube::EventType::kNormal, "VmUnreserved",
             absl::StrCat("removed VirtualMachine ", c.name, " (uid ", c.uid,
-                         ") from status.reservedFor: the VirtualMachine is gone"));
+                         ") from status.reservedFor: the VirtualMachine is gone, or the claim is "
+                         "its pod's (made from a template)"));
       }
     } else {
       ++pruned_pods_;

@@ -86,7 +86,9 @@ class ClaimKeeper final : public kube::Reconciler {
   // A pod or VM with `uid` in `ns` is gone: the claims naming it are queued.
   void ConsumerGone(std::string_view ns, std::string_view uid);
 
-  void Start();  // The workers.
+  // The workers: call once the claim watch and the ConsumerDirectory's
+  // watches listed; every claim listed meanwhile is queued once.
+  void Start();
   void Stop();   // Idempotent.
 
   absl::Status Reconcile(const std::string& key) override;
@@ -99,6 +101,10 @@ class ClaimKeeper final : public kube::Reconciler {
   absl::Status Keep(const std::string& ns, const std::string& name);
   PlanInputs Gather(const std::string& ns, const DraClaim& claim, bool deleting);
   void Tell(const kube::ObjectRef& claim, const Plan& plan);
+  // Unavailable, naming them, when the fate of a pod of `claim` is unknown
+  // (its read failed, or its VMI or VM is not in the watches): the work
+  // queue then tries again with backoff. OK when every pod was judged.
+  absl::Status Unjudged(const kube::ObjectRef& ref, const DraClaim& claim, const PlanInputs& in);
   void RegisterMetrics(MetricsRegistry* registry);
 
   kube::KubeApi* const api_;

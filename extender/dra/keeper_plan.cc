@@ -29,35 +29,47 @@ std::vector<VmIdentity> VmsOfLivingPods(const DraClaim& claim, const PlanInputs&
   return out;
 }
 
+// The size of `list` once the entries of gone pods are pruned (which a VM
+// entry added to it brings about).
+size_t SizeAfterPruning(const std::vector<Consumer>& list, const PlanInputs& in) {
+  return std::count_if(list.begin(), list.end(), [&](const Consumer& c) {
+    auto it = IsPod(c) ? in.pods.find(c.uid) : in.pods.end();
+    return it == in.pods.end() || it->second.state != PodLook::State::kGone;
+  });
+}
+
 }  // namespace
 
 Plan PlanReservedFor(const DraClaim& claim, const PlanInputs& in) {
   Plan plan;
   plan.reserved_for = claim.reserved_for;
   if (!claim.allocated) return plan;
-  // VM entries of VMs that are gone.
+  // VM entries of VMs that are gone, and every VM entry of a pod-owned
+  // claim (it goes with its pod: a VM entry would only hold its device).
   std::vector<Consumer> list;
   for (const Consumer& c : claim.reserved_for) {
-    if (IsVm(c) && !in.live_vms.count(c.uid)) {
+    if (IsVm(c) && (claim.pod_owned || !in.live_vms.count(c.uid))) {
       plan.removed.push_back(c);
     } else {
       list.push_back(c);
     }
   }
-  // The VMs of living pods.
-  for (const VmIdentity& vm : VmsOfLivingPods(claim, in)) {
-    if (HasUid(list, vm.uid)) continue;
+  // The VMs of living pods (none for a pod-owned claim).
+  const std::vector<VmIdentity> vms =
+      claim.pod_owned ? std::vector<VmIdentity>{} : VmsOfLivingPods(claim, in);
+  for (const VmIdentity& vm : vms) {
+    // A VM that is gone (found through the watches, which no longer hold
+    // it): nothing to keep, nothing to warn about.
+    if (HasUid(list, vm.uid) || !in.live_vms.count(vm.uid)) continue;
     const std::string who = absl::StrCat("VirtualMachine ", vm.name, " (uid ", vm.uid, ")");
     auto other = std::find_if(list.begin(), list.end(), [](const Consumer& c) { return IsVm(c); });
     if (other != list.end()) {
       plan.refused.push_back(absl::StrCat(who, ": the claim is kept for VirtualMachine ",
                                           other->name, " (uid ", other->uid,
                                           "); a claim is never kept for two VMs"));
-    } else if (!in.live_vms.count(vm.uid)) {
-      plan.refused.push_back(absl::StrCat(who, ": not known (deleted, or not seen yet)"));
     } else if (in.deleting) {
       plan.refused.push_back(absl::StrCat(who, ": the claim is being deleted"));
-    } else if (list.size() >= kReservedForMaxSize) {
+    } else if (SizeAfterPruning(list, in) >= kReservedForMaxSize) {
       plan.refused.push_back(absl::StrCat(who, ": status.reservedFor already holds ",
                                           kReservedForMaxSize, " entries"));
     } else {

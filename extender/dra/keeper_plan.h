@@ -4,6 +4,10 @@
 // result). The rules:
 //  - only an allocated claim is touched (kube-apiserver accepts a non-pod
 //    consumer only then);
+//  - a claim whose controller owner is a Pod (made from the pod's
+//    resourceClaimTemplateName) is never kept: it is deleted with its pod,
+//    and a VM entry would leave it hanging in deletion holding its device
+//    while each start makes a new claim; a VM entry found on one goes;
 //  - a VirtualMachine entry stays while a VirtualMachine with its UID
 //    exists, and goes when it is gone (a VM re-created under the same name
 //    has another UID: it never inherits the entry);
@@ -11,7 +15,9 @@
 //    chain, by UID) is added, unless the claim already holds another
 //    living VM (a claim is never kept for two VMs), the claim is being
 //    deleted (kube-apiserver refuses new consumers then), or the list would
-//    exceed 256 entries; each refusal says why;
+//    exceed 256 entries once the pods below are pruned; each refusal says
+//    why. A VM that is gone (no VirtualMachine with its UID) is skipped
+//    without a refusal;
 //  - on a claim kept for a VM (one VM entry after the change), pod entries
 //    of pods that are deleted, replaced (another UID) or ended are pruned
 //    (kube-controller-manager 1.34/1.35 stops pruning claims with a non-pod

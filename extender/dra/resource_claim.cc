@@ -9,6 +9,17 @@ namespace {
 
 constexpr std::string_view kWhat = "ResourceClaim";
 
+// Whether the claim's controller owner reference names a core/v1 Pod.
+absl::StatusOr<bool> PodOwned(const api::json::Value& object) {
+  const std::string field = absl::StrCat(Sv(kWhat), ".metadata");
+  ASSIGN_OR_RETURN(const api::json::Value* metadata, api::json::OptObject(object, "metadata", field));
+  if (metadata == nullptr) return false;
+  ASSIGN_OR_RETURN(std::vector<api::OwnerReference> owners,
+                   api::ReadOwnerReferences(*metadata, field));
+  const api::OwnerReference* controller = api::ControllerOf(owners);
+  return controller != nullptr && controller->kind == "Pod" && controller->api_version == "v1";
+}
+
 }  // namespace
 
 std::string ResourceClaimPath(std::string_view ns, std::string_view name) {
@@ -26,6 +37,8 @@ Consumer VmConsumer(std::string_view name, std::string_view uid) {
 absl::StatusOr<DraClaim> ReadDraClaim(const api::json::Value& object) {
   DraClaim out;
   if (!object.IsObject()) return api::json::TypeError(kWhat, "must be an object");
+  ASSIGN_OR_RETURN(bool pod_owned, PodOwned(object));
+  out.pod_owned = pod_owned;
   ASSIGN_OR_RETURN(const api::json::Value* status,
                    api::json::OptObject(object, "status", absl::StrCat(Sv(kWhat), ".status")));
   if (status == nullptr) return out;

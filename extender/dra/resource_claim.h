@@ -48,6 +48,9 @@ Consumer VmConsumer(std::string_view name, std::string_view uid);
 struct DraClaim {
   bool allocated = false;  // status.allocation is set.
   std::vector<Consumer> reserved_for;
+  // Its controller owner is a Pod: a claim kube-controller-manager made
+  // from the pod's resourceClaimTemplateName, deleted with the pod.
+  bool pod_owned = false;
 };
 
 // The claim in `object`; an error names the field ("ResourceClaim.status.

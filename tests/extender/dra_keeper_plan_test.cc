@@ -3,6 +3,7 @@
 #include "extender/dra/keeper_plan.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -30,6 +31,7 @@ struct PlanCase {
   std::string name;
   bool allocated = true;
   bool deleting = false;
+  bool pod_owned = false;
   std::vector<Consumer> before;
   std::map<std::string, PodLook> pods;
   std::set<std::string> live_vms;
@@ -44,7 +46,7 @@ class PlanTest : public ::testing::TestWithParam<PlanCase> {};
 TEST_P(PlanTest, Plans) {
   const PlanCase& c = GetParam();
   PlanInputs in{c.pods, c.live_vms, c.deleting};
-  const Plan p = PlanReservedFor(DraClaim{c.allocated, c.before}, in);
+  const Plan p = PlanReservedFor(DraClaim{c.allocated, c.before, c.pod_owned}, in);
   EXPECT_THAT(p.reserved_for, ElementsAreArray(c.after));
   EXPECT_EQ(static_cast<int>(p.added.size()), c.added);
   EXPECT_EQ(static_cast<int>(p.removed.size()), c.removed);
@@ -111,11 +113,29 @@ std::vector<PlanCase> Cases() {
        .before = {Pod("p", "u-p"), Pod("q", "u-q")},
        .pods = {{"u-p", AliveNoVm()}, {"u-q", Gone()}},
        .after = {Pod("p", "u-p"), Pod("q", "u-q")}},
-      {.name = "AVmNotSeenYetIsNotAdded",
+      {.name = "APodOwnedClaimIsNeverKept",
+       .pod_owned = true,
        .before = {Pod("p", "u-p")},
        .pods = {{"u-p", Alive("vm", "u-vm")}},
-       .after = {Pod("p", "u-p")},
-       .refused = "not known"},
+       .live_vms = {"u-vm"},
+       .after = {Pod("p", "u-p")}},
+      {.name = "AVmEntryOnAPodOwnedClaimGoesAndPodsAreLeftToTheController",
+       .pod_owned = true,
+       .before = {Pod("p", "u-p"), Vm("vm", "u-vm"), Pod("q", "u-q")},
+       .pods = {{"u-p", Alive("vm", "u-vm")}, {"u-q", Gone()}},
+       .live_vms = {"u-vm"},
+       .after = {Pod("p", "u-p"), Pod("q", "u-q")},
+       .removed = 1},
+      {.name = "AGoneVmIsNotRefusedOnAClaimKeptForAnother",
+       .before = {Vm("vm1", "u-1"), Pod("p", "u-p")},
+       .pods = {{"u-p", Alive("vm2", "u-2")}},
+       .live_vms = {"u-1"},
+       .after = {Vm("vm1", "u-1"), Pod("p", "u-p")}},
+      // A running VM deleted: its pod still runs (or terminates); no refusal.
+      {.name = "AVmThatIsGoneIsNeitherAddedNorRefused",
+       .before = {Pod("p", "u-p")},
+       .pods = {{"u-p", Alive("vm", "u-vm")}},
+       .after = {Pod("p", "u-p")}},
   };
 }
 
@@ -135,10 +155,13 @@ TEST(PlanLimitTest, NeverBeyond256Entries) {
   EXPECT_FALSE(p.changed());
   ASSERT_EQ(p.refused.size(), 1u);
   EXPECT_THAT(p.refused[0], HasSubstr("already holds 256 entries"));
-  // One gone pod frees no room: pods are pruned only on a kept claim.
+  // A gone pod is pruned first, which makes room for the VM.
   in.pods["u1"] = Gone();
   p = PlanReservedFor(claim, in);
+  EXPECT_TRUE(p.refused.empty()) << p.refused[0];
   EXPECT_EQ(p.reserved_for.size(), kReservedForMaxSize);
+  EXPECT_EQ(p.reserved_for.back(), Vm("vm", "u-vm"));
+  EXPECT_THAT(p.removed, ElementsAreArray({Pod("p1", "u1")}));
 }
 
 TEST(ReadDraClaimTest, ReadsAllocationAndConsumersAndNamesBadFields) {
@@ -150,9 +173,23 @@ TEST(ReadDraClaimTest, ReadsAllocationAndConsumersAndNamesBadFields) {
   d.Parse(R"({"status":{"reservedFor":[{"resource":"pods","name":"p"}]}})");
   EXPECT_THAT(ReadDraClaim(d).status().message(),
               HasSubstr("ResourceClaim.status.reservedFor[0].uid"));
+  EXPECT_FALSE(c.pod_owned);
   d.Parse(R"({"metadata":{}})");
   ASSERT_OK_AND_ASSIGN(c, ReadDraClaim(d));
   EXPECT_FALSE(c.allocated);
+  // Owned by its pod (made from a template) only when the controller owner
+  // is a v1 Pod.
+  for (const auto& [owners, pod_owned] : std::vector<std::pair<std::string, bool>>{
+           {R"([{"apiVersion":"v1","kind":"Pod","name":"p","uid":"u","controller":true}])", true},
+           {R"([{"apiVersion":"v1","kind":"Pod","name":"p","uid":"u"}])", false},
+           {R"([{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":"v","uid":"u","controller":true}])",
+            false}}) {
+    d.Parse(("{\"metadata\":{\"ownerReferences\":" + owners + "}}").c_str());
+    ASSERT_OK_AND_ASSIGN(c, ReadDraClaim(d));
+    EXPECT_EQ(c.pod_owned, pod_owned) << owners;
+  }
+  d.Parse(R"({"metadata":{"ownerReferences":[{"kind":"Pod"}]}})");
+  EXPECT_THAT(ReadDraClaim(d).status().message(), HasSubstr("ResourceClaim.metadata"));
   // Written back in place, other fields untouched.
   d.Parse(R"({"spec":{"x":1},"status":{"allocation":{"a":1},"reservedFor":[]}})");
   WriteReservedFor(d, {Vm("vm", "v")});

@@ -89,6 +89,43 @@ INSTANTIATE_TEST_SUITE_P(
                  PodFate::kUnknown}),
     [](const auto& info) { return info.param.name; });
 
+// A pod being deleted (deletionTimestamp) on `node` ("" never scheduled).
+std::string DeletingPod(const std::string& node) {
+  std::string pod = PodObject(kPod, "uid-1", "Pending", node);
+  pod.insert(pod.find(R"("resourceVersion")"), R"("deletionTimestamp":"2026-01-01T00:00:00Z",)");
+  return pod;
+}
+
+// PodEnd::kDone (the DRA claim keeper's rule, kube-controller-manager's
+// isPodDone): a pod being deleted that was never scheduled is gone; one on a
+// node still runs until it is removed. PodEnd::kEnded (the other users)
+// keeps both alive.
+TEST(PodDirectoryTest, ADeletedUnscheduledPodIsGoneOnlyByTheDoneRule) {
+  struct Case {
+    PodEnd end;
+    std::string node;
+    PodFate want;
+  };
+  for (const Case& c : std::vector<Case>{{PodEnd::kDone, "", PodFate::kGone},
+                                         {PodEnd::kDone, "node-a", PodFate::kAlive},
+                                         {PodEnd::kEnded, "", PodFate::kAlive}}) {
+    SCOPED_TRACE(c.node + (c.end == PodEnd::kDone ? " done" : " ended"));
+    Gone gone;
+    PodDirectory d(gone.fn(), c.end);
+    List(&d, {PodObject(kPod, "uid-1", "Pending", c.node)});
+    Put(&d, DeletingPod(c.node));
+    EXPECT_EQ(FateOf(d, kPod, "uid-1"), c.want);
+    EXPECT_EQ(gone.uids.size(), c.want == PodFate::kGone ? 1u : 0u);
+    // The same answer from the apiserver, for a pod the watch does not hold.
+    FakeKube kube;
+    kube.SetPod(DeletingPod(c.node));
+    std::string why;
+    EXPECT_EQ(AskPodFate(nullptr, &kube, "default", kPod, "uid-1", absl::Seconds(1), &why, c.end),
+              c.want)
+        << why;
+  }
+}
+
 TEST(PodDirectoryTest, ReportsPodsThatEndOrLeaveOnce) {
   Gone gone;
   PodDirectory d(gone.fn());

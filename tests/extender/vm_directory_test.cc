@@ -70,17 +70,18 @@ struct Broken {
   bool no_controller = false;  // The pod has no controller owner.
   api::OwnerReference controller = VmiRef();
   std::string why;
+  absl::StatusCode code = absl::StatusCode::kFailedPrecondition;
 };
 
 class BrokenChainTest : public ::testing::TestWithParam<Broken> {};
 
-TEST_P(BrokenChainTest, IsNotAVmPod) {
+TEST_P(BrokenChainTest, IsNotAVmPodOrNotKnown) {
   const Broken& c = GetParam();
   VmDirectory d;
   if (!c.vmi.empty()) Put(d.vmi_sink(), c.vmi);
   if (!c.vm.empty()) Put(d.vm_sink(), c.vm);
   EXPECT_THAT(d.Resolve("default", c.no_controller ? nullptr : &c.controller).status(),
-              pdc::testing::StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(c.why)));
+              pdc::testing::StatusIs(c.code, HasSubstr(c.why)));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -92,14 +93,16 @@ INSTANTIATE_TEST_SUITE_P(
                .controller = {"apps/v1", "ReplicaSet", "web-7d9f", "rs-uid", true},
                .why = "controller is ReplicaSet web-7d9f (apps/v1), not a kubevirt.io"},
         Broken{.name = "VmiNotKnown", .why = "VirtualMachineInstance default/vm1 that owns the pod "
-                                            "is not known"},
+                                            "is not known",
+               .code = absl::StatusCode::kNotFound},
         // The VMI was deleted and re-created: the pod belongs to the old one.
         Broken{.name = "VmiRecreated",
                .vmi = Object("vm1", "new-vmi-uid", OwnedBy("VirtualMachine", "vm1", kVm1Uid)),
                .why = "which is gone (the one by that name now has uid new-vmi-uid)"},
         Broken{.name = "VmNotKnown",
                .vmi = Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVm1Uid)),
-               .why = "VirtualMachine default/vm1 that owns VirtualMachineInstance vm1 is not known"},
+               .why = "VirtualMachine default/vm1 that owns VirtualMachineInstance vm1 is not known",
+               .code = absl::StatusCode::kNotFound},
         // The VM was deleted and re-created under the same name.
         Broken{.name = "VmRecreated",
                .vmi = Object("vm1", kVmiUid, OwnedBy("VirtualMachine", "vm1", kVm1Uid)),

@@ -55,22 +55,27 @@ class DraKeeperOnDoubleTest : public ExtenderOnDoubleTest,
     return Create(Vms(), Cat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":")",
                              vm, R"("},"spec":{"running":true}})"));
   }
-  // Starts VM `vm` (uid `vm_uid`): its VMI and virt-launcher pod `pod`
-  // using the claim, as virt-controller makes them; the pod is placed by
+  // The VMI of VM `vm` (uid `vm_uid`) and its virt-launcher pod `pod` using
+  // claim `claim`, as virt-controller makes them; returns the pod's uid.
+  std::string CreateLauncher(const std::string& vm, const std::string& vm_uid,
+                             const std::string& pod, std::string_view claim = kClaim) {
+    const std::string vmi_uid = Create(
+        Vmis(), Cat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":")",
+                    vm, R"(",)", Owner("VirtualMachine", vm, vm_uid), R"(},"spec":{}})"));
+    std::string json = dra::PodJson(pod, claim, Owner("VirtualMachineInstance", vm, vmi_uid));
+    json.insert(json.find(R"("ownerReferences")"),
+                Cat(R"("labels":{"kubevirt.io":"virt-launcher","vm.kubevirt.io/name":")", vm,
+                    R"("},)"));
+    return Create(Pods(), json);
+  }
+  // Starts VM `vm` (uid `vm_uid`): CreateLauncher, and the pod placed by
   // the scheduling double on the nodes that are up. Returns the placement.
   absl::StatusOr<DraSchedulerDouble::Placement> StartVm(const std::string& vm,
                                                         const std::string& vm_uid,
                                                         const std::string& pod,
                                                         std::vector<std::string> nodes = {
                                                             "node-a", "node-b"}) {
-    const std::string vmi_uid = Create(
-        Vmis(), Cat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":")",
-                    vm, R"(",)", Owner("VirtualMachine", vm, vm_uid), R"(},"spec":{}})"));
-    std::string json = dra::PodJson(pod, kClaim, Owner("VirtualMachineInstance", vm, vmi_uid));
-    json.insert(json.find(R"("ownerReferences")"),
-                Cat(R"("labels":{"kubevirt.io":"virt-launcher","vm.kubevirt.io/name":")", vm,
-                    R"("},)"));
-    EXPECT_EQ(Call("POST", Pods(), json).status, 201);
+    CreateLauncher(vm, vm_uid, pod);
     return scheduler_->Schedule(ns_, pod, kClaim, nodes);
   }
   // Stops VM `vm`: its pod and VMI deleted, the VirtualMachine stays.

@@ -181,6 +181,42 @@ TEST_P(DraKeeperOnDoubleTest, TwoVmsNeverShareTheClaim) {
   CheckInvariants("second VM");
 }
 
+TEST_P(DraKeeperOnDoubleTest, APodOwnedClaimIsNeverKeptAndGoesWithItsPod) {
+  // A claim made from the pod's resourceClaimTemplateName: owned by the pod.
+  const std::string vm_uid = NewVm("vm1");
+  const std::string pod_uid = CreateLauncher("vm1", vm_uid, "launcher-1", "tmpl");
+  std::string claim = dra::ClaimJson("tmpl");
+  claim.insert(claim.find(R"(},"spec")"),
+               Cat(R"(,"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"launcher-1",)",
+                   R"("uid":")", pod_uid, R"(","controller":true,"blockOwnerDeletion":true}])"));
+  ASSERT_EQ(Call("POST", dra::ClaimsPath(ns_), claim).status, 201);
+  ASSERT_OK(scheduler_->Schedule(ns_, "launcher-1", "tmpl", {"node-a", "node-b"}).status());
+  // A VM entry on it (written by an older keeper) is removed, not kept.
+  const std::string path = dra::ClaimPath(ns_, "tmpl");
+  std::string text = Call("GET", path).text;
+  const size_t list = text.find(R"("reservedFor":[)");
+  ASSERT_NE(list, std::string::npos) << text;
+  text.insert(list + std::string_view(R"("reservedFor":[)").size(),
+              Cat(dra::Consumer("kubevirt.io", "virtualmachines", "vm1", vm_uid), ","));
+  ASSERT_EQ(Call("PUT", Cat(path, "/status"), text).status, 200);
+  AwaitObject(path, [](const KubeReply& r) {
+    return dra::ReservedFor(r.json) == std::vector<std::string>{"pods/launcher-1"};
+  });
+  // Its pod deleted, the resourceclaim controller deletes it and its
+  // device is free.
+  StopVm("vm1", "launcher-1");
+  int status = 0;
+  for (int i = 0; i < 5 && status != 404; ++i) {
+    ResourceClaimControllerDouble::Outcome o = controller_->SyncClaim(ns_, "tmpl");
+    if (!absl::IsAborted(o.status)) {
+      ASSERT_OK(o.status);
+    }
+    status = Call("GET", path).status;
+  }
+  EXPECT_EQ(status, 404);
+  EXPECT_EQ(app_->claim_keeper()->counts().added, 0u);
+}
+
 TEST_P(DraKeeperOnDoubleTest, OnlyTheLeaderKeepsAndTheNextLeaderTakesOver) {
   StopKeeper();
   configure_ = [](PdcConfig* c) {

@@ -58,6 +58,32 @@ TEST_F(ExtenderOnDoubleTest, BindsThroughTheApiEvenWhenTheAnswerIsLost) {
   EXPECT_EQ(bindings, 1);
 }
 
+// The DRA claim keeper on a cluster that refuses its ResourceClaim list
+// (no resource.k8s.io/v1, or no RBAC for it): pdc-extender is ready and
+// binds all the same; only the keeper waits, and says so.
+TEST_F(ExtenderOnDoubleTest, AKeeperThatCannotListStopsNothingElse) {
+  for (int status : {404, 403}) {
+    SCOPED_TRACE(status);
+    api_->FailRequests({"GET", "/apis/resource.k8s.io/v1/resourceclaims?"}, 1'000'000, status);
+    configure_ = [](PdcConfig* c) { c->extender.dra_keeper.enabled = true; };
+    const std::string vm = absl::StrCat("vm", status);
+    const std::string vmi_uid = CreateVm(vm);
+    const std::string name = absl::StrCat("virt-launcher-", vm, "-abcde");
+    const std::string pod = CreatePod(vm, name, vmi_uid);
+    rapidjson::Document d;
+    d.Parse(pod.data(), pod.size());
+    StartExtender();
+    ASSERT_TRUE(AwaitReady());
+    ReportNodeA();
+    EXPECT_EQ(Bind(name, kube::GetString(d, {"metadata", "uid"})).body, R"({"Error":""})");
+    ASSERT_OK_AND_ASSIGN(HttpResponse metrics, pdc_->Get("/metrics"));
+    EXPECT_THAT(metrics.body, HasSubstr("pdc_dra_keeper_synced 0"));
+    api_->ClearFaults();
+    app_->Stop();
+    app_.reset();
+  }
+}
+
 // delete a VM, create one under the same name: the old VM's pod is nobody's.
 TEST_F(ExtenderOnDoubleTest, APodOfARecreatedVmIsNobodys) {
   const std::string old_vmi = CreateVm("vm2");
