@@ -70,8 +70,9 @@ Plan PlanReservedFor(const DraClaim& claim, const PlanInputs& in) {
     } else if (in.deleting) {
       plan.refused.push_back(absl::StrCat(who, ": the claim is being deleted"));
     } else if (SizeAfterPruning(list, in) >= kReservedForMaxSize) {
-      plan.refused.push_back(absl::StrCat(who, ": status.reservedFor already holds ",
-                                          kReservedForMaxSize, " entries"));
+      plan.refused.push_back(absl::StrCat(who, ": status.reservedFor would hold more than ",
+                                          kReservedForMaxSize,
+                                          " entries, even with the gone pods pruned"));
     } else {
       list.push_back(VmConsumer(vm.name, vm.uid));
       plan.added.push_back(list.back());

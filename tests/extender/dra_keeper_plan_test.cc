@@ -154,7 +154,7 @@ TEST(PlanLimitTest, NeverBeyond256Entries) {
   Plan p = PlanReservedFor(claim, in);
   EXPECT_FALSE(p.changed());
   ASSERT_EQ(p.refused.size(), 1u);
-  EXPECT_THAT(p.refused[0], HasSubstr("already holds 256 entries"));
+  EXPECT_THAT(p.refused[0], HasSubstr("would hold more than 256 entries"));
   // A gone pod is pruned first, which makes room for the VM.
   in.pods["u1"] = Gone();
   p = PlanReservedFor(claim, in);
