@@ -1,5 +1,7 @@
 #include "extender/router.h"
 
+#include <array>
+#include <span>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +31,10 @@ HttpResponse Text(int status, std::string body) {
 HttpResponse MethodNotAllowed(const HttpRequest& req, std::string_view path) {
   return Error(405, absl::StrCat("method ", req.method, " is not allowed on ",
                                  Sv(path)));
+}
+
+HttpResponse NoSuchEndpoint(const HttpRequest& req, std::string_view path) {
+  return Error(404, absl::StrCat("no such endpoint: ", req.method, " ", Sv(path)));
 }
 
 // A create or delete of a claim when the claims are Kubernetes objects.
@@ -77,33 +83,6 @@ HttpResponse Refused(const absl::Status& s) {
     default:
       return Error(503, StdSv(s.message()));
   }
-}
-
-// 403 unless a node identity of `node` may make this call: only its own
-// node's driver endpoints (see router.h).
-std::optional<HttpResponse> NodeMayNot(const NodeCaller& caller, std::string_view method,
-                                       std::string_view path,
-                                       const std::vector<std::string_view>& p) {
-  const std::string who = absl::StrCat("node ", model::QuoteForMessage(caller.node),
-                                       " (authenticated by ", caller.source, ")");
-  if (p.size() >= 2 && p[0] == "nodes" && p[1] != caller.node) {
-    return Error(403, absl::StrCat(who, " may not call ", Cut(method, kLoggedMethodBytes), " ",
-                                   Cut(path, kLoggedPathBytes), ": that is node ",
-                                   model::QuoteForMessage(p[1]),
-                                   "'s; a node driver may touch only its own node"));
-  }
-  const bool own = p.size() >= 2 && p[0] == "nodes";
-  const std::string_view sub = p.size() == 3 ? p[2] : "";
-  if (own && ((p.size() == 2 && method == "GET") || (sub == "inventory" && method == "PUT") ||
-              (sub == "allocations" && method == "GET") ||
-              (sub == "handoffs" && (method == "GET" || method == "POST")))) {
-    return std::nullopt;
-  }
-  return Error(403, absl::StrCat(who, " may not call ", Cut(method, kLoggedMethodBytes), " ",
-                                 Cut(path, kLoggedPathBytes),
-                                 ": a node driver may only report its own node's inventory, "
-                                 "read its allocations and its hand-offs, and confirm them; "
-                                 "this call needs the admin token (extender.tokenFile)"));
 }
 
 }  // namespace
@@ -212,158 +191,251 @@ HttpResponse Router::Handle(HttpRequest request) const {
   return r;
 }
 
+namespace {
+
+// The segments of `path` after its leading '/': "/v1/nodes/a" is v1, nodes, a.
+std::vector<std::string_view> Segments(std::string_view path) {
+  std::vector<std::string_view> out;
+  if (!path.empty() && path.front() == '/') path.remove_prefix(1);
+  for (absl::string_view s : absl::StrSplit(Sv(path), '/')) out.push_back(StdSv(s));
+  return out;
+}
+
+bool IsParam(std::string_view segment) {
+  return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+// Whether `segments` are `pattern`'s, a {param} standing for one non-empty
+// segment; the parameters' values go to `params` in order.
+bool MatchRoute(std::string_view pattern, const std::vector<std::string_view>& segments,
+                RouteParams* params) {
+  size_t i = 0;
+  size_t n = 0;
+  for (std::string_view want : Segments(pattern)) {
+    if (i == segments.size()) return false;
+    const std::string_view got = segments[i++];
+    if (IsParam(want)) {
+      if (got.empty() || n == params->size()) return false;
+      (*params)[n++] = got;
+    } else if (got != want) {
+      return false;
+    }
+  }
+  return i == segments.size();
+}
+
+// The value of parameter `name` ("{node}") of `pattern`, "" when it has none.
+std::string_view ParamNamed(std::string_view pattern, std::string_view name,
+                            const RouteParams& params) {
+  size_t n = 0;
+  for (std::string_view seg : Segments(pattern)) {
+    if (!IsParam(seg)) continue;
+    if (seg == name) return params[n];
+    ++n;
+  }
+  return "";
+}
+
+}  // namespace
+
+// One request on its way to a route's handler.
+struct Router::Call {
+  HttpRequest& req;
+  std::string_view path;
+  std::string_view query;
+  RouteParams params{};
+};
+
+struct Router::RouteEntry {
+  RouteInfo info;
+  // A create or delete of a claim: refused (405, saying why) when claims
+  // are Kubernetes objects.
+  bool writes_claim_objects = false;
+  HttpResponse (*handle)(const Router&, Call&) = nullptr;
+};
+
+// Every endpoint, once: method ("" = any), pattern (scheduler verbs are
+// matched after the configured prefix, or bare), metrics label, who may call
+// it, handler. docs/rest-api.md documents each /v1/ row (a test checks).
+std::span<const Router::RouteEntry> Router::Table() {
+  using A = RouteAccess;
+  using C = Call;
+  using R = Router;
+  static constexpr RouteEntry kTable[] = {
+      {{"POST", "/filter", Route::kFilter, A::kScheduler}, false,
+       [](const R& r, C& c) { return r.scheduler_.Filter(c.req.body); }},
+      {{"POST", "/prioritize", Route::kPrioritize, A::kScheduler}, false,
+       [](const R& r, C& c) { return r.scheduler_.Prioritize(c.req.body); }},
+      {{"POST", "/bind", Route::kBind, A::kScheduler}, false,
+       [](const R& r, C& c) { return r.scheduler_.Bind(c.req); }},
+      {{"POST", "/preempt", Route::kPreempt, A::kScheduler}, false,
+       [](const R& r, C& c) { return r.scheduler_.Preempt(c.req.body); }},
+      {{"", "/healthz", Route::kHealth, A::kOpen}, false,
+       [](const R& r, C&) { return r.Healthz(); }},
+      {{"", "/readyz", Route::kHealth, A::kOpen}, false,
+       [](const R& r, C&) { return r.Readyz(); }},
+      {{"", "/readyz/leader", Route::kHealth, A::kOpen}, false,
+       [](const R& r, C& c) {
+         // Only with leader election; it then answers as /readyz does
+         // (NotLeader answers it on a replica that does not lead).
+         return r.options_.leadership != nullptr ? r.Readyz() : NoSuchEndpoint(c.req, c.path);
+       }},
+      {{"", "/metrics", Route::kMetrics, A::kOpen}, false,
+       [](const R& r, C&) { return r.Metrics(); }},
+      // §4 nodes and devices
+      {{"GET", "/v1/nodes", Route::kNodes, A::kAdmin}, false,
+       [](const R& r, C&) { return r.rest_.ListNodes(); }},
+      {{"GET", "/v1/nodes/{node}", Route::kNodes, A::kOwnNode}, false,
+       [](const R& r, C& c) { return r.rest_.GetNode(c.params[0]); }},
+      {{"PUT", "/v1/nodes/{node}/inventory", Route::kInventory, A::kOwnNode}, false,
+       [](const R& r, C& c) { return r.rest_.PutInventory(c.params[0], c.req.body); }},
+      {{"GET", "/v1/nodes/{node}/allocations", Route::kAllocations, A::kOwnNode}, false,
+       [](const R& r, C& c) {
+         return r.rest_.GetAllocations(c.params[0], ParseQuery(c.query), c.req.allow_wait);
+       }},
+      {{"GET", "/v1/devices", Route::kDevices, A::kAdmin}, false,
+       [](const R& r, C&) { return r.rest_.ListDevices(); }},
+      {{"POST", "/v1/nodes/{node}/devices/{address}/release", Route::kNodes, A::kAdmin}, false,
+       [](const R& r, C& c) { return r.rest_.ReleaseDevice(c.params[0], c.params[1]); }},
+      {{"POST", "/v1/nodes/{node}/devices/{address}/handover", Route::kNodes, A::kAdmin}, false,
+       [](const R& r, C& c) {
+         return r.rest_.HandOverDevice(c.params[0], c.params[1], c.req.body);
+       }},
+      {{"POST", "/v1/nodes/{node}/devices/{address}/abandon-erase", Route::kNodes, A::kAdmin},
+       false, [](const R& r, C& c) { return r.rest_.AbandonErase(c.params[0], c.params[1]); }},
+      // §5 hand-off
+      {{"POST", "/v1/nodes/{node}/handoffs", Route::kNodes, A::kOwnNode}, false,
+       [](const R& r, C& c) { return r.rest_.ConfirmHandoff(c.params[0], c.req.body); }},
+      {{"GET", "/v1/nodes/{node}/handoffs", Route::kNodes, A::kOwnNode}, false,
+       [](const R& r, C& c) { return r.rest_.ListHandoffs(c.params[0]); }},
+      {{"GET", "/v1/handoffs", Route::kNodes, A::kAdmin}, false,
+       [](const R& r, C&) { return r.rest_.ListHandoffs(""); }},
+      {{"DELETE", "/v1/nodes/{node}/handoffs/{podUid}", Route::kNodes, A::kAdmin}, false,
+       [](const R& r, C& c) { return r.rest_.CancelHandoff(c.params[0], c.params[1]); }},
+      // §3 claims
+      {{"GET", "/v1/claims", Route::kClaims, A::kAdmin}, false,
+       [](const R& r, C&) { return r.rest_.ListClaims(""); }},
+      {{"GET", "/v1/namespaces/{ns}/claims", Route::kClaims, A::kAdmin}, false,
+       [](const R& r, C& c) { return r.rest_.ListClaims(c.params[0]); }},
+      {{"POST", "/v1/namespaces/{ns}/claims", Route::kClaims, A::kAdmin}, true,
+       [](const R& r, C& c) { return r.rest_.CreateClaim(c.params[0], c.req.body); }},
+      {{"GET", "/v1/namespaces/{ns}/claims/{name}", Route::kClaims, A::kAdmin}, false,
+       [](const R& r, C& c) { return r.rest_.GetClaim(c.params[0], c.params[1]); }},
+      {{"DELETE", "/v1/namespaces/{ns}/claims/{name}", Route::kClaims, A::kAdmin}, true,
+       [](const R& r, C& c) {
+         return r.rest_.DeleteClaim(c.params[0], c.params[1], ParseQuery(c.query));
+       }},
+      {{"POST", "/v1/namespaces/{ns}/claims/{name}/release", Route::kClaims, A::kAdmin}, false,
+       [](const R& r, C& c) {
+         return r.rest_.ReleaseClaim(c.params[0], c.params[1], ParseQuery(c.query));
+       }},
+  };
+  return kTable;
+}
+
+std::vector<RouteInfo> Router::Routes() {
+  std::vector<RouteInfo> out;
+  for (const RouteEntry& e : Table()) out.push_back(e.info);
+  return out;
+}
+
+HttpResponse Router::Healthz() const {
+  absl::Status h = ctx_->allocator->Health();
+  if (h.ok()) return Text(200, "ok");
+  return Text(503, absl::StrCat("unhealthy: ", h.message()));
+}
+
+HttpResponse Router::Readyz() const {
+  return ready_.load() ? Text(200, "ok")
+                       : Text(503, "not ready: the store is recovering, or the Kubernetes "
+                                   "watch caches have not synced yet");
+}
+
+HttpResponse Router::Metrics() const {
+  if (ctx_->registry == nullptr) return Error(404, "metrics are disabled");
+  HttpResponse r = Text(200, ctx_->registry->Render());
+  r.content_type = std::string(kMetricsContentType);
+  return r;
+}
+
+std::optional<HttpResponse> Router::NodeMayNot(const NodeCaller& caller, const HttpRequest& req,
+                                               std::string_view path,
+                                               const RouteEntry* route,
+                                               const RouteParams& params) const {
+  const std::string who = absl::StrCat("node ", model::QuoteForMessage(caller.node),
+                                       " (authenticated by ", caller.source, ")");
+  const std::string call =
+      absl::StrCat(Cut(req.method, kLoggedMethodBytes), " ", Cut(path, kLoggedPathBytes));
+  if (route != nullptr) {
+    const std::string_view node = ParamNamed(route->info.pattern, "{node}", params);
+    if (!node.empty() && node != caller.node) {
+      return Error(403, absl::StrCat(who, " may not call ", call, ": that is node ",
+                                     model::QuoteForMessage(node),
+                                     "'s; a node driver may touch only its own node"));
+    }
+    if (route->info.access == RouteAccess::kOwnNode && route->info.method == req.method) {
+      return std::nullopt;
+    }
+  }
+  return Error(403, absl::StrCat(who, " may not call ", call,
+                                 ": a node driver may only report its own node's inventory, "
+                                 "read its allocations and its hand-offs, and confirm them; "
+                                 "this call needs the admin token (extender.tokenFile)"));
+}
+
 HttpResponse Router::Dispatch(HttpRequest& req, std::string_view path,
                               std::string_view query, Route* route) const {
   if (options_.leadership != nullptr && path != "/healthz" && path != "/metrics" &&
       !options_.leadership->Leading()) {
     return NotLeader(path, options_.leadership->Leader(), false, nullptr);
   }
-  // Scheduler verbs.
   std::string_view verb_path = path;
   if (!options_.scheduler_prefix.empty() &&
-      path.substr(0, options_.scheduler_prefix.size()) ==
-          options_.scheduler_prefix) {
+      path.substr(0, options_.scheduler_prefix.size()) == options_.scheduler_prefix) {
     verb_path = path.substr(options_.scheduler_prefix.size());
   }
-  struct Verb {
-    std::string_view path;
-    Route route;
-    HttpResponse (*fn)(const SchedulerHandlers&, HttpRequest&);
-  };
-  static constexpr Verb kVerbs[] = {
-      {"/filter", Route::kFilter,
-       [](const SchedulerHandlers& h, HttpRequest& r) { return h.Filter(r.body); }},
-      {"/prioritize", Route::kPrioritize,
-       [](const SchedulerHandlers& h, HttpRequest& r) { return h.Prioritize(r.body); }},
-      {"/bind", Route::kBind,
-       [](const SchedulerHandlers& h, HttpRequest& r) { return h.Bind(r); }},
-      {"/preempt", Route::kPreempt,
-       [](const SchedulerHandlers& h, HttpRequest& r) { return h.Preempt(r.body); }},
-  };
-  for (const Verb& v : kVerbs) {
-    if (verb_path != v.path) continue;
-    *route = v.route;
-    if (req.method != "POST") return MethodNotAllowed(req, path);
-    if (options_.scheduler_requires_client_cert && !req.client_cert_verified) {
+  const std::vector<std::string_view> segments = Segments(path);
+  const std::vector<std::string_view> verb_segments = Segments(verb_path);
+  // With a token configured every /v1/ call needs it, reads too (claims,
+  // pods and serial numbers are not for anyone who can reach the port), and
+  // before anything else: a 404 or 405 would tell a stranger what exists.
+  std::optional<NodeCaller> node;
+  if (path.substr(0, 4) == "/v1/") {
+    Authn who = Authenticate(req);
+    if (who.answer.has_value()) return *std::move(who.answer);
+    node = std::move(who.node);
+  }
+  Call call{req, path, query};
+  const RouteEntry* path_match = nullptr;  // This path, another method.
+  RouteParams path_params{};
+  for (const RouteEntry& e : Table()) {
+    RouteParams params{};
+    const bool verb = e.info.access == RouteAccess::kScheduler;
+    if (!MatchRoute(e.info.pattern, verb ? verb_segments : segments, &params)) continue;
+    if (!e.info.method.empty() && e.info.method != req.method) {
+      if (path_match == nullptr) {
+        path_match = &e;
+        path_params = params;
+      }
+      continue;
+    }
+    *route = e.info.label;
+    call.params = params;
+    if (node.has_value()) {
+      if (std::optional<HttpResponse> no = NodeMayNot(*node, req, path, &e, params)) return *no;
+    }
+    if (verb && options_.scheduler_requires_client_cert && !req.client_cert_verified) {
       return Error(401, "scheduler verbs need a verified client certificate");
     }
-    return v.fn(scheduler_, req);
+    if (e.writes_claim_objects && options_.claims_are_objects) return ClaimsAreObjects(req);
+    return e.handle(*this, call);
   }
-
-  if (path == "/healthz") {
-    *route = Route::kHealth;
-    absl::Status h = ctx_->allocator->Health();
-    if (h.ok()) return Text(200, "ok");
-    return Text(503, absl::StrCat("unhealthy: ", h.message()));
+  if (node.has_value()) return *NodeMayNot(*node, req, path, path_match, path_params);
+  if (path_match != nullptr) {
+    *route = path_match->info.label;
+    return MethodNotAllowed(req, path);
   }
-  if (path == "/readyz" || (path == "/readyz/leader" && options_.leadership != nullptr)) {
-    *route = Route::kHealth;
-    return ready_.load() ? Text(200, "ok")
-                         : Text(503, "not ready: the store is recovering, or the Kubernetes "
-                                     "watch caches have not synced yet");
-  }
-  if (path == "/metrics") {
-    *route = Route::kMetrics;
-    if (ctx_->registry == nullptr) return Error(404, "metrics are disabled");
-    HttpResponse r = Text(200, ctx_->registry->Render());
-    r.content_type = std::string(kMetricsContentType);
-    return r;
-  }
-  if (path.substr(0, 4) == "/v1/") return Rest(req, path, query, route);
-  return Error(404, absl::StrCat("no such endpoint: ", req.method, " ", Sv(path)));
-}
-
-HttpResponse Router::Rest(HttpRequest& req, std::string_view path,
-                          std::string_view query, Route* route) const {
-  std::vector<std::string_view> p;
-  for (absl::string_view s : absl::StrSplit(Sv(path.substr(4)), '/')) {
-    p.push_back(StdSv(s));
-  }
-  const std::string& m = req.method;
-  auto not_found = [&] {
-    return Error(404, absl::StrCat("no such endpoint: ", m, " ", Sv(path)));
-  };
-  auto allow = [&](std::string_view method) { return m == method; };
-  // With a token configured every /v1/ call needs it, reads too: claims,
-  // pods and serial numbers are not for anyone who can reach the port.
-  Authn who = Authenticate(req);
-  if (who.answer.has_value()) return *std::move(who.answer);
-  if (who.node.has_value()) {
-    if (std::optional<HttpResponse> no = NodeMayNot(*who.node, m, path, p)) return *no;
-  }
-  const Query q = ParseQuery(query);
-  // nodes
-  if (!p.empty() && p[0] == "nodes") {
-    *route = Route::kNodes;
-    if (p.size() == 1) {
-      return allow("GET") ? rest_.ListNodes() : MethodNotAllowed(req, path);
-    }
-    if (p.size() == 2) {
-      return allow("GET") ? rest_.GetNode(p[1]) : MethodNotAllowed(req, path);
-    }
-    if (p.size() == 3 && p[2] == "inventory") {
-      *route = Route::kInventory;
-      return allow("PUT") ? rest_.PutInventory(p[1], req.body)
-                          : MethodNotAllowed(req, path);
-    }
-    if (p.size() == 3 && p[2] == "handoffs") {
-      if (allow("GET")) return rest_.ListHandoffs(p[1]);
-      if (allow("POST")) return rest_.ConfirmHandoff(p[1], req.body);
-      return MethodNotAllowed(req, path);
-    }
-    if (p.size() == 4 && p[2] == "handoffs") {
-      return allow("DELETE") ? rest_.CancelHandoff(p[1], p[3]) : MethodNotAllowed(req, path);
-    }
-    if (p.size() == 5 && p[2] == "devices" && p[4] == "release") {
-      return allow("POST") ? rest_.ReleaseDevice(p[1], p[3]) : MethodNotAllowed(req, path);
-    }
-    if (p.size() == 5 && p[2] == "devices" && p[4] == "handover") {
-      return allow("POST") ? rest_.HandOverDevice(p[1], p[3], req.body)
-                           : MethodNotAllowed(req, path);
-    }
-    if (p.size() == 5 && p[2] == "devices" && p[4] == "abandon-erase") {
-      return allow("POST") ? rest_.AbandonErase(p[1], p[3]) : MethodNotAllowed(req, path);
-    }
-    if (p.size() == 3 && p[2] == "allocations") {
-      *route = Route::kAllocations;
-      return allow("GET") ? rest_.GetAllocations(p[1], q, req.allow_wait)
-                          : MethodNotAllowed(req, path);
-    }
-    return not_found();
-  }
-  if (p.size() == 1 && p[0] == "handoffs") {
-    *route = Route::kNodes;
-    return allow("GET") ? rest_.ListHandoffs("") : MethodNotAllowed(req, path);
-  }
-  if (p.size() == 1 && p[0] == "devices") {
-    *route = Route::kDevices;
-    return allow("GET") ? rest_.ListDevices() : MethodNotAllowed(req, path);
-  }
-  if (p.size() == 1 && p[0] == "claims") {
-    *route = Route::kClaims;
-    return allow("GET") ? rest_.ListClaims("") : MethodNotAllowed(req, path);
-  }
-  if (p.size() >= 3 && p[0] == "namespaces" && p[2] == "claims") {
-    *route = Route::kClaims;
-    const std::string_view ns = p[1];
-    if (p.size() == 3) {
-      if (allow("GET")) return rest_.ListClaims(ns);
-      if (req.method == "POST" && options_.claims_are_objects) return ClaimsAreObjects(req);
-      if (allow("POST")) return rest_.CreateClaim(ns, req.body);
-      return MethodNotAllowed(req, path);
-    }
-    if (p.size() == 4) {
-      if (allow("GET")) return rest_.GetClaim(ns, p[3]);
-      if (req.method == "DELETE" && options_.claims_are_objects) return ClaimsAreObjects(req);
-      if (allow("DELETE")) return rest_.DeleteClaim(ns, p[3], q);
-      return MethodNotAllowed(req, path);
-    }
-    if (p.size() == 5 && p[4] == "release") {
-      return allow("POST") ? rest_.ReleaseClaim(ns, p[3], q)
-                           : MethodNotAllowed(req, path);
-    }
-  }
-  return not_found();
+  return NoSuchEndpoint(req, path);
 }
 
 }  // namespace pdc::extender

@@ -4,7 +4,7 @@
 // enforces authentication, serves /healthz, /readyz and /metrics, and counts
 // every request. Knows nothing about sockets; tested without a network.
 //
-// Paths:
+// Paths (one table in router.cc, listed by Router::Routes):
 //   POST <scheduler_prefix>/{filter,prioritize,bind,preempt}; the bare
 //        /{verb} is accepted too, so a urlPrefix without a path works.
 //   /v1/...   the REST API (docs/rest-api.md §3-§5)
@@ -28,7 +28,10 @@
 #ifndef PDC_EXTENDER_ROUTER_H_
 #define PDC_EXTENDER_ROUTER_H_
 
+#include <array>
 #include <atomic>
+#include <span>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -70,6 +73,25 @@ struct RouterOptions {
 // not renew; /readyz/leader 503; /metrics from `registry` (may be null);
 // everything else 503 naming the leader, which kube-scheduler and pdc-node
 // retry.
+// Who may call a route.
+enum class RouteAccess : uint8_t {
+  kOpen,       // Anyone: probes and Prometheus.
+  kScheduler,  // kube-scheduler: open, or a verified client certificate.
+  kAdmin,      // The admin token, when authentication is configured.
+  kOwnNode,    // The admin token, or the node identity of the route's {node}.
+};
+
+// One endpoint, as Router::Routes lists it.
+struct RouteInfo {
+  std::string_view method;   // "" = any method.
+  std::string_view pattern;  // "/v1/nodes/{node}/inventory"; a {param} is one segment.
+  Route label;               // The metrics `verb` label.
+  RouteAccess access;
+};
+
+// The values of a matched route's {params}, in order.
+using RouteParams = std::array<std::string_view, 3>;
+
 HttpResponse NotLeader(std::string_view path, std::string_view leader, bool standby,
                        const MetricsRegistry* registry);
 
@@ -81,15 +103,24 @@ class Router {
   // Consumes the request (bodies are parsed in place).
   HttpResponse Handle(HttpRequest request) const;
 
+  // Every endpoint, in the order a request is matched against them.
+  static std::vector<RouteInfo> Routes();
+
   // /readyz answers 200 only after SetReady(true) (main: once the store has
   // recovered and the allocator is open).
   void SetReady(bool ready) { ready_.store(ready); }
 
  private:
+  struct Call;
+  struct RouteEntry;
+  // The route table (router.cc): method, pattern, label, access, handler.
+  static std::span<const RouteEntry> Table();
+
   HttpResponse Dispatch(HttpRequest& request, std::string_view path,
                         std::string_view query, Route* route) const;
-  HttpResponse Rest(HttpRequest& request, std::string_view path,
-                    std::string_view query, Route* route) const;
+  HttpResponse Healthz() const;
+  HttpResponse Readyz() const;
+  HttpResponse Metrics() const;
   // Who calls a REST endpoint: `answer` set = refused, or parked while its
   // token is reviewed; else `node` set = a node identity, unset = the
   // admin (or no authentication configured).
@@ -98,6 +129,12 @@ class Router {
     std::optional<NodeCaller> node;
   };
   Authn Authenticate(HttpRequest& request) const;
+  // 403 unless the node identity `caller` may call `route` (null: no route
+  // of this path and method) with these params: only a kOwnNode route of its
+  // own node.
+  std::optional<HttpResponse> NodeMayNot(const NodeCaller& caller, const HttpRequest& req,
+                                         std::string_view path, const RouteEntry* route,
+                                         const RouteParams& params) const;
 
   const RouterOptions options_;
   const ExtenderContext* const ctx_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/file_util.h"
@@ -228,6 +229,32 @@ TEST_F(NodeAuthTest, WhoMayCallWhat) {
   }
   // Every review asked for pdc's audience.
   for (const std::string& a : reviewer_.audiences()) EXPECT_EQ(a, kAudience);
+}
+
+// Every /v1/ route against the table's access column: a kOwnNode route
+// with node-a's token gets past authentication on node-a and 403 naming
+// node-b on node-b; every other route gets 403 asking for the admin token.
+TEST_F(NodeAuthTest, EveryRouteFollowsTheAccessColumnOfTheRouteTable) {
+  for (const RouteInfo& route : Router::Routes()) {
+    if (route.pattern.substr(0, 4) != "/v1/") continue;
+    const std::string own = absl::StrReplaceAll(
+        std::string(route.pattern), {{"{node}", "node-a"}, {"{ns}", "default"}, {"{name}", "c1"},
+                        {"{address}", "0000:3b:00.0"}, {"{podUid}", "uid-1"}});
+    const std::string method(route.method);
+    const HttpResponse mine = Run(method, own, "{}", "token-a");
+    SCOPED_TRACE(absl::StrCat(method, " ", own, " -> ", mine.status, " ", mine.body));
+    if (route.access == RouteAccess::kOwnNode) {
+      EXPECT_NE(mine.status, 401);
+      EXPECT_NE(mine.status, 403);
+      const HttpResponse theirs =
+          Run(method, absl::StrReplaceAll(own, {{"node-a", "node-b"}}), "{}", "token-a");
+      EXPECT_EQ(theirs.status, 403);
+      EXPECT_THAT(Said(theirs), HasSubstr("node \"node-b\"'s"));
+    } else {
+      EXPECT_EQ(mine.status, 403);
+      EXPECT_THAT(Said(mine), HasSubstr("admin token"));
+    }
+  }
 }
 
 TEST_F(NodeAuthTest, NodeWritesItsOwnInventoryThroughAReview) {
