@@ -26,6 +26,7 @@ struct BenchExtender {
 
   explicit BenchExtender(Clock* c) : clock(c) {
     AllocatorOptions o;
+    o.serialize_handoffs = false;  // No node driver confirms hand-offs here.
     o.device_classes = {DeviceClass{kNvme, {PciSelector{0x1b36, 0x0010, {}}}}};
     allocator = *Allocator::Open(o, &store, clock);
     pods = std::make_unique<PodCache>(clock, 10000, absl::Minutes(10));

@@ -94,6 +94,7 @@ Env* TheEnv(int members = 1) {
 
 AllocatorOptions Options() {
   AllocatorOptions o;
+  o.serialize_handoffs = false;  // No node driver confirms hand-offs here.
   o.device_classes = {DeviceClass{kNvme, {PciSelector{0x1b36, 0x0010, {}}}}};
   return o;
 }
@@ -363,7 +364,7 @@ void BM_Bind(benchmark::State& state) {
   c.extender.kubernetes.mode = KubernetesMode::kKubeconfig;
   c.extender.kubernetes.kubeconfig = kubeconfig;
   c.extender.kubernetes.ns = ns;
-  c.extender.serialize_handoffs = false;  // No pdc-node confirms here.
+  c.extender.allocator.serialize_handoffs = false;  // No pdc-node confirms here.
   c.log_level = "error";
   auto app = ExtenderApp::Start(c, {.version = "bench"});
   if (!app.ok()) {

@@ -23,6 +23,7 @@ constexpr char kNvme[] = "devices.kubevirt.io/nvme";
 
 AllocatorOptions Options() {
   AllocatorOptions o;
+  o.serialize_handoffs = false;  // No node driver confirms hand-offs here.
   o.device_classes = {DeviceClass{kNvme, {PciSelector{0x1b36, 0x0010, std::nullopt}}}};
   o.node_stale_after = absl::Hours(24);
   return o;

@@ -31,6 +31,7 @@ constexpr int kDevicesPerNode = 32;
 
 AllocatorOptions Options() {
   AllocatorOptions options;
+  options.serialize_handoffs = false;  // No node driver confirms hand-offs here.
   options.device_classes.push_back(
       DeviceClass{kResource, {PciSelector{0x1b36, 0x0010, std::nullopt}}});
   options.checkpoint_every_records = UINT64_MAX;

@@ -238,22 +238,15 @@ struct ExtenderConfig {
   // kubeconfig, and no volume), or `memory` (lost on restart; tests and
   // demos only).
   StoreKind store = StoreKind::kFile;
-  // nodeStaleAfter: a node whose driver has not reported for longer fails
-  // filter with "node driver not reporting".
-  absl::Duration node_stale_after = absl::Seconds(60);
-  // scoring: policy for fresh allocations, `binpack` or `spread`.
-  ScoringPolicy scoring = ScoringPolicy::kBinPack;
-  // templateReclaimPolicy: reclaimPolicy of claims generated for a VM,
-  // `Retain` or `Delete`.
-  ReclaimPolicy template_reclaim_policy = ReclaimPolicy::kRetain;
-  // checkpointEveryRecords: write a snapshot after this many log records,
-  // checkpointLogBytes: or once the log grew by this many bytes.
-  uint64_t checkpoint_every_records = 100000;
-  uint64_t checkpoint_log_bytes = uint64_t{64} << 20;
-  // serializeHandoffs: at most one VM pod per node and resource name waits
-  // for its devices (pdc-node's device plugin hands them over and confirms).
-  // `false` only when pdc-node is not the kubelet device plugin.
-  bool serialize_handoffs = true;
+  // The allocator's knobs, declared once in model/allocator_options.h with
+  // their defaults (device classes come from the top-level deviceClasses):
+  //   nodeStaleAfter          node_stale_after
+  //   scoring                 scoring (`binpack` or `spread`)
+  //   templateReclaimPolicy   template_reclaim_policy (`Retain` or `Delete`)
+  //   checkpointEveryRecords  checkpoint_every_records
+  //   checkpointLogBytes      checkpoint_every_bytes
+  //   serializeHandoffs       serialize_handoffs
+  AllocatorOptions allocator;
   KubernetesConfig kubernetes;  // kubernetes: mode, kubeconfig.
   LeaderElectionConfig leader_election;  // leaderElection: replicas.
   DraKeeperConfig dra_keeper;            // dra.keeper: the DRA claim keeper.

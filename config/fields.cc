@@ -411,24 +411,24 @@ std::vector<FieldSpec> MakeFields() {
       [](auto& c) -> auto& { return c.extender.store; }));
   f.push_back(Dur(
       "extender.nodeStaleAfter",
-      [](auto& c) -> auto& { return c.extender.node_stale_after; }));
+      [](auto& c) -> auto& { return c.extender.allocator.node_stale_after; }));
   f.push_back(Enum(
       "extender.scoring", scorings,
-      [](auto& c) -> auto& { return c.extender.scoring; }));
+      [](auto& c) -> auto& { return c.extender.allocator.scoring; }));
   f.push_back(Enum(
       "extender.templateReclaimPolicy", reclaims,
-      [](auto& c) -> auto& { return c.extender.template_reclaim_policy; }));
+      [](auto& c) -> auto& { return c.extender.allocator.template_reclaim_policy; }));
   f.push_back(Int<uint64_t>(
       "extender.checkpointEveryRecords",
-      [](auto& c) -> auto& { return c.extender.checkpoint_every_records; }));
+      [](auto& c) -> auto& { return c.extender.allocator.checkpoint_every_records; }));
   f.push_back(Bytes(
       "extender.checkpointLogBytes",
-      [](auto& c) -> auto& { return c.extender.checkpoint_log_bytes; }));
+      [](auto& c) -> auto& { return c.extender.allocator.checkpoint_every_bytes; }));
   const std::vector<std::pair<std::string, bool>> booleans = {{"true", true},
                                                               {"false", false}};
   f.push_back(Enum(
       "extender.serializeHandoffs", booleans,
-      [](auto& c) -> auto& { return c.extender.serialize_handoffs; }));
+      [](auto& c) -> auto& { return c.extender.allocator.serialize_handoffs; }));
   f.push_back(Enum(
       "extender.allowUnauthenticated", booleans,
       [](auto& c) -> auto& { return c.extender.allow_unauthenticated; }));

@@ -290,13 +290,13 @@ absl::Status ValidateExtender(const ExtenderConfig& e) {
   if (e.store == StoreKind::kFile && e.data_dir.empty()) {
     return Bad("extender.dataDir", "required when extender.store is file");
   }
-  RETURN_IF_ERROR(CheckPositive("extender.nodeStaleAfter", e.node_stale_after));
-  if (e.checkpoint_every_records < 1) {
+  RETURN_IF_ERROR(CheckPositive("extender.nodeStaleAfter", e.allocator.node_stale_after));
+  if (e.allocator.checkpoint_every_records < 1) {
     return Bad("extender.checkpointEveryRecords", "must be at least 1");
   }
-  if (e.checkpoint_log_bytes < (uint64_t{1} << 20)) {
+  if (e.allocator.checkpoint_every_bytes < (uint64_t{1} << 20)) {
     return Bad("extender.checkpointLogBytes",
-               absl::StrCat("must be at least 1Mi, got ", e.checkpoint_log_bytes));
+               absl::StrCat("must be at least 1Mi, got ", e.allocator.checkpoint_every_bytes));
   }
   if (e.kubernetes.mode == KubernetesMode::kKubeconfig &&
       e.kubernetes.kubeconfig.empty()) {
@@ -412,11 +412,11 @@ absl::Status ValidateNode(const PdcConfig& c) {
   }
   RETURN_IF_ERROR(
       CheckPositive("node.heartbeatInterval", n.heartbeat_interval));
-  if (n.heartbeat_interval >= c.extender.node_stale_after) {
+  if (n.heartbeat_interval >= c.extender.allocator.node_stale_after) {
     return Bad("node.heartbeatInterval",
                absl::StrCat(absl::FormatDuration(n.heartbeat_interval),
                             " must be shorter than extender.nodeStaleAfter (",
-                            absl::FormatDuration(c.extender.node_stale_after),
+                            absl::FormatDuration(c.extender.allocator.node_stale_after),
                             ") or the node looks stale between heartbeats"));
   }
   if (!n.metrics_listen.empty() && !IsHostPort(n.metrics_listen)) {
@@ -468,14 +468,8 @@ absl::Status Validate(const PdcConfig& config, Component component) {
 }
 
 AllocatorOptions ToAllocatorOptions(const PdcConfig& config) {
-  AllocatorOptions o;
+  AllocatorOptions o = config.extender.allocator;
   o.device_classes = config.device_classes;
-  o.node_stale_after = config.extender.node_stale_after;
-  o.scoring = config.extender.scoring;
-  o.template_reclaim_policy = config.extender.template_reclaim_policy;
-  o.checkpoint_every_records = config.extender.checkpoint_every_records;
-  o.checkpoint_every_bytes = config.extender.checkpoint_log_bytes;
-  o.serialize_handoffs = config.extender.serialize_handoffs;
   return o;
 }
 

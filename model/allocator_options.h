@@ -1,6 +1,7 @@
-// The allocator's options: what pdc.yaml configures (config/ builds them) and
-// the allocator reads. Here, below both, so that config/ need not include the
-// allocator.
+// The allocator's options: what pdc.yaml configures and the allocator reads,
+// each declared once, with the default pdc-extender ships (config/'s
+// ExtenderConfig holds one of these; its keys are listed there). Here, below
+// both, so that config/ need not include the allocator.
 #ifndef PDC_MODEL_ALLOCATOR_OPTIONS_H_
 #define PDC_MODEL_ALLOCATOR_OPTIONS_H_
 
@@ -35,8 +36,8 @@ struct AllocatorOptions {
   // (docs/design.md §6.2): kubelet's device plugin API does not say which pod
   // asks, so pdc-node can only answer unambiguously while one pod is pending.
   // Off for clusters where pdc-node is not the device plugin (nothing would
-  // confirm).
-  bool serialize_handoffs = false;
+  // confirm), and in tests that bind without a node driver.
+  bool serialize_handoffs = true;
   // Where claims are objects of another system (Kubernetes mode): why the
   // name of a template claim the allocator does not hold is still taken by
   // an object that is not the VM's claim (one being erased, withheld for a

@@ -54,6 +54,7 @@ using ::pdc::testing::QemuNvmeSelector;
 
 AllocatorOptions Options() {
   AllocatorOptions options;
+  options.serialize_handoffs = false;  // No node driver confirms hand-offs here.
   options.device_classes.push_back(DeviceClass{kNvme, {QemuNvmeSelector()}});
   options.checkpoint_every_records = 40;
   return options;

@@ -43,9 +43,13 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(c.extender.max_connections, 32768);
   EXPECT_EQ(c.extender.data_dir, "/var/lib/pdc");
   EXPECT_EQ(c.extender.store, StoreKind::kFile);
-  EXPECT_EQ(c.extender.node_stale_after, absl::Seconds(60));
-  EXPECT_EQ(c.extender.scoring, ScoringPolicy::kBinPack);
-  EXPECT_EQ(c.extender.template_reclaim_policy, ReclaimPolicy::kRetain);
+  EXPECT_EQ(c.extender.allocator.node_stale_after, absl::Seconds(60));
+  EXPECT_EQ(c.extender.allocator.scoring, ScoringPolicy::kBinPack);
+  EXPECT_EQ(c.extender.allocator.template_reclaim_policy, ReclaimPolicy::kRetain);
+  // The hand-off gate ships on, and the allocator's own default is the same
+  // declaration (config holds an AllocatorOptions, no copy that can drift).
+  EXPECT_TRUE(c.extender.allocator.serialize_handoffs);
+  EXPECT_TRUE(ToAllocatorOptions(c).serialize_handoffs);
   EXPECT_EQ(c.extender.kubernetes.mode, KubernetesMode::kNone);
   EXPECT_EQ(c.node.sysfs_root, "/sys");
   EXPECT_EQ(c.node.dev_root, "/dev");
@@ -165,8 +169,8 @@ TEST(ConfigTest, FileThenFlagsOverride) {
   EXPECT_EQ(c.extender.listen, "127.0.0.1:7000");   // file
   EXPECT_EQ(c.extender.worker_threads, 16);         // flag beats file
   EXPECT_EQ(c.extender.store, StoreKind::kMemory);  // flag, "--x value" form
-  EXPECT_EQ(c.extender.scoring, ScoringPolicy::kSpread);
-  EXPECT_EQ(c.extender.node_stale_after, absl::Minutes(5));
+  EXPECT_EQ(c.extender.allocator.scoring, ScoringPolicy::kSpread);
+  EXPECT_EQ(c.extender.allocator.node_stale_after, absl::Minutes(5));
   EXPECT_EQ(c.node.node_name, "node-a");
   ASSERT_EQ(c.device_classes.size(), 1u);  // The file's list replaces defaults.
   EXPECT_EQ(c.device_classes[0].selectors.size(), 1u);

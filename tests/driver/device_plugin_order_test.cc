@@ -145,6 +145,7 @@ TEST(DevicePluginOrderTest, EachHostDeviceGetsItsDriveAtEveryStartAcrossARenumbe
   pdc::testing::FakeClock clock;
   MemoryStore store;
   AllocatorOptions options;
+  options.serialize_handoffs = false;  // No node driver confirms hand-offs here.
   options.device_classes = {NvmeClass()};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Allocator> allocator,
                        Allocator::Open(options, &store, &clock));

@@ -137,6 +137,7 @@ TEST(AdmissionWebhookServerTest, AnswersWhileTheExtendersWorkersAreBusy) {
   MemoryStore store;
   pdc::testing::FakeClock clock;
   AllocatorOptions ao;
+  ao.serialize_handoffs = false;  // No node driver confirms hand-offs here.
   ao.device_classes = {DeviceClass{std::string(kNvme), {pdc::testing::QemuNvmeSelector()}}};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Allocator> allocator, Allocator::Open(ao, &store, &clock));
   const AdmissionWebhook webhook(allocator.get(), nullptr, {std::string(kNvme)}, &clock, nullptr);

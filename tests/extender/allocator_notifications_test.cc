@@ -61,6 +61,7 @@ class AllocatorNotificationsTest : public ::testing::TestWithParam<NotifyCase> {
  protected:
   void SetUp() override {
     AllocatorOptions o;
+    o.serialize_handoffs = false;  // No node driver confirms hand-offs here.
     o.device_classes = {DeviceClass{kNvme, {::pdc::testing::QemuNvmeSelector()}}};
     auto a = Allocator::Open(o, &store_, &clock_);
     ASSERT_TRUE(a.ok()) << a.status();
@@ -190,6 +191,7 @@ TEST(AllocatorChangeListenerTest, SeesTheCommittedRevision) {
   pdc::testing::FakeClock clock;
   MemoryStore store;
   AllocatorOptions o;
+  o.serialize_handoffs = false;  // No node driver confirms hand-offs here.
   o.device_classes = {DeviceClass{kNvme, {::pdc::testing::QemuNvmeSelector()}}};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Allocator> a, Allocator::Open(o, &store, &clock));
   std::vector<uint64_t> told;

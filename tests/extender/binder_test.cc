@@ -110,6 +110,7 @@ class BinderTest : public ::testing::TestWithParam<BindCase> {
  protected:
   void SetUp() override {
     AllocatorOptions o;
+    o.serialize_handoffs = false;  // No node driver confirms hand-offs here.
     o.device_classes = {DeviceClass{kNvme, {::pdc::testing::QemuNvmeSelector()}}};
     auto a = Allocator::Open(o, &store_, &clock_);
     ASSERT_TRUE(a.ok()) << a.status();

@@ -24,6 +24,7 @@ class CheckpointerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     AllocatorOptions o;
+    o.serialize_handoffs = false;  // No node driver confirms hand-offs here.
     o.device_classes = {DeviceClass{kNvme, {::pdc::testing::QemuNvmeSelector()}}};
     o.checkpoint_every_records = 2;
     ASSERT_OK_AND_ASSIGN(allocator_, Allocator::Open(o, &store_, &clock_));
@@ -61,6 +62,7 @@ TEST_F(CheckpointerTest, WritesOnlyWhenDue) {
 // Few but large records make a checkpoint due by the log's bytes.
 TEST(CheckpointerBytesTest, LargeRecordsMakeItDueByTheLogsSize) {
   AllocatorOptions o;
+  o.serialize_handoffs = false;  // No node driver confirms hand-offs here.
   o.device_classes = {DeviceClass{kNvme, {::pdc::testing::QemuNvmeSelector()}}};
   o.checkpoint_every_records = 1000;
   o.checkpoint_every_bytes = 4096;

@@ -35,6 +35,7 @@ using ::pdc::testing::VirtLauncherPod;
 
 inline AllocatorOptions TestOptions() {
   AllocatorOptions o;
+  o.serialize_handoffs = false;  // No node driver confirms hand-offs here.
   o.device_classes = {
       DeviceClass{kNvme, {::pdc::testing::QemuNvmeSelector()}}};
   return o;

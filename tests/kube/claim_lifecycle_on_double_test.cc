@@ -119,7 +119,7 @@ class ClaimLifecycleOnDoubleTest : public ExtenderOnDoubleTest {
 // why; it never binds into that object, and its drive never goes on the
 // erase path. Once the old object is gone, it gets a claim of its own.
 TEST_F(ClaimLifecycleOnDoubleTest, AVmReCreatedWaitsUntilItsOldClaimIsErased) {
-  configure_ = [](PdcConfig* c) { c->extender.template_reclaim_policy = ReclaimPolicy::kDelete; };
+  configure_ = [](PdcConfig* c) { c->extender.allocator.template_reclaim_policy = ReclaimPolicy::kDelete; };
   StartExtender(StoreKind::kKubernetes);
   ASSERT_TRUE(AwaitReady());
   Report("nvme");
@@ -172,7 +172,7 @@ TEST_F(ClaimLifecycleOnDoubleTest, AVmReCreatedWaitsUntilItsOldClaimIsErased) {
 // off by hand: the claim stays with its VM (its drive is not put on the
 // erase path) until the VM's pod is gone.
 TEST_F(ClaimLifecycleOnDoubleTest, ARunningVmsClaimIsNeverTakenFromIt) {
-  configure_ = [](PdcConfig* c) { c->extender.template_reclaim_policy = ReclaimPolicy::kDelete; };
+  configure_ = [](PdcConfig* c) { c->extender.allocator.template_reclaim_policy = ReclaimPolicy::kDelete; };
   StartExtender(StoreKind::kKubernetes);
   ASSERT_TRUE(AwaitReady());
   Report("nvme");

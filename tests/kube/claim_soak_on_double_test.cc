@@ -107,11 +107,11 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
 TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
   const ReclaimPolicy policy = GetParam();
   configure_ = [policy](PdcConfig* c) {
-    c->extender.template_reclaim_policy = policy;
+    c->extender.allocator.template_reclaim_policy = policy;
     c->extender.bind_deadline = absl::Seconds(4);
     // No pdc-node confirms hand-offs here: the gate would refuse every VM
     // after the first.
-    c->extender.serialize_handoffs = false;
+    c->extender.allocator.serialize_handoffs = false;
   };
   StartExtender(StoreKind::kKubernetes);
   ASSERT_TRUE(AwaitReady());
