@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/json_util.h"
+#include "common/strings.h"
 #include "model/names.h"
 #include "model/types.h"
 
@@ -67,6 +68,12 @@ absl::Status ValidateResourceName(std::string_view field, std::string_view s) {
   return json::FieldError(field, absl::StrCat(model::QuoteForMessage(s),
                                               " is not a valid resource name: ",
                                               absl::StrJoin(problems, "; ")));
+}
+
+absl::StatusOr<PciAddress> ParseAddress(std::string_view s, std::string_view field) {
+  absl::StatusOr<PciAddress> a = PciAddress::Parse(s);
+  if (!a.ok()) return json::FieldError(field, StdSv(a.status().message()));
+  return *a;
 }
 
 }  // namespace pdc::api

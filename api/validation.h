@@ -11,6 +11,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/types.h"
 
 namespace pdc::api {
 
@@ -37,6 +39,9 @@ absl::Status ValidateDriverName(std::string_view field, std::string_view s);
 // FieldError unless `s` is a resource name: a qualified name
 // (`<DNS subdomain>/<name>`, model::IsQualifiedName), at most 317 bytes.
 absl::Status ValidateResourceName(std::string_view field, std::string_view s);
+
+// A PCI address field; FieldError (422) naming `field` when malformed.
+absl::StatusOr<PciAddress> ParseAddress(std::string_view s, std::string_view field);
 
 }  // namespace pdc::api
 
