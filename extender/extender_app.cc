@@ -273,29 +273,61 @@ void ExtenderApp::Promote() {
 }
 
 absl::Status ExtenderApp::Init() {
-  const ExtenderConfig& ec = config_.extender;
-  const Clock* clock = options_.clock;
-  absl::StatusOr<std::string> token = ReadToken(ec.token_file);
+  absl::StatusOr<std::string> token = ReadToken(config_.extender.token_file);
   if (!token.ok()) return token.status();
-
   std::optional<kube::KubeClientConfig> kc;
-  if (ec.kubernetes.mode != KubernetesMode::kNone) {
-    absl::StatusOr<kube::KubeClientConfig> c = ClientConfig(ec.kubernetes);
+  if (config_.extender.kubernetes.mode != KubernetesMode::kNone) {
+    absl::StatusOr<kube::KubeClientConfig> c = ConnectKubernetes();
     if (!c.ok()) return c.status();
     kc = *std::move(c);
-    // A VM deleted (also while pdc-extender was down, found once synced
-    // below) no longer holds its claims. The watches start after the
-    // allocator exists.
-    vms_ = std::make_unique<VmDirectory>([this](std::string ns, std::string uid) {
-      (void)ReleaseGoneVm(*allocator_, ns, uid);  // Logs what it did.
-      // Set before the watches start.
-      if (keeper_ != nullptr) keeper_->ConsumerGone(ns, uid);
-    });
-    absl::StatusOr<std::unique_ptr<kube::KubeApi>> api = kube::KubeApi::Connect(*kc);
-    if (!api.ok()) return api.status();
-    kube_api_ = *std::move(api);
   }
+  RETURN_IF_ERROR(OpenStore());
+  RETURN_IF_ERROR(OpenAllocator());
+  MakeMetricsAndEvents();
+  if (kc.has_value()) {
+    RETURN_IF_ERROR(StartWatches(*kc));
+  } else {
+    spdlog::info("no Kubernetes API (kubernetes.mode: none): binds are "
+                 "recorded only");
+  }
+  FillContext();
+  StartNodeAuth();
+  MakeRouter(*token);
+  RETURN_IF_ERROR(StartServers());
+  RegisterGauges();
+  // With a Kubernetes API, pending hand-offs of pods that are gone are
+  // cancelled; without one, DELETE /v1/nodes/{node}/handoffs/{podUid} does it.
+  if (sweeper_ != nullptr) sweeper_->Start();
+  checkpointer_ = std::make_unique<Checkpointer>(Checkpointer::Options{}, allocator_.get(),
+                                               options_.clock);
+  checkpointer_->Start();
+  started_ = true;
+  return absl::OkStatus();
+}
 
+// The Kubernetes API's configuration, the VM directory (its watches start
+// once the allocator exists) and the API calls of the store.
+absl::StatusOr<kube::KubeClientConfig> ExtenderApp::ConnectKubernetes() {
+  absl::StatusOr<kube::KubeClientConfig> c = ClientConfig(config_.extender.kubernetes);
+  if (!c.ok()) return c.status();
+  // A VM deleted (also while pdc-extender was down, found once synced
+  // below) no longer holds its claims. The watches start after the
+  // allocator exists.
+  vms_ = std::make_unique<VmDirectory>([this](std::string ns, std::string uid) {
+    (void)ReleaseGoneVm(*allocator_, ns, uid);  // Logs what it did.
+    // Set before the watches start.
+    if (keeper_ != nullptr) keeper_->ConsumerGone(ns, uid);
+  });
+  absl::StatusOr<std::unique_ptr<kube::KubeApi>> api = kube::KubeApi::Connect(*c);
+  if (!api.ok()) return api.status();
+  kube_api_ = *std::move(api);
+  return c;
+}
+
+// The store (memory, PersistentDeviceClaim objects, or files), timed.
+absl::Status ExtenderApp::OpenStore() {
+  const ExtenderConfig& ec = config_.extender;
+  const Clock* clock = options_.clock;
   if (ec.store == StoreKind::kMemory) {
     spdlog::warn("store: memory - claims are lost when pdc-extender exits");
     base_store_ = std::make_unique<MemoryStore>();
@@ -338,7 +370,11 @@ absl::Status ExtenderApp::Init() {
       "Time to make a store record durable (fsync, group commit).",
       ExponentialBuckets(0.0001, 2, 16));
   store_ = std::make_unique<TimedStore>(base_store_.get(), clock, sync_seconds);
+  return absl::OkStatus();
+}
 
+// Recovery from the store, and the notifier following every commit.
+absl::Status ExtenderApp::OpenAllocator() {
   RecoveryReport report;
   AllocatorOptions ao = ToAllocatorOptions(config_);
   if (api_store_ != nullptr) {
@@ -348,7 +384,7 @@ absl::Status ExtenderApp::Init() {
     };
   }
   absl::StatusOr<std::unique_ptr<Allocator>> allocator =
-      Allocator::Open(ao, store_.get(), clock, &report);
+      Allocator::Open(ao, store_.get(), options_.clock, &report);
   if (!allocator.ok()) return allocator.status();
   allocator_ = *std::move(allocator);
   spdlog::info("store recovered: snapshot revision {}, {} records replayed, "
@@ -379,7 +415,12 @@ absl::Status ExtenderApp::Init() {
       }
     }
   });
+  return absl::OkStatus();
+}
 
+// Metrics, the Event recorder (with a Kubernetes API) and the pod cache.
+void ExtenderApp::MakeMetricsAndEvents() {
+  const Clock* clock = options_.clock;
   metrics_ = std::make_unique<ExtenderMetrics>(&registry_, allocator_.get(), clock,
                                                options_.version);
   if (kube_api_ != nullptr) {
@@ -390,71 +431,80 @@ absl::Status ExtenderApp::Init() {
                                               clock, eo);
   }
   pods_ = std::make_unique<PodCache>(clock, 10000, absl::Minutes(10));
+}
 
-  if (kc.has_value()) {
-    absl::StatusOr<std::unique_ptr<kube::KubeClient>> c = kube::NewHttpKubeClient(*kc);
-    if (!c.ok()) return c.status();
-    kube_ = *std::move(c);
-    spdlog::info("Kubernetes API: {}", kc->server);
-    // Which VM a pod belongs to comes from the owner chain (UIDs), read
-    // from these two watches; with store: kubernetes, the claims from a
-    // third.
-    endpoint_ = std::make_unique<kube::KubeEndpoint>(*kc);
-    // A pod of the scheduler that ended or was deleted: its pending
-    // hand-off and the deletion of its claims are looked at now. Both are
-    // made before the watch starts.
-    pod_watch_ = std::make_unique<PodDirectory>([this](const PodRef& pod) {
-      sweeper_->PodGone(pod.uid);
-      if (claims_ != nullptr) claims_->Kick();
-    });
-    HandoffSweeper::Options ho;
-    ho.pods = pod_watch_.get();
-    ho.on_cancelled = [this](const PendingHandoff& h, const std::vector<ClaimKey>& claims,
-                             std::string_view why) {
-      for (const ClaimKey& key : claims) {
-        std::optional<KubeApiStore::ObjectState> o =
-            api_store_ != nullptr ? api_store_->Object(key) : std::nullopt;
-        RecordHandoffCancelled(events_.get(), h, key, o.has_value() ? o->uid : "", why);
-      }
-    };
-    sweeper_ = std::make_unique<HandoffSweeper>(ho, allocator_.get(), kube_.get(), clock);
-    std::vector<Watch> watches = {
-        {kVmiPath, "", vms_->vmi_sink()},
-        {kVmPath, "", vms_->vm_sink()},
-        {kPodsPath, PodsOfScheduler(ec.kubernetes.scheduler_name), pod_watch_.get()}};
-    if (api_store_ != nullptr) {
-      ClaimController::Options co;
-      co.events = events_.get();
-      co.clock = clock;
-      co.pods = pod_watch_.get();
-      claims_ = std::make_unique<ClaimController>(allocator_.get(), api_store_, kube_.get(), co);
-      watches.push_back({kClaimsPath, "", claims_.get()});
-      claims_->Start();
-    } else {
-      spdlog::warn("store: {} with a Kubernetes API - PersistentDeviceClaim objects are not "
-                   "read; claims are made through the REST API (store: kubernetes makes the "
-                   "objects the claims)",
-                   ToString(ec.store));
+// The Kubernetes client, the watches (VMs, VMIs, pdc's scheduler's pods,
+// claim objects; the DRA keeper's own), the hand-off sweeper and the claim
+// controller.
+absl::Status ExtenderApp::StartWatches(const kube::KubeClientConfig& kc) {
+  const ExtenderConfig& ec = config_.extender;
+  const Clock* clock = options_.clock;
+  absl::StatusOr<std::unique_ptr<kube::KubeClient>> c = kube::NewHttpKubeClient(kc);
+  if (!c.ok()) return c.status();
+  kube_ = *std::move(c);
+  spdlog::info("Kubernetes API: {}", kc.server);
+  // Which VM a pod belongs to comes from the owner chain (UIDs), read
+  // from these two watches; with store: kubernetes, the claims from a
+  // third.
+  endpoint_ = std::make_unique<kube::KubeEndpoint>(kc);
+  // A pod of the scheduler that ended or was deleted: its pending
+  // hand-off and the deletion of its claims are looked at now. Both are
+  // made before the watch starts.
+  pod_watch_ = std::make_unique<PodDirectory>([this](const PodRef& pod) {
+    sweeper_->PodGone(pod.uid);
+    if (claims_ != nullptr) claims_->Kick();
+  });
+  HandoffSweeper::Options ho;
+  ho.pods = pod_watch_.get();
+  ho.on_cancelled = [this](const PendingHandoff& h, const std::vector<ClaimKey>& claims,
+                           std::string_view why) {
+    for (const ClaimKey& key : claims) {
+      std::optional<KubeApiStore::ObjectState> o =
+          api_store_ != nullptr ? api_store_->Object(key) : std::nullopt;
+      RecordHandoffCancelled(events_.get(), h, key, o.has_value() ? o->uid : "", why);
     }
-    std::vector<Watch> keeper_watches;
-    if (ec.dra_keeper.enabled) StartKeeper(&keeper_watches);
-    for (auto [from, to] : {std::pair{&watches, &reflectors_},
-                            std::pair{&keeper_watches, &keeper_reflectors_}}) {
-      for (Watch& w : *from) {
-        kube::ReflectorOptions o;
-        o.path = std::string(w.path);
-        o.selector = std::move(w.selector);
-        to->push_back(std::make_unique<kube::Reflector>(endpoint_.get(), o, w.sink));
-      }
-      for (auto& r : *to) r->Start();
-    }
-    if (keeper_ != nullptr) keeper_starter_ = std::thread([this] { KeepWhenSynced(); });
-    ctx_.vms = vms_.get();
+  };
+  sweeper_ = std::make_unique<HandoffSweeper>(ho, allocator_.get(), kube_.get(), clock);
+  std::vector<Watch> watches = {
+      {kVmiPath, "", vms_->vmi_sink()},
+      {kVmPath, "", vms_->vm_sink()},
+      {kPodsPath, PodsOfScheduler(ec.kubernetes.scheduler_name), pod_watch_.get()}};
+  if (api_store_ != nullptr) {
+    ClaimController::Options co;
+    co.events = events_.get();
+    co.clock = clock;
+    co.pods = pod_watch_.get();
+    claims_ = std::make_unique<ClaimController>(allocator_.get(), api_store_, kube_.get(), co);
+    watches.push_back({kClaimsPath, "", claims_.get()});
+    claims_->Start();
   } else {
-    spdlog::info("no Kubernetes API (kubernetes.mode: none): binds are "
-                 "recorded only");
+    spdlog::warn("store: {} with a Kubernetes API - PersistentDeviceClaim objects are not "
+                 "read; claims are made through the REST API (store: kubernetes makes the "
+                 "objects the claims)",
+                 ToString(ec.store));
   }
+  std::vector<Watch> keeper_watches;
+  if (ec.dra_keeper.enabled) StartKeeper(&keeper_watches);
+  for (auto [from, to] : {std::pair{&watches, &reflectors_},
+                          std::pair{&keeper_watches, &keeper_reflectors_}}) {
+    for (Watch& w : *from) {
+      kube::ReflectorOptions o;
+      o.path = std::string(w.path);
+      o.selector = std::move(w.selector);
+      to->push_back(std::make_unique<kube::Reflector>(endpoint_.get(), o, w.sink));
+    }
+    for (auto& r : *to) r->Start();
+  }
+  if (keeper_ != nullptr) keeper_starter_ = std::thread([this] { KeepWhenSynced(); });
+  ctx_.vms = vms_.get();
+  return absl::OkStatus();
+}
 
+// What the handlers see (ExtenderContext), and the bind queue with a
+// Kubernetes API.
+void ExtenderApp::FillContext() {
+  const ExtenderConfig& ec = config_.extender;
+  const Clock* clock = options_.clock;
   ctx_.allocator = allocator_.get();
   ctx_.clock = clock;
   ctx_.pod_cache = pods_.get();
@@ -487,7 +537,11 @@ absl::Status ExtenderApp::Init() {
     binds_ = std::make_unique<BindQueue>(binder_.get(), &notifier_, qo);
     ctx_.binds = binds_.get();
   }
+}
 
+// extender.nodeAuth: TokenReviews and per-node token files.
+void ExtenderApp::StartNodeAuth() {
+  const Clock* clock = options_.clock;
   const NodeAuthConfig& na = ec.node_auth;
   if (!na.service_account.empty() || !na.token_dir.empty()) {
     NodeAuthOptions ao;
@@ -522,13 +576,17 @@ absl::Status ExtenderApp::Init() {
                  na.token_dir.empty() ? std::string()
                                       : absl::StrCat("per-node tokens in ", na.token_dir));
   }
+}
 
+// The router, ready at once without watches, else once they synced.
+void ExtenderApp::MakeRouter(const std::string& token) {
+  const ExtenderConfig& ec = config_.extender;
   RouterOptions ro;
   ro.scheduler_prefix = ec.scheduler_path_prefix;
   while (!ro.scheduler_prefix.empty() && ro.scheduler_prefix.back() == '/') {
     ro.scheduler_prefix.pop_back();
   }
-  ro.bearer_token = *token;
+  ro.bearer_token = token;
   ro.node_auth = node_auth_.get();
   ro.scheduler_requires_client_cert = !ec.tls.client_ca_file.empty();
   ro.claims_are_objects = ec.store == StoreKind::kKubernetes;
@@ -564,7 +622,11 @@ absl::Status ExtenderApp::Init() {
       }
     });
   }
+}
 
+// The HTTP(S) listener and the admission webhook's.
+absl::Status ExtenderApp::StartServers() {
+  const ExtenderConfig& ec = config_.extender;
   absl::StatusOr<HttpServerOptions> listener = ListenerOptions(ec);
   if (!listener.ok()) return listener.status();
   HttpServerOptions& so = *listener;
@@ -580,7 +642,7 @@ absl::Status ExtenderApp::Init() {
 
   if (!ec.webhook.listen.empty()) {
     webhook_ = std::make_unique<AdmissionWebhook>(allocator_.get(), vms_.get(), ctx_.managed,
-                                                  clock, &registry_);
+                                                  options_.clock, &registry_);
     absl::StatusOr<std::unique_ptr<HttpServer>> ws = StartWebhookServer(
         {ec.webhook.listen, ec.webhook.cert_file, ec.webhook.key_file}, webhook_.get());
     if (!ws.ok()) {
@@ -601,7 +663,11 @@ absl::Status ExtenderApp::Init() {
                      ? "the REST API and the scheduler verbs"
                      : (rest_open ? "the REST API" : "the scheduler verbs"));
   }
+  return absl::OkStatus();
+}
 
+// The gauges read at scrape time.
+void ExtenderApp::RegisterGauges() {
   if (elector_ == nullptr) {
     // The only replica always leads (StartStandby registers the elected one).
     registry_.AddCallbackFamily(
@@ -634,13 +700,6 @@ absl::Status ExtenderApp::Init() {
         }
         return out;
       });
-  // With a Kubernetes API, pending hand-offs of pods that are gone are
-  // cancelled; without one, DELETE /v1/nodes/{node}/handoffs/{podUid} does it.
-  if (sweeper_ != nullptr) sweeper_->Start();
-  checkpointer_ = std::make_unique<Checkpointer>(Checkpointer::Options{}, allocator_.get(), clock);
-  checkpointer_->Start();
-  started_ = true;
-  return absl::OkStatus();
 }
 
 void ExtenderApp::Stop() {

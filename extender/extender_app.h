@@ -95,8 +95,19 @@ class ExtenderApp {
 
  private:
   ExtenderApp(const PdcConfig& config, Options options);
-  // Everything that serves: store recovery, watches, router, servers.
+  // Everything that serves, in the steps below: store recovery, watches,
+  // router, servers.
   absl::Status Init();
+  absl::StatusOr<kube::KubeClientConfig> ConnectKubernetes();
+  absl::Status OpenStore();
+  absl::Status OpenAllocator();
+  void MakeMetricsAndEvents();
+  absl::Status StartWatches(const kube::KubeClientConfig& kc);
+  void FillContext();
+  void StartNodeAuth();
+  void MakeRouter(const std::string& token);
+  absl::Status StartServers();
+  void RegisterGauges();
   // extender.leaderElection: the elector, and a standby server on
   // extender.listen that answers NotLeader() until this replica leads;
   // then Init() runs on the promoter thread (a fresh recovery from the API,
