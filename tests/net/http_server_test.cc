@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -138,6 +139,9 @@ TEST_F(HttpServerTest, AtTheConnectionCapANewClientWaitsUntilOneCloses) {
     absl::MutexLock lock(&mu);
     paused.push_back(p);
   };
+  // The observer writes to these locals: the server stops before they go
+  // (closing the sockets below resumes accepting, which reports it).
+  absl::Cleanup stop = [this] { if (server_) server_->Shutdown(); };
   StartServer();
   auto a = std::make_unique<RawSocket>(server_->port());
   RawSocket b(server_->port());
@@ -173,6 +177,7 @@ TEST_F(HttpServerTest, AcceptFailuresBackOffInsteadOfSpinning) {
   server_options_.observer.accept_failed = [&](const std::string&, absl::Duration) {
     ++failures;
   };
+  absl::Cleanup stop = [this] { if (server_) server_->Shutdown(); };  // Before `failures` goes.
   StartServer();
   const uint16_t port = server_->port();
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
