@@ -542,7 +542,7 @@ void ExtenderApp::FillContext() {
 // extender.nodeAuth: TokenReviews and per-node token files.
 void ExtenderApp::StartNodeAuth() {
   const Clock* clock = options_.clock;
-  const NodeAuthConfig& na = ec.node_auth;
+  const NodeAuthConfig& na = config_.extender.node_auth;
   if (!na.service_account.empty() || !na.token_dir.empty()) {
     NodeAuthOptions ao;
     ao.service_account = na.service_account;
