@@ -73,6 +73,10 @@ SliceSet SliceBuilder::Build(const std::vector<SliceDeviceInput>& inputs) {
   std::map<std::string, std::vector<const SliceDeviceInput*>> by_name;
   for (const SliceDeviceInput& in : inputs) {
     const std::string addr = in.device.address.ToString();
+    if (!in.withheld_reason.empty()) {
+      out.withheld.push_back(absl::StrCat(addr, ": ", in.withheld_reason));
+      continue;
+    }
     if (in.device.health != DeviceHealth::kHealthy) {
       out.withheld.push_back(absl::StrCat(addr, ": ", Sv(ToString(in.device.unhealthy_reason))));
       continue;

@@ -46,6 +46,9 @@ struct SliceDeviceInput {
   std::string model;
   std::string pcie_root;  // "pci0000:00"; "" when unknown (then omitted).
   std::optional<uint64_t> capacity_bytes;
+  // Not published, for this reason, when not empty (a device whose claim
+  // is gone: device_reclaimer.h).
+  std::string withheld_reason;
 };
 
 // The DNS-label device name of `serial` ("" for an empty serial).

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "tests/driver/fake_dra_claims.h"
 #include "tests/driver/test_util.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
@@ -222,8 +223,10 @@ TEST(DraDriverTest, PublishesFromTheInventoryAboveTheApiserversGeneration) {
   DraDriverOptions o{"nvme.pdc.kubevirt.io",    "node-1",
                      testing::NvmeClass(),      host.tmp.Join("registry"),
                      host.tmp.Join("plugins"),  host.tmp.Join("cdi"),
-                     host.tmp.Join("metadata"), host.tmp.Join("dra-prepared")};
-  auto driver = DraDriver::Create(o, &claims, &binder,
+                     host.tmp.Join("metadata"), host.tmp.Join("dra-prepared"),
+                     host.tmp.Join("dra-holders")};
+  testing::FakeDraClaims index;
+  auto driver = DraDriver::Create(o, &claims, &index, &binder, journal->get(),
                                   HostView{&host.kernel, &host.dev, &host.proc, "self/mountinfo"},
                                   &publisher);
   ASSERT_THAT(driver.status(), IsOk());
@@ -252,7 +255,11 @@ TEST(DraDriverTest, PublishesFromTheInventoryAboveTheApiserversGeneration) {
 
   (*driver)->OnInventory(inventory);  // Nothing changed: nothing written.
   EXPECT_EQ(publisher.published.size(), 1u);
-  // Prepared: on vfio-pci sysfs shows no model any more; the slice stays.
+  // Prepared: on vfio-pci sysfs shows no model any more; the slice stays
+  // (a claim is allocated it: a device on vfio-pci for no claim is not
+  // offered, device_reclaimer.h).
+  index.Allocate("vms", "disk-a", "uid-1", "nvme.pdc.kubevirt.io", "node-1",
+                 {DeviceNameFromSerial("S1")});
   ASSERT_THAT(binder.Bind({d.address}).status(), IsOk());
   inventory.devices[0].driver = "vfio-pci";
   (*driver)->OnInventory(inventory);
