@@ -465,12 +465,12 @@ TEST(ReflectedClaimIndexTest, KeepsDecodedClaimsAndNamesTheUnreadable) {
   ReflectedClaimIndex index(nullptr);
   EXPECT_FALSE(index.Snapshot().has_value());
   rapidjson::Document good;
-  good.Parse(R"({"metadata":{"namespace":"vms","name":"disk-a","uid":"u1"},
+  good.Parse(R"({"metadata":{"namespace":"vms","name":"disk-a","uid":"u1","resourceVersion":"5"},
                  "status":{"allocation":{"devices":{"results":[
                    {"request":"disk","driver":"nvme.pdc.kubevirt.io","pool":"node-1",
                     "device":"s1"}]}}}})");
   rapidjson::Document bad;
-  bad.Parse(R"({"metadata":{"namespace":"vms","name":"disk-b","uid":"u2"},
+  bad.Parse(R"({"metadata":{"namespace":"vms","name":"disk-b","uid":"u2","resourceVersion":"6"},
                 "status":{"allocation":{"devices":{"results":[{"request":7}]}}}})");
   index.sink()->Replace({&good, &bad});
   std::optional<ClaimSnapshot> s = index.Snapshot();
