@@ -86,6 +86,8 @@ class SliceBuilder : public DeviceDirectory {
   bool built_ ABSL_GUARDED_BY(mu_) = false;
   std::string last_devices_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, PciAddress> published_ ABSL_GUARDED_BY(mu_);
+  // Devices of the last build left out, by name: why (for Find's error).
+  std::map<std::string, std::string> withheld_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdc::driver::dra

@@ -136,6 +136,20 @@ TEST(SliceBuilderTest, GenerationMovesOnlyWhenTheContentDoes) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+// A claim allocated a device withdrawn since is told why.
+TEST(SliceBuilderTest, FindSaysWhyADeviceWasWithdrawn) {
+  SliceBuilder builder("d.example.com", "n");
+  SliceDeviceInput used = Input("0000:03:00.0", "S1", 12);
+  MarkUnhealthy(used.device, UnhealthyReason::kHostInUse);
+  SliceDeviceInput freed = Input("0000:04:00.0", "S2", 13);
+  freed.withheld_reason = "being erased";
+  builder.Build({used, freed});
+  EXPECT_THAT(builder.Find(DeviceNameFromSerial("S1")).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("(withdrawn: HostInUse)")));
+  EXPECT_THAT(builder.Find(DeviceNameFromSerial("S2")).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("(withdrawn: being erased)")));
+}
+
 TEST(SliceBuilderTest, WithholdsDevicesThatMustNotBeHandedOut) {
   SliceBuilder builder("d.example.com", "n");
   std::vector<SliceDeviceInput> inputs;
