@@ -268,6 +268,11 @@ int Main(int argc, char** argv) {
         d->OnInventory(i);
       }
     };
+    options.on_allocations = [&dra_drivers, chained = std::move(options.on_allocations)](
+                                 const NodeAllocations& a) {
+      if (chained) chained(a);
+      for (auto& d : dra_drivers) d->OnAllocations(a);
+    };
   }
   Reconciler reconciler(&sys, &binder, journal->get(), &api, &metrics, RealClock(), options);
   (void)reconciler.Start();  // Logged; the loop retries whatever is left.

@@ -87,7 +87,8 @@ DeviceReclaimer::Liveness DeviceReclaimer::Holds(const PreparedClaim& holder,
              : Liveness::kGone;
 }
 
-ReclaimPlan DeviceReclaimer::Plan(const std::vector<Device>& devices) {
+ReclaimPlan DeviceReclaimer::Plan(const std::vector<Device>& devices,
+                                  const std::optional<std::set<PciAddress>>& extender_held) {
   ReclaimPlan plan;
   stale_requests_.clear();
   std::set<std::string> released;  // Device names waiting for an administrator.
@@ -100,6 +101,10 @@ ReclaimPlan DeviceReclaimer::Plan(const std::vector<Device>& devices) {
     const std::optional<JournalEntry> entry = journal_->Get(d.address);
     if (entry && entry->state == JournalState::kErasing) {
       plan.withheld[d.address] = "its erase is pending";
+      continue;
+    }
+    if (extender_held && extender_held->contains(d.address)) {
+      plan.withheld[d.address] = "held by a PersistentDeviceClaim (device-plugin mode)";
       continue;
     }
     const bool on_vfio = d.driver == kVfioPci;
@@ -117,9 +122,9 @@ ReclaimPlan DeviceReclaimer::Plan(const std::vector<Device>& devices) {
     }
     const bool scrubs = KindForClass(d.class_code).ScrubsOnReclaim();
     // What a freed device becomes: `whose` names the data on it.
-    auto freed = [&](const std::string& whose) {
+    auto freed = [&](const std::string& whose, bool owner_known) {
       const bool release = ReleaseRequested(name);
-      if (options_.policy == ReclaimPolicy::kDelete && scrubs) {
+      if (owner_known && options_.policy == ReclaimPolicy::kDelete && scrubs) {
         plan.withheld[d.address] = absl::StrCat("being erased: ", whose, ", reclaimPolicy Delete");
         plan.steps.push_back({ReclaimAction::kErase, d.address, name,
                               absl::StrCat(whose, ", reclaimPolicy Delete"), release, {}});
@@ -135,7 +140,8 @@ ReclaimPlan DeviceReclaimer::Plan(const std::vector<Device>& devices) {
       }
       released.insert(name);
       const std::string why =
-          options_.policy == ReclaimPolicy::kRetain
+          !owner_known ? std::string("whose data it is is not known, so it is not erased unasked")
+          : options_.policy == ReclaimPolicy::kRetain
               ? std::string("reclaimPolicy Retain")
               : absl::StrCat("reclaimPolicy Delete, but its device kind (",
                              Sv(KindForClass(d.class_code).name()), ") cannot erase it");
@@ -150,6 +156,12 @@ ReclaimPlan DeviceReclaimer::Plan(const std::vector<Device>& devices) {
     };
     if (held_by.empty()) {
       if (!pdc_bound) continue;
+      if (!extender_held) {
+        plan.withheld[d.address] =
+            "pdc-extender's allocations are not read yet: whether a PersistentDeviceClaim holds "
+            "it is unknown";
+        continue;
+      }
       const ResourceClaimView* live = nullptr;
       for (const ResourceClaimView& c : snapshot->claims) {
         if (AllocatesDevice(c, options_.driver_name, options_.node_name, name)) live = &c;
@@ -160,7 +172,8 @@ ReclaimPlan DeviceReclaimer::Plan(const std::vector<Device>& devices) {
                                            "/", live->name, " is allocated it"),
                               false, *live});
       } else {
-        freed("a claim pdc-node has no record of (it is on vfio-pci and no claim is allocated it)");
+        freed("a claim pdc-node has no record of (it is on vfio-pci and no claim is allocated it)",
+              false);
       }
       continue;
     }
@@ -214,7 +227,7 @@ ReclaimPlan DeviceReclaimer::Plan(const std::vector<Device>& devices) {
            true);
       continue;
     }
-    freed(absl::StrCat("deleted or deallocated ", HolderRef(*gone[0])));
+    freed(absl::StrCat("deleted or deallocated ", HolderRef(*gone[0])), true);
   }
   // A request naming no Released device goes: it must not release a later
   // claim's data.

@@ -12,9 +12,13 @@
 // or another UID), or still there but no longer allocated that device
 // (status.allocation cleared). A claim the index could not decode is never
 // taken for gone. A device on vfio-pci that pdc bound (a bind-journal
-// entry) and that no claim holds nor is allocated is freed as well (its
-// holder's record is lost, so whose data it holds is unknown); one that a
-// live claim is allocated is adopted by that claim.
+// entry) that no holder record names (they were lost) and no claim is
+// allocated is held Released whatever the policy: whose data it holds is
+// unknown, so it is neither offered nor erased unasked; one that a live
+// claim is allocated is adopted by that claim. A device pdc-extender's
+// allocations hold (a PersistentDeviceClaim from before its class turned
+// to DRA mode) is neither: it is withheld and left alone, and so is every
+// such device until pdc-extender's allocations were read once.
 // A freed device is first withdrawn from the ResourceSlice (Plan names it
 // in `withheld`; the caller publishes the slices without it and only then
 // calls Apply), then:
@@ -40,6 +44,7 @@
 #define PDC_DRIVER_DRA_DEVICE_RECLAIMER_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -94,7 +99,10 @@ class DeviceReclaimer {
                   BindJournal* journal, VfioBinder* binder);
 
   // What to do about `devices` (the inventory's devices of this class).
-  ReclaimPlan Plan(const std::vector<Device>& devices);
+  // `extender_held`: the addresses pdc-extender's allocations hold, nullopt
+  // until they were read.
+  ReclaimPlan Plan(const std::vector<Device>& devices,
+                   const std::optional<std::set<PciAddress>>& extender_held);
   // Does the steps; call only once slices without `plan.withheld` are what
   // the apiserver holds. Errors are logged and retried by the next pass.
   void Apply(const ReclaimPlan& plan);

@@ -208,7 +208,7 @@ void DraDriver::OnInventory(const NodeInventory& inventory) {
   for (const Device& d : inventory.devices) {
     if (MatchingClass(classes, d) != nullptr) mine.push_back(d);
   }
-  const ReclaimPlan plan = reclaimer_->Plan(mine);
+  const ReclaimPlan plan = reclaimer_->Plan(mine, extender_held_);
   for (const Device& d : mine) {
     SliceDeviceInput in;
     in.device = d;
@@ -242,6 +242,12 @@ void DraDriver::OnInventory(const NodeInventory& inventory) {
     }
   }
   reclaimer_->Apply(plan);
+}
+
+void DraDriver::OnAllocations(const NodeAllocations& allocations) {
+  std::set<PciAddress> held;
+  for (const NodeAllocation& a : allocations.claimed) held.insert(a.address);
+  extender_held_ = std::move(held);
 }
 
 void DraDriver::Stop() {

@@ -17,6 +17,8 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,7 @@
 #include "driver/dra/registrar.h"
 #include "driver/dra/slice_builder.h"
 #include "kube/kube_http_client.h"
+#include "model/allocations.h"
 #include "model/types.h"
 
 namespace pdc::driver::dra {
@@ -98,6 +101,9 @@ class DraDriver {
   // the reclaimer withholds; publishes them when they changed (or the last
   // publication failed); then lets the reclaimer act on what it withheld.
   void OnInventory(const NodeInventory& inventory);
+  // pdc-extender's allocations for the node (the reconcile loop's answer):
+  // a device they hold is never this driver's to offer or erase.
+  void OnAllocations(const NodeAllocations& allocations);
   // Registration again when kubelet refused it or the socket vanished.
   void Tick();
   void Stop();
@@ -122,6 +128,7 @@ class DraDriver {
   std::unique_ptr<Registrar> registrar_;
   bool publish_pending_ = true;
   std::map<std::string, std::string> model_by_serial_;
+  std::optional<std::set<PciAddress>> extender_held_;
 };
 
 }  // namespace pdc::driver::dra

@@ -41,8 +41,8 @@ constexpr char kUidB[] = "bbbbbbbb-1111-4222-8333-944455556666";
 constexpr char kS1Address[] = "0000:03:00.0";
 constexpr char kS2Address[] = "0000:04:00.0";
 
-// pdc-extender for a node whose only class is in DRA mode: it allocates
-// nothing and returns nothing.
+// pdc-extender for a node whose only class is in DRA mode: it returns
+// nothing, and allocates only what a test sets.
 class IdleExtender : public ExtenderApi {
  public:
   absl::StatusOr<uint64_t> PutInventory(const NodeInventory&) override { return 1; }
@@ -50,8 +50,11 @@ class IdleExtender : public ExtenderApi {
                                                  absl::Duration) override {
     NodeAllocations a;
     a.version = 1;
+    a.claimed = claimed;
     return a;
   }
+  // PersistentDeviceClaims' devices (a class that was in device-plugin mode).
+  std::vector<NodeAllocation> claimed;
 };
 
 // The apiserver's ResourceSlices: the last set published.
@@ -130,6 +133,7 @@ class DraReclaimTest : public ::testing::Test {
     ro.nvme_admin = &admin_;
     ro.unreported_resources = {testing::NvmeClass().resource_name};
     ro.on_inventory = [this](const NodeInventory& i) { driver_->OnInventory(i); };
+    ro.on_allocations = [this](const NodeAllocations& a) { driver_->OnAllocations(a); };
     reconciler_ = std::make_unique<Reconciler>(&host_.kernel, binder_.get(), journal_.get(),
                                                &extender_, nullptr, &clock_, ro);
     ASSERT_THAT(reconciler_->Start(), IsOk());
@@ -414,14 +418,19 @@ TEST_F(DraReclaimTest, RestartWithTheErasePendingResumesTheErase) {
   EXPECT_TRUE(publisher_.Offers(s1_));
 }
 
-// The holder records are lost (or predate them): what is on vfio-pci for no
-// claim is erased before it is published; the prepared-claims checkpoint
-// knows the devices of claims kubelet did not unprepare.
-TEST_F(DraReclaimTest, OnVfioForNoClaimAtStartupIsErasedBeforePublication) {
+// The holder records are lost: a device on vfio-pci for no claim holds data
+// whose owner is unknown. It is never offered, and erased only once an
+// administrator releases it. The prepared-claims checkpoint knows the
+// devices of claims kubelet did not unprepare (next test).
+TEST_F(DraReclaimTest, OnVfioForNoKnownClaimAtStartupIsHeldUntilReleased) {
   S1UsedByClaimA();
   claims_.Delete("vms", "disk-a");
   std::filesystem::remove(host_.tmp.Join("dra-holders"));
   Start();
+  for (int i = 0; i < 3; ++i) Pass();
+  EXPECT_FALSE(S1Erased());
+  EXPECT_FALSE(publisher_.Offers(s1_));
+  ASSERT_THAT(WriteFileAtomically(ReleaseDir() + "/" + s1_, ""), IsOk());
   bool offered_during_erase = true;
   admin_.on_command = [&](const testing::RecordedCommand& c) {
     if (c.opcode == kNvmeAdminFormatNvm) offered_during_erase = publisher_.Offers(s1_);
@@ -430,6 +439,18 @@ TEST_F(DraReclaimTest, OnVfioForNoClaimAtStartupIsErasedBeforePublication) {
   EXPECT_TRUE(S1Erased());
   EXPECT_FALSE(offered_during_erase);
   EXPECT_TRUE(publisher_.Offers(s1_));
+}
+
+// A device a PersistentDeviceClaim of pdc-extender holds (its class was in
+// device-plugin mode before) is neither offered through DRA nor erased.
+TEST_F(DraReclaimTest, ADeviceAPersistentDeviceClaimHoldsIsLeftAlone) {
+  extender_.claimed = {{*PciAddress::Parse(kS1Address), ClaimKey{"default", "vm1-nvme"},
+                        testing::NvmeClass().resource_name, ReclaimPolicy::kDelete}};
+  for (int i = 0; i < 3; ++i) Pass();
+  EXPECT_EQ(Driver(kS1Address), "vfio-pci");  // The reconcile loop bound it for that claim.
+  EXPECT_FALSE(publisher_.Offers(s1_));
+  EXPECT_TRUE(publisher_.Offers(s2_));
+  EXPECT_FALSE(S1Erased());
 }
 
 TEST_F(DraReclaimTest, PreparedCheckpointNamesTheDeviceOfAClaimGoneAtStartup) {

@@ -259,6 +259,7 @@ TEST(DraDriverTest, PublishesFromTheInventoryAboveTheApiserversGeneration) {
   other.vendor_id = 0x10de;
   other.serial = "G1";
   inventory.devices = {d, other};
+  (*driver)->OnAllocations(NodeAllocations{});  // pdc-extender holds none of them.
   (*driver)->OnInventory(inventory);
   ASSERT_EQ(publisher.published.size(), 1u);
   EXPECT_EQ(publisher.published[0].generation, 7);
