@@ -306,9 +306,14 @@ struct NodeConfig {
 enum class HandOffMode : uint8_t { kDevicePlugin, kDra };
 
 // A device class in `dra` mode: its DRA driver name
-// (deviceClasses[].draDriverName, default nvme.pdc.kubevirt.io).
+// (deviceClasses[].draDriverName, default nvme.pdc.kubevirt.io) and what
+// happens to a device once no ResourceClaim holds it any more
+// (deviceClasses[].draReclaimPolicy: Delete, the default, erases it before
+// it is published again; Retain keeps it withdrawn, Released, until an
+// administrator releases it).
 struct DraClassConfig {
   std::string driver_name = "nvme.pdc.kubevirt.io";
+  ReclaimPolicy reclaim_policy = ReclaimPolicy::kDelete;
 
   bool operator==(const DraClassConfig&) const = default;
 };

@@ -191,12 +191,13 @@ absl::Status SetDeviceClasses(const DecodeContext& ctx, const YAML::Node& n,
         return FieldError(
             ctx, item, item_path,
             "want a mapping with resourceName, selectors, classCode, hostDrivers, mode, "
-            "draDriverName");
+            "draDriverName, draReclaimPolicy");
       }
       DeviceClass dc;
       std::optional<uint32_t> class_code;
       std::optional<std::string> mode;
       std::optional<std::string> dra_driver;
+      std::optional<ReclaimPolicy> dra_reclaim;
       for (auto it = item.begin(); it != item.end(); ++it) {
         const std::string key = it->first.Scalar();
         const std::string field_path = absl::StrCat(item_path, ".", key);
@@ -263,19 +264,35 @@ absl::Status SetDeviceClasses(const DecodeContext& ctx, const YAML::Node& n,
         } else if (key == "draDriverName") {
           ASSIGN_OR_RETURN(std::string text, ScalarText(ctx, v, field_path));
           dra_driver = std::move(text);
+        } else if (key == "draReclaimPolicy") {
+          ASSIGN_OR_RETURN(std::string text, ScalarText(ctx, v, field_path));
+          if (text == "Delete") {
+            dra_reclaim = ReclaimPolicy::kDelete;
+          } else if (text == "Retain") {
+            dra_reclaim = ReclaimPolicy::kRetain;
+          } else {
+            return FieldError(ctx, v, field_path,
+                              absl::StrCat(QuoteYaml(text), " is not Delete or Retain"));
+          }
         } else {
           return FieldError(ctx, it->first, field_path,
                             "unknown field (want resourceName, selectors, classCode, "
-                            "hostDrivers, mode, draDriverName)");
+                            "hostDrivers, mode, draDriverName, draReclaimPolicy)");
         }
       }
       if (dra_driver.has_value() && mode != "dra") {
         return FieldError(ctx, item, absl::StrCat(item_path, ".draDriverName"),
                           "only a class in mode dra has a DRA driver name");
       }
+      if (dra_reclaim.has_value() && mode != "dra") {
+        return FieldError(ctx, item, absl::StrCat(item_path, ".draReclaimPolicy"),
+                          "only a class in mode dra has a DRA reclaim policy (a "
+                          "PersistentDeviceClaim carries its own)");
+      }
       if (mode == "dra") {
         DraClassConfig dra;
         if (dra_driver.has_value()) dra.driver_name = *dra_driver;
+        if (dra_reclaim.has_value()) dra.reclaim_policy = *dra_reclaim;
         dra_classes[dc.resource_name] = std::move(dra);
       }
       for (PciSelector& s : dc.selectors) s.class_code = class_code;
@@ -308,7 +325,8 @@ std::string FormatDeviceClasses(const PdcConfig& c) {
       absl::StrAppend(&item, ", hostDrivers: [", absl::StrJoin(drivers, ", "), "]");
     }
     if (auto dra = c.dra_classes.find(dc.resource_name); dra != c.dra_classes.end()) {
-      absl::StrAppend(&item, ", mode: dra, draDriverName: ", QuoteYaml(dra->second.driver_name));
+      absl::StrAppend(&item, ", mode: dra, draDriverName: ", QuoteYaml(dra->second.driver_name),
+                      ", draReclaimPolicy: ", Sv(ToString(dra->second.reclaim_policy)));
     }
     item += "}";
     items.push_back(std::move(item));

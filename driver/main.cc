@@ -12,6 +12,7 @@
 // own plugin serves the resource, or no kubelet at all).
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "driver/deviceplugin/device_plugin_manager.h"
 #include "driver/bind_journal.h"
 #include "driver/deviceplugin/handoff_journal.h"
+#include "driver/dra/claim_index.h"
 #include "driver/dra/claim_source.h"
 #include "driver/dra/dra_driver.h"
 #include "driver/host_usage.h"
@@ -51,10 +53,43 @@ int Fail(const absl::Status& s) {
   return 2;
 }
 
+// The release directory of DRA driver `driver` (device_reclaimer.h).
+std::string DraReleaseDir(const std::string& state_dir, const std::string& driver) {
+  return absl::StrCat(state_dir, "/dra-release-", driver);
+}
+
+// --release-dra-device=DRIVER/DEVICE: leaves the request the running
+// pdc-node acts on (and removes) at its next pass.
+int ReleaseDraDevice(const std::string& state_dir, const std::string& what) {
+  const size_t slash = what.find('/');
+  const std::string driver = what.substr(0, slash);
+  const std::string device = slash == std::string::npos ? "" : what.substr(slash + 1);
+  auto label = [](const std::string& s) {
+    return !s.empty() && s.size() <= 253 && s != "." && s != ".." &&
+           std::all_of(s.begin(), s.end(), [](char c) {
+             return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.';
+           });
+  };
+  if (!label(driver) || !label(device) || device.find('.') != std::string::npos) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--release-dra-device=", what, ": want DRIVER/DEVICE, e.g. nvme.pdc.kubevirt.io/",
+        "s1234-0a1b2c3d (the device name of the ResourceSlice)")));
+  }
+  const std::string dir = DraReleaseDir(state_dir, driver);
+  if (absl::Status s = MakeDirectories(dir); !s.ok()) return Fail(s);
+  if (absl::Status s = WriteFileAtomically(absl::StrCat(dir, "/", device), ""); !s.ok()) {
+    return Fail(s);
+  }
+  std::printf("release of %s/%s requested: pdc-node acts on it at its next pass (its log says "
+              "what it did)\n", driver.c_str(), device.c_str());
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   bool once = false;
   bool device_plugin = true;
   std::string device_plugin_dir(deviceplugin::kDefaultPluginDir);
+  std::string release_dra_device;  // DRIVER/DEVICE
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -66,6 +101,8 @@ int Main(int argc, char** argv) {
       device_plugin = false;
     } else if (a.starts_with("--device-plugin-dir=")) {
       device_plugin_dir = a.substr(std::string_view("--device-plugin-dir=").size());
+    } else if (a.starts_with("--release-dra-device=")) {
+      release_dra_device = a.substr(std::string_view("--release-dra-device=").size());
     } else {
       args.push_back(a);
     }
@@ -74,9 +111,12 @@ int Main(int argc, char** argv) {
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) {
     std::printf("pdc-node [--config=FILE] [--once] [--device-plugin=false] "
-                "[--device-plugin-dir=DIR] [--<field>=<value>...]\n"
+                "[--device-plugin-dir=DIR] [--release-dra-device=DRIVER/DEVICE] "
+                "[--<field>=<value>...]\n"
                 "  --once               one reconcile pass without waiting; exit 0 when it "
                 "succeeded\n"
+                "  --release-dra-device  asks the running pdc-node to release a Released DRA "
+                "device (erased first when its kind can be), then exits\n"
                 "  --device-plugin=false  do not serve the kubelet device plugin API\n"
                 "  --device-plugin-dir  kubelet's device plugin directory (default %s)\n%s",
                 std::string(deviceplugin::kDefaultPluginDir).c_str(), ConfigHelp().c_str());
@@ -86,6 +126,9 @@ int Main(int argc, char** argv) {
   if (!config.ok()) return Fail(config.status());
   const NodeConfig& nc = config->node;
   InstallLogging("pdc-node", config->log_format == LogFormat::kJson, config->log_level);
+  if (!release_dra_device.empty()) {
+    return ReleaseDraDevice(nc.state_dir, release_dra_device);
+  }
 
   RealSysfs sys(nc.sysfs_root);
   RealSysfs dev(nc.dev_root);
@@ -146,6 +189,8 @@ int Main(int argc, char** argv) {
   // the device plugin leaves them alone.
   std::vector<DeviceClass> plugin_classes;
   std::unique_ptr<kube::KubeApi> kube_api;
+  std::unique_ptr<kube::KubeEndpoint> kube_endpoint;
+  std::unique_ptr<dra::ReflectedClaimIndex> claim_index;
   std::unique_ptr<dra::KubeClaimSource> claim_source;
   std::unique_ptr<dra::KubeSlicePublisher> slice_publisher;
   std::vector<std::unique_ptr<dra::DraDriver>> dra_drivers;
@@ -164,6 +209,10 @@ int Main(int argc, char** argv) {
       auto connected = kube::KubeApi::Connect(*kc);
       if (!connected.ok()) return Fail(connected.status());
       kube_api = std::move(*connected);
+      // Every ResourceClaim, watched: a claim that held a device of this
+      // node being gone is what frees the device (device_reclaimer.h).
+      kube_endpoint = std::make_unique<kube::KubeEndpoint>(*kc);
+      claim_index = std::make_unique<dra::ReflectedClaimIndex>(kube_endpoint.get());
       claim_source = std::make_unique<dra::KubeClaimSource>(kube_api.get(), absl::Seconds(10));
       slice_publisher =
           std::make_unique<dra::KubeSlicePublisher>(kube_api.get(), absl::Seconds(10));
@@ -175,8 +224,12 @@ int Main(int argc, char** argv) {
                             nc.kubelet_dir + "/plugins",
                             nc.cdi_dir,
                             nc.dra_metadata_dir,
-                            nc.state_dir + "/dra-prepared-" + mode->second.driver_name};
-    auto driver = dra::DraDriver::Create(std::move(d), claim_source.get(), &binder,
+                            nc.state_dir + "/dra-prepared-" + mode->second.driver_name,
+                            nc.state_dir + "/dra-holders-" + mode->second.driver_name,
+                            mode->second.reclaim_policy,
+                            DraReleaseDir(nc.state_dir, mode->second.driver_name)};
+    auto driver = dra::DraDriver::Create(std::move(d), claim_source.get(), claim_index.get(),
+                                         &binder, journal->get(),
                                          HostView{&sys, &dev, &proc, "1/mountinfo"},
                                          slice_publisher.get());
     if (!driver.ok()) return Fail(driver.status());
@@ -215,6 +268,11 @@ int Main(int argc, char** argv) {
         d->OnInventory(i);
       }
     };
+    options.on_allocations = [&dra_drivers, chained = std::move(options.on_allocations)](
+                                 const NodeAllocations& a) {
+      if (chained) chained(a);
+      for (auto& d : dra_drivers) d->OnAllocations(a);
+    };
   }
   Reconciler reconciler(&sys, &binder, journal->get(), &api, &metrics, RealClock(), options);
   (void)reconciler.Start();  // Logged; the loop retries whatever is left.
@@ -242,6 +300,7 @@ int Main(int argc, char** argv) {
     spdlog::info("kubelet device plugin for {} in {}",
                  absl::StrJoin(plugins->resource_names(), ", "), device_plugin_dir);
   }
+  if (claim_index) claim_index->Start();
   for (auto& d : dra_drivers) {
     if (absl::Status s = d->Start(); !s.ok()) return Fail(s);
   }
@@ -282,6 +341,7 @@ int Main(int argc, char** argv) {
   // The plugin sockets go away with us; kubelet marks the devices unhealthy.
   if (plugins) plugins->Stop();
   for (auto& d : dra_drivers) d->Stop();
+  if (claim_index) claim_index->Stop();
   if (server) server->Shutdown();
   signal_thread.join();
   return 0;

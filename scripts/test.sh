@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies (Debian 12), builds pdc with
 # warnings as errors, and runs the whole test suite with ctest. Also runs the
-# real-kernel tests under QEMU (the vfio binding, then the whole node path
-# with the real daemons) when PDC_QEMU_TEST is not 0.
+# real-kernel tests under QEMU (the vfio binding, the whole node path with
+# the real daemons, and pdc-node in DRA mode) when PDC_QEMU_TEST is not 0.
 #
 # The build and the tests run with Debian's default PATH, so a program that
 # this machine has somewhere else (/usr/local, a version manager's shims) is not
 # picked up by accident: every program the tests run comes from
 # scripts/install-deps.sh. With PDC_EXEC_TRACE=PREFIX set (.ci/run sets it),
-# the tests run under strace and PREFIX.ctest, PREFIX.qemu and PREFIX.qemu-daemon record every
+# the tests run under strace and PREFIX.ctest, PREFIX.qemu, PREFIX.qemu-daemon and PREFIX.qemu-dra record every
 # program they execute, for scripts/check-exec-deps.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,4 +48,5 @@ traced ctest ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${CTEST_JOBS:
 if [ "${PDC_QEMU_TEST:-1}" != "0" ] && [ -x tests/qemu/run-vfio-test.sh ]; then
   traced qemu bash tests/qemu/run-vfio-test.sh "$BUILD_DIR"
   traced qemu-daemon bash tests/qemu/run-daemon-test.sh "$BUILD_DIR"
+  traced qemu-dra bash tests/qemu/run-dra-test.sh "$BUILD_DIR"
 fi

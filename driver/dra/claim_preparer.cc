@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <map>
@@ -77,13 +78,14 @@ bool SafeComponent(std::string_view s) {
 
 ClaimPreparer::ClaimPreparer(PreparerOptions options, ClaimSource* claims,
                              const DeviceDirectory* devices, VfioBinder* binder, HostView host,
-                             PreparedCheckpoint* checkpoint)
+                             PreparedCheckpoint* checkpoint, PreparedCheckpoint* holders)
     : options_(std::move(options)),
       claims_(claims),
       devices_(devices),
       binder_(binder),
       host_(std::move(host)),
-      checkpoint_(checkpoint) {}
+      checkpoint_(checkpoint),
+      holders_(holders) {}
 
 void ClaimPreparer::Enter(const std::string& uid) {
   absl::MutexLock lock(&mu_);
@@ -172,6 +174,34 @@ absl::StatusOr<std::vector<PreparedDeviceAnswer>> ClaimPreparer::PrepareClaim(
       }
     }
   }
+
+  // Whose data each device holds: another claim's stays on it until it is
+  // erased or released (the reclaimer); this claim's is recorded before
+  // the first bind, so that its deletion is noticed whatever happens next.
+  PreparedClaim holder{uid, ns, name, {}};
+  if (auto old = holders_->Get(uid)) holder = *old;
+  const std::vector<PreparedClaim> holders = holders_->Claims();
+  for (const Item& item : items) {
+    for (const PreparedClaim& h : holders) {
+      if (h.uid == uid) continue;
+      for (const PreparedDevice& d : h.devices) {
+        if (d.device != item.allocated.device) continue;
+        return absl::UnavailableError(absl::StrCat(
+            ClaimRef(ns, name), ": device ", item.allocated.device, " (", item.address.ToString(),
+            ") still holds the data of claim ", h.ns, "/", h.name, " (uid ", h.uid,
+            "), which used it before; it is erased, or released by an administrator, before "
+            "another claim gets it; retried"));
+      }
+    }
+    const bool recorded =
+        std::any_of(holder.devices.begin(), holder.devices.end(),
+                    [&](const PreparedDevice& d) { return d.device == item.allocated.device; });
+    if (!recorded) {
+      holder.devices.push_back(
+          {item.allocated.request, item.allocated.pool, item.allocated.device, item.address});
+    }
+  }
+  if (absl::Status s = holders_->Put(holder); !s.ok()) return About(ns, name, s);
 
   std::vector<PciAddress> addresses;
   for (const Item& item : items) addresses.push_back(item.address);

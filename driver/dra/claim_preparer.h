@@ -13,8 +13,13 @@
 //      device whose /dev/vfio/<group> another process holds open (the
 //      previous VM's QEMU still shutting down) with Unavailable naming the
 //      holder, so kubelet retries;
-//   4. binds every device to vfio-pci with the VfioBinder, which refuses
-//      (before any write) a device the host uses, with the reason;
+//   4. refuses (Unavailable, retried) a device whose holder record names
+//      another claim: it holds that claim's data until it is erased or
+//      released (device_reclaimer.h); otherwise records this claim as the
+//      holder of its devices (durable, before any bind), then binds every
+//      device to vfio-pci with the VfioBinder, which refuses (before any
+//      write) a device the host uses, or whose erase is pending, with the
+//      reason;
 //   5. writes one KEP-5304 metadata file per request and then the claim's
 //      CDI spec, both atomically, and records the claim in the checkpoint;
 //   6. answers the CDI device IDs.
@@ -76,9 +81,11 @@ struct PreparedDeviceAnswer {
 class ClaimPreparer {
  public:
   // Every pointer must outlive the preparer. `host` views /sys, /dev, /proc
-  // (for the VFIO group holders).
+  // (for the VFIO group holders). `holders`: which claim's data each device
+  // holds (device_reclaimer.h).
   ClaimPreparer(PreparerOptions options, ClaimSource* claims, const DeviceDirectory* devices,
-                VfioBinder* binder, HostView host, PreparedCheckpoint* checkpoint);
+                VfioBinder* binder, HostView host, PreparedCheckpoint* checkpoint,
+                PreparedCheckpoint* holders);
 
   absl::StatusOr<std::vector<PreparedDeviceAnswer>> Prepare(const std::string& ns,
                                                             const std::string& name,
@@ -101,6 +108,7 @@ class ClaimPreparer {
   VfioBinder* const binder_;
   const HostView host_;
   PreparedCheckpoint* const checkpoint_;
+  PreparedCheckpoint* const holders_;
   absl::Mutex mu_;
   std::set<std::string> busy_ ABSL_GUARDED_BY(mu_);
 };

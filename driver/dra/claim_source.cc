@@ -13,6 +13,11 @@ namespace json = ::pdc::api::json;
 absl::StatusOr<ResourceClaimView> ParseResourceClaim(std::string_view text) {
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseObject(text, &doc));
+  return ResourceClaimFromJson(doc);
+}
+
+absl::StatusOr<ResourceClaimView> ResourceClaimFromJson(const json::Value& doc) {
+  if (!doc.IsObject()) return json::TypeError("ResourceClaim", "is not an object");
   ResourceClaimView view;
   ASSIGN_OR_RETURN(const json::Value* meta, json::OptObject(doc, "metadata", "metadata"));
   if (meta == nullptr) return json::TypeError("metadata", "is missing");

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "api/json_util.h"
 #include "kube/kube_http_client.h"
 
 namespace pdc::driver::dra {
@@ -44,6 +45,8 @@ struct ResourceClaimView {
 // Decodes a ResourceClaim. InvalidArgument naming the field when the JSON
 // is malformed or a required field is missing or of the wrong type.
 absl::StatusOr<ResourceClaimView> ParseResourceClaim(std::string_view json);
+// The same, of an object parsed already (a list item, a watch event).
+absl::StatusOr<ResourceClaimView> ResourceClaimFromJson(const api::json::Value& object);
 
 class ClaimSource {
  public:

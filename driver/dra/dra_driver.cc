@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/json_util.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "driver/discovery.h"
@@ -142,15 +143,27 @@ absl::Status KubeSlicePublisher::Publish(const std::string& driver,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<DraDriver>> DraDriver::Create(DraDriverOptions options,
-                                                             ClaimSource* claims,
-                                                             VfioBinder* binder, HostView host,
-                                                             SlicePublisher* publisher) {
+absl::StatusOr<std::unique_ptr<DraDriver>> DraDriver::Create(
+    DraDriverOptions options, ClaimSource* claims, const ClaimIndex* index, VfioBinder* binder,
+    BindJournal* journal, HostView host, SlicePublisher* publisher) {
   std::unique_ptr<DraDriver> d(new DraDriver(std::move(options), host, publisher));
   const DraDriverOptions& o = d->options_;
   ASSIGN_OR_RETURN(d->checkpoint_, PreparedCheckpoint::Open(o.checkpoint_path));
   for (const std::string& p : d->checkpoint_->problems())
     spdlog::error("DRA {}: {}", o.driver_name, p);
+  ASSIGN_OR_RETURN(d->holders_, PreparedCheckpoint::Open(o.holders_path));
+  for (const std::string& p : d->holders_->problems())
+    spdlog::error("DRA {}: {}: {}", o.driver_name, o.holders_path, p);
+  // A claim prepared before holder records existed: its devices hold its
+  // data, as recorded now.
+  for (const PreparedClaim& c : d->checkpoint_->Claims()) {
+    if (d->holders_->Get(c.uid)) continue;
+    RETURN_IF_ERROR(d->holders_->Put(c));
+  }
+  if (!o.release_dir.empty()) RETURN_IF_ERROR(MakeDirectories(o.release_dir));
+  d->reclaimer_ = std::make_unique<DeviceReclaimer>(
+      ReclaimerOptions{o.driver_name, o.node_name, o.reclaim_policy, o.release_dir}, index, claims,
+      d->holders_.get(), d->checkpoint_.get(), journal, binder);
   int64_t first_generation = 1;
   if (publisher != nullptr) {
     // A restarted pdc-node publishes above what the apiserver holds, or the
@@ -167,7 +180,7 @@ absl::StatusOr<std::unique_ptr<DraDriver>> DraDriver::Create(DraDriverOptions op
   PreparerOptions po{o.driver_name, o.node_name, o.device_class.resource_name, o.cdi_dir,
                      o.metadata_dir};
   d->preparer_ = std::make_unique<ClaimPreparer>(po, claims, d->slices_.get(), binder, host,
-                                                 d->checkpoint_.get());
+                                                 d->checkpoint_.get(), d->holders_.get());
   d->server_ = std::make_unique<DraServer>(d->preparer_.get(),
                                            ServiceSocketPath(o.plugins_dir, o.driver_name));
   d->registrar_ = std::make_unique<Registrar>(
@@ -191,10 +204,17 @@ void DraDriver::Tick() {
 void DraDriver::OnInventory(const NodeInventory& inventory) {
   std::vector<SliceDeviceInput> inputs;
   const std::vector<DeviceClass> classes = {options_.device_class};
+  std::vector<Device> mine;
   for (const Device& d : inventory.devices) {
-    if (MatchingClass(classes, d) == nullptr) continue;
+    if (MatchingClass(classes, d) != nullptr) mine.push_back(d);
+  }
+  const ReclaimPlan plan = reclaimer_->Plan(mine, extender_held_);
+  for (const Device& d : mine) {
     SliceDeviceInput in;
     in.device = d;
+    if (auto w = plan.withheld.find(d.address); w != plan.withheld.end()) {
+      in.withheld_reason = w->second;
+    }
     absl::StatusOr<std::string> resolved = host_.sys->Resolve(DevicePath(d.address));
     if (resolved.ok()) in.pcie_root = PcieRootFromSysfsPath(*resolved);
     // sysfs shows an NVMe model only while the nvme driver has the device:
@@ -212,13 +232,22 @@ void DraDriver::OnInventory(const NodeInventory& inventory) {
                  options_.node_name, set.generation, set.slices.size(),
                  set.withheld.empty() ? "" : "; withheld: ", absl::StrJoin(set.withheld, "; "));
   }
-  if (publisher_ == nullptr || (!set.changed && !publish_pending_)) return;
-  absl::Status s = publisher_->Publish(options_.driver_name, options_.node_name, set);
-  publish_pending_ = !s.ok();
-  if (!s.ok()) {
-    spdlog::warn("DRA {}: publishing ResourceSlices: {} (retried next pass)", options_.driver_name,
-                 s.ToString());
+  if (publisher_ != nullptr && (set.changed || publish_pending_)) {
+    absl::Status s = publisher_->Publish(options_.driver_name, options_.node_name, set);
+    publish_pending_ = !s.ok();
+    if (!s.ok()) {
+      spdlog::warn("DRA {}: publishing ResourceSlices: {} (retried next pass)",
+                   options_.driver_name, s.ToString());
+      return;  // The withdrawn devices may still be offered: nothing is done to them yet.
+    }
   }
+  reclaimer_->Apply(plan);
+}
+
+void DraDriver::OnAllocations(const NodeAllocations& allocations) {
+  std::set<PciAddress> held;
+  for (const NodeAllocation& a : allocations.claimed) held.insert(a.address);
+  extender_held_ = std::move(held);
 }
 
 void DraDriver::Stop() {

@@ -71,10 +71,16 @@ SliceSet SliceBuilder::Build(const std::vector<SliceDeviceInput>& inputs) {
   SliceSet out;
   // Names first: a name two devices yield is withheld for both.
   std::map<std::string, std::vector<const SliceDeviceInput*>> by_name;
+  std::map<std::string, std::string> withheld_by_name;  // Why, for Find.
   for (const SliceDeviceInput& in : inputs) {
     const std::string addr = in.device.address.ToString();
-    if (in.device.health != DeviceHealth::kHealthy) {
-      out.withheld.push_back(absl::StrCat(addr, ": ", Sv(ToString(in.device.unhealthy_reason))));
+    std::string why = in.withheld_reason;
+    if (why.empty() && in.device.health != DeviceHealth::kHealthy) {
+      why = std::string(Sv(ToString(in.device.unhealthy_reason)));
+    }
+    if (!why.empty()) {
+      out.withheld.push_back(absl::StrCat(addr, ": ", why));
+      if (!in.device.serial.empty()) withheld_by_name[DeviceNameFromSerial(in.device.serial)] = why;
       continue;
     }
     const std::string name = DeviceNameFromSerial(in.device.serial);
@@ -147,6 +153,7 @@ SliceSet SliceBuilder::Build(const std::vector<SliceDeviceInput>& inputs) {
   built_ = true;
   last_devices_ = std::move(all);
   published_ = std::move(published);
+  withheld_ = std::move(withheld_by_name);
   out.generation = generation_;
   for (size_t i = 0; i < device_arrays.size(); ++i) {
     const std::string name = absl::StrCat(node_, "-", driver_, "-", i);
@@ -191,8 +198,10 @@ absl::StatusOr<PciAddress> SliceBuilder::Find(std::string_view device_name) cons
   absl::MutexLock lock(&mu_);
   auto it = published_.find(std::string(device_name));
   if (it == published_.end()) {
-    return absl::NotFoundError(absl::StrCat("no device named ", Sv(device_name),
-                                            " is published by ", driver_, " on node ", node_));
+    auto w = withheld_.find(std::string(device_name));
+    return absl::NotFoundError(absl::StrCat(
+        "no device named ", Sv(device_name), " is published by ", driver_, " on node ", node_,
+        w == withheld_.end() ? std::string() : absl::StrCat(" (withdrawn: ", w->second, ")")));
   }
   return it->second;
 }

@@ -46,6 +46,9 @@ struct SliceDeviceInput {
   std::string model;
   std::string pcie_root;  // "pci0000:00"; "" when unknown (then omitted).
   std::optional<uint64_t> capacity_bytes;
+  // Not published, for this reason, when not empty (a device whose claim
+  // is gone: device_reclaimer.h).
+  std::string withheld_reason;
 };
 
 // The DNS-label device name of `serial` ("" for an empty serial).
@@ -83,6 +86,8 @@ class SliceBuilder : public DeviceDirectory {
   bool built_ ABSL_GUARDED_BY(mu_) = false;
   std::string last_devices_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, PciAddress> published_ ABSL_GUARDED_BY(mu_);
+  // Devices of the last build left out, by name: why (for Find's error).
+  std::map<std::string, std::string> withheld_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdc::driver::dra

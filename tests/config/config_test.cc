@@ -98,6 +98,7 @@ TEST(ConfigTest, AClassInDraModeHasADriverName) {
                "    selectors: [\"10ee:9038\"]\n"
                "    mode: dra\n"
                "    draDriverName: fpga.example.com\n"
+               "    draReclaimPolicy: Retain\n"
                "  - resourceName: example.com/gpu\n"
                "    selectors: [\"10de:1eb8\"]\n"
                "    mode: devicePlugin\n"
@@ -106,6 +107,8 @@ TEST(ConfigTest, AClassInDraModeHasADriverName) {
   ASSERT_EQ(c.dra_classes.size(), 2u);
   EXPECT_EQ(c.dra_classes.at("devices.kubevirt.io/nvme").driver_name, "nvme.pdc.kubevirt.io");
   EXPECT_EQ(c.dra_classes.at("example.com/fpga").driver_name, "fpga.example.com");
+  EXPECT_EQ(c.dra_classes.at("devices.kubevirt.io/nvme").reclaim_policy, ReclaimPolicy::kDelete);
+  EXPECT_EQ(c.dra_classes.at("example.com/fpga").reclaim_policy, ReclaimPolicy::kRetain);
   EXPECT_FALSE(c.dra_classes.contains("example.com/gpu"));
   PdcConfig back;
   ASSERT_OK(ApplyYaml(FormatConfigYaml(c), "formatted", &back));
@@ -132,6 +135,12 @@ TEST(ConfigTest, DraErrorsNameTheField) {
            {"deviceClasses:\n  - resourceName: a.io/x\n    selectors: [\"1b36:0010\"]\n"
             "    draDriverName: x.example.com\n",
             "deviceClasses[0].draDriverName: only a class in mode dra"},
+           {"deviceClasses:\n  - resourceName: a.io/x\n    selectors: [\"1b36:0010\"]\n"
+            "    draReclaimPolicy: Delete\n",
+            "deviceClasses[0].draReclaimPolicy: only a class in mode dra"},
+           {"deviceClasses:\n  - resourceName: a.io/x\n    selectors: [\"1b36:0010\"]\n"
+            "    mode: dra\n    draReclaimPolicy: delete\n",
+            "deviceClasses[0].draReclaimPolicy: \"delete\" is not Delete or Retain"},
            {"deviceClasses:\n  - resourceName: a.io/x\n    selectors: [\"1b36:0010\"]\n"
             "    mode: dra\n    draDriverName: Not_A.Name\n",
             "deviceClasses[0].draDriverName: \"Not_A.Name\" is not a DRA driver name"},

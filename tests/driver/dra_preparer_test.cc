@@ -84,11 +84,15 @@ class ClaimPreparerTest : public ::testing::Test {
     auto cp = PreparedCheckpoint::Open(host_.tmp.Join("dra-prepared"));
     ASSERT_THAT(cp.status(), IsOk());
     checkpoint_ = std::move(*cp);
+    auto holders = PreparedCheckpoint::Open(host_.tmp.Join("dra-holders"));
+    ASSERT_THAT(holders.status(), IsOk());
+    holders_ = std::move(*holders);
     PreparerOptions o{kDriver, kNode, "devices.kubevirt.io/nvme", cdi_dir_,
                       host_.tmp.Join("metadata")};
     preparer_ = std::make_unique<ClaimPreparer>(
         o, &claims_, &directory_, binder_.get(),
-        HostView{&host_.kernel, &host_.dev, &host_.proc, "self/mountinfo"}, checkpoint_.get());
+        HostView{&host_.kernel, &host_.dev, &host_.proc, "self/mountinfo"}, checkpoint_.get(),
+        holders_.get());
   }
 
   void AddClaim(const std::string& ns, const std::string& name, const std::string& uid,
@@ -121,6 +125,7 @@ class ClaimPreparerTest : public ::testing::Test {
   std::unique_ptr<BindJournal> journal_;
   std::unique_ptr<VfioBinder> binder_;
   std::unique_ptr<PreparedCheckpoint> checkpoint_;
+  std::unique_ptr<PreparedCheckpoint> holders_;
   std::unique_ptr<ClaimPreparer> preparer_;
 };
 

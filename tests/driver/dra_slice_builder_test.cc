@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "tests/driver/fake_dra_claims.h"
 #include "tests/driver/test_util.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
@@ -135,6 +136,20 @@ TEST(SliceBuilderTest, GenerationMovesOnlyWhenTheContentDoes) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+// A claim allocated a device withdrawn since is told why.
+TEST(SliceBuilderTest, FindSaysWhyADeviceWasWithdrawn) {
+  SliceBuilder builder("d.example.com", "n");
+  SliceDeviceInput used = Input("0000:03:00.0", "S1", 12);
+  MarkUnhealthy(used.device, UnhealthyReason::kHostInUse);
+  SliceDeviceInput freed = Input("0000:04:00.0", "S2", 13);
+  freed.withheld_reason = "being erased";
+  builder.Build({used, freed});
+  EXPECT_THAT(builder.Find(DeviceNameFromSerial("S1")).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("(withdrawn: HostInUse)")));
+  EXPECT_THAT(builder.Find(DeviceNameFromSerial("S2")).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("(withdrawn: being erased)")));
+}
+
 TEST(SliceBuilderTest, WithholdsDevicesThatMustNotBeHandedOut) {
   SliceBuilder builder("d.example.com", "n");
   std::vector<SliceDeviceInput> inputs;
@@ -222,8 +237,10 @@ TEST(DraDriverTest, PublishesFromTheInventoryAboveTheApiserversGeneration) {
   DraDriverOptions o{"nvme.pdc.kubevirt.io",    "node-1",
                      testing::NvmeClass(),      host.tmp.Join("registry"),
                      host.tmp.Join("plugins"),  host.tmp.Join("cdi"),
-                     host.tmp.Join("metadata"), host.tmp.Join("dra-prepared")};
-  auto driver = DraDriver::Create(o, &claims, &binder,
+                     host.tmp.Join("metadata"), host.tmp.Join("dra-prepared"),
+                     host.tmp.Join("dra-holders")};
+  testing::FakeDraClaims index;
+  auto driver = DraDriver::Create(o, &claims, &index, &binder, journal->get(),
                                   HostView{&host.kernel, &host.dev, &host.proc, "self/mountinfo"},
                                   &publisher);
   ASSERT_THAT(driver.status(), IsOk());
@@ -242,6 +259,7 @@ TEST(DraDriverTest, PublishesFromTheInventoryAboveTheApiserversGeneration) {
   other.vendor_id = 0x10de;
   other.serial = "G1";
   inventory.devices = {d, other};
+  (*driver)->OnAllocations(NodeAllocations{});  // pdc-extender holds none of them.
   (*driver)->OnInventory(inventory);
   ASSERT_EQ(publisher.published.size(), 1u);
   EXPECT_EQ(publisher.published[0].generation, 7);
@@ -252,7 +270,11 @@ TEST(DraDriverTest, PublishesFromTheInventoryAboveTheApiserversGeneration) {
 
   (*driver)->OnInventory(inventory);  // Nothing changed: nothing written.
   EXPECT_EQ(publisher.published.size(), 1u);
-  // Prepared: on vfio-pci sysfs shows no model any more; the slice stays.
+  // Prepared: on vfio-pci sysfs shows no model any more; the slice stays
+  // (a claim is allocated it: a device on vfio-pci for no claim is not
+  // offered, device_reclaimer.h).
+  index.Allocate("vms", "disk-a", "uid-1", "nvme.pdc.kubevirt.io", "node-1",
+                 {DeviceNameFromSerial("S1")});
   ASSERT_THAT(binder.Bind({d.address}).status(), IsOk());
   inventory.devices[0].driver = "vfio-pci";
   (*driver)->OnInventory(inventory);

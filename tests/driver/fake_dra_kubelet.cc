@@ -75,7 +75,13 @@ int FakeDraKubelet::WatchOnce() {
       grpc::ClientContext ctx;
       ctx.set_deadline(In(std::chrono::seconds(1)));
       ctx.set_wait_for_ready(true);
-      if (!stub->GetInfo(&ctx, pluginregistration::InfoRequest(), &info).ok()) continue;
+      if (!stub->GetInfo(&ctx, pluginregistration::InfoRequest(), &info).ok()) {
+        // Still desired, not registered: kubelet's plugin manager reconciler
+        // (pkg/kubelet/pluginmanager/reconciler/reconciler.go) tries it again
+        // on its next pass.
+        seen_.erase({path, st.st_ino});
+        continue;
+      }
     }
     auto notify = [&](bool ok, const std::string& error) {
       grpc::ClientContext ctx;

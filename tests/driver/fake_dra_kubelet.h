@@ -55,8 +55,8 @@ class FakeDraKubelet {
   FakeDraKubelet(std::string registry_dir, std::vector<std::string> services);
 
   // One pass of the plugin watcher over the registry directory: every
-  // socket not seen before (by inode) goes through registration. Returns
-  // the number of sockets it handled.
+  // socket not seen before (by inode), or whose GetInfo failed last time,
+  // goes through registration. Returns the number of sockets it handled.
   int WatchOnce();
   const std::map<std::string, RegisteredDraPlugin>& plugins() const { return plugins_; }
   // Verdicts sent, in order ("" for success, else the error sent).

@@ -1,4 +1,5 @@
-# Shared by the real-kernel tests (run-vfio-test.sh, run-daemon-test.sh):
+# Shared by the real-kernel tests (run-vfio-test.sh, run-daemon-test.sh,
+# run-dra-test.sh):
 # the set-up, host packages, the cached Debian kernel, small images, the
 # build and the verdict. Sourced, not run.
 
