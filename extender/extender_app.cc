@@ -581,8 +581,15 @@ absl::Status ExtenderApp::Init() {
   if (!ec.webhook.listen.empty()) {
     webhook_ = std::make_unique<AdmissionWebhook>(allocator_.get(), vms_.get(), ctx_.managed,
                                                   clock, &registry_);
-    absl::StatusOr<std::unique_ptr<HttpServer>> ws = StartWebhookServer(
-        {ec.webhook.listen, ec.webhook.cert_file, ec.webhook.key_file}, webhook_.get());
+    // VM-scoped DRA claims come with the keeper that keeps them.
+    if (ec.dra_keeper.enabled && kube_api_ != nullptr) {
+      vm_claim_maker_ = std::make_unique<dra::VmClaimMaker>(kube_api_.get(), absl::Seconds(3));
+    }
+    vm_claim_webhook_ =
+        std::make_unique<VmClaimWebhook>(vms_.get(), vm_claim_maker_.get(), &registry_);
+    absl::StatusOr<std::unique_ptr<HttpServer>> ws =
+        StartWebhookServer({ec.webhook.listen, ec.webhook.cert_file, ec.webhook.key_file},
+                           webhook_.get(), vm_claim_webhook_.get());
     if (!ws.ok()) {
       return absl::Status(ws.status().code(),
                           absl::StrCat("extender.webhook: ", ws.status().message()));

@@ -91,7 +91,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // A pod being deleted (deletionTimestamp) on `node` ("" never scheduled).
 std::string DeletingPod(const std::string& node) {
-  std::string pod = PodObject(kPod, "uid-1", "Pending", node);
+  std::string pod = PodObject(kLauncherPod, "uid-1", "Pending", node);
   pod.insert(pod.find(R"("resourceVersion")"), R"("deletionTimestamp":"2026-01-01T00:00:00Z",)");
   return pod;
 }
@@ -112,15 +112,15 @@ TEST(PodDirectoryTest, ADeletedUnscheduledPodIsGoneOnlyByTheDoneRule) {
     SCOPED_TRACE(c.node + (c.end == PodEnd::kDone ? " done" : " ended"));
     Gone gone;
     PodDirectory d(gone.fn(), c.end);
-    List(&d, {PodObject(kPod, "uid-1", "Pending", c.node)});
+    List(&d, {PodObject(kLauncherPod, "uid-1", "Pending", c.node)});
     Put(&d, DeletingPod(c.node));
-    EXPECT_EQ(FateOf(d, kPod, "uid-1"), c.want);
+    EXPECT_EQ(FateOf(d, kLauncherPod, "uid-1"), c.want);
     EXPECT_EQ(gone.uids.size(), c.want == PodFate::kGone ? 1u : 0u);
     // The same answer from the apiserver, for a pod the watch does not hold.
     FakeKube kube;
     kube.SetPod(DeletingPod(c.node));
     std::string why;
-    EXPECT_EQ(AskPodFate(nullptr, &kube, "default", kPod, "uid-1", absl::Seconds(1), &why, c.end),
+    EXPECT_EQ(AskPodFate(nullptr, &kube, "default", kLauncherPod, "uid-1", absl::Seconds(1), &why, c.end),
               c.want)
         << why;
   }
