@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -286,11 +287,17 @@ absl::Status ExtenderApp::Init() {
     // A VM deleted (also while pdc-extender was down, found once synced
     // below) no longer holds its claims. The watches start after the
     // allocator exists.
-    vms_ = std::make_unique<VmDirectory>([this](std::string ns, std::string uid) {
-      (void)ReleaseGoneVm(*allocator_, ns, uid);  // Logs what it did.
-      // Set before the watches start.
-      if (keeper_ != nullptr) keeper_->ConsumerGone(ns, uid);
-    });
+    vms_ = std::make_unique<VmDirectory>(
+        [this](std::string ns, std::string uid) {
+          (void)ReleaseGoneVm(*allocator_, ns, uid);  // Logs what it did.
+          // Set before the watches start.
+          if (keeper_ != nullptr) keeper_->ConsumerGone(ns, uid);
+        },
+        // A VM started or stopped naming DRA claims: the keeper looks again.
+        [this](const std::string& ns, const std::set<std::string>& claims) {
+          if (keeper_ == nullptr) return;
+          for (const std::string& c : claims) keeper_->Look(ns, c);
+        });
     absl::StatusOr<std::unique_ptr<kube::KubeApi>> api = kube::KubeApi::Connect(*kc);
     if (!api.ok()) return api.status();
     kube_api_ = *std::move(api);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/json_util.h"
+#include "common/strings.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "spdlog/spdlog.h"
@@ -109,6 +110,10 @@ void ClaimKeeper::ConsumerGone(std::string_view ns, std::string_view uid) {
   }
 }
 
+void ClaimKeeper::Look(std::string_view ns, std::string_view name) {
+  queue_.Add(absl::StrCat(Sv(ns), "/", Sv(name)));
+}
+
 ClaimKeeper::Counts ClaimKeeper::counts() const {
   return Counts{added_.load(), pruned_pods_.load(), pruned_vms_.load(), conflicts_.load(),
                 refused_.load()};
@@ -137,7 +142,7 @@ absl::Status ClaimKeeper::Reconcile(const std::string& key) {
   // queues the claim again); only a write reads the claim from the API.
   const std::optional<kube::TypedCache<DraClaim>::Entry> cached = cache_.Get(key);
   if (!cached.has_value() || !cached->value.allocated) return absl::OkStatus();
-  const PlanInputs in = Gather(ns, cached->value, cached->meta.deleting);
+  const PlanInputs in = Gather(ns, name, cached->value, cached->meta.deleting);
   const Plan seen = PlanReservedFor(cached->value, in);
   if (!seen.changed()) {
     const kube::ObjectRef ref{"resource.k8s.io/v1", "ResourceClaim", ns, name, cached->meta.uid};
@@ -150,7 +155,8 @@ absl::Status ClaimKeeper::Reconcile(const std::string& key) {
   return s;
 }
 
-PlanInputs ClaimKeeper::Gather(const std::string& ns, const DraClaim& claim, bool deleting) {
+PlanInputs ClaimKeeper::Gather(const std::string& ns, const std::string& name,
+                               const DraClaim& claim, bool deleting) {
   PlanInputs in;
   in.deleting = deleting;
   std::vector<std::string> vm_uids;
@@ -160,6 +166,15 @@ PlanInputs ClaimKeeper::Gather(const std::string& ns, const DraClaim& claim, boo
     PodLook look = consumers_->LookAtPod(ns, c.name, c.uid);
     if (look.vm.has_value()) vm_uids.push_back(look.vm->uid);
     in.pods.emplace(c.uid, std::move(look));
+  }
+  if (!claim.pod_owned) {
+    in.naming_vms = consumers_->VmsNamingClaim(ns, name);
+    for (const VmIdentity& vm : in.naming_vms) vm_uids.push_back(vm.uid);
+  }
+  for (const std::string& uid : vm_uids) {
+    if (std::optional<bool> names = consumers_->VmNamesClaim(ns, uid, name)) {
+      in.vm_names_claim.emplace(uid, *names);
+    }
   }
   in.live_vms = consumers_->LiveVms(vm_uids);
   return in;
@@ -182,7 +197,7 @@ absl::Status ClaimKeeper::Keep(const std::string& ns, const std::string& name) {
                  claim.status().ToString());
     return absl::OkStatus();
   }
-  const PlanInputs in = Gather(ns, *claim, meta->deleting);
+  const PlanInputs in = Gather(ns, name, *claim, meta->deleting);
   const Plan plan = PlanReservedFor(*claim, in);
   const kube::ObjectRef ref{"resource.k8s.io/v1", "ResourceClaim", ns, name, meta->uid};
   if (plan.changed()) {

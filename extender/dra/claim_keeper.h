@@ -26,6 +26,7 @@
 #define PDC_EXTENDER_DRA_CLAIM_KEEPER_H_
 
 #include <atomic>
+#include <optional>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -58,6 +59,17 @@ class ConsumerDirectory {
                             std::string_view uid) = 0;
   // The subset of `uids` that are VirtualMachines that exist.
   virtual std::set<std::string> LiveVms(const std::vector<std::string>& uids) const = 0;
+  // Whether the spec of VirtualMachine `vm_uid` in `ns` names claim
+  // `claim`; nullopt when not known.
+  virtual std::optional<bool> VmNamesClaim(std::string_view ns, std::string_view vm_uid,
+                                           std::string_view claim) const {
+    return std::nullopt;
+  }
+  // The VirtualMachines of `ns` whose spec names `claim`.
+  virtual std::vector<VmIdentity> VmsNamingClaim(std::string_view ns,
+                                                 std::string_view claim) const {
+    return {};
+  }
 };
 
 class ClaimKeeper final : public kube::Reconciler {
@@ -85,6 +97,8 @@ class ClaimKeeper final : public kube::Reconciler {
   kube::ReflectorSink* claim_sink() { return &cache_; }
   // A pod or VM with `uid` in `ns` is gone: the claims naming it are queued.
   void ConsumerGone(std::string_view ns, std::string_view uid);
+  // Claim `ns`/`name` is to be looked at (a VM started or stopped naming it).
+  void Look(std::string_view ns, std::string_view name);
 
   // The workers: call once the claim watch and the ConsumerDirectory's
   // watches listed; every claim listed meanwhile is queued once.
@@ -99,7 +113,8 @@ class ClaimKeeper final : public kube::Reconciler {
 
  private:
   absl::Status Keep(const std::string& ns, const std::string& name);
-  PlanInputs Gather(const std::string& ns, const DraClaim& claim, bool deleting);
+  PlanInputs Gather(const std::string& ns, const std::string& name, const DraClaim& claim,
+                    bool deleting);
   void Tell(const kube::ObjectRef& claim, const Plan& plan);
   // Unavailable, naming them, when the fate of a pod of `claim` is unknown
   // (its read failed, or its VMI or VM is not in the watches): the work

@@ -45,15 +45,18 @@ std::string ResourceClaimTemplatePath(std::string_view ns, std::string_view name
                       "/resourceclaimtemplates/", Sv(name));
 }
 
-absl::StatusOr<std::vector<PodClaimEntry>> ReadPodClaimEntries(const json::Value& pod) {
+absl::StatusOr<std::vector<PodClaimEntry>> ReadPodClaimEntries(const json::Value& pod,
+                                                               std::string_view what) {
   std::vector<PodClaimEntry> out;
-  ASSIGN_OR_RETURN(const json::Value* spec, json::OptObject(pod, "spec", "Pod.spec"));
+  ASSIGN_OR_RETURN(const json::Value* spec,
+                   json::OptObject(pod, "spec", absl::StrCat(Sv(what), ".spec")));
   if (spec == nullptr) return out;
   ASSIGN_OR_RETURN(const json::Value* list,
-                   json::OptArray(*spec, "resourceClaims", "Pod.spec.resourceClaims"));
+                   json::OptArray(*spec, "resourceClaims",
+                                  absl::StrCat(Sv(what), ".spec.resourceClaims")));
   if (list == nullptr) return out;
   for (rapidjson::SizeType i = 0; i < list->Size(); ++i) {
-    const std::string field = absl::StrCat("Pod.spec.resourceClaims[", i, "]");
+    const std::string field = absl::StrCat(Sv(what), ".spec.resourceClaims[", i, "]");
     const json::Value& e = (*list)[i];
     if (!e.IsObject()) return json::TypeError(field, "is not an object");
     PodClaimEntry entry;

@@ -59,9 +59,11 @@ struct PodClaimEntry {
   std::string template_name;   // resourceClaimTemplateName, or "".
 };
 
-// spec.resourceClaims of `pod`; an error names the field
+// spec.resourceClaims of `pod` (or of a VM's spec.template, with `what`
+// "VirtualMachine.spec.template"); an error names the field
 // ("Pod.spec.resourceClaims[1].name: ...").
-absl::StatusOr<std::vector<PodClaimEntry>> ReadPodClaimEntries(const api::json::Value& pod);
+absl::StatusOr<std::vector<PodClaimEntry>> ReadPodClaimEntries(const api::json::Value& pod,
+                                                               std::string_view what = "Pod");
 
 // Whether `pod`'s labels opt it in (kPersistentClaimsLabel is "true").
 bool OptedIn(const api::json::Value& pod);

@@ -165,6 +165,42 @@ TEST_P(DraKeeperOnDoubleTest, AConflictingWriteIsReadAgainAndRetried) {
   CheckInvariants("after the conflict");
 }
 
+TEST_P(DraKeeperOnDoubleTest, AStoppedVmThatNamesItsClaimIsKeptEvenUnseenAndLetGoWhenItNoLonger) {
+  // The VM's spec names the claim (as KubeVirt's VMs do).
+  const std::string vm_uid = Create(
+      Vms(), Cat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"vm1"},)",
+                 R"("spec":{"running":true,"template":{"spec":{"resourceClaims":[{"name":"data",)",
+                 R"("resourceClaimName":")", kClaim, R"("}]}}}})"));
+  // It starts and stops while no keeper runs; the resourceclaim controller
+  // has not looked at the claim yet (it would deallocate it).
+  StopKeeper();
+  ASSERT_OK_AND_ASSIGN(DraSchedulerDouble::Placement first, StartVm("vm1", vm_uid, "launcher-1"));
+  const std::vector<AllocatedDevice> device = AllocatedDevices(ClaimNow().json);
+  StopVm("vm1", "launcher-1");
+  StartKeeper();
+  // The keeper never saw its pod run, but the VM names the claim and only
+  // a gone pod holds it: the VM is added, the pod pruned.
+  KubeReply c = AwaitReservedFor({"virtualmachines/vm1"});
+  EXPECT_EQ(AllocatedDevices(c.json), device);
+  ResourceClaimControllerDouble::Outcome o = SyncController();
+  EXPECT_FALSE(o.deallocated);
+  CheckInvariants("kept unseen");
+  ASSERT_OK_AND_ASSIGN(DraSchedulerDouble::Placement again, StartVm("vm1", vm_uid, "launcher-2"));
+  EXPECT_FALSE(again.allocated_now);
+  EXPECT_EQ(again.node, first.node);
+  StopVm("vm1", "launcher-2");
+  AwaitReservedFor({"virtualmachines/vm1"});
+  CheckInvariants("started again");
+  // The VM's spec no longer names the claim: its entry goes.
+  ASSERT_EQ(Call("PATCH", Vms("/vm1"),
+                 R"({"spec":{"template":{"spec":{"resourceClaims":[]}}}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  AwaitReservedFor({});
+  CheckInvariants("no longer named");
+}
+
 TEST_P(DraKeeperOnDoubleTest, TwoVmsNeverShareTheClaim) {
   const std::string a = NewVm("vm-a");
   const std::string b = NewVm("vm-b");
