@@ -67,16 +67,19 @@ Plan PlanReservedFor(const DraClaim& claim, const PlanInputs& in) {
     if (HasUid(list, vm.uid) || !in.live_vms.count(vm.uid) || unnamed(vm.uid)) continue;
     const std::string who = absl::StrCat("VirtualMachine ", vm.name, " (uid ", vm.uid, ")");
     auto other = std::find_if(list.begin(), list.end(), [](const Consumer& c) { return IsVm(c); });
+    std::string why;
     if (other != list.end()) {
-      plan.refused.push_back(absl::StrCat(who, ": the claim is kept for VirtualMachine ",
-                                          other->name, " (uid ", other->uid,
-                                          "); a claim is never kept for two VMs"));
+      why = absl::StrCat("the claim is kept for VirtualMachine ", other->name, " (uid ",
+                         other->uid, "); a claim is never kept for two VMs");
     } else if (in.deleting) {
-      plan.refused.push_back(absl::StrCat(who, ": the claim is being deleted"));
+      why = "the claim is being deleted";
     } else if (SizeAfterPruning(list, in) >= kReservedForMaxSize) {
-      plan.refused.push_back(absl::StrCat(who, ": status.reservedFor would hold more than ",
-                                          kReservedForMaxSize,
-                                          " entries, even with the gone pods pruned"));
+      why = absl::StrCat("status.reservedFor would hold more than ", kReservedForMaxSize,
+                         " entries, even with the gone pods pruned");
+    }
+    if (!why.empty()) {
+      plan.refused.push_back(absl::StrCat(who, ": ", why));
+      plan.refused_vms.emplace_back(vm, std::move(why));
     } else {
       list.push_back(VmConsumer(vm.name, vm.uid));
       plan.added.push_back(list.back());
@@ -101,6 +104,11 @@ Plan PlanReservedFor(const DraClaim& claim, const PlanInputs& in) {
       plan.refused.push_back(absl::StrCat("VirtualMachines ", names,
                                           ": each names the claim; a claim is never kept for "
                                           "two VMs"));
+      for (const VmIdentity& vm : naming) {
+        plan.refused_vms.emplace_back(
+            vm, absl::StrCat("VirtualMachines ", names,
+                             " each name the claim; a claim is never kept for two VMs"));
+      }
     }
   }
   plan.kept = std::any_of(list.begin(), list.end(), [](const Consumer& c) { return IsVm(c); });

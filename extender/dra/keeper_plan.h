@@ -37,6 +37,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "extender/dra/resource_claim.h"
@@ -74,6 +75,8 @@ struct Plan {
   std::vector<Consumer> removed;
   // Why a VM could not be added ("VirtualMachine ns/x (uid ...): ...").
   std::vector<std::string> refused;
+  // Each VM refused, with why (an Event on the VirtualMachine too).
+  std::vector<std::pair<VmIdentity, std::string>> refused_vms;
   bool changed() const { return !added.empty() || !removed.empty(); }
   // The claim holds a VM entry after the change.
   bool kept = false;

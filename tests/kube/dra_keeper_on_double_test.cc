@@ -27,6 +27,8 @@ TEST_P(DraKeeperOnDoubleTest, StartStopStartKeepsTheDeviceThenTheVmsDeletionFree
   AwaitObject(Cat("/api/v1/namespaces/", ns_, "/events"), [](const KubeReply& r) {
     return r.text.find("\"reason\":\"VmReserved\"") != std::string::npos;
   });
+  // kubectl describe vm shows it too.
+  AwaitVmEvent("vm1", vm_uid, "VmReserved");
 
   // The VM stops: its pod is deleted.
   StopVm("vm1", "launcher-1");
@@ -198,6 +200,7 @@ TEST_P(DraKeeperOnDoubleTest, AStoppedVmThatNamesItsClaimIsKeptEvenUnseenAndLetG
                 .status,
             200);
   AwaitReservedFor({});
+  AwaitVmEvent("vm1", vm_uid, "VmUnreserved");
   CheckInvariants("no longer named");
 }
 
@@ -212,6 +215,7 @@ TEST_P(DraKeeperOnDoubleTest, TwoVmsNeverShareTheClaim) {
   AwaitObject(Cat("/api/v1/namespaces/", ns_, "/events"), [](const KubeReply& r) {
     return r.text.find("a claim is never kept for two VMs") != std::string::npos;
   });
+  AwaitVmEvent("vm-b", b, "KeepFailed");
   KubeReply c = ClaimNow();
   EXPECT_THAT(VmEntries(c.json), ElementsAre(Cat("vm-a/", a)));
   CheckInvariants("second VM");
