@@ -16,7 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kVmUid[] = "9b41c3de-0000-4000-8000-000000000001";
+constexpr char kVmClaimsVmUid[] = "9b41c3de-0000-4000-8000-000000000001";
 
 rapidjson::Document ParseVmClaimsJson(const std::string& text) {
   rapidjson::Document d;
@@ -41,23 +41,23 @@ TEST(DraVmClaimsTest, OnlyTheVmsOwnLiveClaimIsAccepted) {
     std::string meta;
     std::string want;  // "" = accepted; else a part of the refusal.
   } cases[] = {
-      {"its own", VmOwner(kVmUid), ""},
+      {"its own", VmOwner(kVmClaimsVmUid), ""},
       {"the old VM's of the same name", VmOwner("old-uid"),
        "belongs to VirtualMachine vm1 (uid old-uid), not to VirtualMachine vm1 (uid"},
       {"no owner (the user's)", "", "exists and is not owned by a VirtualMachine"},
-      {"owned but not controlled", VmOwner(kVmUid, /*controller=*/false),
+      {"owned but not controlled", VmOwner(kVmClaimsVmUid, /*controller=*/false),
        "is not owned by a VirtualMachine"},
       {"a pod's",
        R"(,"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"p","uid":"p-1","controller":true}])",
        "(its controller is Pod p)"},
       {"its own, being deleted",
-       absl::StrCat(VmOwner(kVmUid), R"(,"deletionTimestamp":"2026-01-01T00:00:00Z")"),
+       absl::StrCat(VmOwner(kVmClaimsVmUid), R"(,"deletionTimestamp":"2026-01-01T00:00:00Z")"),
        "is being deleted"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     rapidjson::Document d = ParseVmClaimsJson(ClaimWithMeta(c.meta));
-    absl::Status s = JudgeVmClaim(d, "ns", "vm1-data", "vm1", kVmUid);
+    absl::Status s = JudgeVmClaim(d, "ns", "vm1-data", "vm1", kVmClaimsVmUid);
     if (c.want.empty()) {
       EXPECT_OK(s);
     } else {
@@ -73,22 +73,22 @@ TEST(DraVmClaimsTest, AClaimFromATemplateIsTheVmsWithTheEntrysName) {
       R"({"metadata":{"name":"tmpl","labels":{"not":"copied"}},"spec":{"metadata":{"labels":{"team":"db"},)"
       R"("annotations":{"resource.kubernetes.io/pod-claim-name":"spoofed","a":"b"}},)"
       R"("spec":{"devices":{"requests":[{"name":"disk"}]}}}})");
-  ASSERT_OK_AND_ASSIGN(std::string json, VmClaimJson(t, "ns", "vm1-data", "data", "vm1", kVmUid));
+  ASSERT_OK_AND_ASSIGN(std::string json, VmClaimJson(t, "ns", "vm1-data", "data", "vm1", kVmClaimsVmUid));
   EXPECT_EQ(json, absl::StrCat(
                       R"({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{)",
                       R"("name":"vm1-data","namespace":"ns","labels":{"team":"db"},)",
                       R"("annotations":{"a":"b","resource.kubernetes.io/pod-claim-name":"data"},)",
                       R"("ownerReferences":[{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine",)",
-                      R"("name":"vm1","uid":")", kVmUid, R"(","controller":true}]},)",
+                      R"("name":"vm1","uid":")", kVmClaimsVmUid, R"(","controller":true}]},)",
                       R"("spec":{"devices":{"requests":[{"name":"disk"}]}}})"));
   // What it makes is a claim JudgeVmClaim accepts for that VM.
   rapidjson::Document made = ParseVmClaimsJson(json);
   made["metadata"].AddMember("uid", "c-1", made.GetAllocator());
   made["metadata"].AddMember("resourceVersion", "1", made.GetAllocator());
-  EXPECT_OK(JudgeVmClaim(made, "ns", "vm1-data", "vm1", kVmUid));
+  EXPECT_OK(JudgeVmClaim(made, "ns", "vm1-data", "vm1", kVmClaimsVmUid));
 
   rapidjson::Document no_spec = ParseVmClaimsJson(R"({"metadata":{"name":"t"},"spec":{}})");
-  absl::StatusOr<std::string> bad = VmClaimJson(no_spec, "ns", "x", "data", "vm1", kVmUid);
+  absl::StatusOr<std::string> bad = VmClaimJson(no_spec, "ns", "x", "data", "vm1", kVmClaimsVmUid);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("ResourceClaimTemplate.spec.spec"));
 }
 
