@@ -15,7 +15,7 @@ namespace {
 
 namespace json = ::pdc::api::json;
 
-std::string ClaimKey(std::string_view ns, std::string_view claim) {
+std::string NamedClaimKey(std::string_view ns, std::string_view claim) {
   return absl::StrCat(Sv(ns), "/", Sv(claim));
 }
 
@@ -57,7 +57,7 @@ std::set<std::string> VmClaimNames::SetLocked(const std::string& uid, std::optio
   for (const std::string& c : before) {
     if (after.count(c)) continue;
     changed.insert(c);
-    auto b = by_claim_.find(ClaimKey(ns, c));
+    auto b = by_claim_.find(NamedClaimKey(ns, c));
     if (b != by_claim_.end()) {
       b->second.erase(uid);
       if (b->second.empty()) by_claim_.erase(b);
@@ -66,7 +66,7 @@ std::set<std::string> VmClaimNames::SetLocked(const std::string& uid, std::optio
   for (const std::string& c : after) {
     if (before.count(c)) continue;
     changed.insert(c);
-    by_claim_[ClaimKey(ns, c)].insert(uid);
+    by_claim_[NamedClaimKey(ns, c)].insert(uid);
   }
   if (vm.has_value()) {
     by_uid_.insert_or_assign(uid, *std::move(vm));
@@ -156,7 +156,7 @@ std::vector<std::pair<std::string, std::string>> VmClaimNames::NamingVms(
     std::string_view ns, std::string_view claim) const {
   std::vector<std::pair<std::string, std::string>> out;
   absl::MutexLock lock(&mu_);
-  auto it = by_claim_.find(ClaimKey(ns, claim));
+  auto it = by_claim_.find(NamedClaimKey(ns, claim));
   if (it == by_claim_.end()) return out;
   for (const std::string& uid : it->second) {
     auto vm = by_uid_.find(uid);
