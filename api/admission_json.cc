@@ -291,8 +291,16 @@ std::string WriteAdmissionReview(const AdmissionResponse& response) {
   w.Text("uid");
   w.Text(response.uid);
   w.Text("allowed");
-  w.Bool(true);
-  if (!response.patch.empty()) {
+  w.Bool(response.allowed);
+  if (!response.allowed) {
+    w.Text("status");
+    w.StartObject();
+    w.Text("code");
+    w.Int(403);
+    w.Text("message");
+    w.Text(response.message);
+    w.EndObject();
+  } else if (!response.patch.empty()) {
     w.Text("patchType");
     w.Text("JSONPatch");
     w.Text("patch");

@@ -126,8 +126,13 @@ struct AdmissionResponse {
   // The JSON Patch text; "" = no patch (and no patchType).
   std::string patch;
   std::vector<std::string> warnings;
+  // false: the request is refused with `message` (status.code 403,
+  // kube-apiserver shows "admission webhook ... denied the request:
+  // <message>"); no patch then.
+  bool allowed = true;
+  std::string message;
 };
-// The answer: allowed is always true (pdc's webhook never denies).
+// The answer.
 std::string WriteAdmissionReview(const AdmissionResponse& response);
 
 }  // namespace pdc::api

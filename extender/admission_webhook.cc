@@ -230,7 +230,10 @@ net::HttpResponse AdmissionWebhook::Handle(net::HttpRequest request) const {
 }
 
 absl::StatusOr<std::unique_ptr<net::HttpServer>> StartWebhookServer(
-    const WebhookServerOptions& options, const AdmissionWebhook* webhook) {
+    const WebhookServerOptions& options, const AdmissionWebhook* webhook,
+    const VmClaimWebhook* vm_claims) {
+  static const VmClaimWebhook kRefuseAll(nullptr, nullptr, nullptr);
+  if (vm_claims == nullptr) vm_claims = &kRefuseAll;
   net::HttpServerOptions so;
   RETURN_IF_ERROR(net::SplitListenAddress(options.listen, "extender.webhook.listen", &so));
   so.threads = std::max(1, options.threads);
@@ -246,7 +249,11 @@ absl::StatusOr<std::unique_ptr<net::HttpServer>> StartWebhookServer(
   so.server_name = "pdc-extender-webhook";
   so.body_spare_bytes = api::json::kInsituPadding;
   return net::HttpServer::Start(
-      std::move(so), [webhook](net::HttpRequest r) { return webhook->Handle(std::move(r)); });
+      std::move(so), [webhook, vm_claims](net::HttpRequest r) {
+        const std::string_view path = std::string_view(r.target).substr(0, r.target.find('?'));
+        if (path == kVmClaimsWebhookPath) return vm_claims->Handle(std::move(r));
+        return webhook->Handle(std::move(r));
+      });
 }
 
 }  // namespace pdc::extender

@@ -41,6 +41,7 @@
 #include "api/scheduler_wire.h"
 #include "common/clock.h"
 #include "common/metrics.h"
+#include "extender/vm_claim_webhook.h"
 #include "extender/vm_directory.h"
 #include "net/http_server.h"
 #include "net/http_types.h"
@@ -110,9 +111,12 @@ struct WebhookServerOptions {
 };
 
 // Starts the webhook's HTTPS listener (plain HTTP when no certificate is
-// given: tests). `webhook` outlives the server.
+// given: tests). Reviews posted to kVmClaimsWebhookPath go to `vm_claims`,
+// all others to `webhook`; without `vm_claims`, those are refused (an
+// opted-in pod never goes through unchanged). Both outlive the server.
 absl::StatusOr<std::unique_ptr<net::HttpServer>> StartWebhookServer(
-    const WebhookServerOptions& options, const AdmissionWebhook* webhook);
+    const WebhookServerOptions& options, const AdmissionWebhook* webhook,
+    const VmClaimWebhook* vm_claims = nullptr);
 
 }  // namespace pdc::extender
 

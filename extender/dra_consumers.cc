@@ -83,4 +83,13 @@ std::set<std::string> DraConsumers::LiveVms(const std::vector<std::string>& uids
   return out;
 }
 
+std::vector<dra::VmIdentity> DraConsumers::VmsNamingClaim(std::string_view ns,
+                                                          std::string_view claim) const {
+  std::vector<dra::VmIdentity> out;
+  for (auto& [name, uid] : vms_->claim_names().NamingVms(ns, claim)) {
+    out.push_back({std::move(name), std::move(uid)});
+  }
+  return out;
+}
+
 }  // namespace pdc::extender

@@ -6,7 +6,8 @@
 //  - a living pod's VM from its owner chain, by UIDs (VmDirectory::Resolve,
 //    the walk the scheduler verbs use): the pod's controller reference,
 //    read with one GET the first time and remembered per pod UID;
-//  - whether a VirtualMachine with a UID exists (VmDirectory).
+//  - whether a VirtualMachine with a UID exists, and which claims its
+//    spec names (VmDirectory, VmClaimNames).
 // A VMI that is its own VM (no VirtualMachine) is not kept: nothing could
 // ask for the same device again after it ends.
 // Thread-safety: thread-safe.
@@ -42,6 +43,12 @@ class DraConsumers final : public dra::ConsumerDirectory {
   dra::PodLook LookAtPod(std::string_view ns, std::string_view name,
                          std::string_view uid) override;
   std::set<std::string> LiveVms(const std::vector<std::string>& uids) const override;
+  std::optional<bool> VmNamesClaim(std::string_view ns, std::string_view vm_uid,
+                                   std::string_view claim) const override {
+    return vms_->claim_names().Names(ns, vm_uid, claim);
+  }
+  std::vector<dra::VmIdentity> VmsNamingClaim(std::string_view ns,
+                                              std::string_view claim) const override;
 
  private:
   // The VM of the pod (nullopt: not a VirtualMachine's pod); `why` says

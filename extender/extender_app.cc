@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -313,11 +314,17 @@ absl::StatusOr<kube::KubeClientConfig> ExtenderApp::ConnectKubernetes() {
   // A VM deleted (also while pdc-extender was down, found once synced
   // below) no longer holds its claims. The watches start after the
   // allocator exists.
-  vms_ = std::make_unique<VmDirectory>([this](std::string ns, std::string uid) {
-    (void)ReleaseGoneVm(*allocator_, ns, uid);  // Logs what it did.
-    // Set before the watches start.
-    if (keeper_ != nullptr) keeper_->ConsumerGone(ns, uid);
-  });
+  vms_ = std::make_unique<VmDirectory>(
+      [this](std::string ns, std::string uid) {
+        (void)ReleaseGoneVm(*allocator_, ns, uid);  // Logs what it did.
+        // Set before the watches start.
+        if (keeper_ != nullptr) keeper_->ConsumerGone(ns, uid);
+      },
+      // A VM started or stopped naming DRA claims: the keeper looks again.
+      [this](const std::string& ns, const std::set<std::string>& claims) {
+        if (keeper_ == nullptr) return;
+        for (const std::string& c : claims) keeper_->Look(ns, c);
+      });
   absl::StatusOr<std::unique_ptr<kube::KubeApi>> api = kube::KubeApi::Connect(*c);
   if (!api.ok()) return api.status();
   kube_api_ = *std::move(api);
@@ -643,8 +650,15 @@ absl::Status ExtenderApp::StartServers() {
   if (!ec.webhook.listen.empty()) {
     webhook_ = std::make_unique<AdmissionWebhook>(allocator_.get(), vms_.get(), ctx_.managed,
                                                   options_.clock, &registry_);
-    absl::StatusOr<std::unique_ptr<HttpServer>> ws = StartWebhookServer(
-        {ec.webhook.listen, ec.webhook.cert_file, ec.webhook.key_file}, webhook_.get());
+    // VM-scoped DRA claims come with the keeper that keeps them.
+    if (ec.dra_keeper.enabled && kube_api_ != nullptr) {
+      vm_claim_maker_ = std::make_unique<dra::VmClaimMaker>(kube_api_.get(), absl::Seconds(3));
+    }
+    vm_claim_webhook_ =
+        std::make_unique<VmClaimWebhook>(vms_.get(), vm_claim_maker_.get(), &registry_);
+    absl::StatusOr<std::unique_ptr<HttpServer>> ws =
+        StartWebhookServer({ec.webhook.listen, ec.webhook.cert_file, ec.webhook.key_file},
+                           webhook_.get(), vm_claim_webhook_.get());
     if (!ws.ok()) {
       return absl::Status(ws.status().code(),
                           absl::StrCat("extender.webhook: ", ws.status().message()));

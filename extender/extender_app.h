@@ -32,6 +32,7 @@
 #include "extender/checkpointer.h"
 #include "extender/claim_controller.h"
 #include "extender/dra/claim_keeper.h"
+#include "extender/dra/vm_claim_maker.h"
 #include "extender/dra_consumers.h"
 #include "kube/event_recorder.h"
 #include "extender/kube_api_store.h"
@@ -171,6 +172,8 @@ class ExtenderApp {
   std::unique_ptr<HttpServer> server_;
   // extender.webhook: its own listener and threads.
   std::unique_ptr<AdmissionWebhook> webhook_;
+  std::unique_ptr<dra::VmClaimMaker> vm_claim_maker_;  // With the DRA keeper.
+  std::unique_ptr<VmClaimWebhook> vm_claim_webhook_;
   std::unique_ptr<HttpServer> webhook_server_;
   std::unique_ptr<HandoffSweeper> sweeper_;
   std::unique_ptr<Checkpointer> checkpointer_;

@@ -106,7 +106,7 @@ size_t MetaCache::size() const {
   return objects_.size();
 }
 
-VmDirectory::VmDirectory(VmGoneFn on_vm_gone)
+VmDirectory::VmDirectory(VmGoneFn on_vm_gone, VmClaimNames::ChangedFn on_claims_named)
     : on_vm_gone_(std::move(on_vm_gone)),
       vmis_("VirtualMachineInstance",
             [this](const api::ObjectMeta& vmi) {
@@ -115,7 +115,8 @@ VmDirectory::VmDirectory(VmGoneFn on_vm_gone)
             }),
       vms_("VirtualMachine", [this](const api::ObjectMeta& vm) {
         if (on_vm_gone_) on_vm_gone_(vm.ns, vm.uid);
-      }) {}
+      }),
+      claim_names_(std::move(on_claims_named)) {}
 
 std::vector<bool> VmDirectory::HasUids(const std::vector<std::string>& uids) const {
   const absl::flat_hash_set<std::string> vms = vms_.Uids();

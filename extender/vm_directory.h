@@ -34,6 +34,7 @@
 #include "allocator/allocator.h"
 #include "api/kube_objects.h"
 #include "api/scheduler_wire.h"
+#include "extender/vm_claim_names.h"
 #include "kube/kube_reflector.h"
 
 namespace pdc::extender {
@@ -80,6 +81,28 @@ class MetaCache final : public kube::ReflectorSink {
   absl::flat_hash_map<std::string, api::ObjectMeta> objects_ ABSL_GUARDED_BY(mu_);
 };
 
+// Feeds every event of one watch to two sinks.
+class TeeSink final : public kube::ReflectorSink {
+ public:
+  TeeSink(kube::ReflectorSink* a, kube::ReflectorSink* b) : a_(a), b_(b) {}
+  void Replace(const std::vector<const api::json::Value*>& items) override {
+    a_->Replace(items);
+    b_->Replace(items);
+  }
+  void Upsert(const api::json::Value& object) override {
+    a_->Upsert(object);
+    b_->Upsert(object);
+  }
+  void Remove(const api::json::Value& object) override {
+    a_->Remove(object);
+    b_->Remove(object);
+  }
+
+ private:
+  kube::ReflectorSink* const a_;
+  kube::ReflectorSink* const b_;
+};
+
 class VmDirectory {
  public:
   // A VM is gone: its namespace and UID.
@@ -90,10 +113,15 @@ class VmDirectory {
   // VirtualMachineInstance without a controller (a standalone VMI: its own
   // VM) is. A VMI of a VirtualMachine going away (the VM stopped) is not a
   // VM gone. Not told: what was deleted before the first list.
-  explicit VmDirectory(VmGoneFn on_vm_gone = nullptr);
+  // `on_claims_named` is told (VmClaimNames::ChangedFn) when a VM starts
+  // or stops naming claims.
+  explicit VmDirectory(VmGoneFn on_vm_gone = nullptr,
+                       VmClaimNames::ChangedFn on_claims_named = nullptr);
 
   kube::ReflectorSink* vmi_sink() { return &vmis_; }
-  kube::ReflectorSink* vm_sink() { return &vms_; }
+  kube::ReflectorSink* vm_sink() { return &vm_tee_; }
+  // The ResourceClaims each VirtualMachine's spec names.
+  const VmClaimNames& claim_names() const { return claim_names_; }
 
   // The VM of a pod in `ns` whose controller owner reference is
   // `controller` (nullptr: none). FailedPrecondition, saying which link
@@ -118,6 +146,8 @@ class VmDirectory {
   const VmGoneFn on_vm_gone_;
   MetaCache vmis_;
   MetaCache vms_;
+  VmClaimNames claim_names_;
+  TeeSink vm_tee_{&vms_, &claim_names_};
 };
 
 // Releases the reservations of the VM with `uid` in `ns`, which is gone

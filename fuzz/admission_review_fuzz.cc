@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (!api::ValidateUid("uid", r->uid).ok()) pdc::fuzz::Broken("accepted a bad uid", r->uid);
-  api::AdmissionResponse answer{r->uid, "", {"pdc: warning"}};
+  api::AdmissionResponse answer{r->uid, "", {"pdc: warning"}, true, ""};
   if (r->object != nullptr) {
     (void)api::PodToRequest(*r->object, {"devices.kubevirt.io/nvme"});
     if (auto pod = api::ReadAdmissionPod(*r->object); pod.ok()) {

@@ -1,11 +1,13 @@
 #include "extender/dra/claim_keeper.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/json_util.h"
+#include "common/strings.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 #include "spdlog/spdlog.h"
@@ -97,16 +99,79 @@ void ClaimKeeper::Start() {
 
 void ClaimKeeper::Stop() { controller_.Stop(); }
 
-void ClaimKeeper::ConsumerGone(std::string_view ns, std::string_view uid) {
-  for (const auto& e : cache_.List()) {
-    if (e.meta.ns != ns) continue;
-    for (const Consumer& c : e.value.reserved_for) {
-      if (c.uid == uid) {
-        queue_.Add(e.meta.Key());
-        break;
-      }
+void ClaimKeeper::IndexSink::Replace(const std::vector<const api::json::Value*>& items) {
+  keeper_->cache_.Replace(items);
+  absl::flat_hash_set<std::string> keys;
+  for (const auto& e : keeper_->cache_.List()) keys.insert(e.meta.Key());
+  {
+    absl::MutexLock lock(&keeper_->index_mu_);
+    for (const auto& [key, uids] : keeper_->consumers_of_) keys.insert(key);
+  }
+  for (const std::string& key : keys) keeper_->IndexClaim(key);
+}
+
+void ClaimKeeper::IndexSink::Upsert(const api::json::Value& object) {
+  keeper_->cache_.Upsert(object);
+  absl::StatusOr<api::ObjectMeta> meta = api::ReadObjectMeta(object, "ResourceClaim");
+  if (meta.ok()) keeper_->IndexClaim(meta->Key());
+}
+
+void ClaimKeeper::IndexSink::Remove(const api::json::Value& object) {
+  keeper_->cache_.Remove(object);
+  absl::StatusOr<api::ObjectMeta> meta = api::ReadObjectMeta(object, "ResourceClaim");
+  if (meta.ok()) keeper_->IndexClaim(meta->Key());
+}
+
+void ClaimKeeper::IndexClaim(const std::string& key) {
+  const std::optional<kube::TypedCache<DraClaim>::Entry> e = cache_.Get(key);
+  std::vector<std::string> uids;
+  bool kept = false;
+  if (e.has_value()) {
+    for (const Consumer& c : e->value.reserved_for) {
+      uids.push_back(c.uid);
+      kept = kept || IsVm(c);
     }
   }
+  absl::MutexLock lock(&index_mu_);
+  if (auto old = consumers_of_.find(key); old != consumers_of_.end()) {
+    for (const std::string& uid : old->second) {
+      auto it = by_consumer_.find(uid);
+      if (it == by_consumer_.end()) continue;
+      it->second.erase(key);
+      if (it->second.empty()) by_consumer_.erase(it);
+    }
+    consumers_of_.erase(old);
+  }
+  if (kept) {
+    kept_keys_.insert(key);
+  } else {
+    kept_keys_.erase(key);
+  }
+  if (uids.empty()) return;
+  for (const std::string& uid : uids) by_consumer_[uid].insert(key);
+  consumers_of_.emplace(key, std::move(uids));
+}
+
+std::vector<std::string> ClaimKeeper::ClaimsOfConsumer(std::string_view ns,
+                                                       std::string_view uid) const {
+  std::vector<std::string> out;
+  const std::string prefix = absl::StrCat(Sv(ns), "/");
+  absl::MutexLock lock(&index_mu_);
+  auto it = by_consumer_.find(std::string(uid));
+  if (it == by_consumer_.end()) return out;
+  for (const std::string& key : it->second) {
+    if (key.starts_with(prefix)) out.push_back(key);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void ClaimKeeper::ConsumerGone(std::string_view ns, std::string_view uid) {
+  for (const std::string& key : ClaimsOfConsumer(ns, uid)) queue_.Add(key);
+}
+
+void ClaimKeeper::Look(std::string_view ns, std::string_view name) {
+  queue_.Add(absl::StrCat(Sv(ns), "/", Sv(name)));
 }
 
 ClaimKeeper::Counts ClaimKeeper::counts() const {
@@ -115,16 +180,8 @@ ClaimKeeper::Counts ClaimKeeper::counts() const {
 }
 
 size_t ClaimKeeper::kept() const {
-  size_t n = 0;
-  for (const auto& e : cache_.List()) {
-    for (const Consumer& c : e.value.reserved_for) {
-      if (IsVm(c)) {
-        ++n;
-        break;
-      }
-    }
-  }
-  return n;
+  absl::MutexLock lock(&index_mu_);
+  return kept_keys_.size();
 }
 
 absl::Status ClaimKeeper::Reconcile(const std::string& key) {
@@ -137,11 +194,11 @@ absl::Status ClaimKeeper::Reconcile(const std::string& key) {
   // queues the claim again); only a write reads the claim from the API.
   const std::optional<kube::TypedCache<DraClaim>::Entry> cached = cache_.Get(key);
   if (!cached.has_value() || !cached->value.allocated) return absl::OkStatus();
-  const PlanInputs in = Gather(ns, cached->value, cached->meta.deleting);
+  const PlanInputs in = Gather(ns, name, cached->value, cached->meta.deleting);
   const Plan seen = PlanReservedFor(cached->value, in);
   if (!seen.changed()) {
     const kube::ObjectRef ref{"resource.k8s.io/v1", "ResourceClaim", ns, name, cached->meta.uid};
-    Tell(ref, seen);
+    Tell(ref, seen, in);
     if (seen.kept) queue_.AddAfter(key, options_.resync);
     return Unjudged(ref, cached->value, in);
   }
@@ -150,7 +207,8 @@ absl::Status ClaimKeeper::Reconcile(const std::string& key) {
   return s;
 }
 
-PlanInputs ClaimKeeper::Gather(const std::string& ns, const DraClaim& claim, bool deleting) {
+PlanInputs ClaimKeeper::Gather(const std::string& ns, const std::string& name,
+                               const DraClaim& claim, bool deleting) {
   PlanInputs in;
   in.deleting = deleting;
   std::vector<std::string> vm_uids;
@@ -160,6 +218,15 @@ PlanInputs ClaimKeeper::Gather(const std::string& ns, const DraClaim& claim, boo
     PodLook look = consumers_->LookAtPod(ns, c.name, c.uid);
     if (look.vm.has_value()) vm_uids.push_back(look.vm->uid);
     in.pods.emplace(c.uid, std::move(look));
+  }
+  if (!claim.pod_owned) {
+    in.naming_vms = consumers_->VmsNamingClaim(ns, name);
+    for (const VmIdentity& vm : in.naming_vms) vm_uids.push_back(vm.uid);
+  }
+  for (const std::string& uid : vm_uids) {
+    if (std::optional<bool> names = consumers_->VmNamesClaim(ns, uid, name)) {
+      in.vm_names_claim.emplace(uid, *names);
+    }
   }
   in.live_vms = consumers_->LiveVms(vm_uids);
   return in;
@@ -182,7 +249,7 @@ absl::Status ClaimKeeper::Keep(const std::string& ns, const std::string& name) {
                  claim.status().ToString());
     return absl::OkStatus();
   }
-  const PlanInputs in = Gather(ns, *claim, meta->deleting);
+  const PlanInputs in = Gather(ns, name, *claim, meta->deleting);
   const Plan plan = PlanReservedFor(*claim, in);
   const kube::ObjectRef ref{"resource.k8s.io/v1", "ResourceClaim", ns, name, meta->uid};
   if (plan.changed()) {
@@ -203,7 +270,7 @@ absl::Status ClaimKeeper::Keep(const std::string& ns, const std::string& name) {
       return s;
     }
   }
-  Tell(ref, plan);
+  Tell(ref, plan, in);
   if (plan.kept) queue_.AddAfter(absl::StrCat(ns, "/", name), options_.resync);
   return Unjudged(ref, *claim, in);
 }
@@ -232,7 +299,15 @@ absl::Status ClaimKeeper::Unjudged(const kube::ObjectRef& ref, const DraClaim& c
   return absl::UnavailableError(absl::StrCat("ResourceClaim ", ref.ns, "/", ref.name, ": ", why));
 }
 
-void ClaimKeeper::Tell(const kube::ObjectRef& claim, const Plan& plan) {
+void ClaimKeeper::TellVm(const kube::ObjectRef& claim, const VmIdentity& vm, kube::EventType type,
+                         std::string_view reason, std::string_view message) {
+  if (options_.events == nullptr) return;
+  const kube::ObjectRef ref{"kubevirt.io/v1", "VirtualMachine", claim.ns, vm.name, vm.uid};
+  options_.events->Record(ref, type, reason,
+                          absl::StrCat("ResourceClaim ", claim.name, ": ", Sv(message)));
+}
+
+void ClaimKeeper::Tell(const kube::ObjectRef& claim, const Plan& plan, const PlanInputs& in) {
   for (const Consumer& c : plan.added) {
     ++added_;
     spdlog::info("DRA claim keeper: ResourceClaim {}/{} kept for {}", claim.ns, claim.name,
@@ -243,18 +318,29 @@ void ClaimKeeper::Tell(const kube::ObjectRef& claim, const Plan& plan) {
           absl::StrCat("added VirtualMachine ", c.name, " (uid ", c.uid,
                        ") to status.reservedFor: the allocation outlives the VM's pods"));
     }
+    TellVm(claim, {c.name, c.uid}, kube::EventType::kNormal, "VmReserved",
+           "this VirtualMachine was added to its status.reservedFor: the claim keeps its "
+           "device across stop and start");
   }
   for (const Consumer& c : plan.removed) {
     if (IsVm(c)) {
       ++pruned_vms_;
-      spdlog::info("DRA claim keeper: ResourceClaim {}/{}: {} removed (gone, or the claim is a pod's)", claim.ns,
-                   claim.name, Describe(c));
+      spdlog::info("DRA claim keeper: ResourceClaim {}/{}: {} removed (gone, no longer named, "
+                   "or the claim is a pod's)",
+                   claim.ns, claim.name, Describe(c));
       if (options_.events != nullptr) {
         options_.events->Record(
             claim, kube::EventType::kNormal, "VmUnreserved",
             absl::StrCat("removed VirtualMachine ", c.name, " (uid ", c.uid,
-                         ") from status.reservedFor: the VirtualMachine is gone, or the claim is "
-                         "its pod's (made from a template)"));
+                         ") from status.reservedFor: the VirtualMachine is gone, no longer "
+                         "names the claim, or the claim is its pod's (made from a template)"));
+      }
+      // A VM that is gone has nobody to read its Events.
+      if (in.live_vms.count(c.uid)) {
+        TellVm(claim, {c.name, c.uid}, kube::EventType::kNormal, "VmUnreserved",
+               "this VirtualMachine was removed from its status.reservedFor: it no longer "
+               "names the claim, or the claim is its pod's (made from a template); the device "
+               "is no longer kept for it");
       }
     } else {
       ++pruned_pods_;
@@ -265,6 +351,10 @@ void ClaimKeeper::Tell(const kube::ObjectRef& claim, const Plan& plan) {
     options_.events->Record(claim, kube::EventType::kWarning, "KeepFailed",
                             absl::StrCat("cannot keep the allocation for ",
                                          absl::StrJoin(plan.refused, "; ")));
+  }
+  for (const auto& [vm, why] : plan.refused_vms) {
+    TellVm(claim, vm, kube::EventType::kWarning, "KeepFailed",
+           absl::StrCat("cannot keep the allocation for this VirtualMachine: ", why));
   }
 }
 

@@ -26,13 +26,18 @@
 #define PDC_EXTENDER_DRA_CLAIM_KEEPER_H_
 
 #include <atomic>
+#include <optional>
 #include <cstdint>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/metrics.h"
@@ -58,6 +63,17 @@ class ConsumerDirectory {
                             std::string_view uid) = 0;
   // The subset of `uids` that are VirtualMachines that exist.
   virtual std::set<std::string> LiveVms(const std::vector<std::string>& uids) const = 0;
+  // Whether the spec of VirtualMachine `vm_uid` in `ns` names claim
+  // `claim`; nullopt when not known.
+  virtual std::optional<bool> VmNamesClaim(std::string_view ns, std::string_view vm_uid,
+                                           std::string_view claim) const {
+    return std::nullopt;
+  }
+  // The VirtualMachines of `ns` whose spec names `claim`.
+  virtual std::vector<VmIdentity> VmsNamingClaim(std::string_view ns,
+                                                 std::string_view claim) const {
+    return {};
+  }
 };
 
 class ClaimKeeper final : public kube::Reconciler {
@@ -82,9 +98,11 @@ class ClaimKeeper final : public kube::Reconciler {
   ClaimKeeper(kube::KubeApi* api, ConsumerDirectory* consumers, Options options);
   ~ClaimKeeper() override;  // Stop().
 
-  kube::ReflectorSink* claim_sink() { return &cache_; }
+  kube::ReflectorSink* claim_sink() { return &index_sink_; }
   // A pod or VM with `uid` in `ns` is gone: the claims naming it are queued.
   void ConsumerGone(std::string_view ns, std::string_view uid);
+  // Claim `ns`/`name` is to be looked at (a VM started or stopped naming it).
+  void Look(std::string_view ns, std::string_view name);
 
   // The workers: call once the claim watch and the ConsumerDirectory's
   // watches listed; every claim listed meanwhile is queued once.
@@ -99,19 +117,51 @@ class ClaimKeeper final : public kube::Reconciler {
 
  private:
   absl::Status Keep(const std::string& ns, const std::string& name);
-  PlanInputs Gather(const std::string& ns, const DraClaim& claim, bool deleting);
-  void Tell(const kube::ObjectRef& claim, const Plan& plan);
+  PlanInputs Gather(const std::string& ns, const std::string& name, const DraClaim& claim,
+                    bool deleting);
+  void Tell(const kube::ObjectRef& claim, const Plan& plan, const PlanInputs& in);
   // Unavailable, naming them, when the fate of a pod of `claim` is unknown
   // (its read failed, or its VMI or VM is not in the watches): the work
   // queue then tries again with backoff. OK when every pod was judged.
   absl::Status Unjudged(const kube::ObjectRef& ref, const DraClaim& claim, const PlanInputs& in);
   void RegisterMetrics(MetricsRegistry* registry);
 
+  // The claim watch's sink: the cache, then the consumer index from what
+  // the cache decoded.
+  class IndexSink final : public kube::ReflectorSink {
+   public:
+    explicit IndexSink(ClaimKeeper* keeper) : keeper_(keeper) {}
+    void Replace(const std::vector<const api::json::Value*>& items) override;
+    void Upsert(const api::json::Value& object) override;
+    void Remove(const api::json::Value& object) override;
+
+   private:
+    ClaimKeeper* const keeper_;
+  };
+  // Files claim `key` under the UIDs of its consumers (none: the claim is
+  // gone or unreadable).
+  void IndexClaim(const std::string& key);
+  // The claims of `ns` with a consumer of `uid`, from the index.
+  std::vector<std::string> ClaimsOfConsumer(std::string_view ns, std::string_view uid) const;
+  // Tells the VM of each entry too (an Event on the VirtualMachine).
+  void TellVm(const kube::ObjectRef& claim, const VmIdentity& vm, kube::EventType type,
+              std::string_view reason, std::string_view message);
+
   kube::KubeApi* const api_;
   ConsumerDirectory* const consumers_;
   const Options options_;
   kube::WorkQueue queue_;
   kube::TypedCache<DraClaim> cache_;
+  IndexSink index_sink_{this};
+  // Consumer UID -> keys of the claims naming it, and each claim's
+  // consumer UIDs (a pod or VM gone queues its claims without a copy of
+  // the whole cache); the keys of claims holding a VM entry.
+  mutable absl::Mutex index_mu_;
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> by_consumer_
+      ABSL_GUARDED_BY(index_mu_);
+  absl::flat_hash_map<std::string, std::vector<std::string>> consumers_of_
+      ABSL_GUARDED_BY(index_mu_);
+  absl::flat_hash_set<std::string> kept_keys_ ABSL_GUARDED_BY(index_mu_);
   kube::Controller controller_;
   std::atomic<uint64_t> added_{0}, pruned_pods_{0}, pruned_vms_{0}, conflicts_{0}, refused_{0};
   std::atomic<bool> started_{false};

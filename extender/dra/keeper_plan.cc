@@ -47,8 +47,12 @@ Plan PlanReservedFor(const DraClaim& claim, const PlanInputs& in) {
   // VM entries of VMs that are gone, and every VM entry of a pod-owned
   // claim (it goes with its pod: a VM entry would only hold its device).
   std::vector<Consumer> list;
+  auto unnamed = [&](const std::string& vm_uid) {
+    auto it = in.vm_names_claim.find(vm_uid);
+    return it != in.vm_names_claim.end() && !it->second;
+  };
   for (const Consumer& c : claim.reserved_for) {
-    if (IsVm(c) && (claim.pod_owned || !in.live_vms.count(c.uid))) {
+    if (IsVm(c) && (claim.pod_owned || !in.live_vms.count(c.uid) || unnamed(c.uid))) {
       plan.removed.push_back(c);
     } else {
       list.push_back(c);
@@ -60,22 +64,51 @@ Plan PlanReservedFor(const DraClaim& claim, const PlanInputs& in) {
   for (const VmIdentity& vm : vms) {
     // A VM that is gone (found through the watches, which no longer hold
     // it): nothing to keep, nothing to warn about.
-    if (HasUid(list, vm.uid) || !in.live_vms.count(vm.uid)) continue;
+    if (HasUid(list, vm.uid) || !in.live_vms.count(vm.uid) || unnamed(vm.uid)) continue;
     const std::string who = absl::StrCat("VirtualMachine ", vm.name, " (uid ", vm.uid, ")");
     auto other = std::find_if(list.begin(), list.end(), [](const Consumer& c) { return IsVm(c); });
+    std::string why;
     if (other != list.end()) {
-      plan.refused.push_back(absl::StrCat(who, ": the claim is kept for VirtualMachine ",
-                                          other->name, " (uid ", other->uid,
-                                          "); a claim is never kept for two VMs"));
+      why = absl::StrCat("the claim is kept for VirtualMachine ", other->name, " (uid ",
+                         other->uid, "); a claim is never kept for two VMs");
     } else if (in.deleting) {
-      plan.refused.push_back(absl::StrCat(who, ": the claim is being deleted"));
+      why = "the claim is being deleted";
     } else if (SizeAfterPruning(list, in) >= kReservedForMaxSize) {
-      plan.refused.push_back(absl::StrCat(who, ": status.reservedFor would hold more than ",
-                                          kReservedForMaxSize,
-                                          " entries, even with the gone pods pruned"));
+      why = absl::StrCat("status.reservedFor would hold more than ", kReservedForMaxSize,
+                         " entries, even with the gone pods pruned");
+    }
+    if (!why.empty()) {
+      plan.refused.push_back(absl::StrCat(who, ": ", why));
+      plan.refused_vms.emplace_back(vm, std::move(why));
     } else {
       list.push_back(VmConsumer(vm.name, vm.uid));
       plan.added.push_back(list.back());
+    }
+  }
+  // No living pod brought a VM: a VM whose spec names the claim keeps it
+  // when nothing else holds it (its pod ended before the keeper saw it).
+  const bool has_vm = std::any_of(list.begin(), list.end(), [](const Consumer& c) { return IsVm(c); });
+  if (!has_vm && !claim.pod_owned && !in.deleting && SizeAfterPruning(list, in) == 0) {
+    std::vector<VmIdentity> naming;
+    for (const VmIdentity& vm : in.naming_vms) {
+      if (in.live_vms.count(vm.uid)) naming.push_back(vm);
+    }
+    if (naming.size() == 1) {
+      list.push_back(VmConsumer(naming[0].name, naming[0].uid));
+      plan.added.push_back(list.back());
+    } else if (naming.size() > 1) {
+      std::string names;
+      for (const VmIdentity& vm : naming) {
+        absl::StrAppend(&names, names.empty() ? "" : ", ", vm.name, " (uid ", vm.uid, ")");
+      }
+      plan.refused.push_back(absl::StrCat("VirtualMachines ", names,
+                                          ": each names the claim; a claim is never kept for "
+                                          "two VMs"));
+      for (const VmIdentity& vm : naming) {
+        plan.refused_vms.emplace_back(
+            vm, absl::StrCat("VirtualMachines ", names,
+                             " each name the claim; a claim is never kept for two VMs"));
+      }
     }
   }
   plan.kept = std::any_of(list.begin(), list.end(), [](const Consumer& c) { return IsVm(c); });

@@ -9,10 +9,15 @@
 //    and a VM entry would leave it hanging in deletion holding its device
 //    while each start makes a new claim; a VM entry found on one goes;
 //  - a VirtualMachine entry stays while a VirtualMachine with its UID
-//    exists, and goes when it is gone (a VM re-created under the same name
-//    has another UID: it never inherits the entry);
+//    exists and names the claim in its spec (or its spec is not known),
+//    and goes when it is gone (a VM re-created under the same name has
+//    another UID: it never inherits the entry) or names it no more;
+//  - a VM whose spec names the claim is added even without a living pod
+//    (stopped before the keeper saw its pod) when nothing else holds the
+//    claim: no VM entry, and no entry left once the gone pods are pruned;
+//    two VMs naming it are refused;
 //  - the VM of each living pod entry (its virt-launcher pod -> VMI -> VM
-//    chain, by UID) is added, unless the claim already holds another
+//    chain, by UID) is added, unless its spec no longer names the claim, the claim already holds another
 //    living VM (a claim is never kept for two VMs), the claim is being
 //    deleted (kube-apiserver refuses new consumers then), or the list would
 //    exceed 256 entries once the pods below are pruned; each refusal says
@@ -32,6 +37,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "extender/dra/resource_claim.h"
@@ -56,6 +62,11 @@ struct PlanInputs {
   std::map<std::string, PodLook> pods;  // By the pod entry's UID.
   std::set<std::string> live_vms;      // UIDs of VirtualMachines that exist.
   bool deleting = false;               // The claim has a deletionTimestamp.
+  // By VM UID: whether that VirtualMachine's spec names this claim; a VM
+  // not here is unknown (judged by its pods only).
+  std::map<std::string, bool> vm_names_claim;
+  // The VirtualMachines whose spec names this claim.
+  std::vector<VmIdentity> naming_vms;
 };
 
 struct Plan {
@@ -64,6 +75,8 @@ struct Plan {
   std::vector<Consumer> removed;
   // Why a VM could not be added ("VirtualMachine ns/x (uid ...): ...").
   std::vector<std::string> refused;
+  // Each VM refused, with why (an Event on the VirtualMachine too).
+  std::vector<std::pair<VmIdentity, std::string>> refused_vms;
   bool changed() const { return !added.empty() || !removed.empty(); }
   // The claim holds a VM entry after the change.
   bool kept = false;

@@ -119,11 +119,11 @@ TEST(AdmissionJsonTest, RefusesMalformedReviewsWith400NamingTheField) {
 }
 
 TEST(AdmissionJsonTest, AnswerEchoesTheUidAndCarriesPatchTypeOnlyWithAPatch) {
-  EXPECT_EQ(WriteAdmissionReview({kUid, "", {}}),
+  EXPECT_EQ(WriteAdmissionReview({kUid, "", {}, true, ""}),
             absl::StrCat(R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",)",
                          R"("response":{"uid":")", kUid, R"(","allowed":true}})"));
   const std::string patch = R"([{"op":"add","path":"/spec/affinity","value":{}}])";
-  const std::string out = WriteAdmissionReview({kUid, patch, {"pdc: a warning"}});
+  const std::string out = WriteAdmissionReview({kUid, patch, {"pdc: a warning"}, true, ""});
   EXPECT_EQ(out, absl::StrCat(R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",)",
                               R"("response":{"uid":")", kUid,
                               R"(","allowed":true,"patchType":"JSONPatch","patch":")",
@@ -133,6 +133,17 @@ TEST(AdmissionJsonTest, AnswerEchoesTheUidAndCarriesPatchTypeOnlyWithAPatch) {
   std::string decoded;
   ASSERT_TRUE(absl::Base64Unescape(d["response"]["patch"].GetString(), &decoded));
   EXPECT_EQ(decoded, patch);
+}
+
+TEST(AdmissionJsonTest, ARefusalCarriesItsReasonAndNoPatch) {
+  AdmissionResponse r{kUid, R"([{"op":"add","path":"/x","value":1}])", {}, true, ""};
+  r.allowed = false;
+  r.message = "pdc: ResourceClaim ns/vm1-data belongs to another VirtualMachine";
+  EXPECT_EQ(WriteAdmissionReview(r),
+            absl::StrCat(R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",)",
+                         R"("response":{"uid":")", kUid,
+                         R"(","allowed":false,"status":{"code":403,"message":")", r.message,
+                         R"("}}})"));
 }
 
 TEST(AdmissionJsonTest, EscapesJsonPointerTokens) {

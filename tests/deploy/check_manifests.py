@@ -805,6 +805,31 @@ def render_prometheusrule(rules):
     return header + yaml.dump(cr, Dumper=Dumper, sort_keys=False, width=100)
 
 
+def check_vm_claims_webhook(by_kind, listen_port):
+    """The VM-scoped claims webhook fails closed, only for the pods that opted
+    in with the label the code reads, on the path the code serves."""
+    mwc = by_kind.get("MutatingWebhookConfiguration", {}).get("pdc-vm-claims")
+    if not check(mwc, "rendered base lacks MutatingWebhookConfiguration/pdc-vm-claims"):
+        return
+    hooks = mwc.get("webhooks", [])
+    if not check(len(hooks) == 1, "one webhook in pdc-vm-claims"):
+        return
+    h = hooks[0]
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(repo, "extender/dra/vm_claims.h")) as f:
+        label = re.search(r'kPersistentClaimsLabel = "([^"]+)"', f.read()).group(1)
+    with open(os.path.join(repo, "extender/vm_claim_webhook.h")) as f:
+        path = re.search(r'kVmClaimsWebhookPath = "([^"]+)"', f.read()).group(1)
+    check(h.get("failurePolicy") == "Fail", "vm-claims webhook: failurePolicy Fail (fail closed)")
+    check(h.get("sideEffects") == "NoneOnDryRun", "vm-claims webhook: sideEffects NoneOnDryRun")
+    check(h.get("objectSelector", {}).get("matchLabels") ==
+          {"kubevirt.io": "virt-launcher", label: "true"},
+          f"vm-claims webhook: objectSelector kubevirt.io=virt-launcher and {label}=true")
+    service = h.get("clientConfig", {}).get("service", {})
+    check(service.get("path") == path and service.get("port") == listen_port,
+          f"vm-claims webhook: clientConfig path {path} on extender.webhook.listen's port")
+
+
 def check_webhook(by_kind, ext, dep, svc):
     """The mutating webhook, its Service port, listener and certificate mount agree."""
     mwc = by_kind.get("MutatingWebhookConfiguration", {}).get("pdc-pin-vm-pods")
@@ -830,6 +855,7 @@ def check_webhook(by_kind, ext, dep, svc):
           "webhook: pod CREATE only")
     wh = ext.get("webhook", {})
     listen_port = int(str(wh.get("listen", ":0")).rsplit(":", 1)[1])
+    check_vm_claims_webhook(by_kind, listen_port)
     service = h.get("clientConfig", {}).get("service", {})
     check(service.get("name") == "pdc-extender" and service.get("namespace") == "pdc-system",
           "webhook: clientConfig names the Service pdc-extender")

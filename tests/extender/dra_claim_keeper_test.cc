@@ -94,5 +94,22 @@ TEST_F(ClaimKeeperTest, AClaimWhosePodsAreAllJudgedIsDone) {
   }
 }
 
+TEST_F(ClaimKeeperTest, TheConsumerIndexFollowsTheWatch) {
+  EXPECT_EQ(keeper_->kept(), 0u);
+  Put(true);
+  EXPECT_EQ(keeper_->kept(), 1u);
+  Put(false);  // The VM entry went.
+  EXPECT_EQ(keeper_->kept(), 0u);
+  Put(true);
+  rapidjson::Document d;
+  d.Parse(ClaimJson(true).c_str());
+  keeper_->claim_sink()->Remove(d);
+  EXPECT_EQ(keeper_->kept(), 0u);
+  // A relist that no longer holds it drops it too.
+  Put(true);
+  keeper_->claim_sink()->Replace({});
+  EXPECT_EQ(keeper_->kept(), 0u);
+}
+
 }  // namespace
 }  // namespace pdc::extender::dra

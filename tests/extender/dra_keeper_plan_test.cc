@@ -39,13 +39,15 @@ struct PlanCase {
   int added = 0;
   int removed = 0;
   std::string refused;  // Substring of the one refusal, "" none.
+  std::map<std::string, bool> names;  // PlanInputs::vm_names_claim.
+  std::vector<VmIdentity> naming;     // PlanInputs::naming_vms.
 };
 
 class PlanTest : public ::testing::TestWithParam<PlanCase> {};
 
 TEST_P(PlanTest, Plans) {
   const PlanCase& c = GetParam();
-  PlanInputs in{c.pods, c.live_vms, c.deleting};
+  PlanInputs in{c.pods, c.live_vms, c.deleting, c.names, c.naming};
   const Plan p = PlanReservedFor(DraClaim{c.allocated, c.before, c.pod_owned}, in);
   EXPECT_THAT(p.reserved_for, ElementsAreArray(c.after));
   EXPECT_EQ(static_cast<int>(p.added.size()), c.added);
@@ -60,6 +62,68 @@ TEST_P(PlanTest, Plans) {
 
 std::vector<PlanCase> Cases() {
   return {
+      // What the VMs' specs name (VmClaimNames).
+      {.name = "AVmThatNamesTheClaimNoMoreLosesItsEntry",
+       .before = {Vm("vm", "u-vm")},
+       .live_vms = {"u-vm"},
+       .after = {},
+       .removed = 1,
+       .names = {{"u-vm", false}}},
+      {.name = "APodsVmThatNamesTheClaimNoMoreIsNotAdded",
+       .before = {Pod("p", "u-p")},
+       .pods = {{"u-p", Alive("vm", "u-vm")}},
+       .live_vms = {"u-vm"},
+       .after = {Pod("p", "u-p")},
+       .names = {{"u-vm", false}}},
+      {.name = "AStoppedVmNamingTheClaimKeepsItWhenOnlyGonePodsHoldIt",
+       .before = {Pod("p", "u-p")},
+       .pods = {{"u-p", Gone()}},
+       .live_vms = {"u-vm"},
+       .after = {Vm("vm", "u-vm")},
+       .added = 1,
+       .removed = 1,
+       .names = {{"u-vm", true}},
+       .naming = {{"vm", "u-vm"}}},
+      {.name = "AStoppedVmNamingAnEmptyAllocatedClaimKeepsIt",
+       .live_vms = {"u-vm"},
+       .after = {Vm("vm", "u-vm")},
+       .added = 1,
+       .names = {{"u-vm", true}},
+       .naming = {{"vm", "u-vm"}}},
+      {.name = "NamingDoesNotTakeAClaimAnotherPodUses",
+       .before = {Pod("p", "u-p")},
+       .pods = {{"u-p", AliveNoVm()}},
+       .live_vms = {"u-vm"},
+       .after = {Pod("p", "u-p")},
+       .names = {{"u-vm", true}},
+       .naming = {{"vm", "u-vm"}}},
+      {.name = "NamingDoesNotTakeAnUnallocatedClaim",
+       .allocated = false,
+       .live_vms = {"u-vm"},
+       .after = {},
+       .names = {{"u-vm", true}},
+       .naming = {{"vm", "u-vm"}}},
+      {.name = "NamingDoesNotTakeAClaimBeingDeleted",
+       .deleting = true,
+       .live_vms = {"u-vm"},
+       .after = {},
+       .names = {{"u-vm", true}},
+       .naming = {{"vm", "u-vm"}}},
+      {.name = "NamingDoesNotTakeAPodOwnedClaim",
+       .pod_owned = true,
+       .live_vms = {"u-vm"},
+       .after = {},
+       .names = {{"u-vm", true}},
+       .naming = {{"vm", "u-vm"}}},
+      {.name = "TwoVmsNamingTheClaimAreRefused",
+       .live_vms = {"u-a", "u-b"},
+       .after = {},
+       .refused = "VirtualMachines a (uid u-a), b (uid u-b): each names the claim",
+       .names = {{"u-a", true}, {"u-b", true}},
+       .naming = {{"a", "u-a"}, {"b", "u-b"}}},
+      {.name = "AGoneVmNamingTheClaimIsNotAdded",
+       .after = {},
+       .naming = {{"vm", "u-vm"}}},
       {.name = "AddsTheVmOfALivingPod",
        .before = {Pod("p", "u-p")},
        .pods = {{"u-p", Alive("vm", "u-vm")}},

@@ -101,6 +101,22 @@ class DraKeeperOnDoubleTest : public ExtenderOnDoubleTest,
     }
     return o;
   }
+  // Waits for an Event `reason` on the VirtualMachine `vm` (by UID).
+  void AwaitVmEvent(const std::string& vm, const std::string& vm_uid, const std::string& reason) {
+    AwaitObject(Cat("/api/v1/namespaces/", ns_, "/events"), [&](const KubeReply& r) {
+      const kube::Value* items = kube::Find(r.json, {"items"});
+      if (items == nullptr || !items->IsArray()) return false;
+      for (const kube::Value& e : items->GetArray()) {
+        if (kube::GetString(e, {"reason"}) == reason &&
+            kube::GetString(e, {"involvedObject", "kind"}) == "VirtualMachine" &&
+            kube::GetString(e, {"involvedObject", "name"}) == vm &&
+            kube::GetString(e, {"involvedObject", "uid"}) == vm_uid) {
+          return true;
+        }
+      }
+      return false;
+    });
+  }
   // The VM entries of the claim, as "<name>/<uid>".
   std::vector<std::string> VmEntries(const kube::Value& claim) {
     std::vector<std::string> out;

@@ -3,6 +3,8 @@
 // (1.34/1.35: stops syncing a claim with a VM entry; 1.36: keeps it and
 // prunes pods). The invariants are checked after every step
 // (DraKeeperOnDoubleTest::CheckInvariants).
+#include <random>
+
 #include "tests/kube/dra_keeper_on_double.h"
 
 namespace pdc::testing {
@@ -27,6 +29,8 @@ TEST_P(DraKeeperOnDoubleTest, StartStopStartKeepsTheDeviceThenTheVmsDeletionFree
   AwaitObject(Cat("/api/v1/namespaces/", ns_, "/events"), [](const KubeReply& r) {
     return r.text.find("\"reason\":\"VmReserved\"") != std::string::npos;
   });
+  // kubectl describe vm shows it too.
+  AwaitVmEvent("vm1", vm_uid, "VmReserved");
 
   // The VM stops: its pod is deleted.
   StopVm("vm1", "launcher-1");
@@ -165,6 +169,125 @@ TEST_P(DraKeeperOnDoubleTest, AConflictingWriteIsReadAgainAndRetried) {
   CheckInvariants("after the conflict");
 }
 
+TEST_P(DraKeeperOnDoubleTest, AStoppedVmThatNamesItsClaimIsKeptEvenUnseenAndLetGoWhenItNoLonger) {
+  // The VM's spec names the claim (as KubeVirt's VMs do).
+  const std::string vm_uid = Create(
+      Vms(), Cat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"vm1"},)",
+                 R"("spec":{"running":true,"template":{"spec":{"resourceClaims":[{"name":"data",)",
+                 R"("resourceClaimName":")", kClaim, R"("}]}}}})"));
+  // It starts and stops while no keeper runs; the resourceclaim controller
+  // has not looked at the claim yet (it would deallocate it).
+  StopKeeper();
+  ASSERT_OK_AND_ASSIGN(DraSchedulerDouble::Placement first, StartVm("vm1", vm_uid, "launcher-1"));
+  const std::vector<AllocatedDevice> device = AllocatedDevices(ClaimNow().json);
+  StopVm("vm1", "launcher-1");
+  StartKeeper();
+  // The keeper never saw its pod run, but the VM names the claim and only
+  // a gone pod holds it: the VM is added, the pod pruned.
+  KubeReply c = AwaitReservedFor({"virtualmachines/vm1"});
+  EXPECT_EQ(AllocatedDevices(c.json), device);
+  ResourceClaimControllerDouble::Outcome o = SyncController();
+  EXPECT_FALSE(o.deallocated);
+  CheckInvariants("kept unseen");
+  ASSERT_OK_AND_ASSIGN(DraSchedulerDouble::Placement again, StartVm("vm1", vm_uid, "launcher-2"));
+  EXPECT_FALSE(again.allocated_now);
+  EXPECT_EQ(again.node, first.node);
+  StopVm("vm1", "launcher-2");
+  AwaitReservedFor({"virtualmachines/vm1"});
+  CheckInvariants("started again");
+  // The VM's spec no longer names the claim: its entry goes.
+  ASSERT_EQ(Call("PATCH", Vms("/vm1"),
+                 R"({"spec":{"template":{"spec":{"resourceClaims":[]}}}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  AwaitReservedFor({});
+  AwaitVmEvent("vm1", vm_uid, "VmUnreserved");
+  CheckInvariants("no longer named");
+}
+
+TEST_P(DraKeeperOnDoubleTest, ApiserverFaultsAndANodeDownNeverMoveTheDevice) {
+  const std::string vm_uid = NewVm("vm1");
+  const std::pair<std::string, std::string> status_put{
+      "PUT", Cat(ns_, "/resourceclaims/", kClaim, "/status")};
+  // The keeper's first write is answered 409 (another writer came first):
+  // read again, written again.
+  StopKeeper();
+  ASSERT_OK_AND_ASSIGN(DraSchedulerDouble::Placement first, StartVm("vm1", vm_uid, "launcher-1"));
+  const std::vector<AllocatedDevice> device = AllocatedDevices(ClaimNow().json);
+  api_->FailRequests({status_put.first, status_put.second}, 1, 409);
+  StartKeeper();
+  AwaitReservedFor({"pods/launcher-1", "virtualmachines/vm1"});
+  EXPECT_GE(app_->claim_keeper()->counts().conflicts, 1u);
+  CheckInvariants("after a 409");
+
+  // The pruning of the stopped VM's pod is committed but its answer lost:
+  // the keeper reads again and finds nothing more to do.
+  StopKeeper();
+  StopVm("vm1", "launcher-1");
+  api_->DropAfterCommit({status_put.first, status_put.second}, 1);
+  StartKeeper();
+  KubeReply c = AwaitReservedFor({"virtualmachines/vm1"});
+  EXPECT_EQ(AllocatedDevices(c.json), device);
+  CheckInvariants("after a lost answer");
+
+  // Watches cut and etcd compacted (the keeper relists from 410 Expired).
+  EXPECT_GT(api_->CutWatches(), 0);
+  ASSERT_OK(api_->CompactEtcd().status());
+  CheckInvariants("after cut watches");
+
+  // The device's node is down: the VM's new pod fits nowhere else and waits
+  // Pending; the allocation stays, the controller does not deallocate.
+  const std::string other = first.node == "node-a" ? "node-b" : "node-a";
+  bool deallocated = false;
+  CreateLauncher("vm1", vm_uid, "launcher-2");
+  EXPECT_FALSE(scheduler_->Schedule(ns_, "launcher-2", kClaim, {other}, &deallocated).ok());
+  EXPECT_FALSE(deallocated) << "PostFilter never drops a claim a VM holds";
+  EXPECT_FALSE(SyncController().deallocated);
+  c = ClaimNow();
+  EXPECT_EQ(AllocatedDevices(c.json), device);
+  EXPECT_EQ(dra::ReservedFor(c.json), std::vector<std::string>{"virtualmachines/vm1"});
+  CheckInvariants("node down");
+  // The node is back: the same device, and the keeper (on its relisted
+  // watches) prunes the pod once the VM stops again.
+  ASSERT_OK_AND_ASSIGN(DraSchedulerDouble::Placement back,
+                       scheduler_->Schedule(ns_, "launcher-2", kClaim, {"node-a", "node-b"}));
+  EXPECT_EQ(back.node, first.node);
+  EXPECT_FALSE(back.allocated_now);
+  AwaitReservedFor({"virtualmachines/vm1", "pods/launcher-2"});
+  StopVm("vm1", "launcher-2");
+  c = AwaitReservedFor({"virtualmachines/vm1"});
+  EXPECT_EQ(AllocatedDevices(c.json), device);
+  CheckInvariants("node back, VM stopped");
+}
+
+// The keeper stopped at seeded random points of a VM's life and started
+// again: whatever it missed, it converges, and the invariants hold after
+// every step.
+TEST_P(DraKeeperOnDoubleTest, AKeeperKilledAtRandomPointsConverges) {
+  std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed() + 34);
+  const std::string vm_uid = NewVm("vm1");
+  std::vector<AllocatedDevice> device;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(Cat("round ", round));
+    const std::string pod = Cat("launcher-", round);
+    if (rng() % 2) StopKeeper();
+    ASSERT_OK(StartVm("vm1", vm_uid, pod).status());
+    if (device.empty()) device = AllocatedDevices(ClaimNow().json);
+    if (app_ == nullptr) StartKeeper();
+    AwaitReservedFor(round == 0 ? std::vector<std::string>{Cat("pods/", pod), "virtualmachines/vm1"}
+                                : std::vector<std::string>{"virtualmachines/vm1", Cat("pods/", pod)});
+    CheckInvariants("started");
+    if (rng() % 2) StopKeeper();
+    StopVm("vm1", pod);
+    if (app_ == nullptr) StartKeeper();
+    KubeReply c = AwaitReservedFor({"virtualmachines/vm1"});
+    EXPECT_EQ(AllocatedDevices(c.json), device);
+    EXPECT_FALSE(SyncController().deallocated);
+    CheckInvariants("stopped");
+  }
+}
+
 TEST_P(DraKeeperOnDoubleTest, TwoVmsNeverShareTheClaim) {
   const std::string a = NewVm("vm-a");
   const std::string b = NewVm("vm-b");
@@ -176,6 +299,7 @@ TEST_P(DraKeeperOnDoubleTest, TwoVmsNeverShareTheClaim) {
   AwaitObject(Cat("/api/v1/namespaces/", ns_, "/events"), [](const KubeReply& r) {
     return r.text.find("a claim is never kept for two VMs") != std::string::npos;
   });
+  AwaitVmEvent("vm-b", b, "KeepFailed");
   KubeReply c = ClaimNow();
   EXPECT_THAT(VmEntries(c.json), ElementsAre(Cat("vm-a/", a)));
   CheckInvariants("second VM");
