@@ -3,7 +3,8 @@
 
 pdc needs two things in the KubeVirt CR (kubevirts.kubevirt.io):
   * the HostDevices feature gate in
-    spec.configuration.developerConfiguration.featureGates, and
+    spec.configuration.developerConfiguration.featureGates (and
+    HostDevicesWithDRA when a device class is in `mode: dra`), and
   * one spec.configuration.permittedHostDevices.pciHostDevices entry per PCI
     id of pdc's deviceClasses, with externalResourceProvider: true, so that
     pdc-node and not virt-handler is the device plugin for those resources.
@@ -52,6 +53,11 @@ except ImportError:  # pragma: no cover - depends on the machine
     sys.exit("kubevirt-enable-pdc: needs PyYAML (Debian: apt-get install python3-yaml)")
 
 GATE = "HostDevices"
+# With a device class in `mode: dra`, VMs take that class's devices from DRA
+# ResourceClaims (hostDevices[].claimName), which KubeVirt serves behind this
+# gate (alpha in v1.6-v1.8, beta and on by default from v1.9; naming it there
+# changes nothing).
+DRA_GATE = "HostDevicesWithDRA"
 KUBEVIRT_RESOURCE = "kubevirts.kubevirt.io"  # fully qualified: no alias or category can capture it
 DEFAULT_PDC_CONFIG = os.path.normpath(os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "deploy", "config", "pdc.yaml"))
@@ -134,6 +140,13 @@ def wanted_devices(pdc_config):
     return out
 
 
+def wanted_gates(pdc_config):
+    """The feature gates pdc's deviceClasses need, in order."""
+    classes = pdc_config.get("deviceClasses") if isinstance(pdc_config, dict) else None
+    dra = any(isinstance(c, dict) and c.get("mode") == "dra" for c in classes or [])
+    return [GATE, DRA_GATE] if dra else [GATE]
+
+
 def _same_selector(a, b):
     return str(a).strip().lower() == str(b).strip().lower()
 
@@ -165,7 +178,7 @@ def _ensure(cr, keys, leaf, patch):
     return False
 
 
-def plan(cr, devices, remove=False):
+def plan(cr, devices, remove=False, gates_wanted=(GATE,)):
     """The JSON patch (a list) and the human-readable notes for one KubeVirt CR.
     An empty patch means nothing to change."""
     if not isinstance(cr, dict) or cr.get("kind") != "KubeVirt":
@@ -199,32 +212,39 @@ def plan(cr, devices, remove=False):
                              " either until you permit it again without externalResourceProvider)")
         else:
             notes.append("pciHostDevices: none of pdc's entries present")
-        notes.append(f"feature gate {GATE}: left as it is")
+        notes.append(f"feature gates {', '.join(gates_wanted)}: left as they are")
         return (guard + changes if changes else []), notes
 
-    # 1. The feature gate.
+    # 1. The feature gates.
     gates = _get(cr, *gate_keys)
     disabled = _get(cr, "spec", "configuration", "developerConfiguration",
                     "disabledFeatureGates") or []
-    if GATE in disabled:
-        raise Refused(f"{GATE} is listed in developerConfiguration.disabledFeatureGates; a gate"
-                      " may not be both enabled and disabled. Remove it from"
-                      " disabledFeatureGates by hand if host devices are meant to be allowed")
+    for g in gates_wanted:
+        if g in disabled:
+            raise Refused(f"{g} is listed in developerConfiguration.disabledFeatureGates; a gate"
+                          " may not be both enabled and disabled. Remove it from"
+                          " disabledFeatureGates by hand if host devices are meant to be"
+                          " allowed")
     if gates is not None and not isinstance(gates, list):
         raise Refused("developerConfiguration.featureGates is not a list")
-    if gates and GATE in gates:
-        notes.append(f"feature gate {GATE}: already enabled")
-    elif gates:
+    missing = [g for g in gates_wanted if not (gates and g in gates)]
+    for g in gates_wanted:
+        if g not in missing:
+            notes.append(f"feature gate {g}: already enabled")
+    if missing and gates:
         changes.append({"op": "test", "path": pointer(*gate_keys), "value": gates})
-        changes.append({"op": "add", "path": pointer(*gate_keys, "-"), "value": GATE})
-        notes.append(f"feature gate {GATE}: add (kept: {', '.join(map(str, gates))})")
-    else:
+        for g in missing:
+            changes.append({"op": "add", "path": pointer(*gate_keys, "-"), "value": g})
+            notes.append(f"feature gate {g}: add (kept: {', '.join(map(str, gates))})")
+    elif missing:
         if gates == []:
             changes.append({"op": "test", "path": pointer(*gate_keys), "value": []})
-            changes.append({"op": "add", "path": pointer(*gate_keys, "-"), "value": GATE})
+            for g in missing:
+                changes.append({"op": "add", "path": pointer(*gate_keys, "-"), "value": g})
         else:
-            _ensure(cr, gate_keys, [GATE], changes)
-        notes.append(f"feature gate {GATE}: add")
+            _ensure(cr, gate_keys, list(missing), changes)
+        for g in missing:
+            notes.append(f"feature gate {g}: add")
 
     # 2. The permitted host devices. `work` has the gate changes applied, so that
     #    objects they created are not created a second time.
@@ -394,7 +414,8 @@ def main(argv=None):
         pdc_config, config_source = read_pdc_config(args)
         devices = wanted_devices(pdc_config)
         cr = read_kubevirt(args)
-        patch, notes = plan(cr, devices, remove=args.remove)
+        patch, notes = plan(cr, devices, remove=args.remove,
+                            gates_wanted=wanted_gates(pdc_config))
         after = apply_patch(cr, patch)
     except Refused as e:
         print(f"kubevirt-enable-pdc: {e}", file=sys.stderr)

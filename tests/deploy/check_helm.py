@@ -189,6 +189,63 @@ def check_consistent(objs, what):
     return pdc, ksc
 
 
+def sorted_volumes(ds):
+    """A DaemonSet with its volumes and mounts in name order (kustomize
+    prepends what a patch adds, the chart appends)."""
+    d = normalised(ds)
+    spec = d["spec"]["template"]["spec"]
+    spec["volumes"].sort(key=lambda v: v["name"])
+    for c in spec["containers"]:
+        c["volumeMounts"].sort(key=lambda m: m["name"])
+    return d
+
+
+def check_dra(helm, args):
+    """deviceClasses[].mode: dra against components/dra and the code's paths."""
+    one = ["deviceClasses[0].resourceName=devices.kubevirt.io/nvme",
+           "deviceClasses[0].selectors={1b36:0010,8086:5845}", "deviceClasses[0].mode=dra"]
+    objs, err = helm.template(*one)
+    with tempfile.TemporaryDirectory() as tmp:
+        rel = os.path.relpath(os.path.join(args.repo, "deploy"), tmp)
+        with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
+            yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
+                            "kind": "Kustomization", "resources": [rel],
+                            "components": [f"{rel}/components/dra"]}, f)
+        base_dra = cm.kustomize(args.kubectl, tmp, "base + components/dra")
+    if check(objs is not None, f"helm template (mode dra): {err}"):
+        check_consistent(objs, "mode dra")
+        cm.check_dra_objects(args.repo, objs, "mode dra")
+        a = [o if o["kind"] != "DaemonSet" else sorted_volumes(o) for o in base_dra]
+        b = [o if o["kind"] != "DaemonSet" else sorted_volumes(o) for o in objs]
+        compare(a, b, "mode dra vs base + components/dra")
+    # Another kubelet root: the DRA paths and node.kubeletDir move with it.
+    objs, err = helm.template(*one, "node.kubeletRootDir=/var/lib/k0s/kubelet/")
+    if check(objs is not None, f"helm template (mode dra, k0s): {err}"):
+        pdc, _ = check_consistent(objs, "mode dra, k0s")
+        check(pdc.get("node", {}).get("kubeletDir") == "/var/lib/k0s/kubelet",
+              f"mode dra, k0s: node.kubeletDir {pdc.get('node', {}).get('kubeletDir')}")
+        cm.check_dra_objects(args.repo, objs, "mode dra, k0s")
+    # Two classes in DRA mode (one with the default driver) beside one on the
+    # device plugin.
+    objs, err = helm.template(
+        *one, "deviceClasses[1].resourceName=example.com/gpu",
+        "deviceClasses[1].selectors={10de:1eb8}", "deviceClasses[1].mode=dra",
+        "deviceClasses[1].draDriverName=gpu.pdc.kubevirt.io",
+        "deviceClasses[2].resourceName=example.com/fpga", "deviceClasses[2].selectors={1172:5052}")
+    if check(objs is not None, f"helm template (two DRA classes): {err}"):
+        check_consistent(objs, "two DRA classes")
+        got = cm.check_dra_objects(args.repo, objs, "two DRA classes")
+        check(got == [("devices.kubevirt.io/nvme", "nvme.pdc.kubevirt.io"),
+                      ("example.com/gpu", "gpu.pdc.kubevirt.io")],
+              f"two DRA classes: {got}")
+    objs, err = helm.template(
+        *one, "deviceClasses[1].resourceName=example.com/gpu",
+        "deviceClasses[1].selectors={10de:1eb8}", "deviceClasses[1].mode=dra")
+    check(objs is None and "deviceClasses[1].draDriverName" in err,
+          f"two DRA classes with one driver name must be refused: "
+          f"{'success' if objs is not None else err}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", required=True)
@@ -253,6 +310,14 @@ def main():
                 d["spec"]["template"]["spec"]["volumes"].sort(key=lambda v: v["name"])
             check(a == b, "node.kubeletRootDir=/var/lib/k0s/kubelet renders the DaemonSet of the"
                   " base with components/kubelet-k0s")
+
+    # DRA mode: deviceClasses[].mode=dra renders what components/dra adds to
+    # the base (the same objects); the defaults render nothing of it.
+    if objs is not None:
+        check(not [o for o in objs if o["apiVersion"].startswith("resource.k8s.io/")] and
+              not find(objs, "ClusterRole", "pdc-node"),
+              "defaults: no DRA object (DeviceClass, pdc-node's ClusterRole)")
+    check_dra(helm, args)
 
     # 3. Non-default values.
     objs, err = helm.template(
@@ -398,6 +463,11 @@ def main():
 
     # Bad values fail and say which value.
     for sets, want in ((["deviceClasses=null"], "deviceClasses"),
+                       (["deviceClasses[0].resourceName=a/b", "deviceClasses[0].selectors={1:2}",
+                         "deviceClasses[0].mode=DRA"], "deviceClasses[0].mode"),
+                       (["deviceClasses[0].resourceName=a/b", "deviceClasses[0].selectors={1:2}",
+                         "deviceClasses[0].draDriverName=x.example.com"],
+                        "deviceClasses[0].draDriverName needs mode: dra"),
                        (["deviceClasses[0].resourceName=x"], "deviceClasses[0]"),
                        (["schedulerTLS.enabled=true", "schedulerTLS.secretName="],
                         "schedulerTLS.secretName"),

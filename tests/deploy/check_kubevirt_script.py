@@ -94,10 +94,10 @@ def pdc_devices(repo):
             for c in conf["deviceClasses"] for s in c["selectors"]]
 
 
-def enable(env, name, cr, want_gates, want_devices):
+def enable(env, name, cr, want_gates, want_devices, pdc_config=None):
     """Runs the script on cr, applies its patch with kubectl, checks the result,
     and checks that a second run on the result is a no-op. Returns the result."""
-    patch = env.patch_of(cr)
+    patch = env.patch_of(cr, pdc_config=pdc_config)
     if patch is None:
         return None
     rc, after = env.kubectl_patch(cr, patch)
@@ -123,13 +123,13 @@ def enable(env, name, cr, want_gates, want_devices):
           f"  before {json.dumps(a, sort_keys=True)}\n  after  {json.dumps(b, sort_keys=True)}")
     # The script's own view of the result (--print-result, used for its dry-run
     # diff) is what kubectl produced.
-    out = env.script_run(cr, "--print-result")
+    out = env.script_run(cr, "--print-result", pdc_config=pdc_config)
     check(out.returncode == 0 and json.loads(out.stdout) == after,
           f"{name}: --print-result differs from kubectl's result")
     # Idempotent: a second run on the result has nothing to do.
-    again = env.patch_of(after)
+    again = env.patch_of(after, pdc_config=pdc_config)
     check(again == [], f"{name}: second run is not a no-op: {again}")
-    dry = env.script_run(after)
+    dry = env.script_run(after, pdc_config=pdc_config)
     check(dry.returncode == 0 and "Nothing to change." in dry.stdout,
           f"{name}: second dry run should say 'Nothing to change.': {dry.stdout}{dry.stderr}")
     return after
@@ -243,6 +243,33 @@ def main():
                    "developerConfiguration": {"featureGates": ["HostDevices", "Snapshot"]},
                    "permittedHostDevices": {"mediatedDevices": [MDEV]}}}),
                ["HostDevices", "Snapshot"], pdc)
+
+        # 2b. A class in DRA mode (components/dra's configuration): the
+        #     HostDevicesWithDRA gate too, after HostDevices, once.
+        dra_config = os.path.join(args.repo, "deploy", "components", "dra", "pdc.yaml")
+        enable(env, "DRA: CR with other gates and devices", full,
+               OTHER_GATES + ["HostDevices", "HostDevicesWithDRA"], [GPU] + pdc,
+               pdc_config=dra_config)
+        enable(env, "DRA: CR without configuration", kubevirt({}),
+               ["HostDevices", "HostDevicesWithDRA"], pdc, pdc_config=dra_config)
+        enable(env, "DRA: CR with HostDevices",
+               kubevirt({"configuration": {
+                   "developerConfiguration": {"featureGates": ["HostDevices", "Snapshot"]}}}),
+               ["HostDevices", "Snapshot", "HostDevicesWithDRA"], pdc, pdc_config=dra_config)
+        enable(env, "DRA: CR with both gates",
+               kubevirt({"configuration": {"developerConfiguration": {
+                   "featureGates": ["HostDevicesWithDRA", "HostDevices"]}}}),
+               ["HostDevicesWithDRA", "HostDevices"], pdc, pdc_config=dra_config)
+        refused(env, "DRA: HostDevicesWithDRA disabled",
+                kubevirt({"configuration": {"developerConfiguration": {
+                    "disabledFeatureGates": ["HostDevicesWithDRA"]}}}),
+                "HostDevicesWithDRA is listed in developerConfiguration.disabledFeatureGates",
+                pdc_config=dra_config)
+        # The device plugin configuration never asks for the DRA gate.
+        if after_full:
+            check("HostDevicesWithDRA" not in
+                  after_full["spec"]["configuration"]["developerConfiguration"]["featureGates"],
+                  "device plugin classes only: no HostDevicesWithDRA gate")
 
         # 3. Already has pdc's entries: nothing to change, exit 0.
         if after_full:

@@ -227,8 +227,19 @@ API_SOURCE_DIRS = {"extender": ["pdc-extender"], "driver": ["pdc-node"], "kube":
                    "common": ["pdc-extender", "pdc-node"], "model": ["pdc-extender", "pdc-node"],
                    "allocator": ["pdc-extender", "pdc-node"],
                    "config": ["pdc-extender", "pdc-node"], "api": ["pdc-extender", "pdc-node"]}
+# A subdirectory whose calls only one mode of a component makes: driver/dra/
+# runs only for device classes in `dra` mode, whose RBAC components/dra adds.
+API_SOURCE_SUBDIRS = {"driver/dra": ["pdc-node (dra)"]}
 HTTP_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
               "DELETE": "delete"}
+
+
+def components_of(rel):
+    """The components whose binary the source `rel` ends up in."""
+    for d, comps in API_SOURCE_SUBDIRS.items():
+        if rel.startswith(d + "/"):
+            return comps
+    return API_SOURCE_DIRS.get(rel.split("/")[0], ["pdc-extender", "pdc-node"])
 
 
 def cxx_strip(text):
@@ -365,7 +376,7 @@ def kube_api_calls(repo, sources=None):
         code, lits = cxx_strip(text)
         lit_value = {i: v for i, (v, _) in enumerate(lits)}
         line_of = lambda off: code.count("\n", 0, off) + 1  # noqa: E731
-        components = API_SOURCE_DIRS.get(rel.split("/")[0], ["pdc-extender", "pdc-node"])
+        components = components_of(rel)
 
         def resolve(expr, helpers):
             return _resolve(expr, helpers, lit_value)
@@ -460,7 +471,7 @@ def owner_finalizer_calls(repo, sources=None):
     blocks, owners = set(), {}
     for rel, text in sorted(sources.items()):
         code, lits = cxx_strip(text)
-        comps = API_SOURCE_DIRS.get(rel.split("/")[0], ["pdc-extender", "pdc-node"])
+        comps = components_of(rel)
         values = [v for v, _ in lits]
         for i, v in enumerate(values):
             if v == "blockOwnerDeletion":
@@ -559,7 +570,10 @@ def implied_calls(calls):
     return out
 
 
-def check_rbac_matches_code(repo, objs):
+def check_rbac_matches_code(repo, objs, dra_objs=None):
+    """The base's RBAC grants exactly the calls of the code outside
+    API_SOURCE_SUBDIRS; with components/dra rendered in (`dra_objs`),
+    pdc-node's grants are exactly its calls including driver/dra/'s."""
     calls, problems = kube_api_calls(repo)
     calls = calls + owner_finalizer_calls(repo)
     calls = calls + implied_calls(calls)
@@ -567,21 +581,29 @@ def check_rbac_matches_code(repo, objs):
         check(False, p)
     check(any(c[0] == "pdc-extender" for c in calls),
           "found no Kubernetes API call of pdc-extender in the sources: is kube_api_calls broken?")
-    for comp, sa in (("pdc-extender", "pdc-extender"), ("pdc-node", "pdc-node")):
+    check(any(c[0] == "pdc-node (dra)" for c in calls),
+          "found no Kubernetes API call in driver/dra/: is kube_api_calls broken?")
+    checks = [("pdc-extender", "pdc-extender", {"pdc-extender"}, objs, "base"),
+              ("pdc-node", "pdc-node", {"pdc-node"}, objs, "base")]
+    if dra_objs is not None:
+        checks.append(("pdc-node (dra)", "pdc-node", {"pdc-node", "pdc-node (dra)"}, dra_objs,
+                       "base + components/dra"))
+    for comp, sa, comps, rendered, what in checks:
         needed = {}
         for c, method, path, where in calls:
-            if c == comp:
+            if c in comps:
                 needed.setdefault(rbac_permission(method, path), []).append(
                     f"{method} {path} ({where})")
-        granted, gp = granted_permissions(objs, "pdc-system", sa)
+        granted, gp = granted_permissions(rendered, "pdc-system", sa)
         for p in gp:
             check(False, p)
         for perm in sorted(set(needed) - granted):
-            check(False, f"{comp} calls {', '.join(needed[perm])} but its RBAC does not grant"
-                  f" {perm[2]} on {perm[1] if not perm[0] else perm[1] + '.' + perm[0]}")
+            check(False, f"{what}: {comp} calls {', '.join(needed[perm])} but its RBAC does not"
+                  f" grant {perm[2]} on {perm[1] if not perm[0] else perm[1] + '.' + perm[0]}")
         for perm in sorted(granted - set(needed)):
-            check(False, f"{sa}'s RBAC grants {perm[2]} on "
-                  f"{perm[1] if not perm[0] else perm[1] + '.' + perm[0]}, which no code uses")
+            check(False, f"{what}: {sa}'s RBAC grants {perm[2]} on "
+                  f"{perm[1] if not perm[0] else perm[1] + '.' + perm[0]}, which no code of"
+                  f" {comp} uses")
     return calls
 
 
@@ -634,7 +656,8 @@ def check_kubelet_components(kubectl, repo, base_objs):
           f"kustomization.yaml lists components {listed}, deploy/components has {found}")
     want = {"components/kubelet-k0s": "/var/lib/k0s/kubelet",
             "components/kubelet-microk8s": "/var/snap/microk8s/common/var/lib/kubelet"}
-    check(set(want) == set(found), f"kubelet components: {found}")
+    check(set(want) == {f for f in found if f.startswith("components/kubelet-")},
+          f"kubelet components: {found}")
 
     def node_ds(objs):
         d = [o for o in objs if o["kind"] == "DaemonSet" and o["metadata"]["name"] == "pdc-node"]
@@ -665,6 +688,194 @@ def check_kubelet_components(kubectl, repo, base_objs):
                     vols[sub]["hostPath"]["path"] = f"/var/lib/kubelet/{sub}"
             check(got == base, f"{comp} changes more than the kubelet hostPaths")
             check(len(objs) == len(base_objs), f"{comp}: object count changed")
+
+
+def dra_code_paths(repo):
+    """The DRA driver's names and paths as the code has them: the string
+    constants of driver/dra/names.h, and the kubelet subdirectories
+    driver/main.cc derives from node.kubeletDir."""
+    with open(os.path.join(repo, "driver", "dra", "names.h")) as f:
+        names = dict(re.findall(r'inline constexpr std::string_view (k\w+)\s*=\s*"([^"]*)"',
+                                f.read()))
+    with open(os.path.join(repo, "driver", "main.cc")) as f:
+        subdirs = re.findall(r'nc\.kubelet_dir \+ "(/[^"]+)"', f.read())
+    check(len(subdirs) == 2, f"driver/main.cc: want the registry and plugins subdirectories of"
+          f" node.kubeletDir, found {subdirs}")
+    for k in ("kDefaultDriverName", "kDefaultRegistryDir", "kDefaultPluginsDir",
+              "kDefaultCdiDir", "kDefaultMetadataHostDir"):
+        check(k in names, f"driver/dra/names.h: no constant {k}")
+    return names, (subdirs + ["", ""])[:2]
+
+
+def dra_node_paths(repo, node, driver):
+    """{host path pdc-node must see at the same path: what it is} for one DRA
+    driver, from the `node:` section (defaults: config/pdc.example.yaml,
+    which must agree with the code's constants)."""
+    names, (registry_sub, plugins_sub) = dra_code_paths(repo)
+    with open(os.path.join(repo, "config", "pdc.example.yaml")) as f:
+        example = yaml.safe_load(f)["node"]
+    check(example.get("kubeletDir", "") + registry_sub == names.get("kDefaultRegistryDir") and
+          example.get("kubeletDir", "") + plugins_sub == names.get("kDefaultPluginsDir") and
+          example.get("cdiDir") == names.get("kDefaultCdiDir") and
+          example.get("draMetadataDir") == names.get("kDefaultMetadataHostDir"),
+          "config/pdc.example.yaml node.kubeletDir/cdiDir/draMetadataDir differ from the"
+          " defaults of driver/dra/names.h and driver/main.cc")
+    kubelet = node.get("kubeletDir", example.get("kubeletDir"))
+    return {kubelet + registry_sub: "kubelet's plugin registry",
+            f"{kubelet}{plugins_sub}/{driver}": f"the service socket directory of {driver}",
+            node.get("cdiDir", example.get("cdiDir")): "the CDI specs",
+            node.get("draMetadataDir", example.get("draMetadataDir")):
+                "the device-metadata files"}
+
+
+def dra_classes(pdc, repo):
+    """[(resourceName, driver name)] of the classes in `mode: dra`."""
+    default = dra_code_paths(repo)[0].get("kDefaultDriverName")
+    return [(c["resourceName"], c.get("draDriverName", default))
+            for c in pdc.get("deviceClasses", []) if c.get("mode") == "dra"]
+
+
+def check_dra_objects(repo, objs, what):
+    """What DRA mode needs, for any rendering (kustomize or Helm) whose
+    configuration has a class in `mode: dra`: a DeviceClass per driver
+    selecting exactly that driver, the DaemonSet's host paths at the paths the
+    code uses, an API token, the ResourceSlice admission policy. Returns the
+    configuration's DRA classes."""
+    cms = [o for o in objs if o["kind"] == "ConfigMap" and
+           o["metadata"]["name"].startswith("pdc-config-")]
+    if not check(len(cms) == 1, f"{what}: one pdc-config-* ConfigMap"):
+        return []
+    pdc = yaml.safe_load(cms[0]["data"]["pdc.yaml"])
+    classes = dra_classes(pdc, repo)
+    check(classes, f"{what}: no device class in mode dra")
+    drivers = [d for _, d in classes]
+    check(len(set(drivers)) == len(drivers), f"{what}: one driver name per class: {drivers}")
+    got = {o["metadata"]["name"]: o for o in objs if o["kind"] == "DeviceClass"}
+    check(sorted(got) == sorted(drivers),
+          f"{what}: DeviceClasses {sorted(got)}, want one per DRA driver {sorted(drivers)}")
+    for d in drivers:
+        dc = got.get(d)
+        if dc:
+            check(dc["apiVersion"] == "resource.k8s.io/v1" and dc["spec"] == {
+                "selectors": [{"cel": {"expression": f'device.driver == "{d}"'}}]},
+                f"{what}: DeviceClass {d} must select exactly the devices of driver {d}:"
+                f" {dc.get('spec')}")
+    ds = [o for o in objs if o["kind"] == "DaemonSet" and o["metadata"]["name"] == "pdc-node"]
+    if not check(ds, f"{what}: DaemonSet pdc-node"):
+        return classes
+    spec = ds[0]["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    node = pdc.get("node", {})
+    check(spec.get("automountServiceAccountToken") is True and not node.get("kubeconfig"),
+          f"{what}: pdc-node in DRA mode reads the API in-cluster: its pod mounts the"
+          " service-account token (automountServiceAccountToken: true, node.kubeconfig \"\")")
+    hostpaths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    for d in drivers:
+        for path, why in dra_node_paths(repo, node, d).items():
+            vols = [n for n, h in hostpaths.items() if h == path]
+            check(vols and mounts.get(vols[0]) == path,
+                  f"{what}: pdc-node needs hostPath {path} ({why}) mounted at the same path: the"
+                  " kubelet or the container runtime reads the paths pdc-node writes there")
+    # The admission policy: pdc-node's service account writes only its own
+    # node's slices.
+    sa = f"system:serviceaccount:{ds[0]['metadata']['namespace']}:{spec['serviceAccountName']}"
+    vaps = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicy" and any(
+        r.get("resources") == ["resourceslices"]
+        for r in o["spec"]["matchConstraints"].get("resourceRules", []))]
+    if check(len(vaps) == 1, f"{what}: one ValidatingAdmissionPolicy on resourceslices"):
+        v = vaps[0]["spec"]
+        rule = v["matchConstraints"]["resourceRules"][0]
+        check(rule.get("apiGroups") == ["resource.k8s.io"] and
+              set(rule.get("operations", [])) == {"CREATE", "UPDATE", "DELETE"} and
+              v.get("failurePolicy") == "Fail",
+              f"{what}: the slice policy covers CREATE, UPDATE and DELETE and fails closed")
+        conds = [m["expression"] for m in v.get("matchConditions", [])]
+        check(conds == [f'request.userInfo.username == "{sa}"'],
+              f"{what}: the slice policy applies to {sa} only: {conds}")
+        exprs = " ".join(x["expression"] for x in v.get("variables", []) + v.get("validations", []))
+        check("authentication.kubernetes.io/node-name" in exprs and "object).spec.?nodeName" in exprs and
+              "oldObject.spec.?nodeName" in exprs,
+              f"{what}: the slice policy compares spec.nodeName (old and new) with the token's"
+              " node-name")
+        binds = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding" and
+                 o["spec"].get("policyName") == vaps[0]["metadata"]["name"]]
+        check(len(binds) == 1 and binds[0]["spec"].get("validationActions") == ["Deny"] and
+              "matchResources" not in binds[0]["spec"],
+              f"{what}: the slice policy is bound with Deny, for every ResourceSlice")
+    return classes
+
+
+def check_dra_component(kubectl, repo, base_objs):
+    """components/dra: opt-in (the base has nothing of resource.k8s.io and no
+    API token for pdc-node), and with it the base's objects plus the DRA ones,
+    the configuration differing only in the classes' mode. Returns the
+    rendered objects (for the RBAC check)."""
+    deploy = os.path.join(repo, "deploy")
+    check(not [o for o in base_objs if o["apiVersion"].startswith("resource.k8s.io/")],
+          "the base must not need resource.k8s.io (DRA objects belong in components/dra)")
+    base_ds = [o for o in base_objs if o["kind"] == "DaemonSet"]
+    check(base_ds and base_ds[0]["spec"]["template"]["spec"].get(
+        "automountServiceAccountToken") is False,
+          "base: pdc-node mounts no API token (it needs none on the device plugin path)")
+    with tempfile.TemporaryDirectory() as tmp:
+        rel = os.path.relpath(deploy, tmp)
+        with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
+            yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1",
+                            "kind": "Kustomization", "resources": [rel],
+                            "components": [f"{rel}/components/dra"]}, f)
+        objs = kustomize(kubectl, tmp, "an overlay with components/dra")
+    if not objs:
+        return None
+    check_dra_objects(repo, objs, "base + components/dra")
+
+    # The configuration: the base's, with mode/draDriverName on classes.
+    def config_of(o):
+        cm = [x for x in o if x["kind"] == "ConfigMap" and
+              x["metadata"]["name"].startswith("pdc-config-")]
+        return yaml.safe_load(cm[0]["data"]["pdc.yaml"]) if cm else {}
+    base_pdc, dra_pdc = config_of(base_objs), config_of(objs)
+    stripped = json.loads(json.dumps(dra_pdc))
+    for c in stripped.get("deviceClasses", []):
+        c.pop("mode", None)
+        c.pop("draDriverName", None)
+    check(stripped == base_pdc, "components/dra/pdc.yaml must be deploy/config/pdc.yaml with"
+          " only deviceClasses[].mode and draDriverName added")
+
+    # Nothing else changes: the same objects but the DRA ones, the DaemonSet
+    # only in its token and DRA volumes, the ConfigMap only in its content.
+    def key(o):
+        name = o["metadata"]["name"]
+        if o["kind"] == "ConfigMap":
+            name = re.sub(r"-[a-z0-9]{10}$", "", name)
+        return (o["kind"], o["metadata"].get("namespace", ""), name)
+    b = {key(o): o for o in base_objs}
+    d = {key(o): o for o in objs}
+    added = sorted(set(d) - set(b))
+    check(set(b) <= set(d), f"components/dra drops {sorted(set(b) - set(d))}")
+    check([k[0] for k in added] == ["ClusterRole", "ClusterRoleBinding", "DeviceClass",
+                                    "ValidatingAdmissionPolicy",
+                                    "ValidatingAdmissionPolicyBinding"],
+          f"components/dra adds {added}")
+    dra_vols = {n for n, in [(v["name"],) for v in
+                base_ds[0]["spec"]["template"]["spec"]["volumes"]]} if base_ds else set()
+    for k in sorted(set(b) & set(d)):
+        x, y = json.loads(json.dumps(b[k])), json.loads(json.dumps(d[k]))
+        if k[0] == "ConfigMap":
+            continue
+        for o in (x, y):  # pods name the generated ConfigMap with its hash
+            for v in o.get("spec", {}).get("template", {}).get("spec", {}).get("volumes", []):
+                if "configMap" in v:
+                    v["configMap"]["name"] = re.sub(r"-[a-z0-9]{10}$", "",
+                                                    v["configMap"]["name"])
+        if k[0] == "DaemonSet":
+            ys = y["spec"]["template"]["spec"]
+            ys["volumes"] = [v for v in ys["volumes"] if v["name"] in dra_vols]
+            for c in ys["containers"]:
+                c["volumeMounts"] = [m for m in c["volumeMounts"] if m["name"] in dra_vols]
+            ys["automountServiceAccountToken"] = False
+        check(x == y, f"components/dra changes {'/'.join(p for p in k if p)} beyond DRA mode")
+    return objs
 
 
 def oldest_kubernetes_minor(repo):
@@ -1235,8 +1446,10 @@ def main():
         for p in crd_name_collisions(crd["spec"]["names"]):
             check(False, f"CRD persistentdeviceclaims.pdc.kubevirt.io: {p}")
 
-    # 5c. RBAC = the Kubernetes API calls in the C++ sources, exactly.
-    api_calls = check_rbac_matches_code(repo, objs)
+    # 5c. RBAC = the Kubernetes API calls in the C++ sources, exactly; DRA
+    #     mode (components/dra) adds the calls of driver/dra/ and its objects.
+    dra_objs = check_dra_component(kubectl, repo, objs)
+    api_calls = check_rbac_matches_code(repo, objs, dra_objs)
 
     # 5d. The rest of task-specific settings: node agent tolerations, the
     #     kubelet root dir components, the kube-scheduler version, TLS settings.

@@ -8,8 +8,10 @@
 //    (+status), virtualmachines / virtualmachineinstances.kubevirt.io/v1
 //    (+status), leases.coordination.k8s.io/v1,
 //    endpointslices.discovery.k8s.io/v1, resourceclaims (+status, with
-//    kube-apiserver's validation: kube_resource_claims.h) and
-//    resourceclaimtemplates.resource.k8s.io/v1; tokenreviews.authentication.k8s.io/v1
+//    kube-apiserver's validation: kube_resource_claims.h),
+//    resourceclaimtemplates and the cluster-scoped resourceslices and
+//    deviceclasses (validated: kube_resource_slices.h)
+//    .resource.k8s.io/v1; tokenreviews.authentication.k8s.io/v1
 //    (kube_token_review.h: tokens the test registers); namespaced paths and the
 //    all-namespaces collection for list and watch;
 //  - resourceVersion = the etcd mod_revision of the object's key; updates

@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "tests/testing/kube_list.h"
 #include "tests/testing/kube_resource_claims.h"
+#include "tests/testing/kube_resource_slices.h"
 #include "tests/testing/sv_strings.h"
 
 namespace pdc::testing::kube {
@@ -118,6 +119,10 @@ std::vector<KubeResource> StandardResources() {
        "/registry/resourceclaims/", ValidateResourceClaim},
       {"resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", false,
        false, false, "/registry/resourceclaimtemplates/", nullptr},
+      {"resource.k8s.io", "v1", "resourceslices", "ResourceSlice", false, false, false,
+       "/registry/resourceslices/", ValidateResourceSlice, /*cluster_scoped=*/true},
+      {"resource.k8s.io", "v1", "deviceclasses", "DeviceClass", false, false, false,
+       "/registry/deviceclasses/", ValidateDeviceClass, /*cluster_scoped=*/true},
   };
 }
 
@@ -185,9 +190,12 @@ absl::StatusOr<ResourcePath> KubeStore::ParsePath(std::string_view path) const {
       p.resource = &r;
   }
   if (p.resource == nullptr) return not_found;
+  // A cluster-scoped resource has no namespaced paths.
+  if (p.resource->cluster_scoped && !p.ns.empty()) return not_found;
   ++i;
   if (i < parts.size()) {
-    if (p.ns.empty()) return not_found;  // Named objects live in a namespace.
+    // Named objects of a namespaced resource live in a namespace.
+    if (p.ns.empty() && !p.resource->cluster_scoped) return not_found;
     p.name = std::string(parts[i++]);
   }
   if (i < parts.size()) p.subresource = std::string(parts[i++]);
@@ -202,7 +210,10 @@ absl::StatusOr<ResourcePath> KubeStore::ParsePath(std::string_view path) const {
 
 std::string KubeStore::Key(const KubeResource& r, std::string_view ns,
                            std::string_view name) {
-  return Cat(r.storage_prefix, ns, "/", name);
+  // Cluster-scoped objects are stored at <prefix><name>
+  // (k8s.io/apiserver/pkg/registry/generic/registry/store.go NoNamespaceKeyFunc).
+  return r.cluster_scoped ? Cat(r.storage_prefix, name)
+                          : Cat(r.storage_prefix, ns, "/", name);
 }
 
 std::string KubeStore::CollectionPrefix(const KubeResource& r,
@@ -235,7 +246,7 @@ void KubeStore::Removed(const Document& obj) {
 absl::StatusOr<Answer> KubeStore::Create(const ResourcePath& p,
                                          std::string_view body) {
   const KubeResource& r = *p.resource;
-  if (p.ns.empty())
+  if (p.ns.empty() && !r.cluster_scoped)
     return ApiError({405, "MethodNotAllowed"}, "POST needs a namespace");
   absl::StatusOr<Document> parsed = ParseObject(body, Cat("a ", r.kind));
   if (!parsed.ok()) return parsed.status();
@@ -251,7 +262,7 @@ absl::StatusOr<Answer> KubeStore::Create(const ResourcePath& p,
                           r.api_version(), ", kind ", r.kind, ")"));
   }
   const std::string body_ns = GetString(obj, {"metadata", "namespace"});
-  if (!body_ns.empty() && body_ns != p.ns) {
+  if (!body_ns.empty() && body_ns != p.ns && !r.cluster_scoped) {
     return BadRequest(
         "the namespace of the provided object does not match the namespace "
         "sent on the request");
@@ -264,7 +275,11 @@ absl::StatusOr<Answer> KubeStore::Create(const ResourcePath& p,
   }
   SetString(obj, {"kind"}, r.kind, a);
   SetString(obj, {"apiVersion"}, r.api_version(), a);
-  SetString(obj, {"metadata", "namespace"}, p.ns, a);
+  if (r.cluster_scoped) {
+    Remove(obj, {"metadata", "namespace"});
+  } else {
+    SetString(obj, {"metadata", "namespace"}, p.ns, a);
+  }
   SetString(obj, {"metadata", "uid"}, RandomUuid(), a);
   SetString(obj, {"metadata", "creationTimestamp"}, Rfc3339(clock_->Now()), a);
   Set(obj, {"metadata", "generation"}, Value(int64_t{1}), a);
@@ -394,7 +409,7 @@ absl::Status KubeStore::PrepareUpdate(const KubeResource& r,
                           ")"));
   }
   const std::string ns = GetString(obj, {"metadata", "namespace"});
-  if (!ns.empty() && ns != p.ns) {
+  if (!ns.empty() && ns != p.ns && !r.cluster_scoped) {
     return BadRequest(
         "the namespace of the provided object does not match the namespace "
         "sent on the request");
@@ -441,7 +456,11 @@ absl::Status KubeStore::PrepareUpdate(const KubeResource& r,
   SetString(obj, {"kind"}, r.kind, a);
   SetString(obj, {"apiVersion"}, r.api_version(), a);
   SetString(obj, {"metadata", "name"}, p.name, a);
-  SetString(obj, {"metadata", "namespace"}, p.ns, a);
+  if (r.cluster_scoped) {
+    Remove(obj, {"metadata", "namespace"});
+  } else {
+    SetString(obj, {"metadata", "namespace"}, p.ns, a);
+  }
   SetString(obj, {"metadata", "uid"}, old_uid, a);
   SetString(obj, {"metadata", "resourceVersion"}, old_rv, a);
   Remove(obj, {"metadata", "managedFields"});

@@ -26,7 +26,7 @@
 
 namespace pdc::testing::kube {
 
-// One served resource; every one is namespaced.
+// One served resource, namespaced unless `cluster_scoped`.
 struct KubeResource {
   std::string group;  // "" is the core group (paths under /api/v1).
   std::string version;
@@ -45,6 +45,10 @@ struct KubeResource {
   std::function<absl::Status(const Value* old, const Value& obj,
                              std::string_view subresource)>
       validate;
+  // Cluster-scoped (nodes, DeviceClasses, ResourceSlices): paths without
+  // namespaces/<ns>/, and no metadata.namespace (rest.BeforeCreate and
+  // BeforeUpdate of k8s.io/apiserver/pkg/registry/rest clear it).
+  bool cluster_scoped = false;
 
   // "v1" or "<group>/<version>".
   std::string api_version() const;
@@ -56,7 +60,9 @@ struct KubeResource {
 // persistentdeviceclaims.pdc.kubevirt.io/v1alpha1 (+status);
 // virtualmachines and virtualmachineinstances.kubevirt.io/v1 (+status);
 // leases.coordination.k8s.io/v1; resourceclaims.resource.k8s.io/v1
-// (+status, validated: kube_resource_claims.h) and resourceclaimtemplates. Storage prefixes as kube-apiserver's
+// (+status, validated: kube_resource_claims.h) and resourceclaimtemplates;
+// the cluster-scoped resourceslices and deviceclasses.resource.k8s.io/v1
+// (validated: kube_resource_slices.h). Storage prefixes as kube-apiserver's
 // (core resources under /registry/<resource>/, others under
 // /registry/<group>/<resource>/).
 std::vector<KubeResource> StandardResources();
@@ -64,7 +70,8 @@ std::vector<KubeResource> StandardResources();
 // A request path taken apart.
 struct ResourcePath {
   const KubeResource* resource = nullptr;
-  std::string ns;           // "" for the all-namespaces collection.
+  // "" for the all-namespaces collection and for cluster-scoped resources.
+  std::string ns;
   std::string name;         // "" for a collection.
   std::string subresource;  // "", "status" or "binding".
 };

@@ -22,6 +22,10 @@ deviceClasses:
 {{- range .Values.deviceClasses }}
   - resourceName: {{ .resourceName }}
     selectors: [{{ range $i, $s := .selectors }}{{ if $i }}, {{ end }}{{ $s | toString | quote }}{{ end }}]
+{{- if eq (.mode | default "devicePlugin") "dra" }}
+    mode: dra                            # pdc-node is this class's DRA driver
+    draDriverName: {{ include "pdc.draDriverName" . }}  # = DeviceClass {{ include "pdc.draDriverName" . }}
+{{- end }}
 {{- end }}
 
 logFormat: json   # one JSON object per line, for the cluster's log pipeline
@@ -114,6 +118,9 @@ node:
   stateDir: /var/lib/pdc-node      # hostPath: original drivers survive pod restarts
   heartbeatInterval: 10s
   metricsListen: "0.0.0.0:9102"
+{{- if and (include "pdc.draDrivers" . | fromJsonArray) (ne (include "pdc.kubeletRoot" .) "/var/lib/kubelet") }}
+  kubeletDir: {{ include "pdc.kubeletRoot" . }}  # node.kubeletRootDir: DRA registration and sockets
+{{- end }}
 {{- end -}}
 
 {{- define "pdc.schedulerConfigFile" -}}

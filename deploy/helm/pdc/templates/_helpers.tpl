@@ -64,6 +64,7 @@ Takes (dict "name" NAME "data" DATA).
 {{- fail (printf "deviceClasses[%d]: needs resourceName and a non-empty selectors list" $i) -}}
 {{- end -}}
 {{- end -}}
+{{- $_ := include "pdc.draDrivers" . -}}
 {{- if and .Values.schedulerTLS.enabled (not .Values.schedulerTLS.secretName) -}}
 {{- fail "schedulerTLS.enabled: set schedulerTLS.secretName (a Secret with tls.crt, tls.key and ca.crt)" -}}
 {{- end -}}
@@ -79,4 +80,39 @@ Takes (dict "name" NAME "data" DATA).
 {{- if not .Values.apiToken.secretName -}}
 {{- fail "apiToken.secretName: the Secret with the API token (key `token`) is required" -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The DRA driver names of the device classes in `mode: dra`, as a JSON list (use
+with fromJsonArray); refuses an unknown mode and two classes with one driver.
+*/}}
+{{- define "pdc.draDrivers" -}}
+{{- $out := list -}}
+{{- range $i, $c := .Values.deviceClasses -}}
+{{- $mode := $c.mode | default "devicePlugin" -}}
+{{- if not (has $mode (list "devicePlugin" "dra")) -}}
+{{- fail (printf "deviceClasses[%d].mode: %q: devicePlugin or dra" $i $mode) -}}
+{{- end -}}
+{{- if and $c.draDriverName (ne $mode "dra") -}}
+{{- fail (printf "deviceClasses[%d].draDriverName needs mode: dra" $i) -}}
+{{- end -}}
+{{- if eq $mode "dra" -}}
+{{- $d := include "pdc.draDriverName" $c -}}
+{{- if has $d $out -}}
+{{- fail (printf "deviceClasses[%d].draDriverName: %s is the driver of another class in mode dra" $i $d) -}}
+{{- end -}}
+{{- $out = append $out $d -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* A class's DRA driver name (pdc-node's default: driver/dra/names.h). */}}
+{{- define "pdc.draDriverName" -}}
+{{- .draDriverName | default "nvme.pdc.kubevirt.io" | toString -}}
+{{- end -}}
+
+{{/* kubelet's root directory without a trailing slash. */}}
+{{- define "pdc.kubeletRoot" -}}
+{{- trimSuffix "/" (toString .Values.node.kubeletRootDir) -}}
 {{- end -}}
