@@ -2,10 +2,6 @@
 
 namespace pdc::driver::dra {
 
-std::string ResourceClaimsPath() {
-  return std::string(kube::Reflected("/apis/resource.k8s.io/v1/resourceclaims"));
-}
-
 ReflectedClaimIndex::ReflectedClaimIndex(const kube::KubeEndpoint* endpoint)
     : cache_("ResourceClaim",
              [](const api::json::Value& object, const api::ObjectMeta&) {
@@ -14,7 +10,7 @@ ReflectedClaimIndex::ReflectedClaimIndex(const kube::KubeEndpoint* endpoint)
              nullptr) {
   if (endpoint != nullptr) {
     kube::ReflectorOptions o;
-    o.path = ResourceClaimsPath();
+    o.path = std::string(kResourceClaimsPath);
     reflector_ = std::make_unique<kube::Reflector>(endpoint, o, &cache_);
   }
 }

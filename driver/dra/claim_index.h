@@ -36,8 +36,9 @@ class ClaimIndex {
   virtual std::optional<ClaimSnapshot> Snapshot() const = 0;
 };
 
-// The path the reflector lists and watches (RBAC: list, watch).
-std::string ResourceClaimsPath();
+// The collection the reflector lists and watches (RBAC: list, watch).
+inline constexpr std::string_view kResourceClaimsPath =
+    kube::Reflected("/apis/resource.k8s.io/v1/resourceclaims");
 
 class ReflectedClaimIndex : public ClaimIndex {
  public:
