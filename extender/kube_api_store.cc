@@ -1,7 +1,3 @@
-#include "extender/kube_api_store.h"
-
-#include "allocator/validation.h"
-
 #include <algorithm>
 #include <map>
 #include <set>
@@ -9,8 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "allocator/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "extender/kube_api_store.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
@@ -29,10 +27,10 @@ KubeApiStore::KubeApiStore(kube::KubeApi* api, Options options)
     : options_(std::move(options)),
       calls_(api, StoreCalls::Options{options_.call_timeout, options_.write_deadline,
                                       options_.list_page, options_.clock, options_.may_write}),
-      objects_(&calls_,
-               ClaimObjects::Options{
-                   options_.owner_of, options_.on_status,
-                   [this](const ClaimKey& key, std::string_view uid) { Forgotten(key, uid); }}),
+      objects_(&calls_, ClaimObjects::Options{options_.owner_of, options_.on_status,
+                                              [this](const ClaimKey& key, std::string_view uid) {
+                                                Forgotten(key, uid);
+                                              }}),
       reclaims_(&objects_, options_.clock),
       holds_(&calls_, options_.holds_namespace) {}
 
@@ -63,10 +61,10 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
       conflicted[o->claim.key] = true;
     }
     std::sort(c.claims.begin(), c.claims.end());
-    spdlog::error("device {} on node {} is in the status of {} claims ({}, ...): pdc uses it "
-                  "for none of them until an administrator deletes the wrong claims",
-                  where.second.ToString(), where.first, claims.size(),
-                  c.claims.front().ToString());
+    spdlog::error(
+        "device {} on node {} is in the status of {} claims ({}, ...): pdc uses it "
+        "for none of them until an administrator deletes the wrong claims",
+        where.second.ToString(), where.first, claims.size(), c.claims.front().ToString());
     conflicts.push_back(std::move(c));
   }
   // Objects that cannot be taken as they are (a spec that does not read, or
@@ -87,9 +85,10 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
     } else {
       continue;
     }
-    w.message = absl::StrCat(w.message, ": pdc keeps the claim's devices and uses them for no "
-                                        "claim; delete the claim (its reclaim policy applies) "
-                                        "and create it again as it should be");
+    w.message = absl::StrCat(w.message,
+                             ": pdc keeps the claim's devices and uses them for no "
+                             "claim; delete the claim (its reclaim policy applies) "
+                             "and create it again as it should be");
     spdlog::error("claim {} is withheld: {}", o.claim.key.ToString(), w.message);
     conflicted[o.claim.key] = true;
     invalid.push_back(std::move(w));
@@ -130,8 +129,9 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
         held->claim_uid.clear();
       }
     }
-    std::sort(h.released.begin(), h.released.end(),
-              [](const ReleasedDevice& a, const ReleasedDevice& b) { return a.address < b.address; });
+    std::sort(
+        h.released.begin(), h.released.end(),
+        [](const ReleasedDevice& a, const ReleasedDevice& b) { return a.address < b.address; });
   }
   // Deleted claims waiting for their devices to be erased: the devices
   // still on the holds' way back to the host driver.
@@ -211,10 +211,10 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
     for (const auto& [key, yes] : conflicted) withheld_.insert(key);
   }
   if (!snapshot.mutations.empty()) RETURN_IF_ERROR(apply(snapshot));
-  spdlog::info("recovered {} claims and the holds of {} nodes from the Kubernetes API{}",
-               claims, nodes.size(),
-               conflicts.empty() ? ""
-                                 : absl::StrCat("; ", conflicts.size(), " devices in conflict"));
+  spdlog::info(
+      "recovered {} claims and the holds of {} nodes from the Kubernetes API{}", claims,
+      nodes.size(),
+      conflicts.empty() ? "" : absl::StrCat("; ", conflicts.size(), " devices in conflict"));
   RecoveryReport report;
   report.snapshot_revision = snapshot.revision;
   report.last_revision = snapshot.revision;
@@ -313,8 +313,9 @@ absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
       }
     }
     std::sort(grown.return_to_host.begin(), grown.return_to_host.end());
-    std::sort(grown.released.begin(), grown.released.end(),
-              [](const ReleasedDevice& a, const ReleasedDevice& b) { return a.address < b.address; });
+    std::sort(
+        grown.released.begin(), grown.released.end(),
+        [](const ReleasedDevice& a, const ReleasedDevice& b) { return a.address < b.address; });
     if (grown != now) RETURN_IF_ERROR(holds_.Write(node, grown));
   }
   // 2. Claims' statuses; 3. claims let go.
@@ -359,9 +360,8 @@ std::vector<api::DeviceFacts> KubeApiStore::FactsOf(const ClaimStatus& status) c
   auto node = facts_.find(status.node);
   if (node == facts_.end()) return out;
   for (size_t i = 0; i < status.devices.size(); ++i) {
-    auto it = std::lower_bound(
-        node->second.begin(), node->second.end(), status.devices[i].address,
-        [](const auto& f, PciAddress a) { return f.first < a; });
+    auto it = std::lower_bound(node->second.begin(), node->second.end(), status.devices[i].address,
+                               [](const auto& f, PciAddress a) { return f.first < a; });
     if (it != node->second.end() && it->first == status.devices[i].address) out[i] = it->second;
   }
   return out;
@@ -423,9 +423,10 @@ absl::Status KubeApiStore::DropClaim(const ClaimKey& key, std::string_view claim
     // The object under the name records another claim (one being erased,
     // withheld, re-created): the claim let go never had a record there, and
     // that object is not its to delete or to release.
-    spdlog::info("claim {} (uid {}) let go; the object of that name (UID {}) is another "
-                 "claim's and is left alone",
-                 key.ToString(), claim_uid, st->uid);
+    spdlog::info(
+        "claim {} (uid {}) let go; the object of that name (UID {}) is another "
+        "claim's and is left alone",
+        key.ToString(), claim_uid, st->uid);
     return absl::OkStatus();
   }
   if (st.has_value() && st->generated && !st->deleting) {
@@ -448,8 +449,7 @@ absl::Status KubeApiStore::DropClaim(const ClaimKey& key, std::string_view claim
   return objects_.SetFinalizer(key, false);
 }
 
-absl::Status KubeApiStore::SetFinalizer(const ClaimKey& key, bool present,
-                                        std::string_view uid) {
+absl::Status KubeApiStore::SetFinalizer(const ClaimKey& key, bool present, std::string_view uid) {
   return objects_.SetFinalizer(key, present, uid);
 }
 
@@ -481,11 +481,12 @@ void KubeApiStore::Forgotten(const ClaimKey& key, std::string_view uid) {
       ++c;
       continue;
     }
-    spdlog::warn("device {} on node {} is no longer in two claims ({} was deleted){}; it stays "
-                 "unused until pdc-extender restarts and reads the claims again",
-                 c->address.ToString(), c->node, key.ToString(),
-                 c->claims.empty() ? "" : absl::StrCat(": claim ", c->claims[0].ToString(),
-                                                       " is taken up then"));
+    spdlog::warn(
+        "device {} on node {} is no longer in two claims ({} was deleted){}; it stays "
+        "unused until pdc-extender restarts and reads the claims again",
+        c->address.ToString(), c->node, key.ToString(),
+        c->claims.empty() ? ""
+                          : absl::StrCat(": claim ", c->claims[0].ToString(), " is taken up then"));
     c = conflicts_.erase(c);
   }
 }
@@ -508,8 +509,8 @@ std::string KubeApiStore::WhyNameTaken(const ClaimKey& key) const {
   if (std::optional<ClaimReclaims::Reclaim> r = reclaims_.Of(key); r && r->uid == st.uid) {
     std::vector<std::string> devices;
     for (PciAddress a : r->devices) devices.push_back(a.ToString());
-    return absl::StrCat(object, " is being deleted and waits until pdc-node on node ",
-                        r->node, " has erased device(s) ", absl::StrJoin(devices, ","),
+    return absl::StrCat(object, " is being deleted and waits until pdc-node on node ", r->node,
+                        " has erased device(s) ", absl::StrJoin(devices, ","),
                         " and returned them to their host driver (reclaimPolicy Delete); the "
                         "VM gets a new claim of that name once that object is gone");
   }
@@ -525,10 +526,10 @@ std::string KubeApiStore::WhyNameTaken(const ClaimKey& key) const {
   }
   if (st.deleting) {
     return absl::StrCat(object, " is being deleted",
-                        others.empty() ? ""
-                                       : absl::StrCat(" and waits for finalizer(s) ",
-                                                      absl::StrJoin(others, ","),
-                                                      " that pdc does not own"),
+                        others.empty()
+                            ? ""
+                            : absl::StrCat(" and waits for finalizer(s) ",
+                                           absl::StrJoin(others, ","), " that pdc does not own"),
                         "; the VM gets a new claim of that name once that object is gone");
   }
   return absl::StrCat(object,
@@ -541,8 +542,8 @@ bool KubeApiStore::Withheld(const ClaimKey& key) const {
   return withheld_.contains(key);
 }
 
-std::optional<KubeApiStore::WithheldReclaim> KubeApiStore::WithheldReclaimOf(
-    const ClaimKey& key, std::string_view uid) {
+std::optional<KubeApiStore::WithheldReclaim> KubeApiStore::WithheldReclaimOf(const ClaimKey& key,
+                                                                             std::string_view uid) {
   absl::MutexLock write_lock(&write_mu_);
   auto it = conflicted_.find(key);
   if (it == conflicted_.end() || it->second.uid != uid || withheld_reclaimed_.contains(key)) {
