@@ -26,10 +26,9 @@ uint64_t RvNumber(std::string_view rv) {
 
 ClaimObjectState StateOf(const api::ObjectMeta& meta) {
   const api::OwnerReference* owner = meta.Controller();
-  const bool generated = owner != nullptr &&
-                         owner->api_version.starts_with("kubevirt.io/") &&
-                         (owner->kind == "VirtualMachine" ||
-                          owner->kind == "VirtualMachineInstance");
+  const bool generated =
+      owner != nullptr && owner->api_version.starts_with("kubevirt.io/") &&
+      (owner->kind == "VirtualMachine" || owner->kind == "VirtualMachineInstance");
   return {meta.uid,        meta.resource_version,
           meta.generation, meta.finalizers,
           meta.deleting,   meta.uid,
@@ -38,27 +37,28 @@ ClaimObjectState StateOf(const api::ObjectMeta& meta) {
 }
 
 bool HasFinalizer(const std::vector<std::string>& finalizers) {
-  return std::find(finalizers.begin(), finalizers.end(),
-                   api::kClaimFinalizer) != finalizers.end();
+  return std::find(finalizers.begin(), finalizers.end(), api::kClaimFinalizer) != finalizers.end();
 }
 
 // Keeps in `st` the node and devices `claim`'s status names.
 void RememberDevices(const Claim& claim, ClaimObjectState* st) {
   st->node.clear();
   st->devices.clear();
-  st->reserved_pod_uid = claim.status.reserved_for.has_value()
-                             ? claim.status.reserved_for->pod_uid
-                             : "";
+  st->reserved_pod_uid =
+      claim.status.reserved_for.has_value() ? claim.status.reserved_for->pod_uid : "";
   if (!HoldsDevices(claim)) return;
   st->node = claim.status.node;
-  for (const BoundDevice& d : claim.status.devices)
-    st->devices.push_back(d.address);
+  for (const BoundDevice& d : claim.status.devices) st->devices.push_back(d.address);
 }
 
 }  // namespace
 
 bool HoldsDevices(const Claim& c) {
   return c.status.phase != ClaimPhase::kPending && !c.status.node.empty();
+}
+
+bool IsObjectRefusal(const absl::Status& s) {
+  return absl::IsPermissionDenied(s) || absl::IsInvalidArgument(s);
 }
 
 // --- Reading -----------------------------------------------------------------
@@ -83,12 +83,10 @@ absl::Status ClaimObjects::List(std::vector<api::ClaimObject>* out) const {
     // (pdc's own, written through the status subresource) reads, pdc cannot
     // tell which devices it holds and refuses to start.
     const json::Value* status = json::Find(*item, "status");
-    const json::Value* devices = status != nullptr && status->IsObject()
-                                     ? json::Find(*status, "devices")
-                                     : nullptr;
+    const json::Value* devices =
+        status != nullptr && status->IsObject() ? json::Find(*status, "devices") : nullptr;
     if (devices != nullptr && devices->IsArray() && !devices->Empty()) {
-      absl::StatusOr<api::ClaimObject> held =
-          api::ReadClaimObjectStatusOnly(*item);
+      absl::StatusOr<api::ClaimObject> held = api::ReadClaimObjectStatusOnly(*item);
       if (held.ok() && HoldsDevices(held->claim)) {
         spdlog::error(
             "PersistentDeviceClaim {}: its spec cannot be read ({}); the claim "
@@ -100,8 +98,7 @@ absl::Status ClaimObjects::List(std::vector<api::ClaimObject>* out) const {
       }
       return absl::DataLossError(absl::StrCat(
           "a PersistentDeviceClaim whose status names devices cannot be read (",
-          c.status().message(),
-          "); pdc will not start without knowing which devices it holds"));
+          c.status().message(), "); pdc will not start without knowing which devices it holds"));
     }
     spdlog::error("ignoring a PersistentDeviceClaim that cannot be read: {}",
                   StdSv(c.status().message()));
@@ -118,46 +115,39 @@ void ClaimObjects::Restore(const api::ClaimObject& o) {
   objects_[o.claim.key] = std::move(st);
 }
 
-absl::StatusOr<ClaimObjectState> ClaimObjects::Reread(const ClaimKey& key,
-                                                      absl::Time deadline) {
+absl::StatusOr<ClaimObjectState> ClaimObjects::Reread(const ClaimKey& key, absl::Time deadline) {
   const std::string what = absl::StrCat("read claim ", key.ToString());
-  ASSIGN_OR_RETURN(
-      pdc::HttpResponse r,
-      calls_->Call("GET", api::ClaimObjectPath(key), "", "", what, deadline));
+  ASSIGN_OR_RETURN(pdc::HttpResponse r,
+                   calls_->Call("GET", api::ClaimObjectPath(key), "", "", what, deadline));
   if (r.status == 404) {
     absl::MutexLock lock(&mu_);
     objects_.erase(key);
-    return absl::NotFoundError(
-        absl::StrCat("claim ", key.ToString(), " is gone"));
+    return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " is gone"));
   }
   if (r.status != 200) return kube::FromApiserver(r.status, r.body, what);
   RETURN_IF_ERROR(ObserveAnswer(r.body));
   std::optional<ClaimObjectState> st = Object(key);
   if (!st.has_value())
-    return absl::NotFoundError(
-        absl::StrCat("claim ", key.ToString(), " is gone"));
+    return absl::NotFoundError(absl::StrCat("claim ", key.ToString(), " is gone"));
   return *st;
 }
 
 // --- Writing -----------------------------------------------------------------
 
-absl::Status ClaimObjects::WriteStatus(
-    const Claim& claim, const std::vector<api::DeviceFacts>& facts,
-    std::string_view conflict) {
+absl::Status ClaimObjects::WriteStatus(const Claim& claim,
+                                       const std::vector<api::DeviceFacts>& facts,
+                                       std::string_view conflict) {
   const absl::Time deadline = calls_->WriteDeadline();
-  const std::string what =
-      absl::StrCat("write the status of claim ", claim.key.ToString());
+  const std::string what = absl::StrCat("write the status of claim ", claim.key.ToString());
   for (;;) {
     std::optional<ClaimObjectState> st = Object(claim.key);
     if (!st.has_value()) {
       if (claim.spec.owner_vm.empty()) {
         // A claim people created whose object is gone: the claim
         // controller removes it from the allocator.
-        spdlog::info("claim {}: its object is gone; status not written",
-                     claim.key.ToString());
-        Unrecorded(claim.key,
-                   absl::StrCat("the object of claim ", claim.key.ToString(),
-                                " is gone; its status was not written"));
+        spdlog::info("claim {}: its object is gone; status not written", claim.key.ToString());
+        Unrecorded(claim.key, absl::StrCat("the object of claim ", claim.key.ToString(),
+                                           " is gone; its status was not written"));
         return absl::OkStatus();
       }
       absl::Status created = Create(claim);
@@ -168,6 +158,7 @@ absl::Status ClaimObjects::WriteStatus(
         Unrecorded(claim.key, std::string(created.message()));
         return absl::OkStatus();
       }
+      if (IsObjectRefusal(created)) Unrecorded(claim.key, std::string(created.message()));
       RETURN_IF_ERROR(created);
       continue;
     }
@@ -179,31 +170,25 @@ absl::Status ClaimObjects::WriteStatus(
           "claim {}: the object now has UID {}, not the claim's; status not "
           "written",
           claim.key.ToString(), st->uid);
-      Unrecorded(
-          claim.key,
-          absl::StrCat(
-              "PersistentDeviceClaim ", claim.key.ToString(), " (UID ", st->uid,
-              ") is another object than the claim's; its status was not "
-              "written"));
+      Unrecorded(claim.key,
+                 absl::StrCat("PersistentDeviceClaim ", claim.key.ToString(), " (UID ", st->uid,
+                              ") is another object than the claim's; its status was not "
+                              "written"));
       return absl::OkStatus();
     }
-    std::vector<api::ClaimCondition> conditions =
-        api::ConditionsOf(claim.status, conflict, st->generation,
-                          st->conditions, calls_->clock()->Now());
-    ASSIGN_OR_RETURN(
-        pdc::HttpResponse r,
-        calls_->Call("PATCH",
-                     absl::StrCat(api::ClaimObjectPath(claim.key), "/status"),
-                     api::WriteClaimStatusPatch(st->uid, st->resource_version,
-                                                claim.status, st->generation,
-                                                facts, conditions),
-                     kStoreMergePatch, what, deadline));
+    std::vector<api::ClaimCondition> conditions = api::ConditionsOf(
+        claim.status, conflict, st->generation, st->conditions, calls_->clock()->Now());
+    ASSIGN_OR_RETURN(pdc::HttpResponse r,
+                     calls_->Call("PATCH", absl::StrCat(api::ClaimObjectPath(claim.key), "/status"),
+                                  api::WriteClaimStatusPatch(st->uid, st->resource_version,
+                                                             claim.status, st->generation, facts,
+                                                             conditions),
+                                  kStoreMergePatch, what, deadline));
     if (r.status == 200) {
       RETURN_IF_ERROR(ObserveAnswer(r.body));
       {
         absl::MutexLock lock(&mu_);
-        if (auto it = objects_.find(claim.key);
-            it != objects_.end() && it->second.uid == st->uid) {
+        if (auto it = objects_.find(claim.key); it != objects_.end() && it->second.uid == st->uid) {
           it->second.phase = claim.status.phase;
           it->second.conditions = std::move(conditions);
           RememberDevices(claim, &it->second);
@@ -217,7 +202,11 @@ absl::Status ClaimObjects::WriteStatus(
       Forget(claim.key, st->uid);
       return absl::OkStatus();
     }
-    if (r.status != 409) return kube::FromApiserver(r.status, r.body, what);
+    if (r.status != 409) {
+      absl::Status refused = kube::FromApiserver(r.status, r.body, what);
+      if (IsObjectRefusal(refused)) Unrecorded(claim.key, std::string(refused.message()));
+      return refused;
+    }
     // A stale resourceVersion (someone edited the object): read it again.
     absl::StatusOr<ClaimObjectState> fresh = Reread(claim.key, deadline);
     if (absl::IsNotFound(fresh.status())) return absl::OkStatus();
@@ -225,8 +214,7 @@ absl::Status ClaimObjects::WriteStatus(
   }
 }
 
-absl::StatusOr<bool> ClaimObjects::WriteConditions(const ClaimKey& key,
-                                                   std::string_view uid,
+absl::StatusOr<bool> ClaimObjects::WriteConditions(const ClaimKey& key, std::string_view uid,
                                                    const MakeConditions& make,
                                                    std::string_view what) {
   const absl::Time deadline = calls_->WriteDeadline();
@@ -236,16 +224,13 @@ absl::StatusOr<bool> ClaimObjects::WriteConditions(const ClaimKey& key,
     std::vector<api::ClaimCondition> conditions = make(*st);
     ASSIGN_OR_RETURN(
         pdc::HttpResponse r,
-        calls_->Call("PATCH",
-                     absl::StrCat(api::ClaimObjectPath(key), "/status"),
-                     api::WriteClaimConditionsPatch(
-                         st->uid, st->resource_version, conditions),
+        calls_->Call("PATCH", absl::StrCat(api::ClaimObjectPath(key), "/status"),
+                     api::WriteClaimConditionsPatch(st->uid, st->resource_version, conditions),
                      kStoreMergePatch, what, deadline));
     if (r.status == 200) {
       RETURN_IF_ERROR(ObserveAnswer(r.body));
       absl::MutexLock lock(&mu_);
-      if (auto it = objects_.find(key);
-          it != objects_.end() && it->second.uid == st->uid) {
+      if (auto it = objects_.find(key); it != objects_.end() && it->second.uid == st->uid) {
         it->second.conditions = std::move(conditions);
       }
       return true;
@@ -266,21 +251,19 @@ absl::Status ClaimObjects::Create(const Claim& claim) {
   const std::string what = absl::StrCat("create claim ", claim.key.ToString());
   std::optional<api::OwnerReference> owner;
   if (options_.owner_of) {
-    owner = options_.owner_of(claim.key.ns, claim.spec.owner_vm,
-                              claim.spec.owner_vm_uid);
+    owner = options_.owner_of(claim.key.ns, claim.spec.owner_vm, claim.spec.owner_vm_uid);
   }
   if (!owner.has_value() && !claim.spec.owner_vm_uid.empty()) {
-    owner =
-        api::OwnerReference{"kubevirt.io/v1", "VirtualMachine",
-                            claim.spec.owner_vm, claim.spec.owner_vm_uid, true};
+    owner = api::OwnerReference{"kubevirt.io/v1", "VirtualMachine", claim.spec.owner_vm,
+                                claim.spec.owner_vm_uid, true};
   }
   {
     absl::MutexLock lock(&mu_);
     creating_[claim.key] = claim.uid;
   }
-  absl::StatusOr<pdc::HttpResponse> created = calls_->Call(
-      "POST", api::ClaimCollectionPath(claim.key.ns),
-      api::WriteNewClaimObject(claim, owner), kStoreJson, what, deadline);
+  absl::StatusOr<pdc::HttpResponse> created =
+      calls_->Call("POST", api::ClaimCollectionPath(claim.key.ns),
+                   api::WriteNewClaimObject(claim, owner), kStoreJson, what, deadline);
   absl::Cleanup done = [&] {
     absl::MutexLock lock(&mu_);
     creating_.erase(claim.key);
@@ -290,67 +273,57 @@ absl::Status ClaimObjects::Create(const Claim& claim) {
   if (r.status == 409) {
     // Created by a try whose answer was lost, or by someone else.
     ASSIGN_OR_RETURN(pdc::HttpResponse got,
-                     calls_->Call("GET", api::ClaimObjectPath(claim.key), "",
-                                  "", what, deadline));
-    if (got.status != 200)
-      return kube::FromApiserver(got.status, got.body, what);
+                     calls_->Call("GET", api::ClaimObjectPath(claim.key), "", "", what, deadline));
+    if (got.status != 200) return kube::FromApiserver(got.status, got.body, what);
     rapidjson::Document doc;
     RETURN_IF_ERROR(json::ParseObject(got.body, &doc));
     ASSIGN_OR_RETURN(api::ClaimObject existing, api::ReadClaimObject(doc));
     if (existing.claim.spec.owner_vm != claim.spec.owner_vm ||
-        existing.claim.spec.owner_vm_uid != claim.spec.owner_vm_uid ||
-        existing.meta.deleting) {
-      return absl::AbortedError(absl::StrCat(
-          what, ": another PersistentDeviceClaim of that name exists (UID ",
-          existing.meta.uid, ") and is not this VM's"));
+        existing.claim.spec.owner_vm_uid != claim.spec.owner_vm_uid || existing.meta.deleting) {
+      return absl::AbortedError(
+          absl::StrCat(what, ": another PersistentDeviceClaim of that name exists (UID ",
+                       existing.meta.uid, ") and is not this VM's"));
     }
     ClaimObjectState st = StateOf(existing.meta);
     st.claim_uid = claim.uid;
     Remember(claim.key, std::move(st));
     return absl::OkStatus();
   }
-  if (r.status != 201 && r.status != 200)
-    return kube::FromApiserver(r.status, r.body, what);
+  if (r.status != 201 && r.status != 200) return kube::FromApiserver(r.status, r.body, what);
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
-  ASSIGN_OR_RETURN(api::ObjectMeta meta,
-                   api::ReadObjectMeta(doc, api::kClaimKind));
+  ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
   ClaimObjectState st = StateOf(meta);
   st.claim_uid = claim.uid;
   Remember(claim.key, std::move(st));
-  spdlog::info("created claim {} for VM {} (UID {})", claim.key.ToString(),
-               claim.spec.owner_vm, claim.spec.owner_vm_uid);
+  spdlog::info("created claim {} for VM {} (UID {})", claim.key.ToString(), claim.spec.owner_vm,
+               claim.spec.owner_vm_uid);
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> ClaimObjects::Delete(const ClaimKey& key,
-                                          std::string_view uid) {
+absl::StatusOr<bool> ClaimObjects::Delete(const ClaimKey& key, std::string_view uid) {
   const absl::Time deadline = calls_->WriteDeadline();
   const std::string what = absl::StrCat("delete claim ", key.ToString());
-  ASSIGN_OR_RETURN(
-      pdc::HttpResponse r,
-      calls_->Call("DELETE", api::ClaimObjectPath(key),
-                   DeleteWithPreconditions(uid), kStoreJson, what, deadline));
+  ASSIGN_OR_RETURN(pdc::HttpResponse r,
+                   calls_->Call("DELETE", api::ClaimObjectPath(key), DeleteWithPreconditions(uid),
+                                kStoreJson, what, deadline));
   if (r.status == 404 || r.status == 409) {
     // Gone, or another object of that name now: not ours to touch.
     Forget(key, uid);
     return false;
   }
-  if (r.status != 200 && r.status != 202)
-    return kube::FromApiserver(r.status, r.body, what);
+  if (r.status != 200 && r.status != 202) return kube::FromApiserver(r.status, r.body, what);
   RETURN_IF_ERROR(ObserveAnswer(r.body));
   return true;
 }
 
-absl::Status ClaimObjects::SetFinalizer(const ClaimKey& key, bool present,
-                                        std::string_view uid) {
+absl::Status ClaimObjects::SetFinalizer(const ClaimKey& key, bool present, std::string_view uid) {
   const absl::Time deadline = calls_->WriteDeadline();
-  const std::string what = absl::StrCat(
-      present ? "add" : "remove", " the finalizer of claim ", key.ToString());
+  const std::string what =
+      absl::StrCat(present ? "add" : "remove", " the finalizer of claim ", key.ToString());
   for (;;) {
     std::optional<ClaimObjectState> st = Object(key);
-    if (!st.has_value() || (!uid.empty() && st->uid != uid))
-      return absl::OkStatus();
+    if (!st.has_value() || (!uid.empty() && st->uid != uid)) return absl::OkStatus();
     if (HasFinalizer(st->finalizers) == present) return absl::OkStatus();
     // The API refuses new finalizers on an object being deleted.
     if (present && st->deleting) return absl::OkStatus();
@@ -358,23 +331,20 @@ absl::Status ClaimObjects::SetFinalizer(const ClaimKey& key, bool present,
     if (present) {
       finalizers.emplace_back(api::kClaimFinalizer);
     } else {
-      finalizers.erase(std::remove(finalizers.begin(), finalizers.end(),
-                                   api::kClaimFinalizer),
+      finalizers.erase(std::remove(finalizers.begin(), finalizers.end(), api::kClaimFinalizer),
                        finalizers.end());
     }
     ASSIGN_OR_RETURN(
         pdc::HttpResponse r,
         calls_->Call("PATCH", api::ClaimObjectPath(key),
-                     api::WriteFinalizersPatch(st->uid, st->resource_version,
-                                               finalizers),
+                     api::WriteFinalizersPatch(st->uid, st->resource_version, finalizers),
                      kStoreMergePatch, what, deadline));
     if (r.status == 200) {
       rapidjson::Document doc;
       RETURN_IF_ERROR(json::ParseObject(r.body, &doc));
       // The last finalizer of a deleting object gone: the API deleted it
       // and answers with its last state.
-      ASSIGN_OR_RETURN(api::ObjectMeta meta,
-                       api::ReadObjectMeta(doc, api::kClaimKind));
+      ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
       if (!present && meta.deleting && meta.finalizers.empty()) {
         Forget(key, meta.uid);
       } else {
@@ -399,8 +369,7 @@ absl::Status ClaimObjects::SetFinalizer(const ClaimKey& key, bool present,
 absl::Status ClaimObjects::ObserveAnswer(std::string_view body) {
   rapidjson::Document doc;
   RETURN_IF_ERROR(json::ParseObject(body, &doc));
-  ASSIGN_OR_RETURN(api::ObjectMeta meta,
-                   api::ReadObjectMeta(doc, api::kClaimKind));
+  ASSIGN_OR_RETURN(api::ObjectMeta meta, api::ReadObjectMeta(doc, api::kClaimKind));
   Observe(meta);
   return absl::OkStatus();
 }
@@ -437,10 +406,8 @@ void ClaimObjects::Remember(const ClaimKey& key, ClaimObjectState state) {
       state.node = it->second.node;
       state.devices = it->second.devices;
     }
-    if (state.reserved_pod_uid.empty())
-      state.reserved_pod_uid = it->second.reserved_pod_uid;
-    if (RvNumber(state.resource_version) <
-        RvNumber(it->second.resource_version)) {
+    if (state.reserved_pod_uid.empty()) state.reserved_pod_uid = it->second.reserved_pod_uid;
+    if (RvNumber(state.resource_version) < RvNumber(it->second.resource_version)) {
       it->second.claim_uid = state.claim_uid;
       return;
     }
@@ -458,8 +425,7 @@ void ClaimObjects::Forget(const ClaimKey& key, std::string_view uid) {
   if (options_.on_forget) options_.on_forget(key, uid);
 }
 
-std::optional<ClaimObjectState> ClaimObjects::Object(
-    const ClaimKey& key) const {
+std::optional<ClaimObjectState> ClaimObjects::Object(const ClaimKey& key) const {
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return std::nullopt;
@@ -478,31 +444,28 @@ void ClaimObjects::ClearUnrecorded(const ClaimKey& key) {
   unrecorded_.erase(key);
 }
 
-absl::Status ClaimObjects::Recorded(const ClaimKey& key,
-                                    std::string_view claim_uid,
-                                    std::string_view node,
-                                    std::string_view pod_uid) const {
+absl::Status ClaimObjects::Recorded(const ClaimKey& key, std::string_view claim_uid,
+                                    std::string_view node, std::string_view pod_uid) const {
   absl::MutexLock lock(&mu_);
   if (auto u = unrecorded_.find(key); u != unrecorded_.end()) {
     return absl::FailedPreconditionError(u->second);
   }
   auto it = objects_.find(key);
   if (it == objects_.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no PersistentDeviceClaim ", key.ToString(), " is in the API"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no PersistentDeviceClaim ", key.ToString(), " is in the API"));
   }
   const ClaimObjectState& st = it->second;
   if (st.claim_uid != claim_uid) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "PersistentDeviceClaim ", key.ToString(), " in the API (UID ", st.uid,
-        ") is another object than the claim's"));
+    return absl::FailedPreconditionError(absl::StrCat("PersistentDeviceClaim ", key.ToString(),
+                                                      " in the API (UID ", st.uid,
+                                                      ") is another object than the claim's"));
   }
-  if (st.phase != ClaimPhase::kBound || st.node != node ||
-      st.reserved_pod_uid != pod_uid) {
+  if (st.phase != ClaimPhase::kBound || st.node != node || st.reserved_pod_uid != pod_uid) {
     return absl::FailedPreconditionError(
         absl::StrCat("PersistentDeviceClaim ", key.ToString(), " (UID ", st.uid,
-                     ") is not recorded as Bound on node ", Sv(node),
-                     " for pod UID ", Sv(pod_uid), " in the API"));
+                     ") is not recorded as Bound on node ", Sv(node), " for pod UID ", Sv(pod_uid),
+                     " in the API"));
   }
   return absl::OkStatus();
 }

@@ -74,6 +74,12 @@ struct ClaimObjectState {
 // Devices of a claim that holds some (Bound or Lost).
 bool HoldsDevices(const Claim& c);
 
+// kube-apiserver refused a write of one object (403 from an authorizer or
+// an admission plugin: RBAC, a policy engine, a quota, a namespace being
+// deleted, OwnerReferencesPermissionEnforcement; 400/422 from validation):
+// that object's write fails, not the store.
+bool IsObjectRefusal(const absl::Status& s);
+
 class ClaimObjects {
  public:
   // The controlling owner of a template claim: the VM (or standalone VMI)
@@ -84,8 +90,7 @@ class ClaimObjects {
     OwnerOf owner_of;
     // Called after a claim's status was recorded, with the object's UID and
     // the phase before; may be empty.
-    std::function<void(const Claim&, std::string_view uid,
-                       std::optional<ClaimPhase> before)>
+    std::function<void(const Claim&, std::string_view uid, std::optional<ClaimPhase> before)>
         on_status;
     // Called after an object was forgotten (Forget: it is gone), outside
     // the lock; may be empty.
@@ -112,31 +117,26 @@ class ClaimObjects {
   void Forget(const ClaimKey& key, std::string_view uid);
   std::optional<ClaimObjectState> Object(const ClaimKey& key) const;
   // Reads the object again (NotFound, and forgotten, when it is gone).
-  absl::StatusOr<ClaimObjectState> Reread(const ClaimKey& key,
-                                          absl::Time deadline);
+  absl::StatusOr<ClaimObjectState> Reread(const ClaimKey& key, absl::Time deadline);
 
   // Writes `claim`'s status, with `facts` (one per device) and, when
   // `conflict` is not empty, a DeviceConflict condition with that message.
   // A template claim without an object gets one created. A claim whose
   // object is gone or is another object now is not written: OK, and
-  // Recorded() says why from then on.
-  absl::Status WriteStatus(const Claim& claim,
-                           const std::vector<api::DeviceFacts>& facts,
+  // Recorded() says why from then on. A write the apiserver refuses
+  // (IsObjectRefusal) is that refusal, and Recorded() says it too.
+  absl::Status WriteStatus(const Claim& claim, const std::vector<api::DeviceFacts>& facts,
                            std::string_view conflict = {});
   // Writes the conditions `make` computes from the object's state into the
   // status of `key`'s object with `uid`. True when written; false when
   // that object is gone or another object holds the name.
-  using MakeConditions =
-      std::function<std::vector<api::ClaimCondition>(const ClaimObjectState&)>;
-  absl::StatusOr<bool> WriteConditions(const ClaimKey& key,
-                                       std::string_view uid,
-                                       const MakeConditions& make,
-                                       std::string_view what);
+  using MakeConditions = std::function<std::vector<api::ClaimCondition>(const ClaimObjectState&)>;
+  absl::StatusOr<bool> WriteConditions(const ClaimKey& key, std::string_view uid,
+                                       const MakeConditions& make, std::string_view what);
   // Sets pdc's finalizer on the object (`present`) or takes it off; OK when
   // it already is so or the object is gone (or, with `uid`, is another
   // object now).
-  absl::Status SetFinalizer(const ClaimKey& key, bool present,
-                            std::string_view uid = {});
+  absl::Status SetFinalizer(const ClaimKey& key, bool present, std::string_view uid = {});
   // Deletes `key`'s object with `uid` (a precondition). True when the API
   // took the delete; false when that object is gone already or another
   // holds the name.
@@ -149,8 +149,8 @@ class ClaimObjects {
   // Whether the API holds the claim `key` with allocator UID `claim_uid`
   // as Bound on `node` and reserved for pod `pod_uid`, as this process last
   // wrote or read it: OK, else FailedPrecondition saying what it holds.
-  absl::Status Recorded(const ClaimKey& key, std::string_view claim_uid,
-                        std::string_view node, std::string_view pod_uid) const;
+  absl::Status Recorded(const ClaimKey& key, std::string_view claim_uid, std::string_view node,
+                        std::string_view pod_uid) const;
 
  private:
   absl::Status Create(const Claim& claim);

@@ -14,17 +14,15 @@ void ClaimReclaims::Restore(absl::flat_hash_map<ClaimKey, Reclaim> reclaims) {
   reclaiming_ = std::move(reclaims);
 }
 
-absl::Status ClaimReclaims::Start(const ClaimKey& key,
-                                  const ClaimObjectState& st,
+absl::Status ClaimReclaims::Start(const ClaimKey& key, const ClaimObjectState& st,
                                   std::vector<PciAddress> devices) {
-  const std::string what =
-      absl::StrCat("write the Reclaiming condition of claim ", key.ToString());
+  const std::string what = absl::StrCat("write the Reclaiming condition of claim ", key.ToString());
   ASSIGN_OR_RETURN(bool written, objects_->WriteConditions(
                                      key, st.uid,
                                      [&](const ClaimObjectState& cur) {
                                        return api::ReclaimingConditions(
-                                           cur.node, devices, cur.generation,
-                                           cur.conditions, clock_->Now());
+                                           cur.node, devices, cur.generation, cur.conditions,
+                                           clock_->Now());
                                      },
                                      what));
   if (!written) return absl::OkStatus();
@@ -46,9 +44,7 @@ absl::Status ClaimReclaims::Settle(const std::vector<ClaimKey>& keys,
   for (const ClaimKey& key : keys) {
     std::optional<Reclaim> r = Of(key);
     if (!r.has_value()) continue;
-    if (!NodeHoldsObjects::Returning(r->devices, holds.Persisted(r->node))
-             .empty())
-      continue;
+    if (!NodeHoldsObjects::Returning(r->devices, holds.Persisted(r->node)).empty()) continue;
     RETURN_IF_ERROR(objects_->SetFinalizer(key, false, r->uid));
     spdlog::info(
         "claim {}: its device(s) on node {} are back on their host driver; the "
@@ -65,16 +61,14 @@ bool ClaimReclaims::Reclaiming(const ClaimKey& key) const {
   return reclaiming_.contains(key);
 }
 
-std::optional<ClaimReclaims::Reclaim> ClaimReclaims::Of(
-    const ClaimKey& key) const {
+std::optional<ClaimReclaims::Reclaim> ClaimReclaims::Of(const ClaimKey& key) const {
   absl::MutexLock lock(&mu_);
   auto it = reclaiming_.find(key);
   if (it == reclaiming_.end()) return std::nullopt;
   return it->second;
 }
 
-std::vector<ClaimKey> ClaimReclaims::On(
-    const std::set<std::string>& nodes) const {
+std::vector<ClaimKey> ClaimReclaims::On(const std::set<std::string>& nodes) const {
   absl::MutexLock lock(&mu_);
   std::vector<ClaimKey> out;
   for (const auto& [key, r] : reclaiming_) {
@@ -86,8 +80,7 @@ std::vector<ClaimKey> ClaimReclaims::On(
 
 void ClaimReclaims::Forgotten(const ClaimKey& key, std::string_view uid) {
   absl::MutexLock lock(&mu_);
-  if (auto it = reclaiming_.find(key);
-      it != reclaiming_.end() && it->second.uid == uid) {
+  if (auto it = reclaiming_.find(key); it != reclaiming_.end() && it->second.uid == uid) {
     reclaiming_.erase(it);
   }
 }

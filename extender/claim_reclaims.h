@@ -36,8 +36,7 @@ class ClaimReclaims {
   };
 
   // `objects` and `clock` must outlive this.
-  ClaimReclaims(ClaimObjects* objects, const Clock* clock)
-      : objects_(objects), clock_(clock) {}
+  ClaimReclaims(ClaimObjects* objects, const Clock* clock) : objects_(objects), clock_(clock) {}
 
   // What recovery found (objects deleted with the condition Reclaiming).
   void Restore(absl::flat_hash_map<ClaimKey, Reclaim> reclaims);
@@ -48,8 +47,7 @@ class ClaimReclaims {
                      std::vector<PciAddress> devices);
   // Takes the finalizer off each of `keys` reclaiming whose devices `holds`
   // no longer return to their host driver.
-  absl::Status Settle(const std::vector<ClaimKey>& keys,
-                      const NodeHoldsObjects& holds);
+  absl::Status Settle(const std::vector<ClaimKey>& keys, const NodeHoldsObjects& holds);
 
   bool Reclaiming(const ClaimKey& key) const;
   std::optional<Reclaim> Of(const ClaimKey& key) const;

@@ -1,3 +1,5 @@
+#include "extender/kube_api_store.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -8,7 +10,6 @@
 #include "allocator/validation.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
-#include "extender/kube_api_store.h"
 #include "spdlog/spdlog.h"
 
 namespace pdc::extender {
@@ -62,7 +63,8 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
     }
     std::sort(c.claims.begin(), c.claims.end());
     spdlog::error(
-        "device {} on node {} is in the status of {} claims ({}, ...): pdc uses it "
+        "device {} on node {} is in the status of {} claims ({}, ...): pdc "
+        "uses it "
         "for none of them until an administrator deletes the wrong claims",
         where.second.ToString(), where.first, claims.size(), c.claims.front().ToString());
     conflicts.push_back(std::move(c));
@@ -293,6 +295,14 @@ absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
       }
     }
   }
+  // Refused writes whose backoff is over, unless the batch writes a newer
+  // state of their claim.
+  const absl::Time now = options_.clock->Now();
+  for (const auto& [key, r] : refused_) {
+    if (claims.contains(key) || r.next_try > now) continue;
+    claims[key] = r.claim;
+    if (!r.claim.has_value()) dropped[key] = r.dropped_uid;
+  }
   // 1. What holds gain.
   for (const auto& [node, h] : nodes) {
     Holds now = holds_.Persisted(node);
@@ -320,10 +330,12 @@ absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
   }
   // 2. Claims' statuses; 3. claims let go.
   for (const auto& [key, claim] : claims) {
-    if (claim.has_value()) RETURN_IF_ERROR(WriteClaim(*claim));
+    if (claim.has_value()) RETURN_IF_ERROR(Refusable(key, claim, "", WriteClaim(*claim)));
   }
   for (const auto& [key, claim] : claims) {
-    if (!claim.has_value()) RETURN_IF_ERROR(DropClaim(key, dropped[key], nodes));
+    if (!claim.has_value()) {
+      RETURN_IF_ERROR(Refusable(key, claim, dropped[key], DropClaim(key, dropped[key], nodes)));
+    }
   }
   // 4. What holds lose; 5. the finalizers of deleted claims whose devices
   // are back on their host driver now.
@@ -333,6 +345,55 @@ absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
   std::set<std::string> changed;
   for (const auto& [node, h] : nodes) changed.insert(node);
   return reclaims_.Settle(reclaims_.On(changed), holds_);
+}
+
+absl::Status KubeApiStore::Refusable(const ClaimKey& key, const std::optional<Claim>& claim,
+                                     std::string_view dropped_uid, absl::Status s) {
+  if (!s.ok() && !IsObjectRefusal(s)) return s;
+  bool changed = false;
+  if (s.ok()) {
+    changed = refused_.erase(key) > 0;
+  } else {
+    auto [it, added] = refused_.try_emplace(key);
+    RefusedWrite& r = it->second;
+    r.backoff =
+        added ? options_.refused_retry : std::min(2 * r.backoff, options_.refused_retry_max);
+    r.claim = claim;
+    r.dropped_uid = std::string(dropped_uid);
+    r.next_try = options_.clock->Now() + r.backoff;
+    changed = added;
+    std::optional<ObjectState> st = objects_.Object(key);
+    spdlog::warn(
+        "claim {}: the Kubernetes API refused its write ({}); that claim's "
+        "write is "
+        "tried again in {}, the store goes on for the others",
+        key.ToString(), StdSv(s.message()), absl::FormatDuration(r.backoff));
+    if (options_.on_refused) {
+      options_.on_refused(key, st.has_value() ? st->uid : "", claim, StdSv(s.message()));
+    }
+  }
+  if (changed) {
+    std::vector<ClaimKey> keys;
+    for (const auto& [k, r] : refused_) keys.push_back(k);
+    absl::MutexLock lock(&mu_);
+    refused_keys_ = std::move(keys);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KubeApiStore::RetryRefused() {
+  absl::MutexLock write_lock(&write_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!failed_.ok()) return failed_;
+  }
+  if (refused_.empty()) return absl::OkStatus();
+  return WriteBatch({});
+}
+
+std::vector<ClaimKey> KubeApiStore::Refused() const {
+  absl::MutexLock lock(&mu_);
+  return refused_keys_;
 }
 
 bool KubeApiStore::Reclaiming(const ClaimKey& key) const { return reclaims_.Reclaiming(key); }
@@ -378,12 +439,17 @@ absl::Status KubeApiStore::ReportConflicts() {
       for (const ClaimKey& k : c.claims) {
         if (k != key) others.push_back(k.ToString());
       }
-      const std::string message = absl::StrCat(
-          "device ", c.address.ToString(), " on node ", c.node,
-          " is also in the status of claim(s) ", absl::StrJoin(others, ", "),
-          ": pdc uses it for none of them until an administrator deletes the wrong claim(s) "
-          "and restarts pdc-extender");
-      RETURN_IF_ERROR(WriteClaim(it->second, message));
+      const std::string message =
+          absl::StrCat("device ", c.address.ToString(), " on node ", c.node,
+                       " is also in the status of claim(s) ", absl::StrJoin(others, ", "),
+                       ": pdc uses it for none of them until an administrator deletes the "
+                       "wrong claim(s) "
+                       "and restarts pdc-extender");
+      // One claim's refusal leaves the others' conditions to write.
+      if (absl::Status w = WriteClaim(it->second, message); !w.ok()) {
+        if (!IsObjectRefusal(w)) return w;
+        spdlog::warn("claim {}: {}", key.ToString(), StdSv(w.message()));
+      }
     }
   }
   return absl::OkStatus();
@@ -406,7 +472,9 @@ absl::Status KubeApiStore::ReportWithheld() {
                                          options_.clock->Now());
         },
         what);
-    if (!written.ok()) return written.status();
+    if (!written.ok() && !IsObjectRefusal(written.status())) return written.status();
+    if (!written.ok())
+      spdlog::warn("claim {}: {}", w.key.ToString(), StdSv(written.status().message()));
   }
   return absl::OkStatus();
 }
@@ -465,7 +533,8 @@ void KubeApiStore::Observe(const api::ObjectMeta& meta) { objects_.Observe(meta)
 void KubeApiStore::Forget(const ClaimKey& key, std::string_view uid) { objects_.Forget(key, uid); }
 
 void KubeApiStore::Forgotten(const ClaimKey& key, std::string_view uid) {
-  reclaims_.Forgotten(key, uid);  // Its finalizer was taken off, by pdc or by hand.
+  reclaims_.Forgotten(key,
+                      uid);  // Its finalizer was taken off, by pdc or by hand.
   absl::MutexLock lock(&mu_);
   withheld_.erase(key);
   // A claim of a conflict deleted: the claims it leaves alone with their
@@ -482,7 +551,8 @@ void KubeApiStore::Forgotten(const ClaimKey& key, std::string_view uid) {
       continue;
     }
     spdlog::warn(
-        "device {} on node {} is no longer in two claims ({} was deleted){}; it stays "
+        "device {} on node {} is no longer in two claims ({} was deleted){}; "
+        "it stays "
         "unused until pdc-extender restarts and reads the claims again",
         c->address.ToString(), c->node, key.ToString(),
         c->claims.empty() ? ""

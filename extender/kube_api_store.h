@@ -22,7 +22,13 @@
 // device wins over a hold of the same device at the next Recover.
 //
 // Failures: an object that is gone (404, or re-created under another UID)
-// is not written (the claim controller removes the claim); a stale
+// is not written (the claim controller removes the claim); a write of one
+// claim's object the apiserver refuses (403, 400/422: RBAC, a policy
+// engine, a quota, a namespace being deleted) fails that claim's write
+// only: a bind that needed it is refused with the apiserver's reason
+// (Recorded), Options::on_refused tells it (an Event), and the write is
+// tried again with backoff (RetryRefused, and every Sync) while the rest
+// of the store goes on; a stale
 // resourceVersion (409) is read again and the write repeated; an apiserver
 // that does not answer is retried with backoff for `write_deadline`, and
 // then the store fails for good (Health), like a file store whose fsync
@@ -111,6 +117,17 @@ class KubeApiStore final : public Store {
     // (Health): with several replicas the leader gives its lease up then,
     // rather than hold it while it can record nothing. May be empty.
     std::function<void(const absl::Status&)> on_failed;
+    // Called when the apiserver refused a write of claim `key`'s object
+    // (`uid`, "" when there is none yet): `claim` is what was to be
+    // written (nullopt: the claim was let go), `why` the apiserver's
+    // answer. May be empty.
+    std::function<void(const ClaimKey& key, std::string_view uid,
+                       const std::optional<Claim>& claim, std::string_view why)>
+        on_refused;
+    // The first wait before a refused write is tried again; it doubles up
+    // to `refused_retry_max`.
+    absl::Duration refused_retry = absl::Seconds(1);
+    absl::Duration refused_retry_max = absl::Minutes(5);
   };
 
   // `api` must outlive the store.
@@ -140,6 +157,12 @@ class KubeApiStore final : public Store {
   std::optional<ObjectState> Object(const ClaimKey& key) const;
   // Reads the object again (NotFound, and forgotten, when it is gone).
   absl::StatusOr<ObjectState> Reread(const ClaimKey& key, absl::Time deadline);
+
+  // Tries again the refused writes whose backoff is over (every Sync does
+  // too). The first failure that is no refusal; the store stays healthy.
+  absl::Status RetryRefused();
+  // The claims whose last write the apiserver refused, sorted.
+  std::vector<ClaimKey> Refused() const;
 
   // Sets pdc's finalizer on the object (`present`) or takes it off; OK when
   // it already is so or the object is gone (or, with `uid`, is another
@@ -217,6 +240,12 @@ class KubeApiStore final : public Store {
   };
 
   absl::Status WriteBatch(std::vector<Pending> batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // `s`, the outcome of writing claim `key` (`claim`, nullopt: let go, with
+  // allocator UID `dropped_uid`): a refusal of that object is kept for a
+  // retry and told (OK); anything else is returned.
+  absl::Status Refusable(const ClaimKey& key, const std::optional<Claim>& claim,
+                         std::string_view dropped_uid, absl::Status s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Writes `claim`'s status; `conflict` (not empty) is the message of a
   // DeviceConflict condition.
   absl::Status WriteClaim(const Claim& claim, std::string_view conflict = {})
@@ -254,6 +283,17 @@ class KubeApiStore final : public Store {
   // The claims left out for a conflict, as the API has them.
   absl::flat_hash_map<ClaimKey, Claim> conflicted_ ABSL_GUARDED_BY(write_mu_);
   absl::flat_hash_set<ClaimKey> withheld_reclaimed_ ABSL_GUARDED_BY(write_mu_);
+  // Writes the apiserver refused, to try again: the claim's last state
+  // (nullopt: let go, with the allocator's UID), and when.
+  struct RefusedWrite {
+    std::optional<Claim> claim;
+    std::string dropped_uid;
+    absl::Duration backoff;
+    absl::Time next_try;
+  };
+  std::map<ClaimKey, RefusedWrite> refused_ ABSL_GUARDED_BY(write_mu_);
+  // refused_'s keys, for readers outside the writer.
+  std::vector<ClaimKey> refused_keys_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex mu_;
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);

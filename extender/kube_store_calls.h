@@ -21,8 +21,7 @@
 
 namespace pdc::extender {
 
-inline constexpr std::string_view kStoreMergePatch =
-    "application/merge-patch+json";
+inline constexpr std::string_view kStoreMergePatch = "application/merge-patch+json";
 inline constexpr std::string_view kStoreJson = "application/json";
 
 class StoreCalls {
@@ -38,23 +37,17 @@ class StoreCalls {
   };
 
   // `api` must outlive this.
-  StoreCalls(kube::KubeApi* api, Options options)
-      : api_(api), options_(std::move(options)) {}
+  StoreCalls(kube::KubeApi* api, Options options) : api_(api), options_(std::move(options)) {}
 
   // One call, retried on Unavailable/DeadlineExceeded (no answer, 429, 5xx)
   // until `deadline`. A write from a replica that may not write any more is
   // FailedPrecondition and never sent.
-  absl::StatusOr<pdc::HttpResponse> Call(std::string_view method,
-                                         const std::string& path,
-                                         const std::string& body,
-                                         std::string_view content_type,
-                                         std::string_view what,
-                                         absl::Time deadline) const;
+  absl::StatusOr<pdc::HttpResponse> Call(std::string_view method, const std::string& path,
+                                         const std::string& body, std::string_view content_type,
+                                         std::string_view what, absl::Time deadline) const;
 
   // The deadline of a write that starts now.
-  absl::Time WriteDeadline() const {
-    return options_.clock->Now() + options_.write_deadline;
-  }
+  absl::Time WriteDeadline() const { return options_.clock->Now() + options_.write_deadline; }
   const Clock* clock() const { return options_.clock; }
   const Options& options() const { return options_; }
 
@@ -65,8 +58,7 @@ class StoreCalls {
 
 // The DeleteOptions body of a DELETE with preconditions on the object's
 // `uid` (and `resource_version`, when not empty).
-std::string DeleteWithPreconditions(std::string_view uid,
-                                    std::string_view resource_version = {});
+std::string DeleteWithPreconditions(std::string_view uid, std::string_view resource_version = {});
 
 }  // namespace pdc::extender
 

@@ -32,8 +32,7 @@ struct NodeHolds {
 class NodeHoldsObjects {
  public:
   // `calls` must outlive this.
-  NodeHoldsObjects(const StoreCalls* calls, std::string ns)
-      : calls_(calls), ns_(std::move(ns)) {}
+  NodeHoldsObjects(const StoreCalls* calls, std::string ns) : calls_(calls), ns_(std::move(ns)) {}
 
   // Lists pdc's holds ConfigMaps into `out` (by node) and remembers them.
   // One pdc cannot read, or one named for another node, is DataLoss: holds
@@ -45,8 +44,8 @@ class NodeHoldsObjects {
   absl::Status Write(const std::string& node, const NodeHolds& holds);
 
   // Of `devices`, those `holds` return to their host driver.
-  static std::vector<PciAddress> Returning(
-      const std::vector<PciAddress>& devices, const NodeHolds& holds);
+  static std::vector<PciAddress> Returning(const std::vector<PciAddress>& devices,
+                                           const NodeHolds& holds);
 
  private:
   struct HoldsObject {
