@@ -182,7 +182,7 @@ absl::Status ClaimObjects::WriteStatus(const Claim& claim,
                      calls_->Call("PATCH", absl::StrCat(api::ClaimObjectPath(claim.key), "/status"),
                                   api::WriteClaimStatusPatch(st->uid, st->resource_version,
                                                              claim.status, st->generation, facts,
-                                                             conditions),
+                                                             conditions, claim.spec.owner_vm_uid),
                                   kStoreMergePatch, what, deadline));
     if (r.status == 200) {
       RETURN_IF_ERROR(ObserveAnswer(r.body));
