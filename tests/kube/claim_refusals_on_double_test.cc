@@ -229,5 +229,52 @@ TEST_F(ClaimRefusalsOnDoubleTest, ARefusedStatusWriteOutsideABindIsRetriedNotFat
   EXPECT_EQ(invariants_->violations() + other_invariants_->violations(), 0);
 }
 
+// The store failing for good (here the holds' ConfigMap, pdc's own
+// record, refused: unlike one claim's object, pdc cannot go on without it)
+// makes the leader give its lease up at once, not when a liveness probe or
+// the renew deadline catches up: it marks the leadership lost, and the
+// stop that follows (main exits, restarted as a follower) releases the
+// Lease, so a follower takes over within a retry period.
+TEST_F(ClaimRefusalsOnDoubleTest, ALeaderWhoseStoreFailedGivesItsLeaseUpAtOnce) {
+  configure_ = [](PdcConfig* c) {
+    c->extender.serialize_handoffs = false;
+    c->extender.leader_election.enabled = true;
+    c->extender.leader_election.identity = "replica-a";
+  };
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  // Ready as a follower first; then it takes the free lease and leads.
+  const absl::Time leading_by = absl::Now() + absl::Seconds(15);
+  while (absl::Now() < leading_by) {
+    absl::StatusOr<HttpResponse> r = pdc_->Get("/readyz/leader");
+    if (r.ok() && r->status == 200) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ReportNodeA();
+  const std::string lease =
+      absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", ns_, "/leases/pdc-extender");
+  EXPECT_THAT(Call("GET", lease).Str({"spec", "holderIdentity"}), HasSubstr("replica-a"));
+  std::string pod_uid;
+  ASSERT_EQ(StartAndBind("vm-a", &pod_uid), kRefusalsBound);
+
+  // The claim is deleted once its pod is gone: its Retain drive goes on
+  // the node's holds, which pdc may no longer write.
+  api_->admission().Forbid({"", "configmaps", "create", ns_});
+  api_->admission().Forbid({"", "configmaps", "patch", ns_});
+  const std::string now = R"({"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0})";
+  ASSERT_EQ(Call("DELETE", Pods("/virt-launcher-vm-a"), now).status, 200);
+  ASSERT_TRUE(AwaitUnreserved(ClaimKey{ns_, "vm-a-nvme"}));
+  ASSERT_EQ(Call("DELETE", Claims("/vm-a-nvme")).status, 200);
+
+  // Well within the lease's 15 s: the leadership is given up.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!app_->LeadershipLost() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(app_->LeadershipLost());
+  app_->Stop();  // What main does then.
+  KubeReply released = Call("GET", lease);
+  EXPECT_EQ(released.Str({"spec", "holderIdentity"}), "") << released.text;
+  EXPECT_EQ(released.Int({"spec", "leaseDurationSeconds"}), 1);
+}
+
 }  // namespace
 }  // namespace pdc::testing
