@@ -51,6 +51,40 @@ void RememberDevices(const Claim& claim, ClaimObjectState* st) {
   for (const BoundDevice& d : claim.status.devices) st->devices.push_back(d.address);
 }
 
+// Of a claim object whose status does not read: its metadata, status.node
+// and status.devices[].address (and serial where it reads), as a Bound
+// claim without a spec (reclaimPolicy Retain), has_status false.
+absl::StatusOr<api::ClaimObject> DevicesOfUnreadable(const json::Value& item,
+                                                     const json::Value& status,
+                                                     const json::Value& devices) {
+  api::ClaimObject out;
+  ASSIGN_OR_RETURN(out.meta, api::ReadObjectMeta(item, api::kClaimKind));
+  if (out.meta.ns.empty()) return absl::InvalidArgumentError("metadata.namespace is empty");
+  const json::Value* node = json::Find(status, "node");
+  if (node == nullptr || !node->IsString() || json::StringOf(*node).empty()) {
+    return absl::InvalidArgumentError("status.node does not read");
+  }
+  out.claim.key = ClaimKey{out.meta.ns, out.meta.name};
+  out.claim.uid = out.meta.uid;
+  out.claim.spec.reclaim_policy = ReclaimPolicy::kRetain;
+  out.claim.status.phase = ClaimPhase::kBound;
+  out.claim.status.node = std::string(json::StringOf(*node));
+  for (const json::Value& d : devices.GetArray()) {
+    const json::Value* address = d.IsObject() ? json::Find(d, "address") : nullptr;
+    if (address == nullptr || !address->IsString()) {
+      return absl::InvalidArgumentError("a status.devices entry has no address");
+    }
+    ASSIGN_OR_RETURN(PciAddress a, PciAddress::Parse(json::StringOf(*address)));
+    BoundDevice b{a, ""};
+    const json::Value* serial = json::Find(d, "serial");
+    if (serial != nullptr && serial->IsString() && json::StringOf(*serial).size() <= 64) {
+      b.serial = std::string(json::StringOf(*serial));
+    }
+    out.claim.status.devices.push_back(std::move(b));
+  }
+  return out;
+}
+
 }  // namespace
 
 bool HoldsDevices(const Claim& c) {
@@ -96,9 +130,23 @@ absl::Status ClaimObjects::List(std::vector<api::ClaimObject>* out) const {
         out->push_back(*std::move(held));
         continue;
       }
+      // Not even the status reads: if its node and its devices' addresses
+      // do, the claim is withheld all the same (those devices held);
+      // only when pdc cannot tell which devices it names does it refuse to
+      // start.
+      absl::StatusOr<api::ClaimObject> named = DevicesOfUnreadable(*item, *status, *devices);
+      if (named.ok()) {
+        named->spec_problem = absl::StrCat("its status cannot be read (", c.status().message(),
+                                           "); its node and devices do");
+        spdlog::error("PersistentDeviceClaim {}: {}; the claim is withheld and its devices held",
+                      named->meta.Key(), named->spec_problem);
+        out->push_back(*std::move(named));
+        continue;
+      }
       return absl::DataLossError(absl::StrCat(
           "a PersistentDeviceClaim whose status names devices cannot be read (",
-          c.status().message(), "); pdc will not start without knowing which devices it holds"));
+          c.status().message(), "), not even its node and devices' addresses (",
+          named.status().message(), "); pdc will not start without knowing which devices it holds"));
     }
     spdlog::error("ignoring a PersistentDeviceClaim that cannot be read: {}",
                   StdSv(c.status().message()));

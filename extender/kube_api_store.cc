@@ -79,7 +79,7 @@ absl::StatusOr<RecoveryReport> KubeApiStore::Recover(const RecordVisitor& apply)
     }
     WithheldObject w{o.claim.key, o.meta.uid, "", ""};
     if (!o.spec_problem.empty()) {
-      w.reason = "SpecUnreadable";
+      w.reason = o.has_status ? "SpecUnreadable" : "StatusUnreadable";
       w.message = o.spec_problem;
     } else if (std::string why = ClaimContradiction(o.claim); !why.empty()) {
       w.reason = "SpecContradictsStatus";

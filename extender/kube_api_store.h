@@ -224,7 +224,7 @@ class KubeApiStore final : public Store {
   struct WithheldObject {
     ClaimKey key;
     std::string uid;
-    std::string reason;   // SpecUnreadable, SpecContradictsStatus.
+    std::string reason;   // SpecUnreadable, StatusUnreadable, SpecContradictsStatus.
     std::string message;
   };
   std::vector<WithheldObject> invalid() const;

@@ -214,6 +214,26 @@ TEST_F(ClaimRulesOnDoubleTest, AnEditedOrUnreadableClaimIsWithheldNotFatal) {
   EXPECT_TRUE(kept);
 }
 
+// A claim whose status does not read (edited by hand through the status
+// subresource) but whose node and device addresses do: withheld like an
+// unreadable spec, its device held, and pdc-extender starts.
+TEST_F(ClaimRulesOnDoubleTest, AnUnreadableStatusIsWithheldNotFatal) {
+  BoundClaim("garbled", "Delete", {kA});
+  ASSERT_EQ(Call("PATCH", Claims("/garbled/status"), R"({"status":{"phase":"Sideways"}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  EXPECT_THAT(AwaitEvent(ns_, "StatusUnreadable"), HasSubstr("its status cannot be read"));
+  AwaitObject(Claims("/garbled"), [](const KubeReply& r) {
+    return r.text.find(R"("type":"Withheld","status":"True")") != std::string::npos;
+  });
+  ReportNodeA();
+  EXPECT_EQ(StateOf(kA), "Released");
+  EXPECT_EQ(StateOf(kB), "Free");
+}
+
 // Which VM owns a template claim is pdc's record (status.ownerVMUid, and
 // pdc's annotation), not the spec's: a VM re-created under the old name,
 // whose UID a user wrote into the old claim's spec.ownerVMUid (an apiserver
