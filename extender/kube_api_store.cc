@@ -349,34 +349,24 @@ absl::Status KubeApiStore::WriteBatch(std::vector<Pending> batch) {
 
 absl::Status KubeApiStore::Refusable(const ClaimKey& key, const std::optional<Claim>& claim,
                                      std::string_view dropped_uid, absl::Status s) {
-  if (!s.ok() && !IsObjectRefusal(s)) return s;
-  bool changed = false;
   if (s.ok()) {
-    changed = refused_.erase(key) > 0;
-  } else {
-    auto [it, added] = refused_.try_emplace(key);
-    RefusedWrite& r = it->second;
-    r.backoff =
-        added ? options_.refused_retry : std::min(2 * r.backoff, options_.refused_retry_max);
-    r.claim = claim;
-    r.dropped_uid = std::string(dropped_uid);
-    r.next_try = options_.clock->Now() + r.backoff;
-    changed = added;
-    std::optional<ObjectState> st = objects_.Object(key);
-    spdlog::warn(
-        "claim {}: the Kubernetes API refused its write ({}); that claim's "
-        "write is "
-        "tried again in {}, the store goes on for the others",
-        key.ToString(), StdSv(s.message()), absl::FormatDuration(r.backoff));
-    if (options_.on_refused) {
-      options_.on_refused(key, st.has_value() ? st->uid : "", claim, StdSv(s.message()));
-    }
+    refused_.erase(key);
+    return s;
   }
-  if (changed) {
-    std::vector<ClaimKey> keys;
-    for (const auto& [k, r] : refused_) keys.push_back(k);
-    absl::MutexLock lock(&mu_);
-    refused_keys_ = std::move(keys);
+  if (!IsObjectRefusal(s)) return s;
+  auto [it, added] = refused_.try_emplace(key);
+  RefusedWrite& r = it->second;
+  r.backoff = added ? options_.refused_retry : std::min(2 * r.backoff, options_.refused_retry_max);
+  r.claim = claim;
+  r.dropped_uid = std::string(dropped_uid);
+  r.next_try = options_.clock->Now() + r.backoff;
+  std::optional<ObjectState> st = objects_.Object(key);
+  spdlog::warn(
+      "claim {}: the Kubernetes API refused its write ({}); that claim's write is tried again "
+      "in {}, the store goes on for the others",
+      key.ToString(), StdSv(s.message()), absl::FormatDuration(r.backoff));
+  if (options_.on_refused) {
+    options_.on_refused(key, st.has_value() ? st->uid : "", claim, StdSv(s.message()));
   }
   return absl::OkStatus();
 }
@@ -389,11 +379,6 @@ absl::Status KubeApiStore::RetryRefused() {
   }
   if (refused_.empty()) return absl::OkStatus();
   return WriteBatch({});
-}
-
-std::vector<ClaimKey> KubeApiStore::Refused() const {
-  absl::MutexLock lock(&mu_);
-  return refused_keys_;
 }
 
 bool KubeApiStore::Reclaiming(const ClaimKey& key) const { return reclaims_.Reclaiming(key); }

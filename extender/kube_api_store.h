@@ -161,8 +161,6 @@ class KubeApiStore final : public Store {
   // Tries again the refused writes whose backoff is over (every Sync does
   // too). The first failure that is no refusal; the store stays healthy.
   absl::Status RetryRefused();
-  // The claims whose last write the apiserver refused, sorted.
-  std::vector<ClaimKey> Refused() const;
 
   // Sets pdc's finalizer on the object (`present`) or takes it off; OK when
   // it already is so or the object is gone (or, with `uid`, is another
@@ -292,8 +290,6 @@ class KubeApiStore final : public Store {
     absl::Time next_try;
   };
   std::map<ClaimKey, RefusedWrite> refused_ ABSL_GUARDED_BY(write_mu_);
-  // refused_'s keys, for readers outside the writer.
-  std::vector<ClaimKey> refused_keys_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex mu_;
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
