@@ -306,6 +306,32 @@ absl::StatusOr<ClaimObject> ReadClaimObject(const Value& object) {
   out.claim = *std::move(claim);
   out.claim.key = ClaimKey{out.meta.ns, out.meta.name};
   out.claim.uid = out.meta.uid;
+  // The owner VM's UID is pdc's record: status first, then pdc's
+  // annotation (set at create), the spec only for objects of earlier
+  // versions. A user's edit of spec.ownerVMUid changes nothing then.
+  std::string_view recorded_owner;
+  if (status != nullptr) {
+    ASSIGN_OR_RETURN(recorded_owner,
+                     json::OptString(*status, "ownerVMUid", absl::StrCat(kWhat, ".status.ownerVMUid")));
+  }
+  if (recorded_owner.empty()) {
+    const Value* meta = json::Find(object, "metadata");
+    const Value* annotations =
+        meta != nullptr && meta->IsObject() ? json::Find(*meta, "annotations") : nullptr;
+    const Value* a = annotations != nullptr && annotations->IsObject()
+                         ? json::Find(*annotations, kOwnerVmUidAnnotation)
+                         : nullptr;
+    if (a != nullptr && a->IsString()) recorded_owner = json::StringOf(*a);
+  }
+  if (!recorded_owner.empty()) {
+    if (out.claim.spec.owner_vm.empty()) {
+      return json::FieldError(absl::StrCat(kWhat, ".status.ownerVMUid"),
+                              "names an owner VM UID, but spec.ownerVM is empty");
+    }
+    RETURN_IF_ERROR(
+        ValidateUid(absl::StrCat(kWhat, ".status.ownerVMUid"), recorded_owner));
+    out.claim.spec.owner_vm_uid = std::string(recorded_owner);
+  }
   return out;
 }
 
@@ -360,6 +386,13 @@ std::string WriteNewClaimObject(const Claim& claim, const std::optional<OwnerRef
     w.EndObject();
     w.EndArray();
   }
+  if (!claim.spec.owner_vm_uid.empty()) {
+    Key(w, "annotations");
+    w.StartObject();
+    Key(w, kOwnerVmUidAnnotation);
+    Str(w, claim.spec.owner_vm_uid);
+    w.EndObject();
+  }
   Key(w, "finalizers");
   w.StartArray();
   Str(w, kClaimFinalizer);
@@ -370,10 +403,6 @@ std::string WriteNewClaimObject(const Claim& claim, const std::optional<OwnerRef
   WriteClaimSpecFields(w, claim.spec);
   Key(w, "ownerVM");
   Str(w, claim.spec.owner_vm);
-  if (!claim.spec.owner_vm_uid.empty()) {
-    Key(w, "ownerVMUid");
-    Str(w, claim.spec.owner_vm_uid);
-  }
   w.EndObject();
   w.EndObject();
   return std::string(json::Output(buf));
@@ -382,7 +411,8 @@ std::string WriteNewClaimObject(const Claim& claim, const std::optional<OwnerRef
 std::string WriteClaimStatusPatch(std::string_view uid, std::string_view resource_version,
                                   const ClaimStatus& status, int64_t observed_generation,
                                   const std::vector<DeviceFacts>& facts,
-                                  const std::vector<ClaimCondition>& conditions) {
+                                  const std::vector<ClaimCondition>& conditions,
+                                  std::string_view owner_vm_uid) {
   rapidjson::StringBuffer buf;
   Writer w(buf);
   w.StartObject();
@@ -391,6 +421,10 @@ std::string WriteClaimStatusPatch(std::string_view uid, std::string_view resourc
   Key(w, "status");
   w.StartObject();
   WriteClaimStatusFields(w, status, facts);
+  if (!owner_vm_uid.empty()) {
+    Key(w, "ownerVMUid");
+    Str(w, owner_vm_uid);
+  }
   Key(w, "observedGeneration");
   w.Int64(observed_generation);
   WriteConditions(w, conditions);

@@ -33,6 +33,12 @@ inline constexpr std::string_view kClaimKind = "PersistentDeviceClaim";
 // object stays until pdc has let the claim go (no VM pod uses it, its
 // devices are dealt with by the reclaim policy).
 inline constexpr std::string_view kClaimFinalizer = "pdc.kubevirt.io/device-protection";
+// Which VM (UID) owns a claim pdc generated from the VM's template is pdc's
+// to say, never the spec's: pdc writes it into status.ownerVMUid (the
+// status subresource) and, at create, into this annotation (the create
+// cannot set status). Read in that order; spec.ownerVMUid is read only for
+// objects of earlier versions that have neither.
+inline constexpr std::string_view kOwnerVmUidAnnotation = "pdc.kubevirt.io/owner-vm-uid";
 
 // /apis/pdc.kubevirt.io/v1alpha1/namespaces/<ns>/persistentdeviceclaims.
 // Names must be valid (they go into a path).
@@ -122,17 +128,20 @@ absl::StatusOr<ClaimObject> ReadClaimObjectStatusOnly(const json::Value& object)
 
 // The body that creates a claim generated from a VM's template: name,
 // namespace, the VM as controlling owner (so Kubernetes' garbage collector
-// deletes the claim with the VM), pdc's finalizer, and the spec.
+// deletes the claim with the VM), pdc's finalizer, the VM's UID in
+// kOwnerVmUidAnnotation, and the spec (without ownerVMUid).
 std::string WriteNewClaimObject(const Claim& claim, const std::optional<OwnerReference>& owner);
 
 // The merge patch for .../status: metadata.uid and resourceVersion (the
 // preconditions) and every status member (a member pdc no longer sets is
 // written empty or null, so nothing stale survives the merge): `facts`
-// holds one entry per status.devices entry (fewer: the rest unknown).
+// holds one entry per status.devices entry (fewer: the rest unknown);
+// `owner_vm_uid` (not empty) goes to status.ownerVMUid.
 std::string WriteClaimStatusPatch(std::string_view uid, std::string_view resource_version,
                                   const ClaimStatus& status, int64_t observed_generation,
                                   const std::vector<DeviceFacts>& facts,
-                                  const std::vector<ClaimCondition>& conditions);
+                                  const std::vector<ClaimCondition>& conditions,
+                                  std::string_view owner_vm_uid = {});
 
 // The merge patch for .../status that sets status.conditions alone, with
 // the same preconditions.

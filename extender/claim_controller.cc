@@ -377,6 +377,10 @@ void ClaimController::RetryLoop() {
       Track(key, Reconcile(key, it == objects_.end() ? std::nullopt
                                                      : std::optional(it->second)));
     }
+    // Claim writes the apiserver refused (their claims' Events say why).
+    if (absl::Status s = store_->RetryRefused(); !s.ok()) {
+      spdlog::warn("retrying refused claim writes: {}", StdSv(s.message()));
+    }
   }
 }
 

@@ -74,6 +74,21 @@ void RecordReleased(kube::EventRecorder* events, const Claim& claim, std::string
                  absl::StrCat("claim deleted; ", what));
 }
 
+void RecordWriteRefused(kube::EventRecorder* events, const ClaimKey& key, std::string_view uid,
+                        const std::optional<Claim>& claim, std::string_view why) {
+  if (events == nullptr) return;
+  const std::string message =
+      absl::StrCat("kube-apiserver refused pdc's write of PersistentDeviceClaim ", key.ToString(),
+                   " (pdc tries again; a bind that needs it is refused meanwhile): ", Sv(why));
+  if (!uid.empty()) {
+    events->Record(ClaimRef(key, uid), kube::EventType::kWarning, "ClaimWriteRefused", message);
+  } else if (claim.has_value() && !claim->spec.owner_vm.empty()) {
+    events->Record(kube::ObjectRef{"kubevirt.io/v1", "VirtualMachine", key.ns,
+                                   claim->spec.owner_vm, claim->spec.owner_vm_uid},
+                   kube::EventType::kWarning, "ClaimWriteRefused", message);
+  }
+}
+
 void RecordWithheld(kube::EventRecorder* events, const KubeApiStore::WithheldObject& w) {
   if (events == nullptr) return;
   events->Record(ClaimRef(w.key, w.uid), kube::EventType::kWarning, w.reason,

@@ -1,8 +1,9 @@
 // The Kubernetes Events pdc-extender publishes about claims and VM pods
 // (docs/operations.md, "Kubernetes Events"), so that `kubectl describe`
 // tells a claim's story: ClaimBound, ClaimLost, ClaimRecovered,
-// ClaimReleased, DeviceConflict, DeviceMoved, HandoffCancelled on the
-// PersistentDeviceClaim; DevicesBound
+// ClaimReleased, ClaimWriteRefused, DeviceConflict, DeviceMoved,
+// HandoffCancelled on the PersistentDeviceClaim (ClaimWriteRefused on its
+// VM while the claim has no object); DevicesBound
 // on the pod. Every function takes a null recorder (no Kubernetes API) as
 // "publish nothing".
 // Thread-safety: as EventRecorder::Record.
@@ -35,6 +36,11 @@ void RecordConflict(kube::EventRecorder* events, const ClaimConflict& conflict,
 // A claim withheld at recovery (its spec unreadable or contradicting its
 // status): a Warning with the withholding's reason.
 void RecordWithheld(kube::EventRecorder* events, const KubeApiStore::WithheldObject& w);
+// kube-apiserver refused a write of claim `key`'s object (`uid`; "" when
+// it has none yet: then the Event goes to the owner VM of `claim`, if it
+// has one): a Warning ClaimWriteRefused with the apiserver's answer.
+void RecordWriteRefused(kube::EventRecorder* events, const ClaimKey& key, std::string_view uid,
+                        const std::optional<Claim>& claim, std::string_view why);
 // A device of claim `move.claim` (object `uid`), or a Released mark, was
 // found at a new PCI address by its serial (the node's bus was renumbered).
 void RecordDeviceMoved(kube::EventRecorder* events, const DeviceMove& move, std::string_view uid);

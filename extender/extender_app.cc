@@ -359,6 +359,10 @@ absl::Status ExtenderApp::OpenStore() {
                           std::optional<ClaimPhase> before) {
       RecordStatusChange(events_.get(), claim, uid, before);
     };
+    so.on_refused = [this](const ClaimKey& key, std::string_view uid,
+                           const std::optional<Claim>& claim, std::string_view why) {
+      RecordWriteRefused(events_.get(), key, uid, claim, why);
+    };
     auto store = std::make_unique<KubeApiStore>(kube_api_.get(), std::move(so));
     api_store_ = store.get();
     base_store_ = std::move(store);

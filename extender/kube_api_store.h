@@ -22,7 +22,13 @@
 // device wins over a hold of the same device at the next Recover.
 //
 // Failures: an object that is gone (404, or re-created under another UID)
-// is not written (the claim controller removes the claim); a stale
+// is not written (the claim controller removes the claim); a write of one
+// claim's object the apiserver refuses (403, 400/422: RBAC, a policy
+// engine, a quota, a namespace being deleted) fails that claim's write
+// only: a bind that needed it is refused with the apiserver's reason
+// (Recorded), Options::on_refused tells it (an Event), and the write is
+// tried again with backoff (RetryRefused, and every Sync) while the rest
+// of the store goes on; a stale
 // resourceVersion (409) is read again and the write repeated; an apiserver
 // that does not answer is retried with backoff for `write_deadline`, and
 // then the store fails for good (Health), like a file store whose fsync
@@ -36,6 +42,13 @@
 // claims) are never resolved silently: both claims are left out of the
 // allocator, the device is held as Released, and conflicts() lists them for
 // the claim controller to report on the objects and in a metric.
+//
+// The parts: StoreCalls (kube_store_calls.h) calls the apiserver, retried
+// and fenced; ClaimObjects (claim_objects.h) is the protocol of the claim
+// objects (what is known of each, writes with preconditions, 409s);
+// NodeHoldsObjects (node_holds_objects.h) the holds' ConfigMaps;
+// ClaimReclaims (claim_reclaims.h) the reclaim of deleted claims. This
+// class decides what is written, in which order, and what recovery takes.
 //
 // Thread-safety: as Store; Observe/Forget/Object from any thread.
 #ifndef PDC_EXTENDER_KUBE_API_STORE_H_
@@ -59,17 +72,14 @@
 #include "api/claim_object.h"
 #include "api/kube_objects.h"
 #include "common/clock.h"
+#include "extender/claim_objects.h"
+#include "extender/claim_reclaims.h"
+#include "extender/kube_store_calls.h"
+#include "extender/node_holds_objects.h"
 #include "kube/kube_http_client.h"
 #include "kube/kube_reflector.h"
 
 namespace pdc::extender {
-
-// The claims pdc-extender lists and watches (all namespaces).
-inline constexpr std::string_view kClaimsPath =
-    kube::Reflected("/apis/pdc.kubevirt.io/v1alpha1/persistentdeviceclaims");
-
-// The name of the ConfigMap holding `node`'s holds.
-std::string HoldsConfigMapName(std::string_view node);
 
 // A device in the status of two or more claims.
 struct ClaimConflict {
@@ -84,8 +94,7 @@ class KubeApiStore final : public Store {
   // `vm` with `uid` in `ns`; nullopt when it is not known any more (the
   // claim is then created owned by a VirtualMachine of that UID, which
   // the garbage collector finds gone and deletes the claim).
-  using OwnerOf = std::function<std::optional<api::OwnerReference>(
-      std::string_view ns, std::string_view vm, std::string_view uid)>;
+  using OwnerOf = ClaimObjects::OwnerOf;
 
   struct Options {
     std::string holds_namespace;  // pdc-extender's own namespace.
@@ -108,6 +117,17 @@ class KubeApiStore final : public Store {
     // (Health): with several replicas the leader gives its lease up then,
     // rather than hold it while it can record nothing. May be empty.
     std::function<void(const absl::Status&)> on_failed;
+    // Called when the apiserver refused a write of claim `key`'s object
+    // (`uid`, "" when there is none yet): `claim` is what was to be
+    // written (nullopt: the claim was let go), `why` the apiserver's
+    // answer. May be empty.
+    std::function<void(const ClaimKey& key, std::string_view uid,
+                       const std::optional<Claim>& claim, std::string_view why)>
+        on_refused;
+    // The first wait before a refused write is tried again; it doubles up
+    // to `refused_retry_max`.
+    absl::Duration refused_retry = absl::Seconds(1);
+    absl::Duration refused_retry_max = absl::Minutes(5);
   };
 
   // `api` must outlive the store.
@@ -126,30 +146,8 @@ class KubeApiStore final : public Store {
   absl::Status Health() const override;
 
   // What the store knows of a claim object.
-  struct ObjectState {
-    std::string uid;
-    std::string resource_version;
-    int64_t generation = 0;
-    std::vector<std::string> finalizers;
-    bool deleting = false;
-    // The allocator's UID for the claim this object records: the object's
-    // UID, except for a template claim this process created (the allocator
-    // named it before the object existed).
-    std::string claim_uid;
-    // The phase its status last had, as far as this process knows.
-    std::optional<ClaimPhase> phase;
-    // The conditions its status last had (for their transition times).
-    std::vector<api::ClaimCondition> conditions = {};
-    // Its controller is a VM: a claim pdc generated from the VM's template.
-    bool generated = false;
-    // The node and devices its status last named (Bound or Lost), as far
-    // as this process knows.
-    std::string node = {};
-    std::vector<PciAddress> devices = {};
-    // The pod its status last reserved it for ("" none), as far as this
-    // process knows.
-    std::string reserved_pod_uid = {};
-  };
+  using ObjectState = ClaimObjectState;
+
   // News from the claim watch: a newer resourceVersion of an object (an
   // older one, or one of an object the store has under another UID, is
   // kept only when the store knows nothing newer).
@@ -159,6 +157,10 @@ class KubeApiStore final : public Store {
   std::optional<ObjectState> Object(const ClaimKey& key) const;
   // Reads the object again (NotFound, and forgotten, when it is gone).
   absl::StatusOr<ObjectState> Reread(const ClaimKey& key, absl::Time deadline);
+
+  // Tries again the refused writes whose backoff is over (every Sync does
+  // too). The first failure that is no refusal; the store stays healthy.
+  absl::Status RetryRefused();
 
   // Sets pdc's finalizer on the object (`present`) or takes it off; OK when
   // it already is so or the object is gone (or, with `uid`, is another
@@ -220,7 +222,7 @@ class KubeApiStore final : public Store {
   struct WithheldObject {
     ClaimKey key;
     std::string uid;
-    std::string reason;   // SpecUnreadable, SpecContradictsStatus.
+    std::string reason;   // SpecUnreadable, StatusUnreadable, SpecContradictsStatus.
     std::string message;
   };
   std::vector<WithheldObject> invalid() const;
@@ -229,28 +231,19 @@ class KubeApiStore final : public Store {
   absl::Status ReportWithheld();
 
  private:
-  struct Holds {
-    std::vector<PciAddress> return_to_host;
-    std::vector<ReleasedDevice> released;
-    bool operator==(const Holds&) const = default;
-    bool empty() const { return return_to_host.empty() && released.empty(); }
-  };
-  struct HoldsObject {
-    std::string uid;
-    std::string resource_version;
-    Holds holds;
-  };
+  using Holds = NodeHolds;
   struct Pending {
     Ticket ticket;
     Record record;
   };
 
-  absl::Status ListClaims(std::vector<api::ClaimObject>* out);
-  absl::Status ListHolds(absl::flat_hash_map<std::string, Holds>* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status WriteBatch(std::vector<Pending> batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // The holds of `node` as the API has them.
-  Holds Persisted(const std::string& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // `s`, the outcome of writing claim `key` (`claim`, nullopt: let go, with
+  // allocator UID `dropped_uid`): a refusal of that object is kept for a
+  // retry and told (OK); anything else is returned.
+  absl::Status Refusable(const ClaimKey& key, const std::optional<Claim>& claim,
+                         std::string_view dropped_uid, absl::Status s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Writes `claim`'s status; `conflict` (not empty) is the message of a
   // DeviceConflict condition.
   absl::Status WriteClaim(const Claim& claim, std::string_view conflict = {})
@@ -259,7 +252,6 @@ class KubeApiStore final : public Store {
   std::vector<api::DeviceFacts> FactsOf(const ClaimStatus& status) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   void LearnFacts(const NodeInventory& inventory) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  absl::Status CreateClaimObject(const Claim& claim);
   // The claim is gone from the allocator; `batch_holds` are the holds the
   // batch writes (of the nodes it changes).
   // `claim_uid`: the allocator's UID of the claim let go ("" unknown); an
@@ -267,36 +259,17 @@ class KubeApiStore final : public Store {
   absl::Status DropClaim(const ClaimKey& key, std::string_view claim_uid,
                          const std::map<std::string, Holds>& batch_holds)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // A claim's record the store could not write (another object under its
-  // key, or none): kept until a write records it; Recorded() says why.
-  void Unrecorded(const ClaimKey& key, std::string why);
-  // Of `devices`, those `holds` return to their host driver.
-  static std::vector<PciAddress> Returning(const std::vector<PciAddress>& devices,
-                                           const Holds& holds);
-  // Writes the Reclaiming condition of `key`'s object `st` and remembers
-  // it until `devices` are back.
-  absl::Status StartReclaim(const ClaimKey& key, const ObjectState& st,
-                            std::vector<PciAddress> devices)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // Takes the finalizer off every reclaiming object whose devices are back.
-  absl::Status SettleReclaims(const std::vector<ClaimKey>& keys)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  absl::Status WriteHolds(const std::string& node, const Holds& holds)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
-  // One call, retried on Unavailable/DeadlineExceeded until `deadline`.
-  absl::StatusOr<pdc::HttpResponse> Call(std::string_view method, const std::string& path,
-                                    const std::string& body, std::string_view content_type,
-                                    std::string_view what, absl::Time deadline);
-  void Remember(const ClaimKey& key, ObjectState state);
-  // Observe()s the claim object an apiserver answer holds.
-  absl::Status ObserveAnswer(std::string_view body);
+  // ClaimObjects forgot `key`'s object `uid`: it is gone.
+  void Forgotten(const ClaimKey& key, std::string_view uid);
 
-  kube::KubeApi* const api_;
   const Options options_;
+  const StoreCalls calls_;
+  ClaimObjects objects_;
+  ClaimReclaims reclaims_;
 
   // One batch written at a time; held across the API calls.
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  absl::flat_hash_map<std::string, HoldsObject> holds_ ABSL_GUARDED_BY(write_mu_);
+  NodeHoldsObjects holds_ ABSL_GUARDED_BY(write_mu_);
   // Each node's devices' IOMMU group and NUMA node, from the inventories
   // the allocator records (and, until a node reports, the claims' status).
   absl::flat_hash_map<std::string, std::vector<std::pair<PciAddress, api::DeviceFacts>>> facts_
@@ -308,28 +281,24 @@ class KubeApiStore final : public Store {
   // The claims left out for a conflict, as the API has them.
   absl::flat_hash_map<ClaimKey, Claim> conflicted_ ABSL_GUARDED_BY(write_mu_);
   absl::flat_hash_set<ClaimKey> withheld_reclaimed_ ABSL_GUARDED_BY(write_mu_);
+  // Writes the apiserver refused, to try again: the claim's last state
+  // (nullopt: let go, with the allocator's UID), and when.
+  struct RefusedWrite {
+    std::optional<Claim> claim;
+    std::string dropped_uid;
+    absl::Duration backoff;
+    absl::Time next_try;
+  };
+  std::map<ClaimKey, RefusedWrite> refused_ ABSL_GUARDED_BY(write_mu_);
 
   mutable absl::Mutex mu_;
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
   Ticket appended_ ABSL_GUARDED_BY(mu_) = 0;
   Ticket synced_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<ClaimKey, ObjectState> objects_ ABSL_GUARDED_BY(mu_);
-  // Template claims being created: key -> the allocator's UID, for an
-  // object the watch shows before the create's answer arrives.
-  absl::flat_hash_map<ClaimKey, std::string> creating_ ABSL_GUARDED_BY(mu_);
   std::vector<ClaimConflict> conflicts_ ABSL_GUARDED_BY(mu_);
   std::vector<WithheldObject> invalid_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<ClaimKey> withheld_ ABSL_GUARDED_BY(mu_);
-  // Claims whose last record could not be written, and why.
-  absl::flat_hash_map<ClaimKey, std::string> unrecorded_ ABSL_GUARDED_BY(mu_);
-  // Deleted claims whose devices are on their way back to the host driver.
-  struct Reclaim {
-    std::string uid;  // Of the object.
-    std::string node;
-    std::vector<PciAddress> devices;
-  };
-  absl::flat_hash_map<ClaimKey, Reclaim> reclaiming_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pdc::extender

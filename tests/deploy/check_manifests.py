@@ -1414,8 +1414,13 @@ def main():
         check(spec["properties"]["serial"].get("maxLength") == 64,
               "CRD spec.serial maxLength is model/types.h kMaxSerialLength (64)")
         check(set(status) == {"phase", "node", "devices", "lostReason", "reservedFor",
-                              "handedOffTo", "observedGeneration", "conditions"},
+                              "handedOffTo", "observedGeneration", "conditions", "ownerVMUid"},
               f"CRD status fields {set(status)}")
+        # The owner VM's UID is pdc's record (api/claim_object.cc reads
+        # status.ownerVMUid first): bounded and printable like spec's.
+        check(status["ownerVMUid"].get("maxLength") == 128 and
+              status["ownerVMUid"].get("pattern") == spec["properties"]["ownerVMUid"]["pattern"],
+              "CRD status.ownerVMUid is bounded as api/validation.h kMaxUidLength (128)")
         device_fields = set(status["devices"]["items"]["properties"])
         check(device_fields == {"address", "serial", "iommuGroup", "numaNode"},
               f"CRD status.devices fields {device_fields}")

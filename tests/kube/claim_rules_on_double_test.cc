@@ -214,6 +214,76 @@ TEST_F(ClaimRulesOnDoubleTest, AnEditedOrUnreadableClaimIsWithheldNotFatal) {
   EXPECT_TRUE(kept);
 }
 
+// A claim whose status does not read (edited by hand through the status
+// subresource) but whose node and device addresses do: withheld like an
+// unreadable spec, its device held, and pdc-extender starts.
+TEST_F(ClaimRulesOnDoubleTest, AnUnreadableStatusIsWithheldNotFatal) {
+  BoundClaim("garbled", "Delete", {kA});
+  ASSERT_EQ(Call("PATCH", Claims("/garbled/status"), R"({"status":{"phase":"Sideways"}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  EXPECT_THAT(AwaitEvent(ns_, "StatusUnreadable"), HasSubstr("its status cannot be read"));
+  AwaitObject(Claims("/garbled"), [](const KubeReply& r) {
+    return r.text.find(R"("type":"Withheld","status":"True")") != std::string::npos;
+  });
+  ReportNodeA();
+  EXPECT_EQ(StateOf(kA), "Released");
+  EXPECT_EQ(StateOf(kB), "Free");
+}
+
+// Which VM owns a template claim is pdc's record (status.ownerVMUid, and
+// pdc's annotation), not the spec's: a VM re-created under the old name,
+// whose UID a user wrote into the old claim's spec.ownerVMUid (an apiserver
+// without the CRD's CEL rules takes the edit), still does not get the old
+// VM's drive, also after a restart.
+TEST_F(ClaimRulesOnDoubleTest, TheOwnerVmIsPdcsRecordNotTheSpecs) {
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  const std::string first = CreatePod("vm3", "virt-launcher-vm3-a", CreateVm("vm3"));
+  Filter(first);
+  const std::string first_uid = Call("GET", Pods("/virt-launcher-vm3-a")).Str({"metadata", "uid"});
+  ASSERT_EQ(Bind("virt-launcher-vm3-a", first_uid).body, R"({"Error":""})");
+  const std::string old_vm_uid = Call("GET", Vms("/vm3")).Str({"metadata", "uid"});
+  KubeReply c = Call("GET", Claims("/vm3-nvme"));
+  EXPECT_EQ(c.Str({"status", "ownerVMUid"}), old_vm_uid);
+  EXPECT_EQ(c.Str({"metadata", "annotations", api::kOwnerVmUidAnnotation}),
+            old_vm_uid);
+  EXPECT_EQ(c.Str({"spec", "ownerVMUid"}), "");
+
+  // The VM goes, its claim stays (its owner reference taken off first).
+  ASSERT_EQ(Call("PATCH", Claims("/vm3-nvme"), R"({"metadata":{"ownerReferences":null}})",
+                 "application/merge-patch+json")
+                .status,
+            200);
+  const std::string now = R"({"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0})";
+  ASSERT_EQ(Call("DELETE", Pods("/virt-launcher-vm3-a"), now).status, 200);
+  ASSERT_EQ(Call("DELETE", Vmis("/vm3")).status, 200);
+  ASSERT_EQ(Call("DELETE", Vms("/vm3")).status, 200);
+  ASSERT_TRUE(AwaitUnreserved(ClaimKey{ns_, "vm3-nvme"}));
+
+  // vm3 again, and the old claim's spec says it is the new VM's.
+  const std::string second = CreatePod("vm3", "virt-launcher-vm3-b", CreateVm("vm3"));
+  const std::string new_vm_uid = Call("GET", Vms("/vm3")).Str({"metadata", "uid"});
+  ASSERT_EQ(Call("PATCH", Claims("/vm3-nvme"),
+                 absl::StrCat(R"({"spec":{"ownerVMUid":")", new_vm_uid, R"("}})"),
+                 "application/merge-patch+json")
+                .status,
+            200);
+  RestartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  ReportNodeA();
+  EXPECT_THAT(Filter(second).body,
+              HasSubstr(absl::StrCat("was made for an earlier VM named vm3 (uid ", old_vm_uid)));
+  const std::string second_uid =
+      Call("GET", Pods("/virt-launcher-vm3-b")).Str({"metadata", "uid"});
+  EXPECT_NE(Bind("virt-launcher-vm3-b", second_uid).body, R"({"Error":""})");
+  EXPECT_EQ(Call("GET", Claims("/vm3-nvme")).Str({"status", "ownerVMUid"}), old_vm_uid);
+}
+
 // The reclaim policy is the one field a user may change on a bound claim,
 // and the value the object has when it is deleted counts: Delete -> Retain
 // keeps the data.

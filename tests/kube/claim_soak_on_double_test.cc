@@ -1,7 +1,8 @@
 // A randomized soak of Kubernetes mode against the kube-apiserver double on
 // a real etcd: VMs created, started, stopped, deleted and re-created under
 // the same names, their claims deleted, node-a's driver reporting erases as
-// done, with apiserver delays, failures and lost answers and pdc-extender
+// done, their reclaim policy edited, with apiserver delays, failures, lost
+// answers and refusals (403: a quota, a forbidden status write) and pdc-extender
 // restarts (what a leader kill leaves: the process keeps nothing the API
 // does not hold), under templateReclaimPolicy Delete and Retain. The
 // invariants (tests/kube/claim_invariants.h) are checked after every step.
@@ -155,7 +156,7 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
         rapidjson::Document d;
         d.Parse(vm.pod_json.data(), vm.pod_json.size());
         vm.pod_uid = kube::GetString(d, {"metadata", "uid"});
-        switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
+        switch (std::uniform_int_distribution<int>(0, 7)(rng)) {
           case 0:
             what += " (claim write delayed)";
             api_->DelayRequests({"PATCH", "/persistentdeviceclaims/"}, 1, absl::Milliseconds(300));
@@ -168,12 +169,22 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
             what += " (annotation refused)";
             api_->FailRequests({"PATCH", absl::StrCat("/pods/", vm.pod)}, 1, 500);
             break;
+          case 3:  // 403: the namespace's quota on claims is used up.
+            what += " (claim create over quota)";
+            api_->admission().ExceedQuota(ns_, "pdc.kubevirt.io", "persistentdeviceclaims");
+            break;
+          case 4:  // 403: a policy forbids pdc the claims' status here.
+            what += " (claim status forbidden)";
+            api_->admission().Forbid(
+                {"pdc.kubevirt.io", "persistentdeviceclaims/status", "patch", ns_});
+            break;
           default:
             break;
         }
         (void)Filter(vm.pod_json);
         const std::string answer = Bind(vm.pod, vm.pod_uid).body;
         api_->ClearFaults();
+        api_->admission().Clear();
         if (answer == R"({"Error":""})") {
           invariants.Acknowledged({vm.pod, vm.pod_uid, {absl::StrCat(vm.name, "-nvme")}});
           ++acked;
@@ -196,7 +207,17 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
         Call("DELETE", Vms(absl::StrCat("/", vm.name)));
         vm.exists = false;
         break;
-      case 7:  // kubectl delete its claim.
+      case 7:  // kubectl delete its claim, or edit its reclaim policy.
+        if (std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
+          what = "edit reclaimPolicy";
+          Call("PATCH", Claims(absl::StrCat("/", vm.name, "-nvme")),
+               absl::StrCat(R"({"spec":{"reclaimPolicy":")",
+                            std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? "Delete"
+                                                                               : "Retain",
+                            R"("}})"),
+               "application/merge-patch+json");
+          break;
+        }
         what = "delete claim";
         Call("DELETE", Claims(absl::StrCat("/", vm.name, "-nvme")));
         break;
