@@ -56,7 +56,7 @@ class ClaimRefusalsOnDoubleTest : public ExtenderOnDoubleTest {
   void StartExtenderForRefusals() {
     // No pdc-node confirms hand-offs here: the gate would refuse every VM
     // after the first.
-    configure_ = [](PdcConfig* c) { c->extender.serialize_handoffs = false; };
+    configure_ = [](PdcConfig* c) { c->extender.allocator.serialize_handoffs = false; };
     StartExtender(StoreKind::kKubernetes);
   }
   // VM `vm`, its VMI and virt-launcher pod in the current namespace; the
@@ -237,7 +237,7 @@ TEST_F(ClaimRefusalsOnDoubleTest, ARefusedStatusWriteOutsideABindIsRetriedNotFat
 // Lease, so a follower takes over within a retry period.
 TEST_F(ClaimRefusalsOnDoubleTest, ALeaderWhoseStoreFailedGivesItsLeaseUpAtOnce) {
   configure_ = [](PdcConfig* c) {
-    c->extender.serialize_handoffs = false;
+    c->extender.allocator.serialize_handoffs = false;
     c->extender.leader_election.enabled = true;
     c->extender.leader_election.identity = "replica-a";
   };
