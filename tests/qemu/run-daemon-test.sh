@@ -22,13 +22,13 @@
 #   of this repository; the script builds pdc-extender, pdc-node and
 #   pdc-daemon-guest-check in it.
 # Environment: PDC_QEMU_WORK (work/cache dir, default BUILD_DIR/qemu-daemon),
-#   PDC_QEMU_TIMEOUT (seconds for the VM, default 150).
+#   PDC_QEMU_TIMEOUT (seconds for the VM, default 240).
 # Exit status 0 only when the guest prints "PDC-DAEMON-RESULT: PASS".
 set -euo pipefail
 
 # shellcheck source=tests/qemu/qemu-common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/qemu-common.sh"
-qemu_setup run-daemon-test qemu-daemon 150 "${1:-}"
+qemu_setup run-daemon-test qemu-daemon 240 "${1:-}"
 trap 'log "FAIL: command at line $LINENO failed"' ERR
 
 qemu_host_packages
@@ -47,6 +47,21 @@ INIT=$WORK/init.new
 { qemu_init_prologue; cat <<'INIT'; } >"$INIT"
 mount -t tmpfs tmpfs /tmp
 ip link set lo up
+modprobe uio_pci_generic || echo "guest: modprobe uio_pci_generic failed"
+addr_of() {  # The PCI address of the controller with serial $1.
+  for c in /sys/class/nvme/*; do
+    read -r s <"$c/serial"
+    [ "$s" = "$1" ] && basename "$(readlink -f "$c/device")"
+  done
+}
+# move_to ADDR DRIVER: binds the function at ADDR to DRIVER by hand.
+move_to() {
+  echo "$2" >"/sys/bus/pci/devices/$1/driver_override"
+  echo "$1" >"/sys/bus/pci/devices/$1/driver/unbind"
+  echo "$1" >/sys/bus/pci/drivers_probe
+  [ "$(basename "$(readlink -f "/sys/bus/pci/devices/$1/driver")")" = "$2" ] &&
+    echo "guest: $1 bound to $2 by hand"
+}
 ns_of() {  # The namespace block device of the controller with serial $1.
   for c in /sys/class/nvme/*; do
     read -r s <"$c/serial"
@@ -54,7 +69,7 @@ ns_of() {  # The namespace block device of the controller with serial $1.
   done
 }
 i=0
-while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 4 ] && [ $i -lt 300 ]; do
+while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 9 ] && [ $i -lt 300 ]; do
   sleep 0.1; i=$((i + 1))
 done
 mnt=$(ns_of pdc-mnt); lp=$(ns_of pdc-loop)
@@ -66,6 +81,9 @@ if mount -t ext2 "$lp" /mnt/b && dd if=/dev/zero of=/mnt/b/loop.img bs=1M count=
     losetup /dev/loop0 /mnt/b/loop.img; then
   echo "guest: /dev/loop0 over /mnt/b/loop.img on $lp (pdc-loop)"
 fi
+uio=$(addr_of pdc-uio); hand=$(addr_of pdc-hand)
+move_to "$uio" uio_pci_generic
+move_to "$hand" vfio-pci
 mkdir -p /etc/pdc /var/lib/pdc /var/lib/pdc-node /var/lib/kubelet/device-plugins
 cat >/etc/pdc/pdc.yaml <<'YAML'
 logLevel: info
@@ -80,12 +98,15 @@ node:
   extenderURL: "http://127.0.0.1:8888"
   stateDir: /var/lib/pdc-node
   heartbeatInterval: 1s
-  metricsListen: ""
+  metricsListen: "127.0.0.1:9100"
 YAML
 /pdc-extender --config=/etc/pdc/pdc.yaml >/tmp/pdc-extender.log 2>&1 &
 /pdc-node --config=/etc/pdc/pdc.yaml >/tmp/pdc-node.log 2>&1 &
+echo $! >/tmp/pdc-node.pid
 /pdc-daemon-guest-check --node=guest --vm=pdc-vm --exclusive=pdc-excl \
-  --host-used=pdc-mnt:mounted --host-used=pdc-loop:backs-a-loop-device --move
+  --host-used=pdc-mnt:mounted --host-used=pdc-loop:backs-a-loop-device \
+  --host-used=pdc-md:an-unassembled-md-member --host-used=pdc-lvm:an-inactive-LVM-PV \
+  --uio="$uio" --hand-vfio="$hand" --partitioned=pdc-part --move
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "guest: pdc-node log tail:"; tail -n 25 /tmp/pdc-node.log | sed 's/^/  | /'
@@ -129,6 +150,15 @@ fi
 
 qemu_ext2_image "$WORK/mounted.img" 8M
 qemu_ext2_image "$WORK/loopfs.img" 8M
+# An md RAID member (superblock 1.2: magic a92b4efc, little-endian, at 4 KiB)
+# and an LVM2 physical volume (label "LABELONE" in sector 1, type "LVM2 001"),
+# neither assembled nor active; and an empty drive its claim's guest will
+# partition.
+for img in md lvm part; do rm -f "$WORK/$img.img" && truncate -s 8M "$WORK/$img.img"; done
+printf '\xfc\x4e\x2b\xa9\x01\x00\x00\x00' |
+  dd of="$WORK/md.img" bs=1 seek=4096 conv=notrunc status=none
+{ printf 'LABELONE\x01\x00\x00\x00\x00\x00\x00\x00'; printf '\x00%.0s' 1 2 3 4 5 6 7 8
+  printf 'LVM2 001'; } | dd of="$WORK/lvm.img" bs=1 seek=512 conv=notrunc status=none
 
 # --- QEMU's monitor ---------------------------------------------------------------
 MON=$WORK/monitor.sock
@@ -183,7 +213,7 @@ on_action() {
 }
 
 # --- Boot -----------------------------------------------------------------------
-log "booting $KV under QEMU (TCG, intel-iommu, 4 NVMe, 2 root ports)"
+log "booting $KV under QEMU (TCG, intel-iommu, 9 NVMe, 2 root ports)"
 CONSOLE=$WORK/console.log
 : >"$CONSOLE"
 rm -f "$MON"
@@ -200,6 +230,11 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -drive if=none,id=dl,file="$WORK/loopfs.img",format=raw \
   -device nvme,drive=dl,serial=pdc-loop \
   -drive if=none,id=dx,driver=null-co,size=64M -device nvme,drive=dx,serial=pdc-excl \
+  -drive if=none,id=dmd,file="$WORK/md.img",format=raw -device nvme,drive=dmd,serial=pdc-md \
+  -drive if=none,id=dlv,file="$WORK/lvm.img",format=raw -device nvme,drive=dlv,serial=pdc-lvm \
+  -drive if=none,id=dp,file="$WORK/part.img",format=raw -device nvme,drive=dp,serial=pdc-part \
+  -drive if=none,id=du,driver=null-co,size=64M -device nvme,drive=du,serial=pdc-uio \
+  -drive if=none,id=dh,driver=null-co,size=64M -device nvme,drive=dh,serial=pdc-hand \
   -kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$INITRD" \
   -append "console=ttyS0 panic=-1 intel_iommu=on iommu=pt quiet loglevel=3" \
   -monitor "unix:$MON,server,nowait" \
