@@ -587,6 +587,119 @@ void EraseWaitsForOpenGroup(Env& e, PciAddress a) {
   Check(head == std::string(512, '\0'), "the erased drive's first sector (its MBR) reads zeros");
 }
 
+// The first sector of the namespace of the controller with `serial`, or ""
+// when it cannot be read.
+std::string FirstSector(const std::string& serial) {
+  std::optional<driver::PciFunctionInfo> f = FunctionBySerial(serial);
+  if (!f || f->nvme_controller.empty()) return "";
+  const int fd =
+      open(absl::StrCat("/dev/", f->nvme_controller, "n1").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string head(512, '\0');
+  const bool ok = pread(fd, head.data(), head.size(), 0) == 512;
+  close(fd);
+  return ok ? head : "";
+}
+
+// A renumbering while an erase is pending: the Delete-policy claim's drive
+// (its data a pattern) waits for its erase behind an open VFIO group; the
+// host unplugs it, puts a host drive (serial `kHostSerial`, content
+// kHostContent) into the vacated slot and plugs the claimed drive back on
+// another root port. pdc-node must format nothing but the claimed drive:
+// the host's drive at the journaled address keeps its content (read here,
+// and grepped in its image by run-daemon-test.sh afterwards); the claimed
+// drive is not offered while it holds its data, and is erased at its new
+// address.
+constexpr char kHostSerial[] = "pdc-host2";
+constexpr char kHostContent[] = "PDC-HOST-CONTENT";
+constexpr char kGuestData[] = "PDC-GUEST-DATA";
+void RenumberingWhileErasePending(Env& e, PciAddress a) {
+  const std::string addr = a.ToString();
+  std::optional<driver::PciFunctionInfo> f = FunctionBySerial(e.opt.part_serial);
+  bool written = false;
+  if (f && !f->nvme_controller.empty()) {
+    const int fd =
+        open(absl::StrCat("/dev/", f->nvme_controller, "n1").c_str(), O_WRONLY | O_CLOEXEC);
+    std::string data(512, '\0');
+    data.replace(0, sizeof(kGuestData) - 1, kGuestData);
+    written = fd >= 0 && pwrite(fd, data.data(), data.size(), 0) == 512 && fsync(fd) == 0;
+    if (fd >= 0) close(fd);
+  }
+  Check(written, absl::StrCat(e.opt.part_serial, " holds data (", kGuestData, ")"));
+  api::ClaimCreate create;
+  create.key = ClaimKey{kNs, "part-disk-2"};
+  create.spec.resource_name = kResource;
+  create.spec.count = 1;
+  create.spec.serial = e.opt.part_serial;
+  create.spec.reclaim_policy = ReclaimPolicy::kDelete;
+  Check(e.pdc->CreateClaim(create).ok(), "claim part-disk-2 (reclaimPolicy Delete)");
+  const sim::PodInfo pod = VmPod("vm4", "k1l2m", {"part-disk-2"});
+  if (!Schedule(e, pod)) return;
+  if (CheckBoundAndHandedOff(e, "part-disk-2", pod, e.opt.part_serial) != a) return;
+  std::optional<api::DeviceListing> l = e.view.ByAddress(a);
+  const pid_t holder = l ? HoldVfioGroup(l->device.iommu_group) : -1;
+  if (holder < 0) return;
+  const size_t before = LinesWith(e.opt.node_log, {addr, "vfio_group_in_use"}).size();
+  Check(e.pdc->DeleteClaim(ClaimKey{kNs, "part-disk-2"}, true).ok(),
+        "claim part-disk-2 deleted (force)");
+  const bool pending = WaitFor(absl::Seconds(20), [&] {
+    return LinesWith(e.opt.node_log, {addr, "vfio_group_in_use"}).size() > before;
+  });
+  Check(pending, absl::StrCat("the erase of ", addr, " is pending (vfio_group_in_use)"));
+  HostAction("unplug-part");
+  const bool gone = WaitFor(absl::Seconds(40), [&] { return !FunctionAt(a); });
+  Check(gone, absl::StrCat(addr, " was hot-unplugged with its erase pending"));
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  if (!gone) return;
+  HostAction("plug-host2");
+  std::optional<driver::PciFunctionInfo> h;
+  const bool there = WaitFor(absl::Seconds(40), [&] {
+    h = FunctionBySerial(kHostSerial);
+    return h && !FirstSector(kHostSerial).empty();
+  });
+  Check(there && h->address == a,
+        absl::StrCat(kHostSerial, " (the host's drive) plugged into the vacated slot, at ",
+                     there ? h->address.ToString() : "(nowhere)", " (want ", addr, ")"));
+  if (!there) return;
+  // pdc-node runs a pass a second: the listing shows it saw the new drive,
+  // then five more passes.
+  WaitFor(absl::Seconds(20), [&] {
+    std::optional<api::DeviceListing> x = e.view.ByAddress(a);
+    return x && x->device.serial == kHostSerial;
+  });
+  WaitFor(absl::Seconds(5), [] { return false; });
+  Check(FirstSector(kHostSerial).starts_with(kHostContent) && OnDriver(a, "nvme"),
+        absl::StrCat(kHostSerial, " at ", addr, " keeps its content and stays on nvme (",
+                     Describe(e.view.ByAddress(a)), ")"));
+  HostAction("plug-part");
+  std::optional<driver::PciFunctionInfo> p;
+  const bool back = WaitFor(absl::Seconds(40), [&] {
+    p = FunctionBySerial(e.opt.part_serial);
+    return p && p->address != a && !p->nvme_controller.empty();
+  });
+  Check(back, absl::StrCat(e.opt.part_serial, " is back at a new address ",
+                           back ? p->address.ToString() : "(none)"));
+  if (!back) return;
+  bool offered_with_data = false;
+  std::optional<api::DeviceListing> r;
+  const bool erased = WaitFor(absl::Seconds(40), [&] {
+    r = e.view.BySerial(e.opt.part_serial);
+    const std::string head = FirstSector(e.opt.part_serial);
+    const bool has_data = head.starts_with(kGuestData);
+    offered_with_data = offered_with_data || (r && r->state == api::DeviceState::kFree && has_data);
+    return r && r->state == api::DeviceState::kFree && head == std::string(512, '\0');
+  });
+  Check(!offered_with_data,
+        absl::StrCat(e.opt.part_serial, " was never listed free while it held its data"));
+  Check(erased, absl::StrCat(e.opt.part_serial, " is erased at its new address ",
+                             p->address.ToString(), " and free (", Describe(r), ")"));
+  std::vector<std::string> lines = LinesWith(e.opt.node_log, {"erased", e.opt.part_serial});
+  if (!lines.empty()) std::printf("  pdc-node: %s\n", lines.back().c_str());
+  Check(FirstSector(kHostSerial).starts_with(kHostContent),
+        absl::StrCat(kHostSerial, " still holds ", kHostContent));
+}
+
 // A child holds /dev/<ns> open with O_EXCL until killed.
 pid_t HoldExclusive(const std::string& serial) {
   std::optional<driver::PciFunctionInfo> f = FunctionBySerial(serial);
@@ -694,6 +807,7 @@ int Main(int argc, char** argv) {
   if (part) {
     PartitionedDriveAfterRestart(e, *part);
     EraseWaitsForOpenGroup(e, *part);
+    if (opt.move) RenumberingWhileErasePending(e, *part);
   }
   if (holder > 0) {
     kill(holder, SIGKILL);

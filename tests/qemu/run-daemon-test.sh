@@ -154,7 +154,10 @@ qemu_ext2_image "$WORK/loopfs.img" 8M
 # and an LVM2 physical volume (label "LABELONE" in sector 1, type "LVM2 001"),
 # neither assembled nor active; and an empty drive its claim's guest will
 # partition.
-for img in md lvm part; do rm -f "$WORK/$img.img" && truncate -s 8M "$WORK/$img.img"; done
+# The host's drive plugged into the slot of a drive whose erase is pending
+# holds a pattern it must keep.
+for img in md lvm part host2; do rm -f "$WORK/$img.img" && truncate -s 8M "$WORK/$img.img"; done
+printf 'PDC-HOST-CONTENT' | dd of="$WORK/host2.img" conv=notrunc status=none
 printf '\xfc\x4e\x2b\xa9\x01\x00\x00\x00' |
   dd of="$WORK/md.img" bs=1 seek=4096 conv=notrunc status=none
 { printf 'LABELONE\x01\x00\x00\x00\x00\x00\x00\x00'; printf '\x00%.0s' 1 2 3 4 5 6 7 8
@@ -209,11 +212,30 @@ on_action() {
         sleep 0.5
       done
       log "device_add vm-nvme-2 (same drive, same serial) on root port rp2" ;;
+    unplug-part)
+      local said
+      said=$(hmp "device_del part-nvme")
+      [ -z "$said" ] || log "device_del part-nvme: $said"
+      log "device_del part-nvme (its erase pending) on root port rp3" ;;
+    plug-host2)
+      local said
+      said=$(hmp "device_add nvme,id=host2-nvme,drive=dh2,serial=pdc-host2,bus=rp3")
+      [ -z "$said" ] || log "device_add host2-nvme: $said"
+      log "device_add host2-nvme (the host's drive, serial pdc-host2) on root port rp3" ;;
+    plug-part)
+      local out i
+      for i in $(seq 1 20); do
+        out=$(hmp "device_add nvme,id=part-nvme-2,drive=dp,serial=pdc-part,bus=rp4")
+        [ -z "$out" ] && break
+        log "device_add: $out (retrying)"
+        sleep 0.5
+      done
+      log "device_add part-nvme-2 (same drive, same serial) on root port rp4" ;;
   esac
 }
 
 # --- Boot -----------------------------------------------------------------------
-log "booting $KV under QEMU (TCG, intel-iommu, 9 NVMe, 2 root ports)"
+log "booting $KV under QEMU (TCG, intel-iommu, 9 NVMe, 4 root ports)"
 CONSOLE=$WORK/console.log
 : >"$CONSOLE"
 rm -f "$MON"
@@ -232,7 +254,11 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -drive if=none,id=dx,driver=null-co,size=64M -device nvme,drive=dx,serial=pdc-excl \
   -drive if=none,id=dmd,file="$WORK/md.img",format=raw -device nvme,drive=dmd,serial=pdc-md \
   -drive if=none,id=dlv,file="$WORK/lvm.img",format=raw -device nvme,drive=dlv,serial=pdc-lvm \
-  -drive if=none,id=dp,file="$WORK/part.img",format=raw -device nvme,drive=dp,serial=pdc-part \
+  -device pcie-root-port,id=rp3,bus=pcie.0,chassis=3,slot=3 \
+  -device pcie-root-port,id=rp4,bus=pcie.0,chassis=4,slot=4 \
+  -blockdev driver=raw,node-name=dp,file.driver=file,file.filename="$WORK/part.img" \
+  -blockdev driver=raw,node-name=dh2,file.driver=file,file.filename="$WORK/host2.img" \
+  -device nvme,id=part-nvme,drive=dp,serial=pdc-part,bus=rp3 \
   -drive if=none,id=du,driver=null-co,size=64M -device nvme,drive=du,serial=pdc-uio \
   -drive if=none,id=dh,driver=null-co,size=64M -device nvme,drive=dh,serial=pdc-hand \
   -kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$INITRD" \
@@ -252,4 +278,10 @@ wait "$QPID"
 qemu_rc=$?
 set -e
 
+# The host's drive that took the slot of a drive with a pending erase was
+# formatted by no one.
+if ! grep -q "^PDC-DAEMON-RESULT: FAIL" "$CONSOLE" &&
+    [ "$(head -c 16 "$WORK/host2.img")" != "PDC-HOST-CONTENT" ]; then
+  die "host2.img (the host's drive, serial pdc-host2) lost its content"
+fi
 qemu_verdict "$CONSOLE" PDC-DAEMON-RESULT "$qemu_rc" "real-kernel whole-node test"
