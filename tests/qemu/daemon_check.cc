@@ -698,6 +698,15 @@ void RenumberingWhileErasePending(Env& e, PciAddress a) {
   if (!lines.empty()) std::printf("  pdc-node: %s\n", lines.back().c_str());
   Check(FirstSector(kHostSerial).starts_with(kHostContent),
         absl::StrCat(kHostSerial, " still holds ", kHostContent));
+  // The erase is done: the address it was journaled at no longer holds the
+  // drive that took it.
+  std::optional<api::DeviceListing> x;
+  const bool released = WaitFor(absl::Seconds(10), [&] {
+    x = e.view.ByAddress(a);
+    return x && x->device.serial == kHostSerial && x->state != api::DeviceState::kReturning;
+  });
+  Check(released, absl::StrCat(kHostSerial, " at ", addr,
+                               " is no longer held for the finished erase (", Describe(x), ")"));
 }
 
 // A child holds /dev/<ns> open with O_EXCL until killed.
