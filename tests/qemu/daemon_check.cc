@@ -663,12 +663,12 @@ void RenumberingWhileErasePending(Env& e, PciAddress a) {
                      there ? h->address.ToString() : "(nowhere)", " (want ", addr, ")"));
   if (!there) return;
   // pdc-node runs a pass a second: the listing shows it saw the new drive,
-  // then five more passes.
+  // then three more passes.
   WaitFor(absl::Seconds(20), [&] {
     std::optional<api::DeviceListing> x = e.view.ByAddress(a);
     return x && x->device.serial == kHostSerial;
   });
-  WaitFor(absl::Seconds(5), [] { return false; });
+  WaitFor(absl::Seconds(3), [] { return false; });
   Check(FirstSector(kHostSerial).starts_with(kHostContent) && OnDriver(a, "nvme"),
         absl::StrCat(kHostSerial, " at ", addr, " keeps its content and stays on nvme (",
                      Describe(e.view.ByAddress(a)), ")"));

@@ -223,8 +223,8 @@ on_action() {
       [ -z "$said" ] || log "device_add host2-nvme: $said"
       log "device_add host2-nvme (the host's drive, serial pdc-host2) on root port rp3" ;;
     plug-part)
-      local out i
-      for i in $(seq 1 20); do
+      local out
+      for _ in $(seq 1 20); do
         out=$(hmp "device_add nvme,id=part-nvme-2,drive=dp,serial=pdc-part,bus=rp4")
         [ -z "$out" ] && break
         log "device_add: $out (retrying)"
