@@ -696,6 +696,16 @@ void RenumberingWhileErasePending(Env& e, PciAddress a) {
                              p->address.ToString(), " and free (", Describe(r), ")"));
   std::vector<std::string> lines = LinesWith(e.opt.node_log, {"erased", e.opt.part_serial});
   if (!lines.empty()) std::printf("  pdc-node: %s\n", lines.back().c_str());
+  // pdc-node decided with the host's drive at the journaled address: it
+  // followed the serial ("left alone"), or, when its retry came while the
+  // claimed drive was nowhere, refused the drive there (drive_changed).
+  std::vector<std::string> decided = LinesWith(e.opt.node_log, {addr, "is another drive"});
+  const bool refused =
+      NodeGet(e, "/metrics").second.find("reason=\"drive_changed\"") != std::string::npos;
+  Check(!decided.empty() || refused,
+        absl::StrCat("pdc-node saw ", kHostSerial, " at ", addr,
+                     " and left it alone (followed the serial, or refused: drive_changed)"));
+  if (!decided.empty()) std::printf("  pdc-node: %s\n", decided.back().c_str());
   Check(FirstSector(kHostSerial).starts_with(kHostContent),
         absl::StrCat(kHostSerial, " still holds ", kHostContent));
   // The erase is done: the address it was journaled at no longer holds the
