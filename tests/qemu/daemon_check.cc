@@ -20,7 +20,13 @@
 // took it is held while the Lost claim names the address, left on nvme, and
 // free once the claim moved on), the claim follows the serial to the new
 // address, pdc-node binds it, and Allocate for the VM's restarted pod
-// answers the new address.
+// answers the new address. Also: a function on uio_pci_generic and one bound
+// to vfio-pci by hand are never offered; unassembled md and inactive LVM
+// signatures refuse a drive; a partitioned claimed drive is bound by a
+// restarted pdc-node; a Delete-policy erase waits while the VFIO group is
+// open (pdc-node keeps answering), and a renumbering while it is pending
+// formats nothing but the claimed drive ("unplug-part", "plug-host2",
+// "plug-part").
 // Prints "PASS:"/"FAIL:" lines and "PDC-DAEMON-RESULT: PASS|FAIL".
 // Not part of the product.
 #include <fcntl.h>
