@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Real-kernel test of pdc's whole node path. Boots the same stock Debian 12
-# kernel as run-vfio-test.sh under QEMU/TCG (emulated Intel IOMMU, four
-# emulated NVMe controllers, one of them behind a hot-pluggable
-# pcie-root-port, a fifth hot-plugged later) and runs, inside a busybox initramfs, the real daemons on
+# kernel as run-vfio-test.sh under QEMU/TCG (emulated Intel IOMMU, nine
+# emulated NVMe controllers, two of them behind hot-pluggable
+# pcie-root-ports, three more hot-plugged later) and runs, inside a busybox initramfs, the real daemons on
 # loopback: pdc-extender (embedded file store) and pdc-node (reconcile loop,
 # bind journal, device plugin), both from one config file the guest's /init
 # writes, and pdc-daemon-guest-check (tests/qemu/daemon_check.cc), which
@@ -15,7 +15,10 @@
 # "PDC-HOST-ACTION: plug" it adds the same drive with the same serial on
 # another root port (device_add): a PCI renumbering under a running node;
 # on "PDC-HOST-ACTION: plug-other", before that, it adds another drive
-# (serial pdc-swap) into the vacated slot.
+# (serial pdc-swap) into the vacated slot. Likewise "unplug-part",
+# "plug-host2" and "plug-part" renumber the drive whose erase is pending and
+# put the host's drive (serial pdc-host2, content PDC-HOST-CONTENT, checked in
+# its image afterwards) into its slot.
 #
 # Usage: tests/qemu/run-daemon-test.sh [BUILD_DIR]
 #   BUILD_DIR (default: $PDC_BUILD_DIR or <repo>/build) is a CMake build tree
