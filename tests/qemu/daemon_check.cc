@@ -20,15 +20,24 @@
 // took it is held while the Lost claim names the address, left on nvme, and
 // free once the claim moved on), the claim follows the serial to the new
 // address, pdc-node binds it, and Allocate for the VM's restarted pod
-// answers the new address.
+// answers the new address. Also: a function on uio_pci_generic and one bound
+// to vfio-pci by hand are never offered; unassembled md and inactive LVM
+// signatures refuse a drive; a partitioned claimed drive is bound by a
+// restarted pdc-node; a Delete-policy erase waits while the VFIO group is
+// open (pdc-node keeps answering), and a renumbering while it is pending
+// formats nothing but the claimed drive ("unplug-part", "plug-host2",
+// "plug-part").
 // Prints "PASS:"/"FAIL:" lines and "PDC-DAEMON-RESULT: PASS|FAIL".
 // Not part of the product.
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -56,6 +65,16 @@ struct Options {
   std::string vm_serial = "pdc-vm";
   std::vector<std::string> host_used;  // serial:how
   bool move = false;
+  // Functions the guest's /init moved before pdc-node started: one to
+  // uio_pci_generic, one to vfio-pci by hand (no journal entry).
+  std::optional<PciAddress> uio;
+  std::optional<PciAddress> hand_vfio;
+  // The drive a Delete-policy claim holds: partitioned under a restarted
+  // pdc-node, then erased while its VFIO group is open.
+  std::string part_serial;
+  std::string node_pid_file = "/tmp/pdc-node.pid";
+  std::string node_cmd = "/pdc-node --config=/etc/pdc/pdc.yaml";
+  std::string node_metrics = "http://127.0.0.1:9100";
 };
 
 struct Env {
@@ -124,16 +143,16 @@ bool Schedule(Env& e, const sim::PodInfo& pod) {
 // The claim `name` bound at the device with `serial` on vfio-pci, handed off
 // to `pod`. Returns the address.
 std::optional<PciAddress> CheckBoundAndHandedOff(Env& e, const std::string& name,
-                                                 const sim::PodInfo& pod) {
+                                                 const sim::PodInfo& pod,
+                                                 const std::string& serial) {
   std::optional<Claim> c;
   WaitFor(absl::Seconds(10), [&] {
     c = GetClaim(e, name);
     return c && c->status.phase == ClaimPhase::kBound && c->status.devices.size() == 1;
   });
   const bool bound = c && c->status.phase == ClaimPhase::kBound && c->status.devices.size() == 1;
-  Check(bound && c->status.devices[0].serial == e.opt.vm_serial && c->status.node == e.opt.node,
-        absl::StrCat("claim ", name, " is Bound on ", e.opt.node, " to serial ",
-                     e.opt.vm_serial));
+  Check(bound && c->status.devices[0].serial == serial && c->status.node == e.opt.node,
+        absl::StrCat("claim ", name, " is Bound on ", e.opt.node, " to serial ", serial));
   if (!bound) return std::nullopt;
   const PciAddress a = c->status.devices[0].address;
   const bool vfio = WaitFor(absl::Seconds(20), [&] { return OnDriver(a, driver::kVfioPci); });
@@ -162,7 +181,7 @@ std::optional<PciAddress> HappyPath(Env& e) {
         "claim default/vm1-disk created (REST), Pending");
   const sim::PodInfo pod = VmPod("vm1", "a1b2c", {"vm1-disk"});
   if (!Schedule(e, pod)) return std::nullopt;
-  return CheckBoundAndHandedOff(e, "vm1-disk", pod);
+  return CheckBoundAndHandedOff(e, "vm1-disk", pod, e.opt.vm_serial);
 }
 
 // A controller the host uses (`how`: mounted, O_EXCL held, loop device).
@@ -323,8 +342,387 @@ void Renumbering(Env& e, PciAddress old_addr) {
   e.kubelet->Release(VmPod("vm1", "a1b2c", {}).uid);
   const sim::PodInfo again = VmPod("vm1", "r3s4t", {"vm1-disk"});
   if (!Schedule(e, again)) return;
-  std::optional<PciAddress> a = CheckBoundAndHandedOff(e, "vm1-disk", again);
+  std::optional<PciAddress> a = CheckBoundAndHandedOff(e, "vm1-disk", again, e.opt.vm_serial);
   Check(a == now, absl::StrCat("the restarted pod got ", now.ToString()));
+}
+
+// A function /init moved off nvme before pdc-node started (`how`): never
+// offered, reported unhealthy with `log_says` in pdc-node's log, and a claim
+// pinned to its address is not bound.
+void CheckRefusedAt(Env& e, PciAddress a, const std::string& how, const std::string& log_says,
+                    const std::string& claim) {
+  const std::string addr = a.ToString();
+  std::optional<api::DeviceListing> l;
+  const bool unhealthy = WaitFor(absl::Seconds(20), [&] {
+    l = e.view.ByAddress(a);
+    return l && l->device.health == DeviceHealth::kUnhealthy;
+  });
+  Check(unhealthy && l->state != api::DeviceState::kFree,
+        absl::StrCat(addr, " (", how, ") is reported unhealthy, never free (", Describe(l), ")"));
+  std::vector<std::string> lines;
+  const bool logged = WaitFor(absl::Seconds(10), [&] {
+    lines = LinesWith(e.opt.node_log, {addr, log_says});
+    return !lines.empty();
+  });
+  Check(logged, absl::StrCat("pdc-node logged that ", addr, " ", log_says));
+  if (logged) std::printf("  pdc-node: %s\n", lines.back().c_str());
+  api::ClaimCreate create;
+  create.key = ClaimKey{kNs, claim};
+  create.spec.resource_name = kResource;
+  create.spec.count = 1;
+  create.spec.node = e.opt.node;
+  create.spec.address = a;
+  absl::StatusOr<Claim> made = e.pdc->CreateClaim(create);
+  Check(made.ok(), absl::StrCat("claim ", claim, " pinned to ", e.opt.node, " ", addr,
+                                made.ok() ? "" : ": " + made.status().ToString()));
+  const sim::PodInfo pod = VmPod(absl::StrCat("vm-", claim), "u7v8w", {claim});
+  std::string reason;
+  absl::StatusOr<bool> passed = e.sched.Filter(pod, &reason);
+  Check(passed.ok() && !*passed,
+        absl::StrCat("filter fails ", e.opt.node, " for ", pod.name, ": ", reason));
+  std::optional<Claim> c = GetClaim(e, claim);
+  Check(c && c->status.phase == ClaimPhase::kPending,
+        absl::StrCat("claim ", claim, " stays Pending"));
+}
+
+// The Delete-policy claim "part-disk" pinned to `serial`, bound on vfio-pci.
+std::optional<PciAddress> ClaimPartDrive(Env& e, const std::string& serial) {
+  api::ClaimCreate create;
+  create.key = ClaimKey{kNs, "part-disk"};
+  create.spec.resource_name = kResource;
+  create.spec.count = 1;
+  create.spec.serial = serial;
+  create.spec.reclaim_policy = ReclaimPolicy::kDelete;
+  Check(e.pdc->CreateClaim(create).ok(),
+        absl::StrCat("claim part-disk pinned to ", serial, ", reclaimPolicy Delete"));
+  const sim::PodInfo pod = VmPod("vm3", "p5q6r", {"part-disk"});
+  if (!Schedule(e, pod)) return std::nullopt;
+  return CheckBoundAndHandedOff(e, "part-disk", pod, serial);
+}
+
+bool WriteSysfs(const std::string& path, const std::string& value) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size());
+  close(fd);
+  return ok;
+}
+
+int ReadPid(const std::string& path) {
+  std::ifstream in(path);
+  int pid = -1;
+  in >> pid;
+  return pid;
+}
+
+// Whether process `pid` is gone (or a zombie nobody reaped yet).
+bool ProcessGone(int pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  return stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() &&
+                          stat[paren + 2] == 'Z');
+}
+
+// An MBR with two Linux partitions (1 MiB at 2048, 1 MiB at 4096) and no
+// file system in them.
+std::string TwoPartitionMbr() {
+  std::string mbr(512, '\0');
+  auto le32 = [&](size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) mbr[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  for (int p = 0; p < 2; ++p) {
+    const size_t e = 446 + 16 * p;
+    mbr[e + 4] = static_cast<char>(0x83);
+    le32(e + 8, 2048 + 2048 * p);
+    le32(e + 12, 2048);
+  }
+  mbr[510] = static_cast<char>(0x55);
+  mbr[511] = static_cast<char>(0xaa);
+  return mbr;
+}
+
+// A node restart while the claimed drive came back on nvme with a partition
+// table its guest wrote (as after a reboot of the host): pdc-node stops, the
+// drive is handed to nvme by hand and partitioned (the kernel reads the
+// table: nvmeXn1p1, p2), pdc-node starts again and binds it to vfio-pci: the
+// partitions are no host use (only whole disks are held O_EXCL; what the
+// claim's guest wrote is not the host's).
+void PartitionedDriveAfterRestart(Env& e, PciAddress a) {
+  const std::string addr = a.ToString();
+  const int pid = ReadPid(e.opt.node_pid_file);
+  Check(pid > 0 && kill(pid, SIGTERM) == 0, absl::StrCat("pdc-node (pid ", pid, ") stopped"));
+  if (pid <= 0) return;
+  const bool gone = WaitFor(absl::Seconds(20), [&] { return ProcessGone(pid); });
+  Check(gone, "pdc-node exited");
+  const std::string dev = absl::StrCat("/sys/bus/pci/devices/", addr);
+  const bool on_nvme =
+      WriteSysfs(dev + "/driver/unbind", addr) && WriteSysfs(dev + "/driver_override", "\n") &&
+      WriteSysfs("/sys/bus/pci/drivers_probe", addr) &&
+      WaitFor(absl::Seconds(20), [&] {
+        std::optional<driver::PciFunctionInfo> f = FunctionBySerial(e.opt.part_serial);
+        return f && f->address == a && !f->nvme_controller.empty() &&
+               access(absl::StrCat("/dev/", f->nvme_controller, "n1").c_str(), F_OK) == 0;
+      });
+  Check(on_nvme, absl::StrCat(addr, " is back on nvme (by hand, as after a reboot)"));
+  if (!on_nvme) return;
+  const std::string ns = absl::StrCat(FunctionBySerial(e.opt.part_serial)->nvme_controller, "n1");
+  const int fd = open(absl::StrCat("/dev/", ns).c_str(), O_RDWR | O_CLOEXEC);
+  const std::string mbr = TwoPartitionMbr();
+  bool written = fd >= 0 && pwrite(fd, mbr.data(), mbr.size(), 0) == 512 && fsync(fd) == 0 &&
+                 ioctl(fd, BLKRRPART) == 0;
+  if (fd >= 0) close(fd);
+  written = written && WaitFor(absl::Seconds(10), [&] {
+              return access(absl::StrCat("/sys/class/block/", ns, "p1").c_str(), F_OK) == 0 &&
+                     access(absl::StrCat("/sys/class/block/", ns, "p2").c_str(), F_OK) == 0;
+            });
+  Check(written, absl::StrCat(ns, " has an MBR with partitions ", ns, "p1 and ", ns,
+                              "p2 (kernel re-read the table)"));
+  const pid_t child = fork();
+  if (child == 0) {
+    const int out = open(e.opt.node_log.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (out >= 0) {
+      dup2(out, 1);
+      dup2(out, 2);
+    }
+    execl("/bin/sh", "sh", "-c", absl::StrCat("exec ", e.opt.node_cmd).c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  {
+    std::ofstream pf(e.opt.node_pid_file, std::ios::trunc);
+    pf << child << "\n";
+  }
+  Check(child > 0, absl::StrCat("pdc-node started again (pid ", child, ")"));
+  const bool vfio = WaitFor(absl::Seconds(40), [&] { return OnDriver(a, driver::kVfioPci); });
+  Check(vfio, absl::StrCat("the restarted pdc-node bound the partitioned claimed drive ", addr,
+                           " to vfio-pci"));
+  std::optional<Claim> c = GetClaim(e, "part-disk");
+  Check(c && c->status.phase == ClaimPhase::kBound && c->status.devices.size() == 1 &&
+            c->status.devices[0].address == a,
+        absl::StrCat("claim part-disk stays Bound to ", addr));
+}
+
+// A child holds /dev/vfio/<group> open until killed; its pid, or -1.
+pid_t HoldVfioGroup(int group) {
+  const std::string path = absl::StrCat("/dev/vfio/", group);
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    const char ok = fd >= 0 ? '1' : '0';
+    (void)!write(ready[1], &ok, 1);
+    if (fd < 0) _exit(1);
+    while (true) pause();
+  }
+  close(ready[1]);
+  char ok = '0';
+  (void)!read(ready[0], &ok, 1);
+  close(ready[0]);
+  Check(ok == '1', absl::StrCat("a child process (pid ", pid, ") holds ", path, " open"));
+  return ok == '1' ? pid : -1;
+}
+
+// GET `target` of pdc-node's metrics server: the status and body.
+std::pair<int, std::string> NodeGet(const Env& e, const std::string& target) {
+  HttpClientOptions ho;
+  ho.base_url = e.opt.node_metrics;
+  ho.timeout = absl::Seconds(3);
+  absl::StatusOr<std::unique_ptr<HttpClient>> c = HttpClient::Create(ho);
+  if (!c.ok()) return {0, c.status().ToString()};
+  absl::StatusOr<HttpResponse> r = (*c)->Get(target);
+  if (!r.ok()) return {0, r.status().ToString()};
+  return {r->status, r->body};
+}
+
+// The claim is deleted (reclaimPolicy Delete) while a process holds the
+// drive's VFIO group: the unbind waits (vfio_group_in_use) and pdc-node
+// keeps answering; once the group is closed the drive is erased and free on
+// nvme again, its partition table gone.
+void EraseWaitsForOpenGroup(Env& e, PciAddress a) {
+  const std::string addr = a.ToString();
+  std::optional<api::DeviceListing> l = e.view.ByAddress(a);
+  const int group = l ? l->device.iommu_group : -1;
+  const pid_t holder = group >= 0 ? HoldVfioGroup(group) : -1;
+  if (holder < 0) return;
+  absl::StatusOr<Claim> deleted = e.pdc->DeleteClaim(ClaimKey{kNs, "part-disk"}, true);
+  Check(deleted.ok(), absl::StrCat("claim part-disk deleted (force): ",
+                                   deleted.ok() ? "ok" : deleted.status().ToString()));
+  std::vector<std::string> lines;
+  const bool waits = WaitFor(absl::Seconds(20), [&] {
+    lines = LinesWith(e.opt.node_log, {addr, "vfio_group_in_use"});
+    return !lines.empty();
+  });
+  Check(waits, absl::StrCat("pdc-node reports vfio_group_in_use for ", addr, " in its log"));
+  if (waits) std::printf("  pdc-node: %s\n", lines.back().c_str());
+  const auto [mstatus, metrics] = NodeGet(e, "/metrics");
+  Check(mstatus == 200 && metrics.find("reason=\"vfio_group_in_use\"") != std::string::npos,
+        absl::StrCat("GET /metrics answers ", mstatus,
+                     " with pdc_node_bind_failures_total{reason=\"vfio_group_in_use\"}"));
+  // Three more passes (one a second) while the group stays open.
+  const bool moved = WaitFor(absl::Seconds(3), [&] { return !OnDriver(a, driver::kVfioPci); });
+  Check(!moved, absl::StrCat(addr, " stays on vfio-pci while the group is open"));
+  const auto [hstatus, health] = NodeGet(e, "/healthz");
+  Check(hstatus == 200, absl::StrCat("pdc-node keeps answering: GET /healthz ", hstatus));
+  const int reported = WaitFor(absl::Seconds(10), [&] {
+    std::optional<api::DeviceListing> r = e.view.ByAddress(a);
+    return r && r->state != api::DeviceState::kFree;
+  });
+  Check(reported, absl::StrCat(addr, " is not offered meanwhile (", Describe(e.view.ByAddress(a)),
+                               ")"));
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  std::optional<api::DeviceListing> r;
+  const bool freed = WaitFor(absl::Seconds(60), [&] {
+    r = e.view.ByAddress(a);
+    return r && r->state == api::DeviceState::kFree && OnDriver(a, "nvme");
+  });
+  Check(freed, absl::StrCat("once the group is closed, ", addr, " is erased and free on nvme (",
+                            Describe(r), ")"));
+  std::vector<std::string> erased = LinesWith(e.opt.node_log, {addr, "erase"});
+  if (!erased.empty()) std::printf("  pdc-node: %s\n", erased.back().c_str());
+  std::optional<driver::PciFunctionInfo> f = FunctionBySerial(e.opt.part_serial);
+  std::string head(512, '\x01');
+  if (f && !f->nvme_controller.empty()) {
+    const int fd = open(absl::StrCat("/dev/", f->nvme_controller, "n1").c_str(),
+                        O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && pread(fd, head.data(), head.size(), 0) != 512) head.assign(512, '\x01');
+    if (fd >= 0) close(fd);
+  }
+  Check(head == std::string(512, '\0'), "the erased drive's first sector (its MBR) reads zeros");
+}
+
+// The first sector of the namespace of the controller with `serial`, or ""
+// when it cannot be read.
+std::string FirstSector(const std::string& serial) {
+  std::optional<driver::PciFunctionInfo> f = FunctionBySerial(serial);
+  if (!f || f->nvme_controller.empty()) return "";
+  const int fd =
+      open(absl::StrCat("/dev/", f->nvme_controller, "n1").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string head(512, '\0');
+  const bool ok = pread(fd, head.data(), head.size(), 0) == 512;
+  close(fd);
+  return ok ? head : "";
+}
+
+// A renumbering while an erase is pending: the Delete-policy claim's drive
+// (its data a pattern) waits for its erase behind an open VFIO group; the
+// host unplugs it, puts a host drive (serial `kHostSerial`, content
+// kHostContent) into the vacated slot and plugs the claimed drive back on
+// another root port. pdc-node must format nothing but the claimed drive:
+// the host's drive at the journaled address keeps its content (read here,
+// and grepped in its image by run-daemon-test.sh afterwards); the claimed
+// drive is not offered while it holds its data, and is erased at its new
+// address.
+constexpr char kHostSerial[] = "pdc-host2";
+constexpr char kHostContent[] = "PDC-HOST-CONTENT";
+constexpr char kGuestData[] = "PDC-GUEST-DATA";
+void RenumberingWhileErasePending(Env& e, PciAddress a) {
+  const std::string addr = a.ToString();
+  std::optional<driver::PciFunctionInfo> f = FunctionBySerial(e.opt.part_serial);
+  bool written = false;
+  if (f && !f->nvme_controller.empty()) {
+    const int fd =
+        open(absl::StrCat("/dev/", f->nvme_controller, "n1").c_str(), O_WRONLY | O_CLOEXEC);
+    std::string data(512, '\0');
+    data.replace(0, sizeof(kGuestData) - 1, kGuestData);
+    written = fd >= 0 && pwrite(fd, data.data(), data.size(), 0) == 512 && fsync(fd) == 0;
+    if (fd >= 0) close(fd);
+  }
+  Check(written, absl::StrCat(e.opt.part_serial, " holds data (", kGuestData, ")"));
+  api::ClaimCreate create;
+  create.key = ClaimKey{kNs, "part-disk-2"};
+  create.spec.resource_name = kResource;
+  create.spec.count = 1;
+  create.spec.serial = e.opt.part_serial;
+  create.spec.reclaim_policy = ReclaimPolicy::kDelete;
+  Check(e.pdc->CreateClaim(create).ok(), "claim part-disk-2 (reclaimPolicy Delete)");
+  const sim::PodInfo pod = VmPod("vm4", "k1l2m", {"part-disk-2"});
+  if (!Schedule(e, pod)) return;
+  if (CheckBoundAndHandedOff(e, "part-disk-2", pod, e.opt.part_serial) != a) return;
+  std::optional<api::DeviceListing> l = e.view.ByAddress(a);
+  const pid_t holder = l ? HoldVfioGroup(l->device.iommu_group) : -1;
+  if (holder < 0) return;
+  const size_t before = LinesWith(e.opt.node_log, {addr, "vfio_group_in_use"}).size();
+  Check(e.pdc->DeleteClaim(ClaimKey{kNs, "part-disk-2"}, true).ok(),
+        "claim part-disk-2 deleted (force)");
+  const bool pending = WaitFor(absl::Seconds(20), [&] {
+    return LinesWith(e.opt.node_log, {addr, "vfio_group_in_use"}).size() > before;
+  });
+  Check(pending, absl::StrCat("the erase of ", addr, " is pending (vfio_group_in_use)"));
+  HostAction("unplug-part");
+  const bool gone = WaitFor(absl::Seconds(40), [&] { return !FunctionAt(a); });
+  Check(gone, absl::StrCat(addr, " was hot-unplugged with its erase pending"));
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  if (!gone) return;
+  HostAction("plug-host2");
+  std::optional<driver::PciFunctionInfo> h;
+  const bool there = WaitFor(absl::Seconds(40), [&] {
+    h = FunctionBySerial(kHostSerial);
+    return h && !FirstSector(kHostSerial).empty();
+  });
+  Check(there && h->address == a,
+        absl::StrCat(kHostSerial, " (the host's drive) plugged into the vacated slot, at ",
+                     there ? h->address.ToString() : "(nowhere)", " (want ", addr, ")"));
+  if (!there) return;
+  // pdc-node runs a pass a second: the listing shows it saw the new drive,
+  // then three more passes.
+  WaitFor(absl::Seconds(20), [&] {
+    std::optional<api::DeviceListing> x = e.view.ByAddress(a);
+    return x && x->device.serial == kHostSerial;
+  });
+  WaitFor(absl::Seconds(3), [] { return false; });
+  Check(FirstSector(kHostSerial).starts_with(kHostContent) && OnDriver(a, "nvme"),
+        absl::StrCat(kHostSerial, " at ", addr, " keeps its content and stays on nvme (",
+                     Describe(e.view.ByAddress(a)), ")"));
+  HostAction("plug-part");
+  std::optional<driver::PciFunctionInfo> p;
+  const bool back = WaitFor(absl::Seconds(40), [&] {
+    p = FunctionBySerial(e.opt.part_serial);
+    return p && p->address != a && !p->nvme_controller.empty();
+  });
+  Check(back, absl::StrCat(e.opt.part_serial, " is back at a new address ",
+                           back ? p->address.ToString() : "(none)"));
+  if (!back) return;
+  bool offered_with_data = false;
+  std::optional<api::DeviceListing> r;
+  const bool erased = WaitFor(absl::Seconds(40), [&] {
+    r = e.view.BySerial(e.opt.part_serial);
+    const std::string head = FirstSector(e.opt.part_serial);
+    const bool has_data = head.starts_with(kGuestData);
+    offered_with_data = offered_with_data || (r && r->state == api::DeviceState::kFree && has_data);
+    return r && r->state == api::DeviceState::kFree && head == std::string(512, '\0');
+  });
+  Check(!offered_with_data,
+        absl::StrCat(e.opt.part_serial, " was never listed free while it held its data"));
+  Check(erased, absl::StrCat(e.opt.part_serial, " is erased at its new address ",
+                             p->address.ToString(), " and free (", Describe(r), ")"));
+  std::vector<std::string> lines = LinesWith(e.opt.node_log, {"erased", e.opt.part_serial});
+  if (!lines.empty()) std::printf("  pdc-node: %s\n", lines.back().c_str());
+  // pdc-node decided with the host's drive at the journaled address: it
+  // followed the serial ("left alone"), or, when its retry came while the
+  // claimed drive was nowhere, refused the drive there (drive_changed).
+  std::vector<std::string> decided = LinesWith(e.opt.node_log, {addr, "is another drive"});
+  const bool refused =
+      NodeGet(e, "/metrics").second.find("reason=\"drive_changed\"") != std::string::npos;
+  Check(!decided.empty() || refused,
+        absl::StrCat("pdc-node saw ", kHostSerial, " at ", addr,
+                     " and left it alone (followed the serial, or refused: drive_changed)"));
+  if (!decided.empty()) std::printf("  pdc-node: %s\n", decided.back().c_str());
+  Check(FirstSector(kHostSerial).starts_with(kHostContent),
+        absl::StrCat(kHostSerial, " still holds ", kHostContent));
+  // The erase is done: the address it was journaled at no longer holds the
+  // drive that took it.
+  std::optional<api::DeviceListing> x;
+  const bool released = WaitFor(absl::Seconds(10), [&] {
+    x = e.view.ByAddress(a);
+    return x && x->device.serial == kHostSerial && x->state != api::DeviceState::kReturning;
+  });
+  Check(released, absl::StrCat(kHostSerial, " at ", addr,
+                               " is no longer held for the finished erase (", Describe(x), ")"));
 }
 
 // A child holds /dev/<ns> open with O_EXCL until killed.
@@ -362,6 +760,16 @@ int Main(int argc, char** argv) {
     else if (a.starts_with("--host-used=")) opt.host_used.push_back(value("--host-used="));
     else if (a.starts_with("--exclusive=")) excl = value("--exclusive=");
     else if (a == "--move") opt.move = true;
+    else if (a.starts_with("--uio=") || a.starts_with("--hand-vfio=")) {
+      const bool uio = a.starts_with("--uio=");
+      absl::StatusOr<PciAddress> addr = PciAddress::Parse(value(uio ? "--uio=" : "--hand-vfio="));
+      if (!addr.ok()) {
+        std::fprintf(stderr, "%s: %s\n", argv[i], addr.status().ToString().c_str());
+        return 2;
+      }
+      (uio ? opt.uio : opt.hand_vfio) = *addr;
+    }
+    else if (a.starts_with("--partitioned=")) opt.part_serial = value("--partitioned=");
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -390,6 +798,7 @@ int Main(int argc, char** argv) {
 
   std::vector<std::string> serials = {opt.vm_serial};
   for (const std::string& h : opt.host_used) serials.push_back(h.substr(0, h.find(':')));
+  if (!opt.part_serial.empty()) serials.push_back(opt.part_serial);
   const bool inventory = WaitFor(absl::Seconds(30), [&] {
     for (const std::string& s : serials) {
       std::optional<api::DeviceListing> l = e.view.BySerial(s);
@@ -401,14 +810,29 @@ int Main(int argc, char** argv) {
   Check(inventory, absl::StrCat("pdc-node's inventory reached pdc-extender with the real "
                                 "serials and addresses (GET /v1/nodes/", opt.node, ")"));
 
+  // Claimed first, so that the unpinned claim of HappyPath gets vm_serial.
+  std::optional<PciAddress> part;
+  if (!opt.part_serial.empty()) part = ClaimPartDrive(e, opt.part_serial);
   std::optional<PciAddress> bound = HappyPath(e);
   for (const std::string& h : opt.host_used) {
     const size_t colon = h.find(':');
     CheckHostUsed(e, h.substr(0, colon), colon == std::string::npos ? "" : h.substr(colon + 1));
   }
+  if (opt.uio) {
+    CheckRefusedAt(e, *opt.uio, "on uio_pci_generic", "not offered", "pin-uio");
+  }
+  if (opt.hand_vfio) {
+    CheckRefusedAt(e, *opt.hand_vfio, "bound to vfio-pci by hand", "pdc-node did not bind it",
+                   "pin-hand-vfio");
+  }
   if (opt.move) {
     Check(bound.has_value(), "a bound device to renumber");
     if (bound) Renumbering(e, *bound);
+  }
+  if (part) {
+    PartitionedDriveAfterRestart(e, *part);
+    EraseWaitsForOpenGroup(e, *part);
+    if (opt.move) RenumberingWhileErasePending(e, *part);
   }
   if (holder > 0) {
     kill(holder, SIGKILL);

@@ -94,7 +94,7 @@ qemu_kernel() {
   KV=${kpkg#linux-image-}
   KDIR=$cache/kernel-$KV
   # The stamp names the module set: a cache unpacked for another set is redone.
-  local kstamp=$KDIR/.complete-nvme-vfio-ext4-loop
+  local kstamp=$KDIR/.complete-nvme-vfio-ext4-loop-uio
   if [ ! -f "$kstamp" ]; then
     log "downloading $kpkg"
     rm -rf "$KDIR" && mkdir -p "$KDIR"
@@ -107,7 +107,7 @@ qemu_kernel() {
         "$m/kernel/drivers/nvme/host/*" "$m/kernel/drivers/vfio/*" "$m/kernel/virt/lib/*" \
         "$m/kernel/block/t10-pi.ko" "$m/kernel/lib/crc*" "$m/kernel/lib/libcrc32c.ko" \
         "$m/kernel/crypto/crc*" "$m/kernel/fs/ext4/*" "$m/kernel/fs/jbd2/*" \
-        "$m/kernel/fs/mbcache.ko" "$m/kernel/drivers/block/loop.ko" \
+        "$m/kernel/fs/mbcache.ko" "$m/kernel/drivers/block/loop.ko" "$m/kernel/drivers/uio/*" \
         "$m/modules.builtin" "$m/modules.order"
     rm -f "$cache"/linux-image-*.deb
     touch "$kstamp"

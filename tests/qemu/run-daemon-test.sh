@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Real-kernel test of pdc's whole node path. Boots the same stock Debian 12
-# kernel as run-vfio-test.sh under QEMU/TCG (emulated Intel IOMMU, four
-# emulated NVMe controllers, one of them behind a hot-pluggable
-# pcie-root-port, a fifth hot-plugged later) and runs, inside a busybox initramfs, the real daemons on
+# kernel as run-vfio-test.sh under QEMU/TCG (emulated Intel IOMMU, nine
+# emulated NVMe controllers, two of them behind hot-pluggable
+# pcie-root-ports, three more hot-plugged later) and runs, inside a busybox initramfs, the real daemons on
 # loopback: pdc-extender (embedded file store) and pdc-node (reconcile loop,
 # bind journal, device plugin), both from one config file the guest's /init
 # writes, and pdc-daemon-guest-check (tests/qemu/daemon_check.cc), which
@@ -15,20 +15,23 @@
 # "PDC-HOST-ACTION: plug" it adds the same drive with the same serial on
 # another root port (device_add): a PCI renumbering under a running node;
 # on "PDC-HOST-ACTION: plug-other", before that, it adds another drive
-# (serial pdc-swap) into the vacated slot.
+# (serial pdc-swap) into the vacated slot. Likewise "unplug-part",
+# "plug-host2" and "plug-part" renumber the drive whose erase is pending and
+# put the host's drive (serial pdc-host2, content PDC-HOST-CONTENT, checked in
+# its image afterwards) into its slot.
 #
 # Usage: tests/qemu/run-daemon-test.sh [BUILD_DIR]
 #   BUILD_DIR (default: $PDC_BUILD_DIR or <repo>/build) is a CMake build tree
 #   of this repository; the script builds pdc-extender, pdc-node and
 #   pdc-daemon-guest-check in it.
 # Environment: PDC_QEMU_WORK (work/cache dir, default BUILD_DIR/qemu-daemon),
-#   PDC_QEMU_TIMEOUT (seconds for the VM, default 150).
+#   PDC_QEMU_TIMEOUT (seconds for the VM, default 240).
 # Exit status 0 only when the guest prints "PDC-DAEMON-RESULT: PASS".
 set -euo pipefail
 
 # shellcheck source=tests/qemu/qemu-common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/qemu-common.sh"
-qemu_setup run-daemon-test qemu-daemon 150 "${1:-}"
+qemu_setup run-daemon-test qemu-daemon 240 "${1:-}"
 trap 'log "FAIL: command at line $LINENO failed"' ERR
 
 qemu_host_packages
@@ -47,6 +50,21 @@ INIT=$WORK/init.new
 { qemu_init_prologue; cat <<'INIT'; } >"$INIT"
 mount -t tmpfs tmpfs /tmp
 ip link set lo up
+modprobe uio_pci_generic || echo "guest: modprobe uio_pci_generic failed"
+addr_of() {  # The PCI address of the controller with serial $1.
+  for c in /sys/class/nvme/*; do
+    read -r s <"$c/serial"
+    [ "$s" = "$1" ] && basename "$(readlink -f "$c/device")"
+  done
+}
+# move_to ADDR DRIVER: binds the function at ADDR to DRIVER by hand.
+move_to() {
+  echo "$2" >"/sys/bus/pci/devices/$1/driver_override"
+  echo "$1" >"/sys/bus/pci/devices/$1/driver/unbind"
+  echo "$1" >/sys/bus/pci/drivers_probe
+  [ "$(basename "$(readlink -f "/sys/bus/pci/devices/$1/driver")")" = "$2" ] &&
+    echo "guest: $1 bound to $2 by hand"
+}
 ns_of() {  # The namespace block device of the controller with serial $1.
   for c in /sys/class/nvme/*; do
     read -r s <"$c/serial"
@@ -54,7 +72,7 @@ ns_of() {  # The namespace block device of the controller with serial $1.
   done
 }
 i=0
-while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 4 ] && [ $i -lt 300 ]; do
+while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 9 ] && [ $i -lt 300 ]; do
   sleep 0.1; i=$((i + 1))
 done
 mnt=$(ns_of pdc-mnt); lp=$(ns_of pdc-loop)
@@ -66,6 +84,9 @@ if mount -t ext2 "$lp" /mnt/b && dd if=/dev/zero of=/mnt/b/loop.img bs=1M count=
     losetup /dev/loop0 /mnt/b/loop.img; then
   echo "guest: /dev/loop0 over /mnt/b/loop.img on $lp (pdc-loop)"
 fi
+uio=$(addr_of pdc-uio); hand=$(addr_of pdc-hand)
+move_to "$uio" uio_pci_generic
+move_to "$hand" vfio-pci
 mkdir -p /etc/pdc /var/lib/pdc /var/lib/pdc-node /var/lib/kubelet/device-plugins
 cat >/etc/pdc/pdc.yaml <<'YAML'
 logLevel: info
@@ -80,12 +101,15 @@ node:
   extenderURL: "http://127.0.0.1:8888"
   stateDir: /var/lib/pdc-node
   heartbeatInterval: 1s
-  metricsListen: ""
+  metricsListen: "127.0.0.1:9100"
 YAML
 /pdc-extender --config=/etc/pdc/pdc.yaml >/tmp/pdc-extender.log 2>&1 &
 /pdc-node --config=/etc/pdc/pdc.yaml >/tmp/pdc-node.log 2>&1 &
+echo $! >/tmp/pdc-node.pid
 /pdc-daemon-guest-check --node=guest --vm=pdc-vm --exclusive=pdc-excl \
-  --host-used=pdc-mnt:mounted --host-used=pdc-loop:backs-a-loop-device --move
+  --host-used=pdc-mnt:mounted --host-used=pdc-loop:backs-a-loop-device \
+  --host-used=pdc-md:an-unassembled-md-member --host-used=pdc-lvm:an-inactive-LVM-PV \
+  --uio="$uio" --hand-vfio="$hand" --partitioned=pdc-part --move
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "guest: pdc-node log tail:"; tail -n 25 /tmp/pdc-node.log | sed 's/^/  | /'
@@ -129,6 +153,18 @@ fi
 
 qemu_ext2_image "$WORK/mounted.img" 8M
 qemu_ext2_image "$WORK/loopfs.img" 8M
+# An md RAID member (superblock 1.2: magic a92b4efc, little-endian, at 4 KiB)
+# and an LVM2 physical volume (label "LABELONE" in sector 1, type "LVM2 001"),
+# neither assembled nor active; and an empty drive its claim's guest will
+# partition.
+# The host's drive plugged into the slot of a drive whose erase is pending
+# holds a pattern it must keep.
+for img in md lvm part host2; do rm -f "$WORK/$img.img" && truncate -s 8M "$WORK/$img.img"; done
+printf 'PDC-HOST-CONTENT' | dd of="$WORK/host2.img" conv=notrunc status=none
+printf '\xfc\x4e\x2b\xa9\x01\x00\x00\x00' |
+  dd of="$WORK/md.img" bs=1 seek=4096 conv=notrunc status=none
+{ printf 'LABELONE\x01\x00\x00\x00\x00\x00\x00\x00'; printf '\x00%.0s' 1 2 3 4 5 6 7 8
+  printf 'LVM2 001'; } | dd of="$WORK/lvm.img" bs=1 seek=512 conv=notrunc status=none
 
 # --- QEMU's monitor ---------------------------------------------------------------
 MON=$WORK/monitor.sock
@@ -179,11 +215,30 @@ on_action() {
         sleep 0.5
       done
       log "device_add vm-nvme-2 (same drive, same serial) on root port rp2" ;;
+    unplug-part)
+      local said
+      said=$(hmp "device_del part-nvme")
+      [ -z "$said" ] || log "device_del part-nvme: $said"
+      log "device_del part-nvme (its erase pending) on root port rp3" ;;
+    plug-host2)
+      local said
+      said=$(hmp "device_add nvme,id=host2-nvme,drive=dh2,serial=pdc-host2,bus=rp3")
+      [ -z "$said" ] || log "device_add host2-nvme: $said"
+      log "device_add host2-nvme (the host's drive, serial pdc-host2) on root port rp3" ;;
+    plug-part)
+      local out
+      for _ in $(seq 1 20); do
+        out=$(hmp "device_add nvme,id=part-nvme-2,drive=dp,serial=pdc-part,bus=rp4")
+        [ -z "$out" ] && break
+        log "device_add: $out (retrying)"
+        sleep 0.5
+      done
+      log "device_add part-nvme-2 (same drive, same serial) on root port rp4" ;;
   esac
 }
 
 # --- Boot -----------------------------------------------------------------------
-log "booting $KV under QEMU (TCG, intel-iommu, 4 NVMe, 2 root ports)"
+log "booting $KV under QEMU (TCG, intel-iommu, 9 NVMe, 4 root ports)"
 CONSOLE=$WORK/console.log
 : >"$CONSOLE"
 rm -f "$MON"
@@ -200,6 +255,15 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -drive if=none,id=dl,file="$WORK/loopfs.img",format=raw \
   -device nvme,drive=dl,serial=pdc-loop \
   -drive if=none,id=dx,driver=null-co,size=64M -device nvme,drive=dx,serial=pdc-excl \
+  -drive if=none,id=dmd,file="$WORK/md.img",format=raw -device nvme,drive=dmd,serial=pdc-md \
+  -drive if=none,id=dlv,file="$WORK/lvm.img",format=raw -device nvme,drive=dlv,serial=pdc-lvm \
+  -device pcie-root-port,id=rp3,bus=pcie.0,chassis=3,slot=3 \
+  -device pcie-root-port,id=rp4,bus=pcie.0,chassis=4,slot=4 \
+  -blockdev driver=raw,node-name=dp,file.driver=file,file.filename="$WORK/part.img" \
+  -blockdev driver=raw,node-name=dh2,file.driver=file,file.filename="$WORK/host2.img" \
+  -device nvme,id=part-nvme,drive=dp,serial=pdc-part,bus=rp3 \
+  -drive if=none,id=du,driver=null-co,size=64M -device nvme,drive=du,serial=pdc-uio \
+  -drive if=none,id=dh,driver=null-co,size=64M -device nvme,drive=dh,serial=pdc-hand \
   -kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$INITRD" \
   -append "console=ttyS0 panic=-1 intel_iommu=on iommu=pt quiet loglevel=3" \
   -monitor "unix:$MON,server,nowait" \
@@ -217,4 +281,10 @@ wait "$QPID"
 qemu_rc=$?
 set -e
 
+# The host's drive that took the slot of a drive with a pending erase was
+# formatted by no one.
+if ! grep -q "^PDC-DAEMON-RESULT: FAIL" "$CONSOLE" &&
+    [ "$(head -c 16 "$WORK/host2.img")" != "PDC-HOST-CONTENT" ]; then
+  die "host2.img (the host's drive, serial pdc-host2) lost its content"
+fi
 qemu_verdict "$CONSOLE" PDC-DAEMON-RESULT "$qemu_rc" "real-kernel whole-node test"
