@@ -527,6 +527,8 @@ void ExtenderApp::FillContext() {
   ctx_.metrics = metrics_.get();
   ctx_.events = events_.get();
   ctx_.registry = &registry_;
+  ctx_.dra_keeper = keeper_.get();
+  for (const auto& [resource, dra] : config_.dra_classes) ctx_.dra_drivers.insert(dra.driver_name);
   if (api_store_ != nullptr) {
     ctx_.recorded = [s = api_store_](const BindOutcome& outcome) {
       for (const BoundClaim& c : outcome.claims) {

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <functional>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -23,6 +25,10 @@
 namespace pdc::kube {
 class EventRecorder;  // kube/event_recorder.h
 }  // namespace pdc::kube
+
+namespace pdc::extender::dra {
+class ClaimKeeper;  // dra/claim_keeper.h
+}  // namespace pdc::extender::dra
 
 namespace pdc::extender {
 
@@ -56,6 +62,11 @@ struct ExtenderContext {
   // the bind saga to the API (the pod's annotation, the Binding, Events)
   // is sent only while it is, with a timeout within it. Null: always.
   std::function<absl::Duration()> leadership_left;
+  // extender.dra.keeper.enabled: the keeper GET /v1/dra/claims reads from.
+  // Null: the keeper is off.
+  const dra::ClaimKeeper* dra_keeper = nullptr;
+  // The DRA driver names pdc-node serves (deviceClasses[].draDriverName).
+  std::set<std::string> dra_drivers;
 };
 
 // Makes `notifier` follow the allocator: every committed mutation, whoever

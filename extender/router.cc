@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
+#include "extender/dra_claims_handler.h"
 #include "extender/json_response.h"
 #include "extender/node_token_dir.h"
 #include "model/names.h"
@@ -329,6 +330,9 @@ std::span<const Router::RouteEntry> Router::Table() {
        [](const R& r, C& c) {
          return r.rest_.ReleaseClaim(c.params[0], c.params[1], ParseQuery(c.query));
        }},
+      // §3.7 DRA claims
+      {{"GET", "/v1/dra/claims", Route::kClaims, A::kAdmin}, false,
+       [](const R& r, C&) { return ListDraClaims(*r.ctx_); }},
   };
   return kTable;
 }

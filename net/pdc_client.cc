@@ -170,6 +170,11 @@ absl::StatusOr<std::vector<api::DeviceListing>> PdcClient::ListDevices() {
   return Decoded("list devices", api::ParseDeviceList(r.body));
 }
 
+absl::StatusOr<api::DraClaimList> PdcClient::ListDraClaims() {
+  ASSIGN_OR_RETURN(HttpResponse r, Call("list DRA claims", "GET", "/v1/dra/claims"));
+  return Decoded("list DRA claims", api::ParseDraClaimList(r.body));
+}
+
 absl::StatusOr<api::NodeDetail> PdcClient::ReleaseDevice(std::string_view node,
                                                           PciAddress address) {
   ASSIGN_OR_RETURN(HttpResponse r,

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "api/dra_claims_json.h"
 #include "api/handoff_json.h"
 #include "api/rest_json.h"
 #include "model/allocations.h"
@@ -82,6 +83,8 @@ class PdcClient {
   absl::StatusOr<api::NodeDetail> GetNode(std::string_view node);
   // GET /v1/devices: every reported device with its claim.
   absl::StatusOr<std::vector<api::DeviceListing>> ListDevices();
+  // GET /v1/dra/claims: the ResourceClaims the DRA claim keeper follows.
+  absl::StatusOr<api::DraClaimList> ListDraClaims();
   // POST /v1/nodes/{node}/devices/{address}/release: an administrator
   // releases a Released device; returns the node after.
   absl::StatusOr<api::NodeDetail> ReleaseDevice(std::string_view node, PciAddress address);

@@ -22,6 +22,8 @@ std::optional<Kind> ParseKind(std::string_view s) {
       {"devices", Kind::kDevices}, {"device", Kind::kDevices},
       {"dev", Kind::kDevices},     {"handoffs", Kind::kHandoffs},
       {"handoff", Kind::kHandoffs},
+      {"draclaims", Kind::kDraClaims}, {"draclaim", Kind::kDraClaims},
+      {"resourceclaims", Kind::kDraClaims}, {"resourceclaim", Kind::kDraClaims},
   };
   auto it = kKinds.find(s);
   if (it == kKinds.end()) return std::nullopt;
@@ -67,12 +69,15 @@ Usage:
          until you release it or hand it over
   pdcctl get handoffs [--node NODE] [-o table|json]
          VM pods bound to a node and still waiting for their devices
+  pdcctl get draclaims [-n NAMESPACE | -A] [-o table|json]
+         the DRA ResourceClaims the claim keeper follows: the VM each is
+         kept for, its node, device and serial, and whether it is persisted
   pdcctl delete handoff POD_UID --node NODE
          the pod went away before it started: free the node for the next VM
 
 Flags:
   -n, --namespace NS     namespace (default "default")
-  -A, --all-namespaces   get claims in every namespace
+  -A, --all-namespaces   get claims or draclaims in every namespace
   -o, --output FORMAT    table (default) or json
       --server URL       pdc-extender URL (default $PDC_SERVER, else
                          http://127.0.0.1:8888)
@@ -251,7 +256,7 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
   const std::optional<Kind> kind = ParseKind(positional[1]);
   if (!kind.has_value()) {
     return UsageError(absl::StrCat("unknown resource type \"", positional[1],
-                                   "\" (want claims, nodes, devices or handoffs)"));
+                                   "\" (want claims, nodes, devices, handoffs or draclaims)"));
   }
   cmd.kind = *kind;
   const bool device_release = cmd.verb == Verb::kRelease && cmd.kind == Kind::kDevices;
@@ -280,6 +285,10 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
       return UsageError(absl::StrCat("get ", positional[1],
                                      " takes no name; use --node NODE to filter"));
     }
+    if (cmd.kind == Kind::kDraClaims && !cmd.name.empty()) {
+      return UsageError(absl::StrCat("get ", positional[1],
+                                     " takes no name; use -n NAMESPACE or -A to filter"));
+    }
   } else if (handoff_cancel) {
     if (cmd.name.empty()) return UsageError("delete handoff needs the POD_UID");
     if (cmd.node.empty()) return UsageError("delete handoff needs --node NODE");
@@ -300,9 +309,10 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
     return UsageError(
         absl::StrCat("\"", cmd.ns, "\" is not a valid namespace"));
   }
-  if (cmd.all_namespaces && !(cmd.verb == Verb::kGet &&
-                              cmd.kind == Kind::kClaims && cmd.name.empty())) {
-    return UsageError("-A/--all-namespaces only works with \"get claims\"");
+  if (cmd.all_namespaces &&
+      !(cmd.verb == Verb::kGet && (cmd.kind == Kind::kClaims || cmd.kind == Kind::kDraClaims) &&
+        cmd.name.empty())) {
+    return UsageError("-A/--all-namespaces only works with \"get claims\" and \"get draclaims\"");
   }
   if (cmd.verb == Verb::kCreate) {
     if (cmd.resource.empty()) {

@@ -11,6 +11,7 @@
 //   pdcctl release device NODE ADDRESS --abandon-erase
 //                                        (end an erase that will not finish)
 //   pdcctl get handoffs [--node N]       (VM pods waiting for their devices)
+//   pdcctl get draclaims [-n NS | -A]    (the DRA claims the keeper follows)
 //   pdcctl delete handoff POD_UID --node N   (the pod is gone; free the slot)
 // Global: --server URL (default $PDC_SERVER, else http://127.0.0.1:8888),
 // --token-file FILE, --timeout DURATION, -h/--help. Flags may appear
@@ -31,7 +32,7 @@
 namespace pdc::pdcctl {
 
 enum class Verb { kHelp, kGet, kDescribe, kCreate, kDelete, kRelease };
-enum class Kind { kNone, kClaims, kNodes, kDevices, kHandoffs };
+enum class Kind { kNone, kClaims, kNodes, kDevices, kHandoffs, kDraClaims };
 enum class Output { kTable, kJson };
 
 inline constexpr std::string_view kDefaultServer = "http://127.0.0.1:8888";

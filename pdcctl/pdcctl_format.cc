@@ -160,6 +160,28 @@ std::string HandoffsTable(std::vector<PendingHandoff> handoffs) {
   return FormatTable({"NODE", "RESOURCE", "VM", "POD", "POD UID", "DEVICES"}, rows);
 }
 
+std::string DraClaimsTable(std::vector<api::DraClaimView> claims) {
+  if (claims.empty()) return std::string();
+  std::sort(claims.begin(), claims.end(), [](const api::DraClaimView& a, const api::DraClaimView& b) {
+    return std::tie(a.ns, a.name) < std::tie(b.ns, b.name);
+  });
+  std::vector<std::vector<std::string>> rows;
+  for (const api::DraClaimView& c : claims) {
+    std::vector<std::string> nodes;
+    std::vector<std::string> devices;
+    std::vector<std::string> serials;
+    for (const api::DraClaimDevice& d : c.devices) {
+      if (std::find(nodes.begin(), nodes.end(), d.pool) == nodes.end()) nodes.push_back(d.pool);
+      devices.push_back(d.device);
+      serials.push_back(d.serial.empty() ? "<unknown>" : d.serial);
+    }
+    rows.push_back({c.ns, c.name, OrNone(c.vm.has_value() ? c.vm->name : std::string()),
+                    OrNone(absl::StrJoin(nodes, ",")), OrNone(absl::StrJoin(devices, ",")),
+                    OrNone(absl::StrJoin(serials, ",")), c.persisted ? "yes" : "no"});
+  }
+  return FormatTable({"NAMESPACE", "NAME", "VM", "NODE", "DEVICE", "SERIAL", "PERSISTED"}, rows);
+}
+
 std::string DescribeClaim(const Claim& c) {
   std::vector<std::string> pins;
   if (!c.spec.node.empty()) pins.push_back(absl::StrCat("node=", c.spec.node));

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "api/dra_claims_json.h"
 #include "api/rest_json.h"
 #include "model/allocations.h"
 #include "model/types.h"
@@ -37,6 +38,9 @@ std::string NodesTable(std::vector<api::NodeSummary> nodes, absl::Time now);
 std::string DevicesTable(std::vector<api::DeviceListing> devices, std::string_view node_filter);
 //   NODE RESOURCE VM POD POD-UID DEVICES (pods waiting for their devices)
 std::string HandoffsTable(std::vector<PendingHandoff> handoffs);
+//   NAMESPACE NAME VM NODE DEVICE SERIAL PERSISTED (the DRA claims the
+// keeper follows; a claim of several devices lists them comma-separated).
+std::string DraClaimsTable(std::vector<api::DraClaimView> claims);
 // kubectl-describe style "Key:  value" lines for one claim.
 std::string DescribeClaim(const Claim& claim);
 // Re-indents JSON for -o json.

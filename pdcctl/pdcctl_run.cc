@@ -32,7 +32,9 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
 
 // Runs the command through `client`; returns what to print ("" for an empty
 // list). -o json prints the value as api/'s writer encodes it, indented.
-absl::StatusOr<std::string> Execute(const Command& cmd, PdcClient& client, absl::Time now) {
+// `note` gets what the server said about the answer, for stderr ("" none).
+absl::StatusOr<std::string> Execute(const Command& cmd, PdcClient& client, absl::Time now,
+                                    std::string* note) {
   const bool json = cmd.output == Output::kJson;
   const ClaimKey key{cmd.ns, cmd.name};
   switch (cmd.verb) {
@@ -73,6 +75,15 @@ absl::StatusOr<std::string> Execute(const Command& cmd, PdcClient& client, absl:
           ASSIGN_OR_RETURN(std::vector<PendingHandoff> handoffs, client.ListHandoffs(cmd.node));
           if (json) return PrettyJson(api::WriteHandoffList(handoffs));
           return HandoffsTable(std::move(handoffs));
+        }
+        case Kind::kDraClaims: {
+          ASSIGN_OR_RETURN(api::DraClaimList list, client.ListDraClaims());
+          if (!list.note.empty()) *note = list.note;
+          std::erase_if(list.items, [&](const api::DraClaimView& c) {
+            return !cmd.all_namespaces && c.ns != cmd.ns;
+          });
+          if (json) return PrettyJson(api::WriteDraClaimList(list));
+          return DraClaimsTable(std::move(list.items));
         }
         case Kind::kNone:
           break;
@@ -175,7 +186,9 @@ int Run(absl::Span<const std::string> args, const Environment& env) {
   }
 
   PdcClient pdc(*std::move(client));
-  absl::StatusOr<std::string> text = Execute(*cmd, pdc, env.now);
+  std::string note;
+  absl::StatusOr<std::string> text = Execute(*cmd, pdc, env.now, &note);
+  if (!note.empty()) err << "note: " << note << "\n";
   if (!text.ok()) {
     if (std::optional<Refusal> refusal = RefusalOf(text.status())) {
       // The server said no: its own words.
@@ -194,7 +207,7 @@ int Run(absl::Span<const std::string> args, const Environment& env) {
     return kExitServerError;
   }
   if (text->empty()) {
-    if (cmd->kind == Kind::kClaims && !cmd->all_namespaces) {
+    if ((cmd->kind == Kind::kClaims || cmd->kind == Kind::kDraClaims) && !cmd->all_namespaces) {
       err << "No resources found in " << cmd->ns << " namespace.\n";
     } else {
       err << "No resources found\n";

@@ -2,22 +2,18 @@
 
 #include <algorithm>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "api/json_util.h"
-#include "common/crc32c.h"
 #include "common/strings.h"
 #include "driver/dra/names.h"
+#include "model/dra_device_name.h"
 
 namespace pdc::driver::dra {
 
 namespace json = ::pdc::api::json;
 
 namespace {
-
-// Room for "-" and 8 hex digits in a 63-character label.
-constexpr size_t kNamePrefixMax = 54;
 
 void StringAttr(json::Writer& w, std::string_view key, std::string_view value) {
   w.Text(key);
@@ -38,21 +34,7 @@ void IntAttr(json::Writer& w, std::string_view key, int64_t value) {
 }  // namespace
 
 std::string DeviceNameFromSerial(std::string_view serial) {
-  if (serial.empty()) return "";
-  std::string prefix;
-  for (char c : serial) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (absl::ascii_isalnum(u)) {
-      prefix.push_back(absl::ascii_tolower(u));
-    } else if (!prefix.empty() && prefix.back() != '-') {
-      prefix.push_back('-');
-    }
-    if (prefix.size() >= kNamePrefixMax) break;
-  }
-  while (!prefix.empty() && prefix.back() == '-') prefix.pop_back();
-  const std::string hash = absl::StrFormat("%08x", crc32c::Value(serial));
-  if (prefix.empty()) return absl::StrCat("dev-", hash);
-  return absl::StrCat(prefix, "-", hash);
+  return model::DraDeviceNameFromSerial(serial);
 }
 
 std::string PcieRootFromSysfsPath(std::string_view resolved) {

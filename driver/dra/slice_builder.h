@@ -51,7 +51,8 @@ struct SliceDeviceInput {
   std::string withheld_reason;
 };
 
-// The DNS-label device name of `serial` ("" for an empty serial).
+// The DNS-label device name of `serial` ("" for an empty serial):
+// model::DraDeviceNameFromSerial, which pdc-extender matches allocations by.
 std::string DeviceNameFromSerial(std::string_view serial);
 
 // The root complex of a PCI function from its sysfs path below devices/

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -182,6 +183,34 @@ ClaimKeeper::Counts ClaimKeeper::counts() const {
 size_t ClaimKeeper::kept() const {
   absl::MutexLock lock(&index_mu_);
   return kept_keys_.size();
+}
+
+std::vector<ClaimKeeper::ClaimView> ClaimKeeper::Claims() const {
+  std::vector<ClaimView> out;
+  for (auto& e : cache_.List()) {
+    ClaimView v;
+    v.ns = e.meta.ns;
+    v.name = e.meta.name;
+    v.uid = e.meta.uid;
+    v.claim = std::move(e.value);
+    for (const Consumer& c : v.claim.reserved_for) {
+      if (!IsVm(c)) continue;
+      v.vm = VmIdentity{c.name, c.uid};
+      v.persisted = true;
+      break;
+    }
+    if (!v.vm.has_value() && !v.claim.pod_owned) {
+      std::vector<VmIdentity> naming = consumers_->VmsNamingClaim(v.ns, v.name);
+      std::sort(naming.begin(), naming.end(),
+                [](const VmIdentity& a, const VmIdentity& b) { return a.name < b.name; });
+      if (!naming.empty()) v.vm = naming.front();
+    }
+    out.push_back(std::move(v));
+  }
+  std::sort(out.begin(), out.end(), [](const ClaimView& a, const ClaimView& b) {
+    return std::tie(a.ns, a.name) < std::tie(b.ns, b.name);
+  });
+  return out;
 }
 
 absl::Status ClaimKeeper::Reconcile(const std::string& key) {

@@ -114,6 +114,25 @@ class ClaimKeeper final : public kube::Reconciler {
   Counts counts() const;
   // Claims in the watch cache holding a VM entry.
   size_t kept() const;
+  // Start() was called: the watches listed and the keeper reconciles.
+  bool started() const { return started_.load(); }
+
+  // One claim of the watch cache as the keeper sees it (GET /v1/dra/claims).
+  struct ClaimView {
+    std::string ns;
+    std::string name;
+    std::string uid;
+    DraClaim claim;
+    // The VM it is kept for: the VM entry of status.reservedFor (persisted),
+    // else, for a claim no pod owns, the first VM (by name) whose spec names
+    // it (the keeper adds it once the claim is allocated and reserved for
+    // that VM's pod); none otherwise.
+    std::optional<VmIdentity> vm;
+    bool persisted = false;
+  };
+  // Every claim of the watch cache, sorted by namespace and name; a copy,
+  // read under the cache's lock (any thread).
+  std::vector<ClaimView> Claims() const;
 
  private:
   absl::Status Keep(const std::string& ns, const std::string& name);

@@ -1,5 +1,7 @@
 #include "extender/dra/resource_claim.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
@@ -18,6 +20,36 @@ absl::StatusOr<bool> PodOwned(const api::json::Value& object) {
                    api::ReadOwnerReferences(*metadata, field));
   const api::OwnerReference* controller = api::ControllerOf(owners);
   return controller != nullptr && controller->kind == "Pod" && controller->api_version == "v1";
+}
+
+// status.allocation.devices.results of `allocation`.
+absl::StatusOr<std::vector<AllocatedDevice>> ReadResults(const api::json::Value& allocation) {
+  std::vector<AllocatedDevice> out;
+  const std::string at = absl::StrCat(Sv(kWhat), ".status.allocation");
+  if (!allocation.IsObject()) return api::json::TypeError(at, "must be an object");
+  ASSIGN_OR_RETURN(const api::json::Value* devices,
+                   api::json::OptObject(allocation, "devices", absl::StrCat(at, ".devices")));
+  if (devices == nullptr) return out;
+  const std::string field = absl::StrCat(at, ".devices.results");
+  ASSIGN_OR_RETURN(const api::json::Value* results,
+                   api::json::OptArray(*devices, "results", field));
+  if (results == nullptr) return out;
+  for (rapidjson::SizeType i = 0; i < results->Size(); ++i) {
+    const api::json::Value& r = (*results)[i];
+    const std::string ri = absl::StrCat(field, "[", i, "]");
+    if (!r.IsObject()) return api::json::TypeError(ri, "must be an object");
+    AllocatedDevice d;
+    for (auto [key, to] : {std::pair<std::string_view, std::string*>{"request", &d.request},
+                           {"driver", &d.driver},
+                           {"pool", &d.pool},
+                           {"device", &d.device}}) {
+      ASSIGN_OR_RETURN(std::string_view v,
+                       api::json::ReqString(r, key, absl::StrCat(ri, ".", Sv(key))));
+      *to = std::string(v);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 }  // namespace
@@ -42,7 +74,11 @@ absl::StatusOr<DraClaim> ReadDraClaim(const api::json::Value& object) {
   ASSIGN_OR_RETURN(const api::json::Value* status,
                    api::json::OptObject(object, "status", absl::StrCat(Sv(kWhat), ".status")));
   if (status == nullptr) return out;
-  out.allocated = !api::json::IsNullish(api::json::Find(*status, "allocation"));
+  const api::json::Value* allocation = api::json::Find(*status, "allocation");
+  out.allocated = !api::json::IsNullish(allocation);
+  if (out.allocated) {
+    ASSIGN_OR_RETURN(out.devices, ReadResults(*allocation));
+  }
   const std::string field = absl::StrCat(Sv(kWhat), ".status.reservedFor");
   ASSIGN_OR_RETURN(const api::json::Value* list,
                    api::json::OptArray(*status, "reservedFor", field));

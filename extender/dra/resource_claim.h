@@ -45,12 +45,25 @@ inline bool IsVm(const Consumer& c) {
 // The entry of VirtualMachine `name` with `uid`.
 Consumer VmConsumer(std::string_view name, std::string_view uid);
 
+// One status.allocation.devices.results entry
+// (DeviceRequestAllocationResult): the device of `pool` of `driver`
+// allocated for `request`.
+struct AllocatedDevice {
+  std::string request;
+  std::string driver;
+  std::string pool;    // pdc-node's pools are named after their node.
+  std::string device;  // pdc-node's devices are named from their serial.
+  bool operator==(const AllocatedDevice&) const = default;
+};
+
 struct DraClaim {
   bool allocated = false;  // status.allocation is set.
   std::vector<Consumer> reserved_for;
   // Its controller owner is a Pod: a claim kube-controller-manager made
   // from the pod's resourceClaimTemplateName, deleted with the pod.
   bool pod_owned = false;
+  // status.allocation.devices.results, in order (empty when not allocated).
+  std::vector<AllocatedDevice> devices;
 };
 
 // The claim in `object`; an error names the field ("ResourceClaim.status.

@@ -128,7 +128,7 @@ TEST(PdcctlArgsTest, UsageErrors) {
       {{"get", "claims", "--bogus"}, "unknown flag --bogus"},
       {{"get", "claims", "-n"}, "flag -n needs a value"},
       {{"get", "nodes", "-A"},
-       "-A/--all-namespaces only works with \"get claims\""},
+       "-A/--all-namespaces only works with \"get claims\" and \"get draclaims\""},
       {{"get", "claims", "--resource", "r"},
        "--resource only works with create"},
       {{"get", "claims", "--force"}, "--force only works with delete"},
