@@ -8,6 +8,7 @@
 #define PDC_DRIVER_PCI_FUNCTION_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,10 @@ struct PciFunctionInfo {
   // Serial Number "dsn:<16 hex>.<function>"; "" when none.
   std::string serial;
   std::string model;            // NVMe model, trimmed; "" otherwise.
+  // NVMe: the sum of the sizes of the namespaces the kernel shows below the
+  // controller (block `size` attributes, 512-byte sectors), read only while
+  // nvme has it; unset otherwise.
+  std::optional<uint64_t> capacity_bytes;
 
   // PCI-to-PCI bridges (0x0604) and semi-transparent ones (0x0609): they
   // share an IOMMU group with what sits behind them, but are never handed

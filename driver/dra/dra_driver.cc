@@ -217,13 +217,18 @@ void DraDriver::OnInventory(const NodeInventory& inventory) {
     }
     absl::StatusOr<std::string> resolved = host_.sys->Resolve(DevicePath(d.address));
     if (resolved.ok()) in.pcie_root = PcieRootFromSysfsPath(*resolved);
-    // sysfs shows an NVMe model only while the nvme driver has the device:
-    // the last one seen for the serial stays, so binding it to vfio-pci
-    // does not change what is published.
+    // sysfs shows an NVMe model and namespaces only while the nvme driver
+    // has the device: the last ones seen for the serial stay, so binding it
+    // to vfio-pci does not change what is published.
     absl::StatusOr<PciFunctionInfo> info = ReadPciFunction(*host_.sys, d.address);
-    if (info.ok() && !info->model.empty() && !d.serial.empty())
-      model_by_serial_[d.serial] = info->model;
+    if (info.ok() && !d.serial.empty()) {
+      if (!info->model.empty()) model_by_serial_[d.serial] = info->model;
+      if (info->capacity_bytes.has_value()) capacity_by_serial_[d.serial] = *info->capacity_bytes;
+    }
     if (auto m = model_by_serial_.find(d.serial); m != model_by_serial_.end()) in.model = m->second;
+    if (auto c = capacity_by_serial_.find(d.serial); c != capacity_by_serial_.end()) {
+      in.capacity_bytes = c->second;
+    }
     inputs.push_back(std::move(in));
   }
   SliceSet set = slices_->Build(inputs);

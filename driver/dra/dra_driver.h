@@ -128,6 +128,7 @@ class DraDriver {
   std::unique_ptr<Registrar> registrar_;
   bool publish_pending_ = true;
   std::map<std::string, std::string> model_by_serial_;
+  std::map<std::string, uint64_t> capacity_by_serial_;  // Bytes of its namespaces.
   std::optional<std::set<PciAddress>> extender_held_;
 };
 

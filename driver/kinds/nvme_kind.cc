@@ -13,6 +13,7 @@
 //    admin interface on the nvme driver.
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <charconv>
 #include <span>
 #include <string>
@@ -103,6 +104,25 @@ std::string NamespaceIdentity(Sysfs& sysfs, const std::string& cdir, std::string
     }
   }
   return "";
+}
+
+// The bytes of every namespace below the controller directory `cdir`
+// (nvmeXnY, or the hidden paths nvmeXcYnZ under native multipath), from the
+// block layer's `size` in 512-byte sectors whatever the LBA size; unset when
+// none shows one (no namespace, or a size that does not read).
+std::optional<uint64_t> NamespaceBytes(Sysfs& sys, const std::string& cdir) {
+  absl::StatusOr<std::vector<std::string>> children = sys.List(cdir);
+  if (!children.ok()) return std::nullopt;
+  std::optional<uint64_t> total;
+  for (const std::string& c : *children) {
+    if (!IsNamespaceName(c) && !IsPathName(c)) continue;
+    absl::StatusOr<std::string> size = sys.Read(absl::StrCat(cdir, "/", c, "/size"));
+    uint64_t sectors = 0;
+    if (!size.ok() || !absl::SimpleAtoi(Sv(Trim(*size)), &sectors)) return std::nullopt;
+    if (sectors > (uint64_t{1} << 54)) return std::nullopt;  // Beyond any drive: not a size.
+    total = total.value_or(0) + sectors * 512;
+  }
+  return total;
 }
 
 // The namespace heads of the NVMe subsystem the controller belongs to (native
@@ -254,6 +274,7 @@ class Nvme final : public DeviceKind {
       if (auto s = sys.Read(cdir + "/serial"); s.ok()) info->serial = Trim(*s);
       if (auto m = sys.Read(cdir + "/model"); m.ok()) info->model = Trim(*m);
       if (info->serial.empty()) info->serial = NamespaceIdentity(sys, cdir, c);
+      info->capacity_bytes = NamespaceBytes(sys, cdir);
       break;
     }
   }

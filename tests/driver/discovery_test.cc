@@ -165,6 +165,7 @@ TEST(DiscoveryTest, PciFunctionReadsOverrideAndController) {
   EXPECT_EQ(i.driver_override, "");
   EXPECT_EQ(i.nvme_controller, "nvme0");
   EXPECT_EQ(i.model, "QEMU NVMe Ctrl");
+  EXPECT_EQ(i.capacity_bytes, uint64_t{1} << 30);  // One 1 GiB namespace.
   EXPECT_EQ(KindOf(i).name(), "nvme");
   EXPECT_FALSE(i.IsPciBridge());
   EXPECT_THAT(ReadPciFunction(host.kernel, Addr("0000:00:09.0")),

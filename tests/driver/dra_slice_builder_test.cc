@@ -266,6 +266,8 @@ TEST(DraDriverTest, PublishesFromTheInventoryAboveTheApiserversGeneration) {
   const std::string& slice = publisher.published[0].slices[0];
   EXPECT_THAT(slice, HasSubstr(R"("resource.kubernetes.io/pcieRoot":{"string":"pci0000:00"})"));
   EXPECT_THAT(slice, HasSubstr(R"("model":{"string":"QEMU NVMe Ctrl"})"));
+  // The namespaces' bytes while nvme showed them (one of 1 GiB).
+  EXPECT_THAT(slice, HasSubstr(R"("capacity":{"size":{"value":"1073741824"}})"));
   EXPECT_THAT(slice, ::testing::Not(HasSubstr("0000:05:00.0")));
 
   (*driver)->OnInventory(inventory);  // Nothing changed: nothing written.

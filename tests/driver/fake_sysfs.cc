@@ -127,6 +127,7 @@ void FakeKernel::Attach(const std::string& address, const std::string& driver) {
       fs::create_directories(nsdir + "/holders");
       if (!block_dev_.contains(name)) block_dev_[name] = absl::StrCat("259:", next_minor_++);
       Put(nsdir + "/dev", block_dev_[name] + "\n");
+      Put(nsdir + "/size", absl::StrCat(spec.namespace_sectors, "\n"));
       if (ns == 1 && !spec.nguid.empty()) Put(nsdir + "/nguid", spec.nguid + "\n");
       if (ns == 1 && !spec.eui.empty()) Put(nsdir + "/eui", spec.eui + "\n");
       Link(absl::StrCat("../../", kPciRoot, "/", address, "/nvme/", ctrl, "/", name),

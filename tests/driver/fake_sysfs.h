@@ -44,6 +44,8 @@ struct FakePciDevice {
   std::string model = "QEMU NVMe Ctrl";
   int namespaces = 1;
   int partitions = 0;
+  // Each namespace's block `size`, in 512-byte sectors (1 GiB).
+  uint64_t namespace_sectors = 2097152;
   // The first namespace's `nguid` and `eui` attributes, written as the
   // kernel prints them; not written when "" (the kernel hides zero ones).
   std::string nguid = "";
