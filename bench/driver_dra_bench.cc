@@ -113,12 +113,14 @@ struct DraNode {
     o.clock = &clock;
     binder = std::make_unique<VfioBinder>(&host.kernel, &host.dev, &host.proc, journal.get(), o);
     checkpoint = std::move(*dra::PreparedCheckpoint::Open(host.tmp.Join("dra-prepared")));
+    holders = std::move(*dra::PreparedCheckpoint::Open(host.tmp.Join("dra-holders")));
     dra::PreparerOptions po{kBenchDriver, kBenchNode, "devices.kubevirt.io/nvme",
                             host.tmp.Join("cdi"), host.tmp.Join("metadata")};
     std::filesystem::create_directories(po.cdi_dir);
     preparer = std::make_unique<dra::ClaimPreparer>(
         po, &source, &directory, binder.get(),
-        HostView{&host.kernel, &host.dev, &host.proc, "self/mountinfo"}, checkpoint.get());
+        HostView{&host.kernel, &host.dev, &host.proc, "self/mountinfo"}, checkpoint.get(),
+        holders.get());
     server = std::make_unique<dra::DraServer>(preparer.get(), host.tmp.Join("plugins/dra.sock"));
     if (absl::Status s = server->Start(); !s.ok()) error = s.ToString();
     channel = grpc::CreateChannel("unix:" + server->socket_path(),
@@ -133,6 +135,7 @@ struct DraNode {
   std::unique_ptr<BindJournal> journal;
   std::unique_ptr<VfioBinder> binder;
   std::unique_ptr<dra::PreparedCheckpoint> checkpoint;
+  std::unique_ptr<dra::PreparedCheckpoint> holders;  // Which claim's data each device holds.
   std::unique_ptr<dra::ClaimPreparer> preparer;
   std::unique_ptr<dra::DraServer> server;
   std::shared_ptr<grpc::Channel> channel;
