@@ -122,34 +122,7 @@ echo "guest: done rc=$rc"
 poweroff -f
 INIT
 
-# Every file the programs load: their ldd libraries and the dynamic loader.
-libs_of() {
-  ldd "$@" | awk '/=> \// {print $3} /^\t\/.*ld-linux/ {print $1}' | sort -u
-}
-mapfile -t LIBS < <(libs_of "${BINS[@]}")
-KEY=$( { sha256sum "${BINS[@]}" "$INIT" "$BUSYBOX"; for l in "${LIBS[@]}"; do
-         sha256sum "$(readlink -f "$l")"; done; echo "$KV"; } | sha256sum | cut -d' ' -f1)
-INITRD=$WORK/initrd.gz
-if [ -f "$INITRD" ] && [ "$(cat "$WORK/initrd.key" 2>/dev/null)" = "$KEY" ]; then
-  log "initramfs unchanged (cached)"
-else
-  log "building the initramfs (${#LIBS[@]} shared libraries)"
-  ROOT=$WORK/initramfs
-  rm -rf "$ROOT" && mkdir -p "$ROOT"/{bin,sbin,proc,sys,dev,tmp,mnt,etc,lib/modules}
-  cp "$BUSYBOX" "$ROOT/bin/busybox"
-  ln -s ../bin/busybox "$ROOT/sbin/modprobe"
-  cp -a "$KDIR/lib/modules/$KV" "$ROOT/lib/modules/"
-  "$BUSYBOX" depmod -b "$ROOT" "$KV"
-  for b in "${BINS[@]}"; do strip -o "$ROOT/$(basename "$b")" "$b"; done
-  for l in "${LIBS[@]}"; do
-    mkdir -p "$ROOT$(dirname "$l")"
-    cp -L "$l" "$ROOT$l"
-  done
-  echo "127.0.0.1 localhost" >"$ROOT/etc/hosts"
-  cp "$INIT" "$ROOT/init" && chmod +x "$ROOT/init"
-  (cd "$ROOT" && find . | "$BUSYBOX" cpio -o -H newc -R 0:0 2>/dev/null | gzip -1 >"$INITRD")
-  echo "$KEY" >"$WORK/initrd.key"
-fi
+qemu_initramfs  # INITRD: busybox, the kernel modules, BINS and their libraries, INIT.
 
 qemu_ext2_image "$WORK/mounted.img" 8M
 qemu_ext2_image "$WORK/loopfs.img" 8M
