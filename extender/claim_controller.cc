@@ -25,26 +25,35 @@ constexpr absl::Duration kReadDeadline = absl::Seconds(10);
 
 ClaimController::ClaimController(Allocator* allocator, KubeApiStore* store, kube::KubeClient* kube,
                                  Options options)
-    : allocator_(allocator), store_(store), kube_(kube), options_(options) {}
+    : allocator_(allocator),
+      store_(store),
+      kube_(kube),
+      options_(options),
+      queue_(options_.clock, kube::WorkQueueOptions{.max_delay = options_.retry}),
+      cache_(
+          std::string(api::kClaimKind),
+          [this](const api::json::Value& object, const api::ObjectMeta&) { return Decode(object); },
+          &queue_),
+      controller_(&queue_, this) {}
 
 ClaimController::~ClaimController() { Stop(); }
 
 void ClaimController::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] { RetryLoop(); });
+  if (started_) return;
+  started_ = true;
+  queue_.AddAfter(kRefusedWritesKey, options_.retry);
+  controller_.Run(1);
 }
+
+void ClaimController::Stop() { controller_.Stop(); }
 
 void ClaimController::Kick() {
-  absl::MutexLock lock(&mu_);
-  kicked_ = true;
-}
-
-void ClaimController::Stop() {
+  std::vector<ClaimKey> keys;
   {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
+    keys.assign(waiting_.begin(), waiting_.end());
   }
-  if (thread_.joinable()) thread_.join();
+  for (const ClaimKey& key : keys) queue_.Add(key.ToString());
 }
 
 size_t ClaimController::waiting() const {
@@ -150,8 +159,8 @@ bool ClaimController::Settle(const ClaimKey& key, std::string_view uid) {
   return s.ok();
 }
 
-bool ClaimController::Reconcile(const ClaimKey& key,
-                                const std::optional<api::ClaimObject>& object) {
+bool ClaimController::ReconcileClaim(const ClaimKey& key,
+                                     const std::optional<api::ClaimObject>& object) {
   absl::StatusOr<Claim> have = allocator_->GetClaim(key);
   if (!object.has_value()) {
     if (!have.ok()) return true;
@@ -274,114 +283,117 @@ bool ClaimController::Reconcile(const ClaimKey& key,
   return false;
 }
 
-void ClaimController::Replace(const std::vector<const api::json::Value*>& items) {
-  absl::flat_hash_map<ClaimKey, api::ClaimObject> fresh;
-  for (const api::json::Value* item : items) {
-    absl::StatusOr<api::ClaimObject> o = ReadObject(*item);
-    if (!o.ok()) {
-      spdlog::error("ignoring a PersistentDeviceClaim: {}", StdSv(o.status().message()));
-      continue;
+absl::Status ClaimController::Reconcile(const std::string& key) {
+  if (key == kRefusedWritesKey) {
+    // Claim writes the apiserver refused (their claims' Events say why).
+    if (absl::Status s = store_->RetryRefused(); !s.ok()) {
+      spdlog::warn("retrying refused claim writes: {}", StdSv(s.message()));
     }
-    store_->Observe(o->meta);
-    ClaimKey key = o->claim.key;
-    fresh.insert_or_assign(std::move(key), *std::move(o));
+    queue_.AddAfter(kRefusedWritesKey, options_.retry);
+    return absl::OkStatus();
   }
+  const size_t slash = key.find('/');
+  if (slash == std::string::npos) return absl::OkStatus();  // Claims are namespaced.
+  const ClaimKey claim{key.substr(0, slash), key.substr(slash + 1)};
+  std::optional<kube::TypedCache<api::ClaimObject>::Entry> entry = cache_.Get(key);
   absl::MutexLock lock(&mu_);
-  objects_ = std::move(fresh);
-  std::vector<ClaimKey> keys;
-  keys.reserve(objects_.size());
-  for (const auto& [key, o] : objects_) keys.push_back(key);
-  std::sort(keys.begin(), keys.end());
-  for (const ClaimKey& key : keys) Track(key, Reconcile(key, objects_.at(key)));
-  // Claims whose objects were deleted while nobody watched.
-  for (const Claim& c : allocator_->ListClaims("")) {
-    if (objects_.contains(c.key)) continue;
-    Track(c.key, Reconcile(c.key, std::nullopt));
+  const bool done =
+      ReconcileClaim(claim, entry.has_value() ? std::optional(std::move(entry->value))
+                                              : std::nullopt);
+  Track(claim, done);
+  if (unsynced_.erase(key) > 0 && unsynced_.empty()) synced_.Notify();
+  if (done) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("claim ", key, " is to be tried again"));
+}
+
+void ClaimController::ReportRecovery() {
+  for (const ClaimConflict& c : store_->conflicts()) {
+    std::vector<std::string> uids;
+    for (const ClaimKey& k : c.claims) {
+      auto entry = cache_.Get(k.ToString());
+      uids.push_back(entry.has_value() ? entry->meta.uid : "");
+    }
+    RecordConflict(options_.events, c, uids);
   }
-  if (!synced_.HasBeenNotified()) {
-    for (const ClaimConflict& c : store_->conflicts()) {
-      std::vector<std::string> uids;
-      for (const ClaimKey& k : c.claims) {
-        auto it = objects_.find(k);
-        uids.push_back(it == objects_.end() ? "" : it->second.meta.uid);
-      }
-      RecordConflict(options_.events, c, uids);
-    }
-    if (absl::Status s = store_->ReportConflicts(); !s.ok()) {
-      spdlog::warn("writing the DeviceConflict condition of the claims in conflict: {}",
-                   StdSv(s.message()));
-    }
-    for (const KubeApiStore::WithheldObject& w : store_->invalid()) {
-      RecordWithheld(options_.events, w);
-    }
-    if (absl::Status s = store_->ReportWithheld(); !s.ok()) {
-      spdlog::warn("writing the Withheld condition of the claims withheld: {}",
-                   StdSv(s.message()));
-    }
-    synced_.Notify();
+  if (absl::Status s = store_->ReportConflicts(); !s.ok()) {
+    spdlog::warn("writing the DeviceConflict condition of the claims in conflict: {}",
+                 StdSv(s.message()));
+  }
+  for (const KubeApiStore::WithheldObject& w : store_->invalid()) {
+    RecordWithheld(options_.events, w);
+  }
+  if (absl::Status s = store_->ReportWithheld(); !s.ok()) {
+    spdlog::warn("writing the Withheld condition of the claims withheld: {}", StdSv(s.message()));
   }
 }
 
-absl::StatusOr<api::ClaimObject> ClaimController::ReadObject(const api::json::Value& object) const {
+absl::StatusOr<api::ClaimObject> ClaimController::Decode(const api::json::Value& object) {
   absl::StatusOr<api::ClaimObject> o = api::ReadClaimObject(object);
-  if (o.ok()) return o;
-  // A claim withheld for a spec that cannot be read is still followed (by
-  // its metadata) so that its deletion applies the reclaim policy.
-  absl::StatusOr<api::ClaimObject> held = api::ReadClaimObjectStatusOnly(object);
-  if (held.ok() && store_->Withheld(held->claim.key)) return held;
+  if (!o.ok()) {
+    // A claim withheld for a spec that cannot be read is still followed (by
+    // its metadata) so that its deletion applies the reclaim policy.
+    absl::StatusOr<api::ClaimObject> held = api::ReadClaimObjectStatusOnly(object);
+    if (held.ok() && store_->Withheld(held->claim.key)) {
+      o = std::move(held);
+    } else {
+      spdlog::error("ignoring a PersistentDeviceClaim: {}", StdSv(o.status().message()));
+      return o;
+    }
+  }
+  store_->Observe(o->meta);
   return o;
 }
 
-void ClaimController::Upsert(const api::json::Value& object) {
-  absl::StatusOr<api::ClaimObject> o = ReadObject(object);
-  if (!o.ok()) {
-    spdlog::error("ignoring a PersistentDeviceClaim: {}", StdSv(o.status().message()));
-    return;
+void ClaimController::Sink::Replace(const std::vector<const api::json::Value*>& items) {
+  ClaimController& c = *controller_;
+  absl::flat_hash_set<std::string> listed;
+  for (const api::json::Value* item : items) {
+    if (auto meta = api::ReadObjectMeta(*item, api::kClaimKind); meta.ok()) {
+      listed.insert(meta->Key());
+    }
   }
-  store_->Observe(o->meta);
-  const ClaimKey key = o->claim.key;
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] = objects_.insert_or_assign(key, *std::move(o));
-  Track(key, Reconcile(key, it->second));
+  // Claims whose objects were deleted while nobody watched.
+  std::vector<std::string> unlisted;
+  for (const Claim& claim : c.allocator_->ListClaims("")) {
+    std::string key = claim.key.ToString();
+    if (!listed.contains(key)) unlisted.push_back(std::move(key));
+  }
+  if (!replaced_) {
+    absl::MutexLock lock(&c.mu_);
+    c.unsynced_ = listed;
+    c.unsynced_.insert(unlisted.begin(), unlisted.end());
+    if (c.unsynced_.empty()) c.synced_.Notify();
+  }
+  c.cache_.Replace(items);
+  for (const std::string& key : unlisted) c.queue_.Add(key);
+  if (!replaced_) {
+    replaced_ = true;
+    c.ReportRecovery();
+  }
 }
 
-void ClaimController::Remove(const api::json::Value& object) {
+void ClaimController::Sink::Upsert(const api::json::Value& object) {
+  controller_->cache_.Upsert(object);
+}
+
+void ClaimController::Sink::Remove(const api::json::Value& object) {
+  ClaimController& c = *controller_;
   absl::StatusOr<api::ObjectMeta> meta = api::ReadObjectMeta(object, api::kClaimKind);
   if (!meta.ok()) {
     spdlog::error("ignoring a deleted PersistentDeviceClaim: {}", StdSv(meta.status().message()));
     return;
   }
   const ClaimKey key{meta->ns, meta->name};
-  absl::MutexLock lock(&mu_);
-  auto it = objects_.find(key);
-  if (it != objects_.end() && it->second.meta.uid == meta->uid) objects_.erase(it);
-  // A withheld claim whose finalizer was taken off by hand: its reclaim
-  // policy applies all the same (once).
-  if (store_->Withheld(key)) ReclaimWithheld(key, meta->uid);
-  store_->Forget(key, meta->uid);
-  if (objects_.contains(key)) return;  // A newer object of that name.
-  Track(key, Reconcile(key, std::nullopt));
-}
-
-void ClaimController::RetryLoop() {
-  for (;;) {
-    absl::MutexLock lock(&mu_);
-    // Real time: the retries wait for the apiserver and for pods to end.
-    mu_.AwaitWithTimeout(absl::Condition(this, &ClaimController::Woken), options_.retry);
-    if (stopping_) return;
-    kicked_ = false;
-    std::vector<ClaimKey> keys(waiting_.begin(), waiting_.end());
-    std::sort(keys.begin(), keys.end());
-    for (const ClaimKey& key : keys) {
-      auto it = objects_.find(key);
-      Track(key, Reconcile(key, it == objects_.end() ? std::nullopt
-                                                     : std::optional(it->second)));
-    }
-    // Claim writes the apiserver refused (their claims' Events say why).
-    if (absl::Status s = store_->RetryRefused(); !s.ok()) {
-      spdlog::warn("retrying refused claim writes: {}", StdSv(s.message()));
-    }
+  {
+    absl::MutexLock lock(&c.mu_);
+    // A withheld claim whose finalizer was taken off by hand: its reclaim
+    // policy applies all the same (once).
+    if (c.store_->Withheld(key)) c.ReclaimWithheld(key, meta->uid);
+    c.store_->Forget(key, meta->uid);
   }
+  auto cached = c.cache_.Get(meta->Key());
+  if (cached.has_value() && cached->meta.uid != meta->uid) return;  // A newer object of that name.
+  c.cache_.Remove(object);
 }
 
 }  // namespace pdc::extender

@@ -1,7 +1,9 @@
 // ClaimController: PersistentDeviceClaim objects -> the allocator, in
-// Kubernetes mode (docs/design.md §4.8). It is the claim reflector's sink
-// and acts on each object as the watch delivers it, the way Kubernetes'
-// PVC protection controller and binder do for volumes:
+// Kubernetes mode (docs/design.md §4.8). A level-triggered controller on
+// kube::WorkQueue: the claim watch feeds a TypedCache that queues the key
+// ("<ns>/<name>") of every object that changed, and Reconcile(key) brings
+// the allocator in line with what the cache holds under that key, the way
+// Kubernetes' PVC protection controller and binder do for volumes:
 //  - an object the allocator does not have becomes a Pending claim with the
 //    object's UID, and gets pdc's finalizer (pdc.kubevirt.io/device-
 //    protection), so it cannot vanish while pdc still holds devices for it;
@@ -9,27 +11,35 @@
 //  - an object being deleted (deletionTimestamp) is deleted from the
 //    allocator unless a VM pod still uses it (the claim is reserved for a
 //    pod the pod watch or the apiserver still has, running): then it waits,
-//    and is tried again every `retry` and as soon as a pod ends (Kick). A reservation whose pod is gone is released. Once the allocator let it go (its devices on their way
-//    back, or Released, by the reclaim policy, and durable), the store
-//    removes the finalizer and the API deletes the object;
+//    tried again with the key's backoff (up to `retry`) and as soon as a pod
+//    ends (Kick). A reservation whose pod is gone is released. Once the
+//    allocator let it go (its devices on their way back, or Released, by
+//    the reclaim policy, and durable), the store removes the finalizer and
+//    the API deletes the object;
 //  - an object gone without pdc's consent (its finalizer removed by hand)
 //    is deleted from the allocator; so is one that a relist no longer
-//    shows and that a read confirms is gone;
+//    shows and that a read confirms is gone (a relist queues the claims the
+//    allocator has and the list does not);
 //  - an object re-created under the same name (another UID) is another
 //    claim: the old one is deleted, the new one created;
 //  - in both cases not while a pod of the claim's VM may run on its
 //    devices: the claim waits for the pod to end (a running VM's drive is
 //    never put on the way to being erased).
+// A Reconcile that must be tried again (a deletion a VM blocks, an API
+// failure) returns an error: the queue retries the key with its backoff.
+// The claim writes the apiserver refused are retried by the store every
+// `retry`, as one more key of the queue (kRefusedWritesKey).
 // The status is the allocator's to write (KubeApiStore); the controller
 // never writes it.
-// Thread-safety: the sink methods on the reflector's thread, the retries on
-// the controller's own; one mutex orders them.
+// Thread-safety: the sink on the reflector's thread, Reconcile on the
+// controller's worker; one mutex orders Reconcile with what the sink does
+// to the store when an object goes.
 #ifndef PDC_EXTENDER_CLAIM_CONTROLLER_H_
 #define PDC_EXTENDER_CLAIM_CONTROLLER_H_
 
-#include <atomic>
 #include <optional>
-#include <thread>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -45,13 +55,17 @@
 #include "extender/kube_api_store.h"
 #include "kube/kube_client.h"
 #include "kube/kube_reflector.h"
+#include "kube/typed_cache.h"
+#include "kube/work_queue.h"
 #include "extender/pod_directory.h"
 
 namespace pdc::extender {
 
-class ClaimController final : public kube::ReflectorSink {
+class ClaimController final : public kube::Reconciler {
  public:
   struct Options {
+    // The longest wait between two tries of a claim that must be tried
+    // again, and the period of the refused writes' retry.
     absl::Duration retry = absl::Seconds(5);
     kube::EventRecorder* events = nullptr;  // Null: no Events.
     const Clock* clock = RealClock();
@@ -60,34 +74,62 @@ class ClaimController final : public kube::ReflectorSink {
     const PodDirectory* pods = nullptr;
   };
 
+  // The key under which the store's refused writes are retried.
+  static constexpr std::string_view kRefusedWritesKey = "<refused claim writes>";
+
   // `allocator`, `store` and `kube` must outlive the controller.
   ClaimController(Allocator* allocator, KubeApiStore* store, kube::KubeClient* kube, Options options);
   ~ClaimController() override;  // Stop().
 
-  void Replace(const std::vector<const api::json::Value*>& items) override;
-  void Upsert(const api::json::Value& object) override;
-  void Remove(const api::json::Value& object) override;
+  // The claim watch's sink.
+  kube::ReflectorSink* sink() { return &sink_; }
 
   // A pod ended or was deleted: claims waiting for their pod are tried
-  // again now rather than at the next retry.
+  // again now rather than after their backoff.
   void Kick();
 
-  // Starts the retry thread. Idempotent.
+  // Starts the worker. Idempotent.
   void Start();
   void Stop();
 
-  // The first list has been applied: the allocator holds every claim.
+  absl::Status Reconcile(const std::string& key) override;
+
+  // The first list has been reconciled, each of its objects once (and each
+  // claim the allocator has that the list does not): the allocator has
+  // every claim, and pdc's finalizer is on every object it took.
   bool synced() const { return synced_.HasBeenNotified(); }
+  bool WaitForSync(absl::Duration timeout) const {
+    return synced_.WaitForNotificationWithTimeout(timeout);
+  }
+
   // Claims waiting for a retry (a deletion a VM blocks, an API failure).
   size_t waiting() const;
   // Objects the allocator refused (their spec), and why.
   size_t refused() const;
 
  private:
+  // Feeds the cache; an object's removal forgets it in the store at once
+  // (its withheld reclaim first), before a newer object of that name is
+  // observed.
+  class Sink final : public kube::ReflectorSink {
+   public:
+    explicit Sink(ClaimController* controller) : controller_(controller) {}
+    void Replace(const std::vector<const api::json::Value*>& items) override;
+    void Upsert(const api::json::Value& object) override;
+    void Remove(const api::json::Value& object) override;
+
+   private:
+    ClaimController* const controller_;
+    bool replaced_ = false;
+  };
+
   // Brings the allocator in line with `object` (nullopt: the object under
   // `key` is gone). False when it must be tried again later.
-  bool Reconcile(const ClaimKey& key, const std::optional<api::ClaimObject>& object)
+  bool ReconcileClaim(const ClaimKey& key, const std::optional<api::ClaimObject>& object)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The first list: the claims in a device conflict and those withheld get
+  // their Events and conditions.
+  void ReportRecovery();
   bool SameClaim(const Claim& claim, const api::ClaimObject& object) const;
   // The claim is out of the allocator: takes pdc's finalizer off the
   // object `uid`, unless its devices are still being erased (the store
@@ -98,8 +140,9 @@ class ClaimController final : public kube::ReflectorSink {
   // again.
   bool ReclaimWithheld(const ClaimKey& key, std::string_view uid);
   // ReadClaimObject, or for a withheld claim whose spec cannot be read,
-  // ReadClaimObjectStatusOnly.
-  absl::StatusOr<api::ClaimObject> ReadObject(const api::json::Value& object) const;
+  // ReadClaimObjectStatusOnly; the store observes what was read. The
+  // cache's decoder.
+  absl::StatusOr<api::ClaimObject> Decode(const api::json::Value& object);
   // Deletes the claim from the allocator, first releasing a reservation
   // whose pod is gone. FailedPrecondition while the pod lives.
   absl::Status LetGo(const Claim& claim);
@@ -109,8 +152,6 @@ class ClaimController final : public kube::ReflectorSink {
   // waits for the pod to end.
   absl::Status ForceLetGo(const Claim& claim);
   void Track(const ClaimKey& key, bool done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RetryLoop();
-  bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || kicked_; }
 
   Allocator* const allocator_;
   KubeApiStore* const store_;
@@ -118,13 +159,17 @@ class ClaimController final : public kube::ReflectorSink {
   const Options options_;
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<ClaimKey, api::ClaimObject> objects_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<ClaimKey> waiting_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ClaimKey, std::string> refused_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool kicked_ ABSL_GUARDED_BY(mu_) = false;
+  // Keys of the first list not reconciled yet; synced_ once none is left.
+  absl::flat_hash_set<std::string> unsynced_ ABSL_GUARDED_BY(mu_);
   absl::Notification synced_;
-  std::thread thread_;
+
+  kube::WorkQueue queue_;
+  kube::TypedCache<api::ClaimObject> cache_;
+  Sink sink_{this};
+  kube::Controller controller_;
+  bool started_ = false;
 };
 
 }  // namespace pdc::extender

@@ -486,7 +486,7 @@ absl::Status ExtenderApp::StartWatches(const kube::KubeClientConfig& kc) {
     co.clock = clock;
     co.pods = pod_watch_.get();
     claims_ = std::make_unique<ClaimController>(allocator_.get(), api_store_, kube_.get(), co);
-    watches.push_back({kClaimsPath, "", claims_.get()});
+    watches.push_back({kClaimsPath, "", claims_->sink()});
     claims_->Start();
   } else {
     spdlog::warn("store: {} with a Kubernetes API - PersistentDeviceClaim objects are not "
@@ -616,6 +616,10 @@ void ExtenderApp::MakeRouter(const std::string& token) {
         while (!r->WaitForSync(absl::Seconds(1))) {
           if (stopping_.HasBeenNotified()) return;
         }
+      }
+      // ... and the claim controller has taken in the claims it listed.
+      while (claims_ != nullptr && !claims_->WaitForSync(absl::Seconds(1))) {
+        if (stopping_.HasBeenNotified()) return;
       }
       spdlog::info("Kubernetes caches synced: {} VirtualMachines, {} VirtualMachineInstances, "
                    "{} pods of {}{}",
