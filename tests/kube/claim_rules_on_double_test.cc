@@ -360,5 +360,29 @@ TEST_F(ClaimRulesOnDoubleTest, AnAdministratorEndsAnEraseThatWillNotFinish) {
   EXPECT_EQ(PdcPost(base + "/release").status, 200);
 }
 
+// Ready means the claim controller took in the first list: every object
+// there is a claim of the allocator with pdc's finalizer before
+// kube-scheduler is answered (a delete right after could otherwise remove
+// an object pdc was about to take).
+TEST_F(ClaimRulesOnDoubleTest, ReadyOnlyOnceEveryListedClaimIsTakenIn) {
+  constexpr int kClaims = 40;
+  for (int i = 0; i < kClaims; ++i) {
+    const KubeReply c =
+        Call("POST", Claims(), ClaimObject(absl::StrCat("c", i), i % 2 ? "Retain" : "Delete"));
+    ASSERT_EQ(c.status, 201) << c.text;
+  }
+  StartExtender(StoreKind::kKubernetes);
+  ASSERT_TRUE(AwaitReady());
+  EXPECT_EQ(app_->allocator()->ListClaims(ns_).size(), static_cast<size_t>(kClaims));
+  const KubeReply list = Call("GET", Claims());
+  ASSERT_EQ(list.status, 200) << list.text;
+  size_t protected_objects = 0;
+  for (size_t at = list.text.find(api::kClaimFinalizer); at != std::string::npos;
+       at = list.text.find(api::kClaimFinalizer, at + 1)) {
+    ++protected_objects;
+  }
+  EXPECT_EQ(protected_objects, static_cast<size_t>(kClaims)) << list.text;
+}
+
 }  // namespace
 }  // namespace pdc::testing
