@@ -20,9 +20,27 @@ BindQueue::~BindQueue() {
   for (std::thread& t : threads_) t.join();
 }
 
+absl::StatusOr<Binds::Ticket> InlineBinds::Start(const api::BindingArgs& args) {
+  BindResult result = binder_->Bind(args);
+  absl::MutexLock lock(&mu_);
+  Ticket t;
+  t.token = ++next_;
+  ended_.emplace(t.token, std::move(result));
+  return t;
+}
+
+std::optional<BindResult> InlineBinds::Take(uint64_t token) {
+  absl::MutexLock lock(&mu_);
+  auto it = ended_.find(token);
+  if (it == ended_.end()) return std::nullopt;
+  BindResult out = std::move(it->second);
+  ended_.erase(it);
+  return out;
+}
+
 std::string BindQueue::Topic(uint64_t token) { return absl::StrCat("bind/", token); }
 
-absl::StatusOr<BindQueue::Ticket> BindQueue::Start(const api::BindingArgs& args) {
+absl::StatusOr<Binds::Ticket> BindQueue::Start(const api::BindingArgs& args) {
   absl::MutexLock lock(&mu_);
   if (waiting_.size() + running_ >= options_.max_jobs) {
     return absl::ResourceExhaustedError(absl::StrCat(

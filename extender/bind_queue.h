@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -46,7 +47,12 @@ struct BindQueueOptions {
   size_t max_jobs = 1024;
 };
 
-class BindQueue {
+// How the bind handler runs binds: a saga started, its result taken when
+// it ended (at once, or after the request waited as a long-poll). The
+// handler is the same whichever runs them: BindQueue (with a Kubernetes
+// API, on threads of their own) or InlineBinds (standalone, on the HTTP
+// thread, ended before Start returns).
+class Binds {
  public:
   // What a parked bind request waits on.
   struct Ticket {
@@ -55,6 +61,39 @@ class BindQueue {
     uint64_t seen = 0;    // The topic's version before the job could end.
   };
 
+  virtual ~Binds() = default;
+  virtual absl::StatusOr<Ticket> Start(const api::BindingArgs& args) = 0;
+  // The result of the job, which leaves the queue; nullopt while it waits or
+  // runs, or when there is no such job (taken, dropped, never started).
+  virtual std::optional<BindResult> Take(uint64_t token) = 0;
+  // Nobody will take this job's result.
+  virtual void Abandon(uint64_t token) = 0;
+  // How long a parked bind request waits: the saga's deadline and a
+  // second for the answer to come back.
+  virtual absl::Duration max_wait() const = 0;
+};
+
+// Runs each bind on the caller's thread, within Start.
+class InlineBinds final : public Binds {
+ public:
+  // `binder` outlives this.
+  explicit InlineBinds(const Binder* binder) : binder_(binder) {}
+
+  absl::StatusOr<Ticket> Start(const api::BindingArgs& args) override;
+  std::optional<BindResult> Take(uint64_t token) override;
+  void Abandon(uint64_t token) override { (void)Take(token); }
+  absl::Duration max_wait() const override { return binder_->options().deadline; }
+
+ private:
+  const Binder* const binder_;
+  absl::Mutex mu_;
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, BindResult> ended_ ABSL_GUARDED_BY(mu_);
+};
+
+class BindQueue final : public Binds {
+ public:
+
   // `binder` and `notifier` outlive the queue. Starts the threads.
   BindQueue(const Binder* binder, Notifier* notifier, BindQueueOptions options);
   // Skips the jobs that have not started, lets running sagas end, joins.
@@ -62,18 +101,15 @@ class BindQueue {
   BindQueue(const BindQueue&) = delete;
   BindQueue& operator=(const BindQueue&) = delete;
 
-  absl::StatusOr<Ticket> Start(const api::BindingArgs& args);
-  // The result of the job, which leaves the queue; nullopt while it waits or
-  // runs, or when there is no such job (taken, dropped, never started).
-  std::optional<BindResult> Take(uint64_t token);
-  // Nobody will take this job's result.
-  void Abandon(uint64_t token);
+  absl::StatusOr<Ticket> Start(const api::BindingArgs& args) override;
+  std::optional<BindResult> Take(uint64_t token) override;
+  void Abandon(uint64_t token) override;
+  absl::Duration max_wait() const override {
+    return binder_->options().deadline + absl::Seconds(1);
+  }
 
   // The topic of a job's end.
   static std::string Topic(uint64_t token);
-  // How long a parked bind request waits: the saga's deadline and a
-  // second for the answer to come back.
-  absl::Duration max_wait() const { return binder_->options().deadline + absl::Seconds(1); }
   // Jobs waiting, running, or finished and not taken.
   size_t jobs() const;
 

@@ -523,7 +523,6 @@ void ExtenderApp::FillContext() {
   for (const DeviceClass& dc : config_.device_classes) {
     ctx_.managed.insert(dc.resource_name);
   }
-  ctx_.kube = kube_.get();
   ctx_.metrics = metrics_.get();
   ctx_.events = events_.get();
   ctx_.registry = &registry_;
@@ -537,10 +536,13 @@ void ExtenderApp::FillContext() {
       return absl::OkStatus();
     };
   }
-  if (elector_ != nullptr) {
-    ctx_.leadership_left = [e = elector_.get()] { return e->SureFor(); };
-  }
   if (kube_ != nullptr) {
+    KubeBindTarget::Options to;
+    to.clock = clock;
+    to.metrics = metrics_.get();
+    if (elector_ != nullptr) to.leadership_left = [e = elector_.get()] { return e->SureFor(); };
+    bind_target_ = std::make_unique<KubeBindTarget>(kube_.get(), std::move(to));
+    ctx_.bind_target = bind_target_.get();
     BinderOptions bo;
     bo.deadline = ec.bind_deadline;
     bo.read_back = std::min(absl::Seconds(2), ec.bind_deadline / 4);

@@ -31,6 +31,7 @@
 #include "extender/admission_webhook.h"
 #include "extender/checkpointer.h"
 #include "extender/claim_controller.h"
+#include "extender/kube_bind_target.h"
 #include "extender/dra/claim_keeper.h"
 #include "extender/dra/vm_claim_maker.h"
 #include "extender/dra_consumers.h"
@@ -162,6 +163,7 @@ class ExtenderApp {
   absl::Notification stopping_;
   ExtenderContext ctx_;
   // With a Kubernetes API: binds run here, off the HTTP threads.
+  std::unique_ptr<KubeBindTarget> bind_target_;
   std::unique_ptr<Binder> binder_;
   std::unique_ptr<BindQueue> binds_;
   // extender.nodeAuth: node identities (made before, so destroyed after,

@@ -1,5 +1,6 @@
 // ExtenderContext: the collaborators every handler needs, owned by main (or
-// by a test) and outliving the Router.
+// by a test) and outliving the Router. The Router reads `binds` when it is
+// made: fill the context first.
 // Thread-safety: the pointed-to objects are thread-safe.
 #ifndef PDC_EXTENDER_EXTENDER_CONTEXT_H_
 #define PDC_EXTENDER_EXTENDER_CONTEXT_H_
@@ -18,8 +19,8 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/notifier.h"
+#include "extender/bind_target.h"
 #include "extender/extender_metrics.h"
-#include "kube/kube_client.h"
 #include "extender/pod_cache.h"
 
 namespace pdc::kube {
@@ -32,7 +33,7 @@ class ClaimKeeper;  // dra/claim_keeper.h
 
 namespace pdc::extender {
 
-class BindQueue;    // bind_queue.h
+class Binds;        // bind_queue.h
 class VmDirectory;  // vm_directory.h
 
 struct ExtenderContext {
@@ -43,10 +44,13 @@ struct ExtenderContext {
   // node; handlers never bump it themselves.
   Notifier* notifier = nullptr;
   api::ManagedResources managed;   // Resource names of the device classes.
-  kube::KubeClient* kube = nullptr;      // Null: standalone (no Kubernetes API).
-  // Runs binds off the HTTP threads (with a Kubernetes API). Null: binds run
-  // on the HTTP thread that received them (standalone: no apiserver call).
-  BindQueue* binds = nullptr;
+  // What the cluster learns of a bind, by mode (bind_target.h): standalone
+  // by default; KubeBindTarget with a Kubernetes API.
+  const BindTarget* bind_target = StandaloneTarget();
+  // Runs binds off the HTTP threads (with a Kubernetes API: BindQueue).
+  // Null: the bind handler runs them on the HTTP thread that received them
+  // (InlineBinds; standalone: no apiserver call).
+  Binds* binds = nullptr;
   // Kubernetes mode: a pod's VM comes from its owner chain (UIDs). Null:
   // from its labels (standalone).
   const VmDirectory* vms = nullptr;
@@ -57,11 +61,6 @@ struct ExtenderContext {
   // in the API as that bind made it (KubeApiStore::Recorded), else why not.
   // A bind is acknowledged only then. Null: the store's Sync says it all.
   std::function<absl::Status(const BindOutcome&)> recorded;
-  // With several replicas: how long this replica is still sure to lead
-  // (LeaderElector::SureFor); zero or less once it is not. Every write of
-  // the bind saga to the API (the pod's annotation, the Binding, Events)
-  // is sent only while it is, with a timeout within it. Null: always.
-  std::function<absl::Duration()> leadership_left;
   // extender.dra.keeper.enabled: the keeper GET /v1/dra/claims reads from.
   // Null: the keeper is off.
   const dra::ClaimKeeper* dra_keeper = nullptr;

@@ -144,18 +144,17 @@ HttpResponse SchedulerHandlers::Bind(net::HttpRequest& request) const {
   }
   absl::StatusOr<BindingArgs> args = ReadBindingArgs(doc);
   if (!args.ok()) return ErrorResponse(args.status());
-  if (ctx_->binds == nullptr) {
-    const BindResult result = binder_.Bind(*args);
-    return JsonResponse(200, WriteBindingResult(result.error));
-  }
   if (!request.allow_wait) {  // The server is stopping.
     return JsonResponse(200, WriteBindingResult("pdc-extender is stopping; kube-scheduler "
                                                 "will retry the pod"));
   }
-  absl::StatusOr<BindQueue::Ticket> t = ctx_->binds->Start(*args);
+  absl::StatusOr<Binds::Ticket> t = binds_->Start(*args);
   if (!t.ok()) return JsonResponse(200, WriteBindingResult(StdSv(t.status().message())));
+  if (std::optional<BindResult> result = binds_->Take(t->token)) {  // Ended already.
+    return JsonResponse(200, WriteBindingResult(result->error));
+  }
   HttpResponse r;
-  r.long_poll = net::LongPoll{t->seen, ctx_->binds->max_wait(), t->topic, t->token};
+  r.long_poll = net::LongPoll{t->seen, binds_->max_wait(), t->topic, t->token};
   return r;
 }
 
@@ -164,18 +163,18 @@ HttpResponse SchedulerHandlers::ResumeBind(const net::HttpRequest& request) cons
   const std::string topic = BindQueue::Topic(token);
   // Read before Take: an end after a miss moves the topic past `seen`.
   const uint64_t seen = ctx_->notifier->version(topic);
-  if (std::optional<BindResult> result = ctx_->binds->Take(token)) {
+  if (std::optional<BindResult> result = binds_->Take(token)) {
     return JsonResponse(200, WriteBindingResult(result->error));
   }
   if (request.allow_wait) {
     HttpResponse r;
-    r.long_poll = net::LongPoll{seen, ctx_->binds->max_wait(), topic, token};
+    r.long_poll = net::LongPoll{seen, binds_->max_wait(), topic, token};
     return r;
   }
-  ctx_->binds->Abandon(token);
+  binds_->Abandon(token);
   return JsonResponse(
       200, WriteBindingResult(absl::StrCat(
-               "the bind did not end within ", absl::FormatDuration(ctx_->binds->max_wait()),
+               "the bind did not end within ", absl::FormatDuration(binds_->max_wait()),
                " (the Kubernetes API is slow, or pdc-extender is stopping); if it was "
                "committed the pod runs with its devices, else kube-scheduler retries it")));
 }

@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "extender/bind_queue.h"
 #include "extender/binder.h"
 #include "extender/extender_context.h"
 #include "net/http_types.h"
@@ -26,7 +27,7 @@ using net::HttpResponse;
 class SchedulerHandlers {
  public:
   explicit SchedulerHandlers(const ExtenderContext* ctx)
-      : ctx_(ctx), binder_(ctx) {}
+      : ctx_(ctx), binder_(ctx), binds_(ctx->binds != nullptr ? ctx->binds : &inline_binds_) {}
 
   HttpResponse Filter(std::string& body) const;
   HttpResponse Prioritize(std::string& body) const;
@@ -38,8 +39,11 @@ class SchedulerHandlers {
   HttpResponse ResumeBind(const net::HttpRequest& request) const;
 
   const ExtenderContext* const ctx_;
-  // The bind saga without a BindQueue; Bind only decodes and encodes.
+  // The bind saga when the context brings no Binds of its own (standalone:
+  // on the HTTP thread); Bind only decodes, starts and encodes.
   const Binder binder_;
+  InlineBinds inline_binds_{&binder_};
+  Binds* const binds_;
 };
 
 }  // namespace pdc::extender

@@ -21,13 +21,13 @@ class BindKubeTest : public ExtenderFixture {
  protected:
   void SetUp() override {
     ExtenderFixture::SetUp();
-    ctx_.kube = &kube_;
     ctx_.metrics = &metrics_;
     ctx_.registry = &registry_;
+    UseKube(&kube_);
     TwoNodes();
   }
   void TearDown() override {
-    ctx_.kube = nullptr;
+    UseKube(nullptr);
     ctx_.metrics = nullptr;
     ctx_.registry = nullptr;
   }

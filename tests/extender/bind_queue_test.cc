@@ -49,12 +49,15 @@ class BindQueueTest : public ExtenderFixture {
   void SetUp() override {
     ExtenderFixture::SetUp();
     TwoNodes();
-    ctx_.kube = &kube_;
+    UseKube(&kube_);
   }
   void StartQueue(BinderOptions bo, BindQueueOptions qo = {}) {
     binder_ = std::make_unique<Binder>(&ctx_, bo);
     queue_ = std::make_unique<BindQueue>(binder_.get(), &notifier_, qo);
     ctx_.binds = queue_.get();
+    // The router takes the context's Binds when it is made.
+    router_ = std::make_unique<Router>(options_, &ctx_);
+    router_->SetReady(true);
   }
   void StartServer() {
     HttpServerOptions so;
@@ -68,7 +71,7 @@ class BindQueueTest : public ExtenderFixture {
     if (server_) server_->Shutdown();
     queue_.reset();
     ctx_.binds = nullptr;
-    ctx_.kube = nullptr;
+    UseKube(nullptr);
   }
   std::unique_ptr<HttpClient> Client() {
     HttpClientOptions o;

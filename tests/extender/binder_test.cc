@@ -15,6 +15,7 @@
 #include "allocator/memory_store.h"
 #include "common/metrics.h"
 #include "extender/extender_metrics.h"
+#include "extender/kube_bind_target.h"
 #include "common/notifier.h"
 #include "extender/pod_cache.h"
 #include "gmock/gmock.h"
@@ -123,8 +124,10 @@ class BinderTest : public ::testing::TestWithParam<BindCase> {
     ctx_.pod_cache = &pods_;
     ctx_.notifier = &notifier_;
     ctx_.managed = {kNvme};
-    ctx_.kube = &kube_;
     ctx_.metrics = metrics_.get();
+    target_ = std::make_unique<KubeBindTarget>(
+        &kube_, KubeBindTarget::Options{.clock = &clock_, .metrics = metrics_.get()});
+    ctx_.bind_target = target_.get();
   }
 
   static PodRequest Pod() {
@@ -156,6 +159,7 @@ class BinderTest : public ::testing::TestWithParam<BindCase> {
   HookedKube kube_{&fake_kube_};
   MetricsRegistry registry_;
   std::unique_ptr<ExtenderMetrics> metrics_;
+  std::unique_ptr<KubeBindTarget> target_;
   ExtenderContext ctx_;
 };
 
@@ -360,7 +364,7 @@ TEST_F(BinderTest, TooLateToStartDoesNothing) {
 // Without a Kubernetes API the allocator's record is the whole bind; a pod
 // the filter never saw cannot be bound.
 TEST_F(BinderTest, StandaloneBindsWithoutTheApi) {
-  ctx_.kube = nullptr;
+  ctx_.bind_target = StandaloneTarget();
   pods_.Put(Pod());
   const BindResult r = Binder(&ctx_).Bind(Args("node-a"));
   ASSERT_TRUE(r.ok()) << r.error;

@@ -15,6 +15,7 @@
 #include "allocator/allocator.h"
 #include "allocator/memory_store.h"
 #include "extender/extender_context.h"
+#include "extender/kube_bind_target.h"
 #include "extender/router.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_clock.h"
@@ -63,6 +64,21 @@ class ExtenderFixture : public ::testing::Test {
     router_->SetReady(true);
   }
 
+  // Binds reach the Kubernetes API `kube` from now on (KubeBindTarget,
+  // counting read-backs in ctx_.metrics); null: standalone again.
+  void UseKube(kube::KubeClient* kube) {
+    if (kube == nullptr) {
+      ctx_.bind_target = StandaloneTarget();
+      kube_target_.reset();
+      return;
+    }
+    KubeBindTarget::Options o;
+    o.clock = &clock_;
+    o.metrics = ctx_.metrics;
+    kube_target_ = std::make_unique<KubeBindTarget>(kube, std::move(o));
+    ctx_.bind_target = kube_target_.get();
+  }
+
   void Report(std::string_view node, std::vector<Device> devices) {
     ASSERT_OK(allocator_->ReplaceInventory(
         Inventory(std::string(node), std::move(devices))));
@@ -96,6 +112,7 @@ class ExtenderFixture : public ::testing::Test {
   RouterOptions options_;
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<PodCache> pods_;
+  std::unique_ptr<KubeBindTarget> kube_target_;
   ExtenderContext ctx_;
   std::unique_ptr<Router> router_;
 };

@@ -284,7 +284,7 @@ TEST_F(BindThroughApiTest, RouterBindAnnotatesAndBindsOverHttps) {
   c.ca_file = pki.ca_cert;
   c.token = "static";
   ASSERT_OK_AND_ASSIGN(auto kube, kube::NewHttpKubeClient(c));
-  ctx_.kube = kube.get();
+  UseKube(kube.get());
   TwoNodes();
   ASSERT_EQ(Post("/scheduler/filter",
                  NamesArgs(VirtLauncherPod("vm1", "uid-1"), {"node-a"})).status,
@@ -304,7 +304,7 @@ TEST_F(BindThroughApiTest, RouterBindAnnotatesAndBindsOverHttps) {
   ASSERT_OK_AND_ASSIGN(Claim claim, allocator_->GetClaim({"default", "vm1-nvme"}));
   ASSERT_TRUE(claim.status.reserved_for.has_value());
   EXPECT_EQ(claim.status.reserved_for->pod_uid, "uid-1");  // Reverted.
-  ctx_.kube = nullptr;
+  UseKube(nullptr);
 }
 
 // --- Finding the apiserver --------------------------------------------------
