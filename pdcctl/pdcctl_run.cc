@@ -30,120 +30,141 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
   return std::string(absl::StripAsciiWhitespace(buf.str()));
 }
 
+// get: one list (or one object) of the command's kind.
+absl::StatusOr<std::string> ExecuteGet(const Command& cmd, PdcClient& client, absl::Time now,
+                                       std::string* note) {
+  const bool json = cmd.output == Output::kJson;
+  switch (cmd.kind) {
+    case Kind::kClaims: {
+      if (!cmd.name.empty() && !cmd.all_namespaces) {
+        ASSIGN_OR_RETURN(Claim c, client.GetClaim(ClaimKey{cmd.ns, cmd.name}));
+        if (json) return PrettyJson(api::WriteClaim(c));
+        return ClaimsTable({std::move(c)}, false);
+      }
+      ASSIGN_OR_RETURN(std::vector<Claim> claims,
+                       client.ListClaims(cmd.all_namespaces ? "" : cmd.ns));
+      if (json) return PrettyJson(api::WriteClaimList(claims));
+      return ClaimsTable(std::move(claims), cmd.all_namespaces);
+    }
+    case Kind::kNodes: {
+      if (!cmd.name.empty()) {
+        ASSIGN_OR_RETURN(api::NodeDetail detail, client.GetNode(cmd.name));
+        if (json) return PrettyJson(api::WriteNodeDetail(detail));
+        return NodesTable({detail.node}, now);
+      }
+      ASSIGN_OR_RETURN(std::vector<api::NodeSummary> nodes, client.ListNodes());
+      if (json) return PrettyJson(api::WriteNodeList(nodes));
+      return NodesTable(std::move(nodes), now);
+    }
+    case Kind::kDevices: {
+      ASSIGN_OR_RETURN(std::vector<api::DeviceListing> devices, client.ListDevices());
+      if (json) {
+        std::erase_if(devices, [&](const api::DeviceListing& l) {
+          return !cmd.node.empty() && l.node != cmd.node;
+        });
+        return PrettyJson(api::WriteDeviceList(devices));
+      }
+      return DevicesTable(std::move(devices), cmd.node);
+    }
+    case Kind::kHandoffs: {
+      ASSIGN_OR_RETURN(std::vector<PendingHandoff> handoffs, client.ListHandoffs(cmd.node));
+      if (json) return PrettyJson(api::WriteHandoffList(handoffs));
+      return HandoffsTable(std::move(handoffs));
+    }
+    case Kind::kDraClaims: {
+      ASSIGN_OR_RETURN(api::DraClaimList list, client.ListDraClaims());
+      if (!list.note.empty()) *note = list.note;
+      std::erase_if(list.items, [&](const api::DraClaimView& c) {
+        return !cmd.all_namespaces && c.ns != cmd.ns;
+      });
+      if (json) return PrettyJson(api::WriteDraClaimList(list));
+      return DraClaimsTable(std::move(list.items));
+    }
+    case Kind::kNone:
+      break;
+  }
+  return std::string();
+}
+
+absl::StatusOr<std::string> ExecuteCreate(const Command& cmd, PdcClient& client) {
+  api::ClaimCreate create;
+  create.key = ClaimKey{cmd.ns, cmd.name};
+  create.spec.resource_name = cmd.resource;
+  create.spec.count = cmd.count;
+  create.spec.node = cmd.node;
+  create.spec.serial = cmd.serial;
+  create.spec.address = cmd.address;
+  create.spec.reclaim_policy = cmd.reclaim_policy;
+  ASSIGN_OR_RETURN(Claim c, client.CreateClaim(create));
+  if (cmd.output == Output::kJson) return PrettyJson(api::WriteClaim(c));
+  return absl::StrCat("claim/", cmd.name, " created\n");
+}
+
+// delete claim, or delete handoff (cancel a pod's pending hand-off).
+absl::StatusOr<std::string> ExecuteDelete(const Command& cmd, PdcClient& client) {
+  const bool json = cmd.output == Output::kJson;
+  if (cmd.kind == Kind::kHandoffs) {
+    ASSIGN_OR_RETURN(std::vector<ClaimKey> released, client.CancelHandoff(cmd.node, cmd.name));
+    if (json) return PrettyJson(api::WriteReleased(released));
+    return absl::StrCat("handoff/", cmd.name, " on node ", cmd.node,
+                        " cancelled; the pod's claims are released and keep their devices\n");
+  }
+  ASSIGN_OR_RETURN(Claim c, client.DeleteClaim(ClaimKey{cmd.ns, cmd.name}, cmd.force));
+  if (json) return PrettyJson(api::WriteClaim(c));
+  return absl::StrCat("claim/", cmd.name, " deleted\n");
+}
+
+// release device: hand it over (--to), abandon its erase, or free it.
+absl::StatusOr<std::string> ExecuteReleaseDevice(const Command& cmd, PdcClient& client) {
+  const bool json = cmd.output == Output::kJson;
+  if (cmd.hand_over_to.has_value()) {
+    ASSIGN_OR_RETURN(api::NodeDetail detail,
+                     client.HandOverDevice(cmd.node, *cmd.address, *cmd.hand_over_to));
+    if (json) return PrettyJson(api::WriteNodeDetail(detail));
+    return absl::StrCat("device/", cmd.address->ToString(), " on node ", cmd.node,
+                        " handed over to claim ", cmd.hand_over_to->ToString(),
+                        "; claims of namespace ", cmd.hand_over_to->ns, " may pin it\n");
+  }
+  if (cmd.abandon_erase) {
+    ASSIGN_OR_RETURN(api::NodeDetail detail, client.AbandonErase(cmd.node, *cmd.address));
+    if (json) return PrettyJson(api::WriteNodeDetail(detail));
+    return absl::StrCat("device/", cmd.address->ToString(), " on node ", cmd.node,
+                        ": erase abandoned; held Released for no claim until you release "
+                        "it or hand it over\n");
+  }
+  ASSIGN_OR_RETURN(api::NodeDetail detail, client.ReleaseDevice(cmd.node, *cmd.address));
+  if (json) return PrettyJson(api::WriteNodeDetail(detail));
+  return absl::StrCat("device/", cmd.address->ToString(), " on node ", cmd.node,
+                      " released; any claim may get it now\n");
+}
+
+// release claim, or release device.
+absl::StatusOr<std::string> ExecuteRelease(const Command& cmd, PdcClient& client) {
+  if (cmd.kind == Kind::kDevices) return ExecuteReleaseDevice(cmd, client);
+  ASSIGN_OR_RETURN(Claim c, client.ReleaseClaim(ClaimKey{cmd.ns, cmd.name}, cmd.pod_uid));
+  if (cmd.output == Output::kJson) return PrettyJson(api::WriteClaim(c));
+  return absl::StrCat("claim/", cmd.name, " released\n");
+}
+
 // Runs the command through `client`; returns what to print ("" for an empty
 // list). -o json prints the value as api/'s writer encodes it, indented.
 // `note` gets what the server said about the answer, for stderr ("" none).
 absl::StatusOr<std::string> Execute(const Command& cmd, PdcClient& client, absl::Time now,
                                     std::string* note) {
-  const bool json = cmd.output == Output::kJson;
-  const ClaimKey key{cmd.ns, cmd.name};
   switch (cmd.verb) {
     case Verb::kGet:
-      switch (cmd.kind) {
-        case Kind::kClaims: {
-          if (!cmd.name.empty() && !cmd.all_namespaces) {
-            ASSIGN_OR_RETURN(Claim c, client.GetClaim(key));
-            if (json) return PrettyJson(api::WriteClaim(c));
-            return ClaimsTable({std::move(c)}, false);
-          }
-          ASSIGN_OR_RETURN(std::vector<Claim> claims,
-                           client.ListClaims(cmd.all_namespaces ? "" : cmd.ns));
-          if (json) return PrettyJson(api::WriteClaimList(claims));
-          return ClaimsTable(std::move(claims), cmd.all_namespaces);
-        }
-        case Kind::kNodes: {
-          if (!cmd.name.empty()) {
-            ASSIGN_OR_RETURN(api::NodeDetail detail, client.GetNode(cmd.name));
-            if (json) return PrettyJson(api::WriteNodeDetail(detail));
-            return NodesTable({detail.node}, now);
-          }
-          ASSIGN_OR_RETURN(std::vector<api::NodeSummary> nodes, client.ListNodes());
-          if (json) return PrettyJson(api::WriteNodeList(nodes));
-          return NodesTable(std::move(nodes), now);
-        }
-        case Kind::kDevices: {
-          ASSIGN_OR_RETURN(std::vector<api::DeviceListing> devices, client.ListDevices());
-          if (json) {
-            std::erase_if(devices, [&](const api::DeviceListing& l) {
-              return !cmd.node.empty() && l.node != cmd.node;
-            });
-            return PrettyJson(api::WriteDeviceList(devices));
-          }
-          return DevicesTable(std::move(devices), cmd.node);
-        }
-        case Kind::kHandoffs: {
-          ASSIGN_OR_RETURN(std::vector<PendingHandoff> handoffs, client.ListHandoffs(cmd.node));
-          if (json) return PrettyJson(api::WriteHandoffList(handoffs));
-          return HandoffsTable(std::move(handoffs));
-        }
-        case Kind::kDraClaims: {
-          ASSIGN_OR_RETURN(api::DraClaimList list, client.ListDraClaims());
-          if (!list.note.empty()) *note = list.note;
-          std::erase_if(list.items, [&](const api::DraClaimView& c) {
-            return !cmd.all_namespaces && c.ns != cmd.ns;
-          });
-          if (json) return PrettyJson(api::WriteDraClaimList(list));
-          return DraClaimsTable(std::move(list.items));
-        }
-        case Kind::kNone:
-          break;
-      }
-      break;
+      return ExecuteGet(cmd, client, now, note);
     case Verb::kDescribe: {
-      ASSIGN_OR_RETURN(Claim c, client.GetClaim(key));
-      if (json) return PrettyJson(api::WriteClaim(c));
+      ASSIGN_OR_RETURN(Claim c, client.GetClaim(ClaimKey{cmd.ns, cmd.name}));
+      if (cmd.output == Output::kJson) return PrettyJson(api::WriteClaim(c));
       return DescribeClaim(c);
     }
-    case Verb::kCreate: {
-      api::ClaimCreate create;
-      create.key = key;
-      create.spec.resource_name = cmd.resource;
-      create.spec.count = cmd.count;
-      create.spec.node = cmd.node;
-      create.spec.serial = cmd.serial;
-      create.spec.address = cmd.address;
-      create.spec.reclaim_policy = cmd.reclaim_policy;
-      ASSIGN_OR_RETURN(Claim c, client.CreateClaim(create));
-      if (json) return PrettyJson(api::WriteClaim(c));
-      return absl::StrCat("claim/", cmd.name, " created\n");
-    }
-    case Verb::kDelete: {
-      if (cmd.kind == Kind::kHandoffs) {
-        ASSIGN_OR_RETURN(std::vector<ClaimKey> released, client.CancelHandoff(cmd.node, cmd.name));
-        if (json) return PrettyJson(api::WriteReleased(released));
-        return absl::StrCat("handoff/", cmd.name, " on node ", cmd.node,
-                            " cancelled; the pod's claims are released and keep their devices\n");
-      }
-      ASSIGN_OR_RETURN(Claim c, client.DeleteClaim(key, cmd.force));
-      if (json) return PrettyJson(api::WriteClaim(c));
-      return absl::StrCat("claim/", cmd.name, " deleted\n");
-    }
-    case Verb::kRelease: {
-      if (cmd.kind == Kind::kDevices && cmd.hand_over_to.has_value()) {
-        ASSIGN_OR_RETURN(api::NodeDetail detail,
-                         client.HandOverDevice(cmd.node, *cmd.address, *cmd.hand_over_to));
-        if (json) return PrettyJson(api::WriteNodeDetail(detail));
-        return absl::StrCat("device/", cmd.address->ToString(), " on node ", cmd.node,
-                            " handed over to claim ", cmd.hand_over_to->ToString(),
-                            "; claims of namespace ", cmd.hand_over_to->ns, " may pin it\n");
-      }
-      if (cmd.kind == Kind::kDevices && cmd.abandon_erase) {
-        ASSIGN_OR_RETURN(api::NodeDetail detail, client.AbandonErase(cmd.node, *cmd.address));
-        if (json) return PrettyJson(api::WriteNodeDetail(detail));
-        return absl::StrCat("device/", cmd.address->ToString(), " on node ", cmd.node,
-                            ": erase abandoned; held Released for no claim until you release "
-                            "it or hand it over\n");
-      }
-      if (cmd.kind == Kind::kDevices) {
-        ASSIGN_OR_RETURN(api::NodeDetail detail, client.ReleaseDevice(cmd.node, *cmd.address));
-        if (json) return PrettyJson(api::WriteNodeDetail(detail));
-        return absl::StrCat("device/", cmd.address->ToString(), " on node ", cmd.node,
-                            " released; any claim may get it now\n");
-      }
-      ASSIGN_OR_RETURN(Claim c, client.ReleaseClaim(key, cmd.pod_uid));
-      if (json) return PrettyJson(api::WriteClaim(c));
-      return absl::StrCat("claim/", cmd.name, " released\n");
-    }
+    case Verb::kCreate:
+      return ExecuteCreate(cmd, client);
+    case Verb::kDelete:
+      return ExecuteDelete(cmd, client);
+    case Verb::kRelease:
+      return ExecuteRelease(cmd, client);
     case Verb::kHelp:
       break;
   }
