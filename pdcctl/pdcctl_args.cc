@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pdc::pdcctl {
@@ -42,74 +43,175 @@ bool IsSafeName(std::string_view s) {
   return true;
 }
 
-}  // namespace
-
-std::string Usage() {
-  return R"(pdcctl: manage persistent device claims of a pdc-extender.
-
-Usage:
-  pdcctl get claims [NAME] [-n NAMESPACE | -A] [-o table|json]
-  pdcctl get nodes [-o table|json]
-  pdcctl get devices [--node NODE] [-o table|json]
-  pdcctl describe claim NAME [-n NAMESPACE]
-  pdcctl create claim NAME --resource RESOURCE [--count N] [--node NODE]
-                [--serial SERIAL] [--address 0000:3b:00.0]
-                [--reclaim-policy Retain|Delete] [-n NAMESPACE]
-  pdcctl delete claim NAME [--force] [-n NAMESPACE]
-  pdcctl release claim NAME [--pod-uid UID] [-n NAMESPACE]
-  pdcctl release device NODE ADDRESS
-         offer a Released device (its deleted claim's data is still on it)
-         to any claim again
-  pdcctl release device NODE ADDRESS --to NAMESPACE/NAME
-         hand a Released device over: claims of NAMESPACE may pin it (only
-         claims of its deleted claim's namespace may, until then)
-  pdcctl release device NODE ADDRESS --abandon-erase
-         end the erase of a device whose Delete claim waits for it (the
-         erase will not finish): the device is held Released for no claim
-         until you release it or hand it over
-  pdcctl get handoffs [--node NODE] [-o table|json]
-         VM pods bound to a node and still waiting for their devices
-  pdcctl get draclaims [-n NAMESPACE | -A] [-o table|json]
-         the DRA ResourceClaims the claim keeper follows: the VM each is
-         kept for, its node, device and serial, and whether it is persisted
-  pdcctl delete handoff POD_UID --node NODE
-         the pod went away before it started: free the node for the next VM
-
-Flags:
-  -n, --namespace NS     namespace (default "default")
-  -A, --all-namespaces   get claims or draclaims in every namespace
-  -o, --output FORMAT    table (default) or json
-      --server URL       pdc-extender URL (default $PDC_SERVER, else
-                         http://127.0.0.1:8888)
-      --token-file FILE  bearer token (every call when the extender has one)
-      --timeout DURATION request timeout (default 30s)
-  -h, --help             this text
-
-Exit codes: 0 ok, 1 the extender refused or failed the request,
-2 bad command line, 3 the extender could not be reached.
-)";
+// "release device NODE ADDRESS": the node and the address are positional.
+bool IsDeviceRelease(const Command& cmd) {
+  return cmd.verb == Verb::kRelease && cmd.kind == Kind::kDevices;
 }
 
-absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
-                                  std::optional<std::string> env_server) {
+// "delete handoff POD_UID --node NODE".
+bool IsHandoffCancel(const Command& cmd) {
+  return cmd.verb == Verb::kDelete && cmd.kind == Kind::kHandoffs;
+}
+
+// The command line as it is read: the Command being filled, the words that
+// are not flags, and which flags were given, so that a flag given to a
+// command it does not belong to is rejected instead of silently ignored.
+struct ParseState {
   Command cmd;
   std::vector<std::string> positional;
   std::optional<std::string> server_flag;
-  // Which create-only / delete-only flags were given, to reject them
-  // elsewhere instead of silently ignoring them.
-  std::vector<std::string> create_flags;
+  std::vector<std::string> create_flags;  // Create-only flags, as given.
   bool force_given = false;
   bool pod_uid_given = false;
   bool node_given = false;
+};
 
+// Stores one flag's value (`value` is "" for a flag without one). `flag` is
+// the name as given, for messages.
+using FlagSetter = absl::Status (*)(std::string_view flag, const std::string& value,
+                                    ParseState& st);
+
+struct FlagSpec {
+  bool takes_value;
+  FlagSetter set;
+};
+
+absl::Status SetOutput(std::string_view, const std::string& v, ParseState& st) {
+  if (v == "table" || v == "wide") {
+    st.cmd.output = Output::kTable;
+  } else if (v == "json") {
+    st.cmd.output = Output::kJson;
+  } else {
+    return UsageError(absl::StrCat("--output must be table or json, not \"", v, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetTimeout(std::string_view, const std::string& v, ParseState& st) {
+  if (!absl::ParseDuration(Sv(v), &st.cmd.timeout) || st.cmd.timeout <= absl::ZeroDuration()) {
+    return UsageError(
+        absl::StrCat("--timeout must be a positive duration like 30s, not \"", v, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetCount(std::string_view flag, const std::string& v, ParseState& st) {
+  if (!absl::SimpleAtoi(Sv(v), &st.cmd.count) || st.cmd.count < 1) {
+    return UsageError(absl::StrCat("--count must be a whole number >= 1, not \"", v, "\""));
+  }
+  st.create_flags.emplace_back(flag);
+  return absl::OkStatus();
+}
+
+absl::Status SetAddress(std::string_view flag, const std::string& v, ParseState& st) {
+  absl::StatusOr<PciAddress> address = PciAddress::Parse(v);
+  if (!address.ok()) {
+    return UsageError(absl::StrCat("--address: ", address.status().message()));
+  }
+  st.cmd.address = *address;
+  st.create_flags.emplace_back(flag);
+  return absl::OkStatus();
+}
+
+absl::Status SetReclaimPolicy(std::string_view flag, const std::string& v, ParseState& st) {
+  if (v == ToString(ReclaimPolicy::kRetain)) {
+    st.cmd.reclaim_policy = ReclaimPolicy::kRetain;
+  } else if (v == ToString(ReclaimPolicy::kDelete)) {
+    st.cmd.reclaim_policy = ReclaimPolicy::kDelete;
+  } else {
+    return UsageError(
+        absl::StrCat("--reclaim-policy must be Retain or Delete, not \"", v, "\""));
+  }
+  st.create_flags.emplace_back(flag);
+  return absl::OkStatus();
+}
+
+absl::Status SetHandOverTo(std::string_view, const std::string& v, ParseState& st) {
+  const size_t slash = v.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == v.size() ||
+      !IsSafeName(v.substr(0, slash)) || !IsSafeName(v.substr(slash + 1))) {
+    return UsageError(absl::StrCat("--to must be NAMESPACE/NAME of a claim, not \"", v, "\""));
+  }
+  st.cmd.hand_over_to = ClaimKey{v.substr(0, slash), v.substr(slash + 1)};
+  return absl::OkStatus();
+}
+
+absl::Status SetAllNamespaces(std::string_view, const std::string&, ParseState& st) {
+  st.cmd.all_namespaces = true;
+  return absl::OkStatus();
+}
+
+absl::Status SetNamespace(std::string_view, const std::string& v, ParseState& st) {
+  st.cmd.ns = v;
+  return absl::OkStatus();
+}
+
+absl::Status SetServer(std::string_view, const std::string& v, ParseState& st) {
+  st.server_flag = v;
+  return absl::OkStatus();
+}
+
+// Every flag pdcctl knows, by each of its names (-h/--help are read first).
+const std::map<std::string_view, FlagSpec>& Flags() {
+  using V = const std::string&;
+  static const auto* const kFlags = new std::map<std::string_view, FlagSpec>{
+      {"-A", {false, SetAllNamespaces}},
+      {"--all-namespaces", {false, SetAllNamespaces}},
+      {"--force", {false, [](std::string_view, V, ParseState& st) {
+         st.cmd.force = st.force_given = true;
+         return absl::OkStatus();
+       }}},
+      {"--abandon-erase", {false, [](std::string_view, V, ParseState& st) {
+         st.cmd.abandon_erase = true;
+         return absl::OkStatus();
+       }}},
+      {"-n", {true, SetNamespace}},
+      {"--namespace", {true, SetNamespace}},
+      {"-o", {true, SetOutput}},
+      {"--output", {true, SetOutput}},
+      {"-s", {true, SetServer}},
+      {"--server", {true, SetServer}},
+      {"--token-file", {true, [](std::string_view, V v, ParseState& st) {
+         st.cmd.token_file = v;
+         return absl::OkStatus();
+       }}},
+      {"--timeout", {true, SetTimeout}},
+      {"--resource", {true, [](std::string_view flag, V v, ParseState& st) {
+         st.cmd.resource = v;
+         st.create_flags.emplace_back(flag);
+         return absl::OkStatus();
+       }}},
+      {"--count", {true, SetCount}},
+      {"--node", {true, [](std::string_view, V v, ParseState& st) {
+         st.cmd.node = v;
+         st.node_given = true;
+         return absl::OkStatus();
+       }}},
+      {"--serial", {true, [](std::string_view flag, V v, ParseState& st) {
+         st.cmd.serial = v;
+         st.create_flags.emplace_back(flag);
+         return absl::OkStatus();
+       }}},
+      {"--address", {true, SetAddress}},
+      {"--reclaim-policy", {true, SetReclaimPolicy}},
+      {"--to", {true, SetHandOverTo}},
+      {"--pod-uid", {true, [](std::string_view, V v, ParseState& st) {
+         st.cmd.pod_uid = v;
+         st.pod_uid_given = true;
+         return absl::OkStatus();
+       }}},
+  };
+  return *kFlags;
+}
+
+// Reads flags and positional words into `st`. Returns true when -h/--help
+// was given (the rest of the line is then not read).
+absl::StatusOr<bool> ReadArgs(absl::Span<const std::string> args, ParseState& st) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") {
-      cmd.verb = Verb::kHelp;
-      return cmd;
-    }
+    if (arg == "-h" || arg == "--help") return true;
     if (arg.size() < 2 || arg[0] != '-') {
-      positional.push_back(arg);
+      st.positional.push_back(arg);
       continue;
     }
     std::string name = arg;
@@ -118,123 +220,35 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
       name = arg.substr(0, eq);
       inline_value = arg.substr(eq + 1);
     }
-    if (name == "-A" || name == "--all-namespaces") {
-      cmd.all_namespaces = true;
-      continue;
-    }
-    if (name == "--force") {
-      cmd.force = true;
-      force_given = true;
-      continue;
-    }
-    if (name == "--abandon-erase") {
-      cmd.abandon_erase = true;
-      continue;
-    }
-    auto value = [&]() -> absl::StatusOr<std::string> {
-      if (inline_value.has_value()) return *inline_value;
-      if (i + 1 >= args.size()) {
+    auto flag = Flags().find(name);
+    if (flag == Flags().end()) return UsageError(absl::StrCat("unknown flag ", name));
+    std::string value;
+    if (flag->second.takes_value) {
+      if (inline_value.has_value()) {
+        value = *inline_value;
+      } else if (i + 1 >= args.size()) {
         return UsageError(absl::StrCat("flag ", name, " needs a value"));
-      }
-      return args[++i];
-    };
-    absl::StatusOr<std::string> v;
-    if (name == "-n" || name == "--namespace") {
-      if (!(v = value()).ok()) return v.status();
-      cmd.ns = *v;
-    } else if (name == "-o" || name == "--output") {
-      if (!(v = value()).ok()) return v.status();
-      if (*v == "table" || *v == "wide") {
-        cmd.output = Output::kTable;
-      } else if (*v == "json") {
-        cmd.output = Output::kJson;
       } else {
-        return UsageError(
-            absl::StrCat("--output must be table or json, not \"", *v, "\""));
+        value = args[++i];
       }
-    } else if (name == "--server" || name == "-s") {
-      if (!(v = value()).ok()) return v.status();
-      server_flag = *v;
-    } else if (name == "--token-file") {
-      if (!(v = value()).ok()) return v.status();
-      cmd.token_file = *v;
-    } else if (name == "--timeout") {
-      if (!(v = value()).ok()) return v.status();
-      if (!absl::ParseDuration(Sv(*v), &cmd.timeout) ||
-          cmd.timeout <= absl::ZeroDuration()) {
-        return UsageError(
-            absl::StrCat("--timeout must be a positive duration "
-                         "like 30s, not \"",
-                         *v, "\""));
-      }
-    } else if (name == "--resource") {
-      if (!(v = value()).ok()) return v.status();
-      cmd.resource = *v;
-      create_flags.push_back(name);
-    } else if (name == "--count") {
-      if (!(v = value()).ok()) return v.status();
-      if (!absl::SimpleAtoi(Sv(*v), &cmd.count) || cmd.count < 1) {
-        return UsageError(absl::StrCat(
-            "--count must be a whole number >= 1, not \"", *v, "\""));
-      }
-      create_flags.push_back(name);
-    } else if (name == "--node") {
-      if (!(v = value()).ok()) return v.status();
-      cmd.node = *v;
-      node_given = true;
-    } else if (name == "--serial") {
-      if (!(v = value()).ok()) return v.status();
-      cmd.serial = *v;
-      create_flags.push_back(name);
-    } else if (name == "--address") {
-      if (!(v = value()).ok()) return v.status();
-      absl::StatusOr<PciAddress> address = PciAddress::Parse(*v);
-      if (!address.ok()) {
-        return UsageError(absl::StrCat("--address: ", address.status().message()));
-      }
-      cmd.address = *address;
-      create_flags.push_back(name);
-    } else if (name == "--reclaim-policy") {
-      if (!(v = value()).ok()) return v.status();
-      if (*v == ToString(ReclaimPolicy::kRetain)) {
-        cmd.reclaim_policy = ReclaimPolicy::kRetain;
-      } else if (*v == ToString(ReclaimPolicy::kDelete)) {
-        cmd.reclaim_policy = ReclaimPolicy::kDelete;
-      } else {
-        return UsageError(absl::StrCat(
-            "--reclaim-policy must be Retain or Delete, not \"", *v, "\""));
-      }
-      create_flags.push_back(name);
-    } else if (name == "--to") {
-      if (!(v = value()).ok()) return v.status();
-      const size_t slash = v->find('/');
-      if (slash == std::string::npos || slash == 0 || slash + 1 == v->size() ||
-          !IsSafeName(v->substr(0, slash)) || !IsSafeName(v->substr(slash + 1))) {
-        return UsageError(absl::StrCat("--to must be NAMESPACE/NAME of a claim, not \"", *v,
-                                       "\""));
-      }
-      cmd.hand_over_to = ClaimKey{v->substr(0, slash), v->substr(slash + 1)};
-    } else if (name == "--pod-uid") {
-      if (!(v = value()).ok()) return v.status();
-      cmd.pod_uid = *v;
-      pod_uid_given = true;
-    } else {
-      return UsageError(absl::StrCat("unknown flag ", name));
     }
+    RETURN_IF_ERROR(flag->second.set(name, value, st));
   }
+  return false;
+}
 
-  cmd.server =
-      server_flag.value_or(env_server.has_value() && !env_server->empty()
-                               ? *env_server
-                               : std::string(kDefaultServer));
+// The command words: verb, kind and, when given, the name. Sets cmd.verb to
+// kHelp for "help" (nothing else is then read).
+absl::Status ParseCommandWords(ParseState& st) {
+  Command& cmd = st.cmd;
+  const std::vector<std::string>& positional = st.positional;
   if (positional.empty()) {
-    return UsageError(
-        "missing command (get, describe, create, delete, release)");
+    return UsageError("missing command (get, describe, create, delete, release)");
   }
   const std::string& verb = positional[0];
   if (verb == "help") {
     cmd.verb = Verb::kHelp;
-    return cmd;
+    return absl::OkStatus();
   }
   static const std::map<std::string_view, Verb> kVerbs = {
       {"get", Verb::kGet},         {"describe", Verb::kDescribe},
@@ -259,19 +273,26 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
                                    "\" (want claims, nodes, devices, handoffs or draclaims)"));
   }
   cmd.kind = *kind;
-  const bool device_release = cmd.verb == Verb::kRelease && cmd.kind == Kind::kDevices;
+  const bool device_release = IsDeviceRelease(cmd);
   if (positional.size() > (device_release ? 4u : 3u)) {
     return UsageError(absl::StrCat("unexpected argument \"",
                                    positional[device_release ? 4 : 3], "\""));
   }
   if (positional.size() == 3) cmd.name = positional[2];
+  return absl::OkStatus();
+}
 
-  const bool handoff_cancel = cmd.verb == Verb::kDelete && cmd.kind == Kind::kHandoffs;
-  if (device_release) {
+// What the verb and kind need besides themselves: a name, a node, an
+// address; and that the names given are valid.
+absl::Status CheckOperands(ParseState& st) {
+  Command& cmd = st.cmd;
+  const std::vector<std::string>& positional = st.positional;
+  const std::string& verb = positional[0];
+  if (IsDeviceRelease(cmd)) {
     if (positional.size() != 4) {
       return UsageError("release device needs the NODE and the device's PCI ADDRESS");
     }
-    if (node_given) return UsageError("release device takes the node as NODE, not --node");
+    if (st.node_given) return UsageError("release device takes the node as NODE, not --node");
     cmd.name.clear();
     cmd.node = positional[2];
     absl::StatusOr<PciAddress> a = PciAddress::Parse(positional[3]);
@@ -289,7 +310,7 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
       return UsageError(absl::StrCat("get ", positional[1],
                                      " takes no name; use -n NAMESPACE or -A to filter"));
     }
-  } else if (handoff_cancel) {
+  } else if (IsHandoffCancel(cmd)) {
     if (cmd.name.empty()) return UsageError("delete handoff needs the POD_UID");
     if (cmd.node.empty()) return UsageError("delete handoff needs --node NODE");
   } else {
@@ -298,17 +319,21 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
                                                ? " works on claims and devices only"
                                                : " works on claims only"));
     }
-    if (cmd.name.empty()) {
-      return UsageError(absl::StrCat(verb, " claim needs a NAME"));
-    }
+    if (cmd.name.empty()) return UsageError(absl::StrCat(verb, " claim needs a NAME"));
   }
   if (!cmd.name.empty() && !IsSafeName(cmd.name)) {
     return UsageError(absl::StrCat("\"", cmd.name, "\" is not a valid name"));
   }
   if (!IsSafeName(cmd.ns)) {
-    return UsageError(
-        absl::StrCat("\"", cmd.ns, "\" is not a valid namespace"));
+    return UsageError(absl::StrCat("\"", cmd.ns, "\" is not a valid namespace"));
   }
+  return absl::OkStatus();
+}
+
+// Rejects a flag given to a command it does not belong to.
+absl::Status CheckFlagsFitCommand(const ParseState& st) {
+  const Command& cmd = st.cmd;
+  const bool device_release = IsDeviceRelease(cmd);
   if (cmd.all_namespaces &&
       !(cmd.verb == Verb::kGet && (cmd.kind == Kind::kClaims || cmd.kind == Kind::kDraClaims) &&
         cmd.name.empty())) {
@@ -316,15 +341,12 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
   }
   if (cmd.verb == Verb::kCreate) {
     if (cmd.resource.empty()) {
-      return UsageError(
-          "create claim needs --resource, e.g. --resource "
-          "devices.kubevirt.io/nvme");
+      return UsageError("create claim needs --resource, e.g. --resource devices.kubevirt.io/nvme");
     }
-  } else if (!create_flags.empty()) {
-    return UsageError(
-        absl::StrCat(create_flags[0], " only works with create claim"));
+  } else if (!st.create_flags.empty()) {
+    return UsageError(absl::StrCat(st.create_flags[0], " only works with create claim"));
   }
-  if (node_given && cmd.verb != Verb::kCreate && !handoff_cancel && !device_release &&
+  if (st.node_given && cmd.verb != Verb::kCreate && !IsHandoffCancel(cmd) && !device_release &&
       !(cmd.verb == Verb::kGet &&
         (cmd.kind == Kind::kDevices || cmd.kind == Kind::kHandoffs))) {
     return UsageError(
@@ -333,10 +355,10 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
   if (!cmd.node.empty() && !IsSafeName(cmd.node)) {
     return UsageError(absl::StrCat("\"", cmd.node, "\" is not a valid node name"));
   }
-  if (force_given && cmd.verb != Verb::kDelete) {
+  if (st.force_given && cmd.verb != Verb::kDelete) {
     return UsageError("--force only works with delete claim");
   }
-  if (pod_uid_given && (cmd.verb != Verb::kRelease || device_release)) {
+  if (st.pod_uid_given && (cmd.verb != Verb::kRelease || device_release)) {
     return UsageError("--pod-uid only works with release claim");
   }
   if ((cmd.hand_over_to.has_value() || cmd.abandon_erase) && !device_release) {
@@ -346,7 +368,28 @@ absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
   if (cmd.hand_over_to.has_value() && cmd.abandon_erase) {
     return UsageError("--to and --abandon-erase are two decisions; give one");
   }
-  return cmd;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Command> ParseArgs(absl::Span<const std::string> args,
+                                  std::optional<std::string> env_server) {
+  ParseState st;
+  ASSIGN_OR_RETURN(const bool help, ReadArgs(args, st));
+  if (help) {
+    st.cmd.verb = Verb::kHelp;
+    return st.cmd;
+  }
+  st.cmd.server =
+      st.server_flag.value_or(env_server.has_value() && !env_server->empty()
+                                  ? *env_server
+                                  : std::string(kDefaultServer));
+  RETURN_IF_ERROR(ParseCommandWords(st));
+  if (st.cmd.verb == Verb::kHelp) return st.cmd;
+  RETURN_IF_ERROR(CheckOperands(st));
+  RETURN_IF_ERROR(CheckFlagsFitCommand(st));
+  return st.cmd;
 }
 
 }  // namespace pdc::pdcctl
