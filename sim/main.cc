@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "common/clock.h"
+#include "common/status_macros.h"
 #include "sim/cluster.h"
 #include "sim/extender_process.h"
 #include "sim/flags.h"
@@ -99,71 +100,108 @@ int Usage(const std::string& why) {
   return kExitUsage;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::StatusOr<pdc::sim::SimFlags> flags =
-      pdc::sim::ParseSimFlags(std::vector<std::string>(argv + 1, argv + argc));
-  if (!flags.ok()) return Usage(std::string(flags.status().message()));
-  if (flags->command == pdc::sim::SimCommand::kHelp) {
-    std::cout << kHelp;
-    return kExitOk;
+// HTTP mode: adds pdc-http (and the in-process pdc it is compared with) to
+// the policies and, with --spawn-extender, starts the pdc-extender it drives.
+absl::Status SetUpHttpMode(const pdc::sim::SimFlags& flags, const pdc::sim::Scenario& scenario,
+                           pdc::sim::RunOptions* options, pdc::sim::HttpModeOptions* http_options,
+                           pdc::sim::HttpStats* http_stats,
+                           std::unique_ptr<pdc::sim::ExtenderProcess>* spawned) {
+  if (options->policies.empty()) options->policies = pdc::sim::AllPolicyNames();
+  // The comparison needs the in-process pdc next to pdc-http.
+  if (std::find(options->policies.begin(), options->policies.end(), "pdc") ==
+      options->policies.end()) {
+    options->policies.push_back("pdc");
   }
-  if (flags->command == pdc::sim::SimCommand::kSweep) return pdc::sim::SweepMain(flags->sweep_args);
-  const std::string& scenario_path = flags->scenario_path;
-  std::string out_dir = flags->out_dir;
-  const bool http = flags->http();
-  const int progress = flags->progress.value_or(isatty(STDERR_FILENO) != 0) ? 1 : 0;
-
-  absl::StatusOr<pdc::sim::Scenario> scenario = pdc::sim::LoadScenarioFile(scenario_path);
-  if (!scenario.ok()) {
-    std::cerr << "pdc-sim: " << scenario.status().message() << "\n";
-    return kExitScenario;
+  options->policies.push_back("pdc-http");
+  options->trace = true;
+  http_options->node_list = flags.node_list;
+  http_options->url = flags.extender_url;
+  if (!flags.spawn_path.empty()) {
+    pdc::sim::ExtenderProcessOptions eo;
+    eo.binary = flags.spawn_path;
+    eo.device_classes = pdc::sim::Cluster::Build(scenario).DeviceClasses(scenario);
+    eo.spread = scenario.scheduler.pdc_spread;
+    absl::StatusOr<std::unique_ptr<pdc::sim::ExtenderProcess>> p =
+        pdc::sim::ExtenderProcess::Start(eo);
+    if (!p.ok()) return p.status();
+    *spawned = *std::move(p);
+    http_options->url = (*spawned)->url();
+    std::cout << "started pdc-extender (pid " << (*spawned)->pid() << ") at " << (*spawned)->url()
+              << ", embedded file store in " << (*spawned)->data_dir() << "\n";
   }
-  if (flags->command == pdc::sim::SimCommand::kValidate) {
-    std::cout << scenario_path << ": ok (" << scenario->name << ")\n";
-    return kExitOk;
-  }
-  if (flags->seed) scenario->seed = *flags->seed;
-  if (flags->max_events) scenario->max_events = *flags->max_events;
-  if (flags->kubernetes_minor) scenario->dra.kubernetes_minor = *flags->kubernetes_minor;
-  if (out_dir.empty()) out_dir = "out/" + scenario->name;
+  options->http = http_options;
+  options->http_stats = http_stats;
+  return absl::OkStatus();
+}
 
+// Stops a spawned pdc-extender; false when it did not stop cleanly (said on
+// stderr). `stop_note` gets the line to print after the report.
+bool StopSpawnedExtender(pdc::sim::ExtenderProcess& spawned, std::string* stop_note) {
+  absl::StatusOr<int> stopped = spawned.Stop();
+  if (!stopped.ok() || *stopped != 0) {
+    std::cerr << "pdc-sim: pdc-extender did not stop cleanly: "
+              << (stopped.ok() ? absl::StrCat("exit status ", *stopped)
+                               : std::string(stopped.status().message()))
+              << "\n";
+    return false;
+  }
+  *stop_note = "stopped pdc-extender (SIGTERM, exit status 0)\n";
+  return true;
+}
+
+// HTTP mode's part of the report: throughput, per-verb latency, the answers
+// checked and the comparison with the in-process pdc; writes
+// http_latency.csv/.json. True when every answer was well-formed and pdc-http
+// decided exactly what the in-process pdc decided.
+absl::StatusOr<bool> ReportHttpRun(const pdc::sim::RunSummary& run, const pdc::sim::HttpStats& http_stats,
+                  const std::string& url, bool node_list, const std::string& out_dir,
+                  std::vector<std::string>* written) {
+  double wall = 0;
+  uint64_t placements = 0;
+  for (const pdc::sim::PolicyMetrics& m : run.policies) {
+    if (m.policy != "pdc-http") continue;
+    wall = m.wall_seconds;
+    placements = m.first_starts + m.restarts;
+  }
+  const std::vector<pdc::sim::VerbSummary> verbs = http_stats.Summaries();
+  std::cout << "\npdc-http: " << url << ", "
+            << (node_list ? "NodeList" : "nodeCacheCapable (NodeNames)") << ", "
+            << http_stats.requests_total() << " requests, " << placements
+            << " placements in " << absl::StrFormat("%.2f", wall) << " s wall ("
+            << absl::StrFormat("%.0f", wall > 0 ? placements / wall : 0.0)
+            << " placements/s, "
+            << absl::StrFormat("%.0f", wall > 0 ? http_stats.requests_total() / wall : 0.0)
+            << " requests/s)\n"
+            << pdc::sim::FormatVerbTable(verbs);
+  const uint64_t bad = http_stats.malformed_total();
+  std::cout << "answers checked: " << http_stats.requests_total() << ", malformed: " << bad
+            << "\n";
+  for (const std::string& e : http_stats.malformed_examples()) std::cout << "  " << e << "\n";
+  const pdc::sim::HttpComparison cmp = pdc::sim::CompareHttpWithInProcess(run);
+  std::cout << cmp.text;
+  RETURN_IF_ERROR(pdc::sim::WriteHttpReport(verbs, wall, placements, out_dir, written));
+  return bad == 0 && cmp.identical;
+}
+
+// `run`: simulates the scenario once per policy, prints the table and writes
+// the report. Returns the exit code.
+int RunScenarioCommand(const pdc::sim::SimFlags& flags, const pdc::sim::Scenario& scenario,
+                       const std::string& out_dir) {
+  const bool http = flags.http();
+  const int progress = flags.progress.value_or(isatty(STDERR_FILENO) != 0) ? 1 : 0;
   pdc::sim::RunOptions options;
-  options.policies = flags->policies;
-  options.jobs = flags->jobs;
+  options.policies = flags.policies;
+  options.jobs = flags.jobs;
   pdc::sim::HttpModeOptions http_options;
   pdc::sim::HttpStats http_stats;
   std::unique_ptr<pdc::sim::ExtenderProcess> spawned;
   if (http) {
-    if (options.policies.empty()) options.policies = pdc::sim::AllPolicyNames();
-    // The comparison needs the in-process pdc next to pdc-http.
-    if (std::find(options.policies.begin(), options.policies.end(), "pdc") ==
-        options.policies.end()) {
-      options.policies.push_back("pdc");
+    if (absl::Status s =
+            SetUpHttpMode(flags, scenario, &options, &http_options, &http_stats, &spawned);
+        !s.ok()) {
+      std::cerr << "pdc-sim: " << s.message() << "\n";
+      return kExitFailed;
     }
-    options.policies.push_back("pdc-http");
-    options.trace = true;
-    http_options.node_list = flags->node_list;
-    http_options.url = flags->extender_url;
-    if (!flags->spawn_path.empty()) {
-      pdc::sim::ExtenderProcessOptions eo;
-      eo.binary = flags->spawn_path;
-      eo.device_classes = pdc::sim::Cluster::Build(*scenario).DeviceClasses(*scenario);
-      eo.spread = scenario->scheduler.pdc_spread;
-      absl::StatusOr<std::unique_ptr<pdc::sim::ExtenderProcess>> p =
-          pdc::sim::ExtenderProcess::Start(eo);
-      if (!p.ok()) {
-        std::cerr << "pdc-sim: " << p.status().message() << "\n";
-        return kExitFailed;
-      }
-      spawned = *std::move(p);
-      http_options.url = spawned->url();
-      std::cout << "started pdc-extender (pid " << spawned->pid() << ") at " << spawned->url()
-                << ", embedded file store in " << spawned->data_dir() << "\n";
-    }
-    options.http = &http_options;
-    options.http_stats = &http_stats;
   }
   if (progress) {
     // Progress goes to stderr only; it is the one place wall time may show.
@@ -174,22 +212,11 @@ int main(int argc, char** argv) {
     };
   }
   const absl::Time started = pdc::RealClock()->Now();
-  absl::StatusOr<pdc::sim::RunSummary> run = pdc::sim::RunScenario(*scenario, options);
+  absl::StatusOr<pdc::sim::RunSummary> run = pdc::sim::RunScenario(scenario, options);
   if (progress) std::fprintf(stderr, "\r%40s\r", "");
   int exit_code = kExitOk;
   std::string stop_note;
-  if (spawned != nullptr) {
-    absl::StatusOr<int> stopped = spawned->Stop();
-    if (!stopped.ok() || *stopped != 0) {
-      std::cerr << "pdc-sim: pdc-extender did not stop cleanly: "
-                << (stopped.ok() ? absl::StrCat("exit status ", *stopped)
-                                 : std::string(stopped.status().message()))
-                << "\n";
-      exit_code = kExitFailed;
-    } else {
-      stop_note = "stopped pdc-extender (SIGTERM, exit status 0)\n";
-    }
-  }
+  if (spawned != nullptr && !StopSpawnedExtender(*spawned, &stop_note)) exit_code = kExitFailed;
   if (!run.ok()) {
     std::cerr << "pdc-sim: run failed: " << run.status() << "\n";
     return kExitFailed;
@@ -201,39 +228,44 @@ int main(int argc, char** argv) {
     return kExitFailed;
   }
   if (http) {
-    double wall = 0;
-    uint64_t placements = 0;
-    for (const pdc::sim::PolicyMetrics& m : run->policies) {
-      if (m.policy != "pdc-http") continue;
-      wall = m.wall_seconds;
-      placements = m.first_starts + m.restarts;
-    }
-    const std::vector<pdc::sim::VerbSummary> verbs = http_stats.Summaries();
-    std::cout << "\npdc-http: " << http_options.url << ", "
-              << (flags->node_list ? "NodeList" : "nodeCacheCapable (NodeNames)") << ", "
-              << http_stats.requests_total() << " requests, " << placements
-              << " placements in " << absl::StrFormat("%.2f", wall) << " s wall ("
-              << absl::StrFormat("%.0f", wall > 0 ? placements / wall : 0.0)
-              << " placements/s, "
-              << absl::StrFormat("%.0f", wall > 0 ? http_stats.requests_total() / wall : 0.0)
-              << " requests/s)\n"
-              << pdc::sim::FormatVerbTable(verbs);
-    const uint64_t bad = http_stats.malformed_total();
-    std::cout << "answers checked: " << http_stats.requests_total() << ", malformed: " << bad
-              << "\n";
-    for (const std::string& e : http_stats.malformed_examples()) std::cout << "  " << e << "\n";
-    const pdc::sim::HttpComparison cmp = pdc::sim::CompareHttpWithInProcess(*run);
-    std::cout << cmp.text;
-    if (absl::Status s = pdc::sim::WriteHttpReport(verbs, wall, placements, out_dir, &written);
-        !s.ok()) {
-      std::cerr << "pdc-sim: " << s << "\n";
+    absl::StatusOr<bool> checked =
+        ReportHttpRun(*run, http_stats, http_options.url, flags.node_list, out_dir, &written);
+    if (!checked.ok()) {
+      std::cerr << "pdc-sim: " << checked.status() << "\n";
       return kExitFailed;
     }
-    if (bad != 0 || !cmp.identical) exit_code = kExitFailed;
+    if (!*checked) exit_code = kExitFailed;
   }
   std::cout << "\nwrote " << out_dir << "/{" << absl::StrJoin(written, ",") << "}\n"
             << stop_note;
   const double secs = absl::ToDoubleSeconds(pdc::RealClock()->Now() - started);
   if (progress) std::fprintf(stderr, "[pdc-sim] done in %.2f s wall\n", secs);
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::StatusOr<pdc::sim::SimFlags> flags =
+      pdc::sim::ParseSimFlags(std::vector<std::string>(argv + 1, argv + argc));
+  if (!flags.ok()) return Usage(std::string(flags.status().message()));
+  if (flags->command == pdc::sim::SimCommand::kHelp) {
+    std::cout << kHelp;
+    return kExitOk;
+  }
+  if (flags->command == pdc::sim::SimCommand::kSweep) return pdc::sim::SweepMain(flags->sweep_args);
+  absl::StatusOr<pdc::sim::Scenario> scenario = pdc::sim::LoadScenarioFile(flags->scenario_path);
+  if (!scenario.ok()) {
+    std::cerr << "pdc-sim: " << scenario.status().message() << "\n";
+    return kExitScenario;
+  }
+  if (flags->command == pdc::sim::SimCommand::kValidate) {
+    std::cout << flags->scenario_path << ": ok (" << scenario->name << ")\n";
+    return kExitOk;
+  }
+  if (flags->seed) scenario->seed = *flags->seed;
+  if (flags->max_events) scenario->max_events = *flags->max_events;
+  if (flags->kubernetes_minor) scenario->dra.kubernetes_minor = *flags->kubernetes_minor;
+  const std::string out_dir = flags->out_dir.empty() ? "out/" + scenario->name : flags->out_dir;
+  return RunScenarioCommand(*flags, *scenario, out_dir);
 }
