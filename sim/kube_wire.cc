@@ -49,16 +49,9 @@ absl::Status ReadFailedMap(const json::Value* map, std::string_view field,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-std::string VirtLauncherPodJson(const PodInfo& pod) {
-  // Keys in v1.Pod's struct order; map keys sorted, as encoding/json writes
-  // them. No kind/apiVersion: objects from the scheduler's informer cache
-  // carry an empty TypeMeta, which omitempty drops.
-  rapidjson::StringBuffer buf;
-  json::Writer w(buf);
-  const std::string count = absl::StrCat(pod.device_count);
-  w.StartObject();
+// v1.Pod's metadata of a virt-launcher pod: the names, labels and
+// annotations virt-controller gives it, owned by its VMI.
+void WriteLauncherMetadata(json::Writer& w, const PodInfo& pod) {
   json::Key(w, "metadata");
   w.StartObject();
   Kv(w, "name", pod.name);
@@ -93,11 +86,12 @@ std::string VirtLauncherPodJson(const PodInfo& pod) {
   w.EndObject();
   w.EndArray();
   w.EndObject();  // metadata
+}
 
-  json::Key(w, "spec");
-  w.StartObject();
-  json::Key(w, "containers");
-  w.StartArray();
+// The compute container: KubeVirt's device resources, the VM's devices, its
+// CPU and memory.
+void WriteComputeContainer(json::Writer& w, const PodInfo& pod) {
+  const std::string count = absl::StrCat(pod.device_count);
   w.StartObject();
   Kv(w, "name", "compute");
   Kv(w, "image", "quay.io/kubevirt/virt-launcher:v1.3.0");
@@ -129,6 +123,14 @@ std::string VirtLauncherPodJson(const PodInfo& pod) {
   Kv(w, "terminationMessagePolicy", "File");
   Kv(w, "imagePullPolicy", "IfNotPresent");
   w.EndObject();
+}
+
+void WriteLauncherSpec(json::Writer& w, const PodInfo& pod) {
+  json::Key(w, "spec");
+  w.StartObject();
+  json::Key(w, "containers");
+  w.StartArray();
+  WriteComputeContainer(w, pod);
   w.EndArray();
   Kv(w, "restartPolicy", "Never");
   json::Key(w, "terminationGracePeriodSeconds");
@@ -145,7 +147,19 @@ std::string VirtLauncherPodJson(const PodInfo& pod) {
   w.Int(0);
   Kv(w, "preemptionPolicy", "PreemptLowerPriority");
   w.EndObject();  // spec
+}
 
+}  // namespace
+
+std::string VirtLauncherPodJson(const PodInfo& pod) {
+  // Keys in v1.Pod's struct order; map keys sorted, as encoding/json writes
+  // them. No kind/apiVersion: objects from the scheduler's informer cache
+  // carry an empty TypeMeta, which omitempty drops.
+  rapidjson::StringBuffer buf;
+  json::Writer w(buf);
+  w.StartObject();
+  WriteLauncherMetadata(w, pod);
+  WriteLauncherSpec(w, pod);
   json::Key(w, "status");
   w.StartObject();
   Kv(w, "phase", "Pending");
