@@ -115,86 +115,14 @@ class Step {
   absl::Status Phase(bool restart, SweepPhase* out) {
     out->name = restart ? "restart" : "first-start";
     HttpStats stats;
-    if (restart) {
-      // The VMs stop: their pods go, the claims are released (kept bound).
-      RETURN_IF_ERROR(Parallel([&](int worker, int i) -> absl::Status {
-        const SweepPod& p = pods_[i];
-        if (!p.claim.has_value()) return absl::OkStatus();
-        absl::StatusOr<Claim> r = Rest(&stats_release_, "release", [&] {
-          return clients_[worker]->ReleaseClaim(*p.claim, p.uid);
-        });
-        if (!r.ok()) {
-          return absl::InternalError(
-              absl::StrCat("release ", p.claim->ToString(), ": ", r.status().message()));
-        }
-        return absl::OkStatus();
-      }, static_cast<int>(pods_.size())));
-    }
-    for (size_t i = 0; i < pods_.size(); ++i) {
-      SweepPod& p = pods_[i];
-      p.attempts = 0;
-      p.bound_node = restart ? p.node : -1;
-      p.node = -1;
-      p.name = absl::StrCat("virt-launcher-", p.vm, restart ? "-b" : "-a");
-      p.uid = absl::StrFormat("%s%05d-%s", prefix_, i, restart ? "2" : "1");
-    }
+    if (restart) RETURN_IF_ERROR(ReleaseAllClaims());
+    NamePodsForPhase(restart);
     const absl::Time t0 = o_.clock->Now();
-    std::deque<int> queue;
-    for (size_t i = 0; i < pods_.size(); ++i) queue.push_back(static_cast<int>(i));
-    absl::Status failure;
     std::vector<std::thread> binders;
     for (int b = 0; b < o_.binders; ++b) {
       binders.emplace_back([&, b] { BinderLoop(b + 1, &stats, out); });
     }
-    while (true) {
-      int next = -1;
-      {
-        absl::MutexLock lock(&mu_);
-        for (int r : retry_) queue.push_back(r);
-        retry_.clear();
-        if (queue.empty()) {
-          // Wait for a bind to come back (it may send its pod back).
-          auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-            return in_flight_ == 0 || !retry_.empty();
-          };
-          mu_.Await(absl::Condition(&idle));
-          for (int r : retry_) queue.push_back(r);
-          retry_.clear();
-          if (queue.empty() && in_flight_ == 0) break;
-        }
-      }
-      if (queue.empty()) continue;
-      next = queue.front();
-      queue.pop_front();
-      absl::StatusOr<int> node = Schedule(next, &stats);
-      if (!node.ok()) {
-        failure = node.status();
-        break;
-      }
-      SweepPod& p = pods_[next];
-      ++p.attempts;
-      if (*node < 0) {
-        absl::MutexLock lock(&mu_);
-        if (p.attempts >= kMaxAttempts) {
-          ++out->unplaced;
-        } else if (in_flight_ == 0) {
-          retry_.push_back(next);  // The next window of nodes may fit.
-        } else {
-          // Nothing fits now (another pod's hand-off is pending where this
-          // one fits): wait for binds in flight, then try again.
-          auto changed = [this, seen = done_binds_]()
-                             ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                               return done_binds_ != seen;
-                             };
-          mu_.Await(absl::Condition(&changed));
-          retry_.push_back(next);
-        }
-        continue;
-      }
-      absl::MutexLock lock(&mu_);
-      ++in_flight_;
-      jobs_.emplace_back(next, *node);
-    }
+    absl::Status failure = ScheduleAll(&stats, out);
     {
       absl::MutexLock lock(&mu_);
       stop_ = true;
@@ -222,6 +150,93 @@ class Step {
   const std::vector<std::string>& examples() const { return examples_; }
 
  private:
+  // Before the restart phase the VMs stop: their pods go, the claims are
+  // released (kept bound).
+  absl::Status ReleaseAllClaims() {
+    return Parallel([&](int worker, int i) -> absl::Status {
+      const SweepPod& p = pods_[i];
+      if (!p.claim.has_value()) return absl::OkStatus();
+      absl::StatusOr<Claim> r = Rest(&stats_release_, "release", [&] {
+        return clients_[worker]->ReleaseClaim(*p.claim, p.uid);
+      });
+      if (!r.ok()) {
+        return absl::InternalError(
+            absl::StrCat("release ", p.claim->ToString(), ": ", r.status().message()));
+      }
+      return absl::OkStatus();
+    }, static_cast<int>(pods_.size()));
+  }
+
+  // Each phase's pods are new pods of the same VMs: new names and UIDs.
+  void NamePodsForPhase(bool restart) {
+    for (size_t i = 0; i < pods_.size(); ++i) {
+      SweepPod& p = pods_[i];
+      p.attempts = 0;
+      p.bound_node = restart ? p.node : -1;
+      p.node = -1;
+      p.name = absl::StrCat("virt-launcher-", p.vm, restart ? "-b" : "-a");
+      p.uid = absl::StrFormat("%s%05d-%s", prefix_, i, restart ? "2" : "1");
+    }
+  }
+
+  // kube-scheduler's loop: one pod at a time through filter and prioritize,
+  // its bind handed to the binders; pods they send back are tried again.
+  // Returns when no pod is left to schedule or bind.
+  absl::Status ScheduleAll(HttpStats* stats, SweepPhase* out) {
+    std::deque<int> queue;
+    for (size_t i = 0; i < pods_.size(); ++i) queue.push_back(static_cast<int>(i));
+    while (RefillQueue(&queue)) {
+      if (queue.empty()) continue;
+      const int next = queue.front();
+      queue.pop_front();
+      ASSIGN_OR_RETURN(const int node, Schedule(next, stats));
+      ++pods_[next].attempts;
+      if (node < 0) {
+        RetryLater(next, out);
+        continue;
+      }
+      absl::MutexLock lock(&mu_);
+      ++in_flight_;
+      jobs_.emplace_back(next, node);
+    }
+    return absl::OkStatus();
+  }
+
+  // Moves the pods the binders sent back into `queue`; with none to
+  // schedule, waits for a bind to come back first (it may send its pod
+  // back). False when nothing is left to schedule and no bind is in flight.
+  bool RefillQueue(std::deque<int>* queue) {
+    absl::MutexLock lock(&mu_);
+    for (int r : retry_) queue->push_back(r);
+    retry_.clear();
+    if (!queue->empty()) return true;
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return in_flight_ == 0 || !retry_.empty();
+    };
+    mu_.Await(absl::Condition(&idle));
+    for (int r : retry_) queue->push_back(r);
+    retry_.clear();
+    return !queue->empty() || in_flight_ != 0;
+  }
+
+  // Pod `i` fit no node: gives up after kMaxAttempts, else queues it again.
+  void RetryLater(int i, SweepPhase* out) {
+    absl::MutexLock lock(&mu_);
+    if (pods_[i].attempts >= kMaxAttempts) {
+      ++out->unplaced;
+    } else if (in_flight_ == 0) {
+      retry_.push_back(i);  // The next window of nodes may fit.
+    } else {
+      // Nothing fits now (another pod's hand-off is pending where this
+      // one fits): wait for binds in flight, then try again.
+      auto changed = [this, seen = done_binds_]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return done_binds_ != seen;
+      };
+      mu_.Await(absl::Condition(&changed));
+      retry_.push_back(i);
+    }
+  }
+
   // Filter + prioritize for pod `i`; the chosen node, or -1 when none.
   absl::StatusOr<int> Schedule(int i, HttpStats* stats) {
     SweepPod& p = pods_[i];
@@ -452,6 +467,117 @@ int SweepUsage(const std::string& why) {
   return 2;
 }
 
+// Reads sweep's flags; an error's message names the flag.
+absl::Status ParseSweepArgs(const std::vector<std::string>& args, SweepOptions* o,
+                            std::vector<int>* nodes, std::string* out) {
+  auto usage = [](const std::string& why) { return absl::InvalidArgumentError(why); };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* v) {
+      if (i + 1 >= args.size()) return false;
+      *v = args[++i];
+      return true;
+    };
+    std::string v;
+    auto number = [&](int* n, int min) {
+      return value(&v) && absl::SimpleAtoi(v, n) && *n >= min;
+    };
+    if (a == "--nodes") {
+      nodes->clear();
+      if (!value(&v)) return usage("--nodes needs a list");
+      for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+        int n = 0;
+        if (!absl::SimpleAtoi(part, &n) || n < 1) return usage("--nodes: bad count");
+        nodes->push_back(n);
+      }
+    } else if (a == "--pods") {
+      if (!number(&o->pods, 1)) return usage("--pods needs a number >= 1");
+    } else if (a == "--binders") {
+      if (!number(&o->binders, 1)) return usage("--binders needs a number >= 1");
+    } else if (a == "--percentage") {
+      if (!number(&o->percentage, 0) || o->percentage > 100) {
+        return usage("--percentage needs 0..100 (0: kube-scheduler's adaptive default)");
+      }
+    } else if (a == "--extender") {
+      if (!value(&o->url)) return usage("--extender needs a URL");
+    } else if (a == "--spawn-extender") {
+      if (!value(&o->spawn_binary)) return usage("--spawn-extender needs a path");
+    } else if (a == "--node-list") {
+      o->node_list = true;
+    } else if (a == "--out") {
+      if (!value(out)) return usage("--out needs a directory");
+    } else {
+      return usage("unknown argument " + a);
+    }
+  }
+  if (o->url.empty() == o->spawn_binary.empty()) {
+    return usage("give exactly one of --extender URL and --spawn-extender PATH");
+  }
+  return absl::OkStatus();
+}
+
+// One sweep step of `nodes` nodes against --extender, or against a
+// pdc-extender spawned for this step alone; appends it to `steps`. Returns
+// the exit code (errors said on stderr).
+int RunSweepStepAt(const SweepOptions& o, int nodes, std::vector<SweepStep>* steps) {
+  std::unique_ptr<ExtenderProcess> spawned;
+  std::string url = o.url;
+  if (!o.spawn_binary.empty()) {
+    ExtenderProcessOptions eo;
+    eo.binary = o.spawn_binary;
+    DeviceClass nvme;
+    nvme.resource_name = kResource;
+    nvme.selectors.push_back(PciSelector{0x1b36, 0x0010, std::nullopt});
+    eo.device_classes.push_back(nvme);
+    absl::StatusOr<std::unique_ptr<ExtenderProcess>> p = ExtenderProcess::Start(eo);
+    if (!p.ok()) {
+      std::cerr << "pdc-sim sweep: " << p.status().message() << "\n";
+      return 1;
+    }
+    spawned = *std::move(p);
+    url = spawned->url();
+  }
+  std::cerr << "[pdc-sim sweep] " << nodes << " nodes against " << url << " ...\n";
+  absl::StatusOr<SweepStep> step = RunSweepStep(o, url, nodes, absl::StrCat("s", nodes, "-"));
+  if (spawned != nullptr) {
+    absl::StatusOr<int> stopped = spawned->Stop();
+    if (!stopped.ok() || *stopped != 0) {
+      std::cerr << "pdc-sim sweep: pdc-extender did not stop cleanly\n";
+      return 1;
+    }
+  }
+  if (!step.ok()) {
+    std::cerr << "pdc-sim sweep: " << nodes << " nodes: " << step.status() << "\n";
+    return 1;
+  }
+  steps->push_back(*std::move(step));
+  return 0;
+}
+
+// The table of every step, the malformed answers, and sweep.csv and
+// sweep.json in `out`. Returns the exit code: 1 when an answer was malformed.
+int ReportSweep(const std::vector<SweepStep>& steps, const std::string& out) {
+  std::cout << "\n" << FormatSweepTable(steps);
+  uint64_t bad = 0;
+  for (const SweepStep& s : steps) {
+    bad += s.malformed;
+    for (const std::string& e : s.malformed_examples) std::cout << "  malformed: " << e << "\n";
+  }
+  if (absl::Status s = MakeDirectories(out); !s.ok()) {
+    std::cerr << "pdc-sim sweep: " << s << "\n";
+    return 1;
+  }
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{"sweep.csv", SweepCsv(steps)},
+                                   {"sweep.json", SweepJson(steps)}}) {
+    if (absl::Status s = WriteFileAtomically(out + "/" + name, text); !s.ok()) {
+      std::cerr << "pdc-sim sweep: " << s << "\n";
+      return 1;
+    }
+  }
+  std::cout << "answers malformed: " << bad << "\nwrote " << out << "/{sweep.csv,sweep.json}\n";
+  return bad == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 absl::StatusOr<SweepStep> RunSweepStep(const SweepOptions& options, const std::string& url,
@@ -556,102 +682,15 @@ int SweepMain(const std::vector<std::string>& args) {
   SweepOptions o;
   std::vector<int> nodes = {100, 1000, 5000, 10000};
   std::string out = "out/sweep";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* v) {
-      if (i + 1 >= args.size()) return false;
-      *v = args[++i];
-      return true;
-    };
-    std::string v;
-    auto number = [&](int* n, int min) {
-      return value(&v) && absl::SimpleAtoi(v, n) && *n >= min;
-    };
-    if (a == "--nodes") {
-      nodes.clear();
-      if (!value(&v)) return SweepUsage("--nodes needs a list");
-      for (absl::string_view part : absl::StrSplit(v, ',', absl::SkipEmpty())) {
-        int n = 0;
-        if (!absl::SimpleAtoi(part, &n) || n < 1) return SweepUsage("--nodes: bad count");
-        nodes.push_back(n);
-      }
-    } else if (a == "--pods") {
-      if (!number(&o.pods, 1)) return SweepUsage("--pods needs a number >= 1");
-    } else if (a == "--binders") {
-      if (!number(&o.binders, 1)) return SweepUsage("--binders needs a number >= 1");
-    } else if (a == "--percentage") {
-      if (!number(&o.percentage, 0) || o.percentage > 100) {
-        return SweepUsage("--percentage needs 0..100 (0: kube-scheduler's adaptive default)");
-      }
-    } else if (a == "--extender") {
-      if (!value(&o.url)) return SweepUsage("--extender needs a URL");
-    } else if (a == "--spawn-extender") {
-      if (!value(&o.spawn_binary)) return SweepUsage("--spawn-extender needs a path");
-    } else if (a == "--node-list") {
-      o.node_list = true;
-    } else if (a == "--out") {
-      if (!value(&out)) return SweepUsage("--out needs a directory");
-    } else {
-      return SweepUsage("unknown argument " + a);
-    }
-  }
-  if (o.url.empty() == o.spawn_binary.empty()) {
-    return SweepUsage("give exactly one of --extender URL and --spawn-extender PATH");
+  if (absl::Status s = ParseSweepArgs(args, &o, &nodes, &out); !s.ok()) {
+    return SweepUsage(std::string(s.message()));
   }
   std::vector<SweepStep> steps;
   for (int n : nodes) {
-    std::unique_ptr<ExtenderProcess> spawned;
-    std::string url = o.url;
-    if (!o.spawn_binary.empty()) {
-      ExtenderProcessOptions eo;
-      eo.binary = o.spawn_binary;
-      DeviceClass nvme;
-      nvme.resource_name = kResource;
-      nvme.selectors.push_back(PciSelector{0x1b36, 0x0010, std::nullopt});
-      eo.device_classes.push_back(nvme);
-      absl::StatusOr<std::unique_ptr<ExtenderProcess>> p = ExtenderProcess::Start(eo);
-      if (!p.ok()) {
-        std::cerr << "pdc-sim sweep: " << p.status().message() << "\n";
-        return 1;
-      }
-      spawned = *std::move(p);
-      url = spawned->url();
-    }
-    std::cerr << "[pdc-sim sweep] " << n << " nodes against " << url << " ...\n";
-    absl::StatusOr<SweepStep> step = RunSweepStep(o, url, n, absl::StrCat("s", n, "-"));
-    if (spawned != nullptr) {
-      absl::StatusOr<int> stopped = spawned->Stop();
-      if (!stopped.ok() || *stopped != 0) {
-        std::cerr << "pdc-sim sweep: pdc-extender did not stop cleanly\n";
-        return 1;
-      }
-    }
-    if (!step.ok()) {
-      std::cerr << "pdc-sim sweep: " << n << " nodes: " << step.status() << "\n";
-      return 1;
-    }
-    steps.push_back(*std::move(step));
+    if (const int failed = RunSweepStepAt(o, n, &steps); failed != 0) return failed;
     std::cout << FormatSweepTable({steps.back()}) << std::flush;
   }
-  std::cout << "\n" << FormatSweepTable(steps);
-  uint64_t bad = 0;
-  for (const SweepStep& s : steps) {
-    bad += s.malformed;
-    for (const std::string& e : s.malformed_examples) std::cout << "  malformed: " << e << "\n";
-  }
-  if (absl::Status s = MakeDirectories(out); !s.ok()) {
-    std::cerr << "pdc-sim sweep: " << s << "\n";
-    return 1;
-  }
-  for (const auto& [name, text] : {std::pair<std::string, std::string>{"sweep.csv", SweepCsv(steps)},
-                                   {"sweep.json", SweepJson(steps)}}) {
-    if (absl::Status s = WriteFileAtomically(out + "/" + name, text); !s.ok()) {
-      std::cerr << "pdc-sim sweep: " << s << "\n";
-      return 1;
-    }
-  }
-  std::cout << "answers malformed: " << bad << "\nwrote " << out << "/{sweep.csv,sweep.json}\n";
-  return bad == 0 ? 0 : 1;
+  return ReportSweep(steps, out);
 }
 
 }  // namespace pdc::sim
