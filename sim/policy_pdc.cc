@@ -81,58 +81,11 @@ class PdcPolicy final : public Policy {
                                   const std::string& pod_uid) override {
     Placement p;
     SchedulingRequest req = Request(vm, pod_name, pod_uid);
-    const int pinned =
-        ctx_.scenario->scheduler.pdc_node_affinity ? BoundNode(vm) : -1;
-    if (pinned >= 0) {
-      p.nodes_scanned = 1;
-      kube_.FeasiblePinned(pinned, vm.shape, &feasible_, &p.reason);
-    } else {
-      kube_.FindFeasible(vm.shape, &feasible_, &p.nodes_scanned, &p.reason);
-    }
+    FindFeasibleNodes(vm, &p);
     if (feasible_.empty()) return p;
-    names_.clear();
-    for (int n : feasible_) names_.push_back(ctx_.cluster->nodes[n].name);
-    p.extender_nodes = static_cast<int>(names_.size());
-    p.extender_calls = 1;
-    FilterResult filter = allocator_->Filter(req, names_);
-    fits_.clear();
-    fit_names_.clear();
-    std::map<FilterReason, int> reasons;
-    for (size_t i = 0; i < filter.nodes.size(); ++i) {
-      if (filter.nodes[i].verdict == Verdict::kFits) {
-        fits_.push_back(feasible_[i]);
-        fit_names_.push_back(names_[i]);
-      } else {
-        ++reasons[filter.nodes[i].reason];
-      }
-    }
-    if (fits_.empty()) {
-      // The most common reason across candidate nodes; ties: enum order.
-      auto top = std::max_element(reasons.begin(), reasons.end(),
-                                  [](const auto& a, const auto& b) {
-                                    return a.second < b.second;
-                                  });
-      p.reason = top == reasons.end()
-                     ? "pdc: no verdict"
-                     : absl::StrCat("pdc: ", Sv(ToString(top->first)));
-      return p;
-    }
-    size_t host = 0;
-    // kube-scheduler skips scoring, extenders' prioritize included, when a
-    // single node survives filtering (schedule_one.go: "When only one node
-    // after predicate, just use it").
-    if (fits_.size() > 1) {
-      std::vector<int> ext = allocator_->Score(req, fit_names_);
-      p.extender_nodes += static_cast<int>(fit_names_.size());
-      ++p.extender_calls;
-      scores_.clear();
-      const int64_t weight = ctx_.scenario->scheduler.extender_weight;
-      for (size_t i = 0; i < fits_.size(); ++i) {
-        // MaxNodeScore (100) / MaxExtenderPriority (10) = 10.
-        scores_.push_back(kube_.Score(fits_[i], vm.shape) + ext[i] * weight * 10);
-      }
-      host = kube_.SelectHost(scores_);
-    }
+    FilterWithAllocator(req, &p);
+    if (fits_.empty()) return p;
+    const size_t host = SelectHostWithScores(req, vm, &p);
     p.node = fits_[host];
     ++p.extender_calls;
     absl::StatusOr<BindOutcome> bound = allocator_->Bind(req, fit_names_[host]);
@@ -148,27 +101,7 @@ class PdcPolicy final : public Policy {
     } else {
       RETURN_IF_ERROR(ConfirmHandoffs(*bound));
     }
-    if (static_cast<size_t>(vm.id) >= claims_of_.size()) {
-      claims_of_.resize(vm.id + 1);
-      devices_of_.resize(vm.id + 1);
-    }
-    for (int d : devices_of_[vm.id]) held_by_[d] = -1;
-    std::vector<ClaimKey>& keys = claims_of_[vm.id];
-    keys.clear();
-    for (const BoundClaim& c : bound->claims) {
-      keys.push_back(c.key);
-      for (const PciAddress& a : c.devices) {
-        const int d = ctx_.cluster->FindDevice(p.node, a);
-        if (d < 0) {
-          return absl::InternalError(absl::StrCat("pdc bound unknown device ",
-                                                  a.ToString(), " on ", bound->node));
-        }
-        p.devices.push_back(d);
-        held_by_[d] = vm.id;
-      }
-    }
-    std::sort(p.devices.begin(), p.devices.end());
-    devices_of_[vm.id] = p.devices;
+    RETURN_IF_ERROR(RecordBinding(vm, *bound, &p));
     p.placed = true;
     p.reason.clear();
     if (allocator_->CheckpointDue()) RETURN_IF_ERROR(allocator_->Checkpoint());
@@ -254,6 +187,95 @@ class PdcPolicy final : public Policy {
   }
 
  private:
+  // kube-scheduler's own filter: the VM's bound node alone with node
+  // affinity to its claims, else a window of nodes. Fills feasible_.
+  void FindFeasibleNodes(const VmInfo& vm, Placement* p) {
+    const int pinned =
+        ctx_.scenario->scheduler.pdc_node_affinity ? BoundNode(vm) : -1;
+    if (pinned >= 0) {
+      p->nodes_scanned = 1;
+      kube_.FeasiblePinned(pinned, vm.shape, &feasible_, &p->reason);
+    } else {
+      kube_.FindFeasible(vm.shape, &feasible_, &p->nodes_scanned, &p->reason);
+    }
+  }
+
+  // The extender's filter over feasible_: fills fits_ and fit_names_; with
+  // none, the reason is the one most nodes gave.
+  void FilterWithAllocator(const SchedulingRequest& req, Placement* p) {
+    names_.clear();
+    for (int n : feasible_) names_.push_back(ctx_.cluster->nodes[n].name);
+    p->extender_nodes = static_cast<int>(names_.size());
+    p->extender_calls = 1;
+    FilterResult filter = allocator_->Filter(req, names_);
+    fits_.clear();
+    fit_names_.clear();
+    std::map<FilterReason, int> reasons;
+    for (size_t i = 0; i < filter.nodes.size(); ++i) {
+      if (filter.nodes[i].verdict == Verdict::kFits) {
+        fits_.push_back(feasible_[i]);
+        fit_names_.push_back(names_[i]);
+      } else {
+        ++reasons[filter.nodes[i].reason];
+      }
+    }
+    if (!fits_.empty()) return;
+    // The most common reason across candidate nodes; ties: enum order.
+    auto top = std::max_element(reasons.begin(), reasons.end(),
+                                [](const auto& a, const auto& b) {
+                                  return a.second < b.second;
+                                });
+    p->reason = top == reasons.end()
+                    ? "pdc: no verdict"
+                    : absl::StrCat("pdc: ", Sv(ToString(top->first)));
+  }
+
+  // The index in fits_ of the host: kube-scheduler's scores plus the
+  // extender's, weighted.
+  size_t SelectHostWithScores(const SchedulingRequest& req, const VmInfo& vm, Placement* p) {
+    // kube-scheduler skips scoring, extenders' prioritize included, when a
+    // single node survives filtering (schedule_one.go: "When only one node
+    // after predicate, just use it").
+    if (fits_.size() <= 1) return 0;
+    std::vector<int> ext = allocator_->Score(req, fit_names_);
+    p->extender_nodes += static_cast<int>(fit_names_.size());
+    ++p->extender_calls;
+    scores_.clear();
+    const int64_t weight = ctx_.scenario->scheduler.extender_weight;
+    for (size_t i = 0; i < fits_.size(); ++i) {
+      // MaxNodeScore (100) / MaxExtenderPriority (10) = 10.
+      scores_.push_back(kube_.Score(fits_[i], vm.shape) + ext[i] * weight * 10);
+    }
+    return kube_.SelectHost(scores_);
+  }
+
+  // Remembers the VM's claims and devices (the ones it held before are let
+  // go) and puts the devices, sorted, into the placement.
+  absl::Status RecordBinding(const VmInfo& vm, const BindOutcome& bound, Placement* p) {
+    if (static_cast<size_t>(vm.id) >= claims_of_.size()) {
+      claims_of_.resize(vm.id + 1);
+      devices_of_.resize(vm.id + 1);
+    }
+    for (int d : devices_of_[vm.id]) held_by_[d] = -1;
+    std::vector<ClaimKey>& keys = claims_of_[vm.id];
+    keys.clear();
+    for (const BoundClaim& c : bound.claims) {
+      keys.push_back(c.key);
+      for (const PciAddress& a : c.devices) {
+        const int d = ctx_.cluster->FindDevice(p->node, a);
+        if (d < 0) {
+          return absl::InternalError(absl::StrCat("pdc bound unknown device ",
+                                                  a.ToString(), " on ", bound.node));
+        }
+        p->devices.push_back(d);
+        held_by_[d] = vm.id;
+      }
+    }
+    std::sort(p->devices.begin(), p->devices.end());
+    devices_of_[vm.id] = p->devices;
+    return absl::OkStatus();
+  }
+
   std::string ExplicitClaimName(const VmInfo& vm) const {
     return absl::StrCat(vm.name, "-data");
   }
