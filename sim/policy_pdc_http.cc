@@ -102,87 +102,19 @@ class PdcHttpPolicy final : public Policy {
                                   const std::string& pod_uid) override {
     RETURN_IF_ERROR(MaybeHeartbeat());
     Placement p;
-    int pinned = -1;
-    if (ctx_.scenario->scheduler.pdc_node_affinity) {
-      ASSIGN_OR_RETURN(pinned, BoundNode(vm));
-    }
-    if (pinned >= 0) {
-      p.nodes_scanned = 1;
-      kube_.FeasiblePinned(pinned, vm.shape, &feasible_, &p.reason);
-    } else {
-      kube_.FindFeasible(vm.shape, &feasible_, &p.nodes_scanned, &p.reason);
-    }
+    RETURN_IF_ERROR(FindFeasibleNodes(vm, &p));
     if (feasible_.empty()) return p;
     names_.clear();
     for (int n : feasible_) names_.push_back(ctx_.cluster->nodes[n].name);
     const std::string pod = VirtLauncherPodJson(Pod(vm, pod_name, pod_uid));
-
-    p.extender_nodes = static_cast<int>(names_.size());
-    p.extender_calls = 1;
-    ASSIGN_OR_RETURN(HttpResponse fr, Call("filter", "POST", opt_.scheduler_prefix + "/filter",
-                                           Args(pod, feasible_, names_)));
-    absl::StatusOr<FilterAnswer> fa =
-        fr.status == 200 ? ParseFilterAnswer(fr.body, names_, opt_.node_list)
-                         : absl::InvalidArgumentError(absl::StrCat("HTTP ", fr.status));
-    if (!fa.ok()) {
-      stats_->Malformed("filter", StdSv(fa.status().message()));
-      p.reason = "pdc-http: malformed filter answer";
-      return p;
-    }
-    if (!fa->error.empty() || fa->passed.empty()) {
-      p.reason = fa->error.empty() ? "pdc-http: no node passed filter" : "pdc-http: filter error";
-      return p;
-    }
-    fits_.clear();
-    fit_names_.clear();
-    for (size_t i : fa->passed) {
-      fits_.push_back(feasible_[i]);
-      fit_names_.push_back(names_[i]);
-    }
-    // kube-scheduler keeps its own order of the feasible nodes; the answer's
-    // order must not change which host wins ties.
-    SortByOffer(fa->passed);
-    size_t host = 0;
-    // As kube-scheduler: no prioritize call when a single node passed.
-    if (fits_.size() > 1) {
-      p.extender_nodes += static_cast<int>(fit_names_.size());
-      ++p.extender_calls;
-      ASSIGN_OR_RETURN(HttpResponse pr, Call("prioritize", "POST",
-                                             opt_.scheduler_prefix + "/prioritize",
-                                             Args(pod, fits_, fit_names_)));
-      absl::StatusOr<std::vector<int>> ext =
-          pr.status == 200 ? ParsePriorityAnswer(pr.body, fit_names_)
-                           : absl::InvalidArgumentError(absl::StrCat("HTTP ", pr.status));
-      if (!ext.ok()) {
-        stats_->Malformed("prioritize", StdSv(ext.status().message()));
-        p.reason = "pdc-http: malformed prioritize answer";
-        return p;
-      }
-      scores_.clear();
-      const int64_t weight = ctx_.scenario->scheduler.extender_weight;
-      for (size_t i = 0; i < fits_.size(); ++i) {
-        scores_.push_back(kube_.Score(fits_[i], vm.shape) + (*ext)[i] * weight * 10);
-      }
-      host = kube_.SelectHost(scores_);
-    }
-    const int node = fits_[host];
-    const std::string& node_name = ctx_.cluster->nodes[node].name;
-    ++p.extender_calls;
-    ASSIGN_OR_RETURN(HttpResponse br,
-                     Call("bind", "POST", opt_.scheduler_prefix + "/bind",
-                          BindingArgsJson(pod_name, ctx_.scenario->ns, pod_uid, node_name)));
-    absl::StatusOr<std::string> berr =
-        br.status == 200 ? ParseBindAnswer(br.body)
-                         : absl::InvalidArgumentError(absl::StrCat("HTTP ", br.status));
-    if (!berr.ok()) {
-      stats_->Malformed("bind", StdSv(berr.status().message()));
-      p.reason = "pdc-http: malformed bind answer";
-      return p;
-    }
-    if (!berr->empty()) {
-      p.reason = "pdc-http bind: refused";
-      return p;
-    }
+    ASSIGN_OR_RETURN(const bool passed, FilterOverHttp(pod, &p));
+    if (!passed) return p;
+    ASSIGN_OR_RETURN(const std::optional<size_t> host, SelectHostOverHttp(pod, vm, &p));
+    if (!host.has_value()) return p;
+    const int node = fits_[*host];
+    ASSIGN_OR_RETURN(const bool bound,
+                     BindOverHttp(pod_name, pod_uid, ctx_.cluster->nodes[node].name, &p));
+    if (!bound) return p;
     RETURN_IF_ERROR(NodeStep(vm, node, pod_uid, &p));
     p.node = node;
     p.placed = true;
@@ -267,6 +199,106 @@ class PdcHttpPolicy final : public Policy {
     std::vector<const std::string*> items;
     for (int n : nodes) items.push_back(&node_json_[n]);
     return ExtenderArgsNodeListJson(pod, items);
+  }
+
+  // kube-scheduler's own filter: the VM's bound node alone with node
+  // affinity to its claims (asked of the extender), else a window of
+  // nodes. Fills feasible_.
+  absl::Status FindFeasibleNodes(const VmInfo& vm, Placement* p) {
+    int pinned = -1;
+    if (ctx_.scenario->scheduler.pdc_node_affinity) {
+      ASSIGN_OR_RETURN(pinned, BoundNode(vm));
+    }
+    if (pinned >= 0) {
+      p->nodes_scanned = 1;
+      kube_.FeasiblePinned(pinned, vm.shape, &feasible_, &p->reason);
+    } else {
+      kube_.FindFeasible(vm.shape, &feasible_, &p->nodes_scanned, &p->reason);
+    }
+    return absl::OkStatus();
+  }
+
+  // POST filter with feasible_/names_: fills fits_ and fit_names_ in offer
+  // order. False (the reason in `p`) when no node passed or the answer was
+  // malformed.
+  absl::StatusOr<bool> FilterOverHttp(const std::string& pod, Placement* p) {
+    p->extender_nodes = static_cast<int>(names_.size());
+    p->extender_calls = 1;
+    ASSIGN_OR_RETURN(HttpResponse fr, Call("filter", "POST", opt_.scheduler_prefix + "/filter",
+                                           Args(pod, feasible_, names_)));
+    absl::StatusOr<FilterAnswer> fa =
+        fr.status == 200 ? ParseFilterAnswer(fr.body, names_, opt_.node_list)
+                         : absl::InvalidArgumentError(absl::StrCat("HTTP ", fr.status));
+    if (!fa.ok()) {
+      stats_->Malformed("filter", StdSv(fa.status().message()));
+      p->reason = "pdc-http: malformed filter answer";
+      return false;
+    }
+    if (!fa->error.empty() || fa->passed.empty()) {
+      p->reason = fa->error.empty() ? "pdc-http: no node passed filter" : "pdc-http: filter error";
+      return false;
+    }
+    fits_.clear();
+    fit_names_.clear();
+    for (size_t i : fa->passed) {
+      fits_.push_back(feasible_[i]);
+      fit_names_.push_back(names_[i]);
+    }
+    // kube-scheduler keeps its own order of the feasible nodes; the answer's
+    // order must not change which host wins ties.
+    SortByOffer(fa->passed);
+    return true;
+  }
+
+  // The index in fits_ of the host: kube-scheduler's scores plus the
+  // extender's (POST prioritize), weighted. nullopt (the reason in `p`) when
+  // the answer was malformed.
+  absl::StatusOr<std::optional<size_t>> SelectHostOverHttp(const std::string& pod,
+                                                           const VmInfo& vm, Placement* p) {
+    // As kube-scheduler: no prioritize call when a single node passed.
+    if (fits_.size() <= 1) return size_t{0};
+    p->extender_nodes += static_cast<int>(fit_names_.size());
+    ++p->extender_calls;
+    ASSIGN_OR_RETURN(HttpResponse pr, Call("prioritize", "POST",
+                                           opt_.scheduler_prefix + "/prioritize",
+                                           Args(pod, fits_, fit_names_)));
+    absl::StatusOr<std::vector<int>> ext =
+        pr.status == 200 ? ParsePriorityAnswer(pr.body, fit_names_)
+                         : absl::InvalidArgumentError(absl::StrCat("HTTP ", pr.status));
+    if (!ext.ok()) {
+      stats_->Malformed("prioritize", StdSv(ext.status().message()));
+      p->reason = "pdc-http: malformed prioritize answer";
+      return std::nullopt;
+    }
+    scores_.clear();
+    const int64_t weight = ctx_.scenario->scheduler.extender_weight;
+    for (size_t i = 0; i < fits_.size(); ++i) {
+      scores_.push_back(kube_.Score(fits_[i], vm.shape) + (*ext)[i] * weight * 10);
+    }
+    return kube_.SelectHost(scores_);
+  }
+
+  // POST bind. False (the reason in `p`) when the extender refused or the
+  // answer was malformed.
+  absl::StatusOr<bool> BindOverHttp(const std::string& pod_name, const std::string& pod_uid,
+                                    const std::string& node_name, Placement* p) {
+    ++p->extender_calls;
+    ASSIGN_OR_RETURN(HttpResponse br,
+                     Call("bind", "POST", opt_.scheduler_prefix + "/bind",
+                          BindingArgsJson(pod_name, ctx_.scenario->ns, pod_uid, node_name)));
+    absl::StatusOr<std::string> berr =
+        br.status == 200 ? ParseBindAnswer(br.body)
+                         : absl::InvalidArgumentError(absl::StrCat("HTTP ", br.status));
+    if (!berr.ok()) {
+      stats_->Malformed("bind", StdSv(berr.status().message()));
+      p->reason = "pdc-http: malformed bind answer";
+      return false;
+    }
+    if (!berr->empty()) {
+      p->reason = "pdc-http bind: refused";
+      return false;
+    }
+    return true;
   }
 
   // fits_/fit_names_ in the order the nodes were offered.
