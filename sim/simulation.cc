@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <thread>
 #include <map>
@@ -738,6 +739,93 @@ class Run {
   PolicyMetrics m_;
 };
 
+// One line on the scheduler's settings, for the report.
+std::string SchedulerNote(const SchedulerSpec& sch) {
+  auto pct = [](int p) {
+    return p == 0 ? std::string("adaptive") : absl::StrCat(p, "%");
+  };
+  return absl::StrCat(
+      "percentageOfNodesToScore: ", pct(sch.percentage_of_nodes_to_score),
+      "; pdc: ", pct(sch.pdc_percentage_of_nodes_to_score),
+      sch.pdc_node_affinity ? " + node affinity to bound claims" : "",
+      ", extender weight ", sch.extender_weight);
+}
+
+// What one policy's run leaves behind.
+struct PolicyRunResult {
+  absl::Status status;
+  SimTime end = 0;
+  uint64_t exogenous = 0;
+  size_t vms = 0;
+  PolicyMetrics metrics;
+};
+
+PolicyRunResult RunPolicy(const Scenario& scenario, const Cluster& cluster,
+                          const std::string& policy, const RunOptions& options) {
+  const absl::Time t0 = RealClock()->Now();
+  Run run(scenario, cluster, policy, options);
+  PolicyRunResult result;
+  result.status = run.Execute();
+  result.end = run.end();
+  result.exogenous = run.exogenous();
+  result.vms = run.vm_count();
+  result.metrics = std::move(run.metrics());
+  result.metrics.wall_seconds = absl::ToDoubleSeconds(RealClock()->Now() - t0);
+  return result;
+}
+
+// run_one(i) for every policy in `names`, on up to `jobs` threads.
+void RunPoliciesOnThreads(const std::vector<std::string>& names, int jobs,
+                          const std::function<void(size_t)>& run_one) {
+  if (jobs <= 1) {
+    for (size_t i = 0; i < names.size(); ++i) run_one(i);
+    return;
+  }
+  // Each run is independent (own cluster state, queue, policy, clock); the
+  // shared scenario and cluster are read only. Longest first: the policies
+  // that go through the real allocator (pdc, and pdc-http with its HTTP
+  // round trips) cost several times a kube-scheduler-only policy, and one
+  // started last would run alone at the end. Results stay in `names` order.
+  std::vector<size_t> order(names.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto cost_rank = [&](size_t i) {
+    return names[i] == "pdc-http" ? 0 : names[i] == "pdc" ? 1 : 2;
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cost_rank(a) < cost_rank(b); });
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < jobs; ++t) {
+    threads.emplace_back([&] {
+      for (size_t k = next++; k < order.size(); k = next++) run_one(order[k]);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// Adds each policy's result to `summary`, in `names` order.
+absl::Status AddPolicyResults(const std::vector<std::string>& names,
+                              std::vector<PolicyRunResult>& results, RunSummary* summary) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    PolicyRunResult& r = results[i];
+    if (!r.status.ok()) return r.status;
+    // Every policy must have seen the same workload; anything else is a leak
+    // of policy decisions into the event streams.
+    if (!summary->policies.empty() && (r.end != summary->simulated ||
+                                       r.exogenous != summary->exogenous_events)) {
+      return absl::InternalError(absl::StrCat(
+          names[i], " saw ", r.exogenous, " events until ", r.end, " us, ",
+          summary->policies[0].policy, " ", summary->exogenous_events, " until ",
+          summary->simulated, " us"));
+    }
+    summary->simulated = r.end;
+    summary->exogenous_events = r.exogenous;
+    summary->vms = r.vms;
+    summary->policies.push_back(std::move(r.metrics));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<RunSummary> RunScenario(const Scenario& scenario,
@@ -748,15 +836,7 @@ absl::StatusOr<RunSummary> RunScenario(const Scenario& scenario,
   summary.seed = scenario.seed;
   summary.nodes = cluster.nodes.size();
   summary.devices = cluster.devices.size();
-  auto pct = [](int p) {
-    return p == 0 ? std::string("adaptive") : absl::StrCat(p, "%");
-  };
-  const SchedulerSpec& sch = scenario.scheduler;
-  summary.scheduler_note = absl::StrCat(
-      "percentageOfNodesToScore: ", pct(sch.percentage_of_nodes_to_score),
-      "; pdc: ", pct(sch.pdc_percentage_of_nodes_to_score),
-      sch.pdc_node_affinity ? " + node affinity to bound claims" : "",
-      ", extender weight ", sch.extender_weight);
+  summary.scheduler_note = SchedulerNote(scenario.scheduler);
   std::vector<std::string> names = options.policies;
   if (names.empty()) names = AllPolicyNames();
   if (scenario.start_path.enabled &&
@@ -764,68 +844,14 @@ absl::StatusOr<RunSummary> RunScenario(const Scenario& scenario,
     return absl::InvalidArgumentError(
         "the start-path model (start_path) runs in process only, not with pdc-http");
   }
-  struct Result {
-    absl::Status status;
-    SimTime end = 0;
-    uint64_t exogenous = 0;
-    size_t vms = 0;
-    PolicyMetrics metrics;
-  };
-  std::vector<Result> results(names.size());
-  auto run_one = [&](size_t i) {
-    const absl::Time t0 = RealClock()->Now();
-    Run run(scenario, cluster, names[i], options);
-    results[i].status = run.Execute();
-    results[i].end = run.end();
-    results[i].exogenous = run.exogenous();
-    results[i].vms = run.vm_count();
-    results[i].metrics = std::move(run.metrics());
-    results[i].metrics.wall_seconds = absl::ToDoubleSeconds(RealClock()->Now() - t0);
-  };
+  std::vector<PolicyRunResult> results(names.size());
   int jobs = options.jobs > 0 ? options.jobs
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   jobs = std::min<int>(jobs, static_cast<int>(names.size()));
-  if (jobs <= 1) {
-    for (size_t i = 0; i < names.size(); ++i) run_one(i);
-  } else {
-    // Each run is independent (own cluster state, queue, policy, clock); the
-    // shared scenario and cluster are read only. Longest first: the policies
-    // that go through the real allocator (pdc, and pdc-http with its HTTP
-    // round trips) cost several times a kube-scheduler-only policy, and one
-    // started last would run alone at the end. Results stay in `names` order.
-    std::vector<size_t> order(names.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    auto cost_rank = [&](size_t i) {
-      return names[i] == "pdc-http" ? 0 : names[i] == "pdc" ? 1 : 2;
-    };
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return cost_rank(a) < cost_rank(b); });
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < jobs; ++t) {
-      threads.emplace_back([&] {
-        for (size_t k = next++; k < order.size(); k = next++) run_one(order[k]);
-      });
-    }
-    for (std::thread& t : threads) t.join();
-  }
-  for (size_t i = 0; i < names.size(); ++i) {
-    Result& r = results[i];
-    if (!r.status.ok()) return r.status;
-    // Every policy must have seen the same workload; anything else is a leak
-    // of policy decisions into the event streams.
-    if (!summary.policies.empty() && (r.end != summary.simulated ||
-                                      r.exogenous != summary.exogenous_events)) {
-      return absl::InternalError(absl::StrCat(
-          names[i], " saw ", r.exogenous, " events until ", r.end, " us, ",
-          summary.policies[0].policy, " ", summary.exogenous_events, " until ",
-          summary.simulated, " us"));
-    }
-    summary.simulated = r.end;
-    summary.exogenous_events = r.exogenous;
-    summary.vms = r.vms;
-    summary.policies.push_back(std::move(r.metrics));
-  }
+  RunPoliciesOnThreads(names, jobs, [&](size_t i) {
+    results[i] = RunPolicy(scenario, cluster, names[i], options);
+  });
+  RETURN_IF_ERROR(AddPolicyResults(names, results, &summary));
   return summary;
 }
 
