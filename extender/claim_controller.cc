@@ -162,8 +162,21 @@ bool ClaimController::Settle(const ClaimKey& key, std::string_view uid) {
 bool ClaimController::ReconcileClaim(const ClaimKey& key,
                                      const std::optional<api::ClaimObject>& object) {
   absl::StatusOr<Claim> have = allocator_->GetClaim(key);
-  if (!object.has_value()) {
-    if (!have.ok()) return true;
+  if (!object.has_value()) return !have.ok() || ReconcileGone(*have);
+  const api::ClaimObject& o = *object;
+  if (have.ok() && !SameClaim(*have, o)) {
+    // The name was deleted and used again: the old claim is gone.
+    if (!ReconcileGone(*have, &o)) return false;
+    have = absl::NotFoundError("deleted");
+  }
+  if (have.ok() && !TakeReclaimPolicy(o, *have)) return false;
+  if (o.meta.deleting) return ReconcileDeleting(o, have.ok() ? &*have : nullptr);
+  return ReconcileLive(o, have.ok());
+}
+
+bool ClaimController::ReconcileGone(const Claim& claim, const api::ClaimObject* successor) {
+  const ClaimKey& key = claim.key;
+  if (successor == nullptr) {
     // Gone from the watch's view: make sure before letting the claim go
     // (a template claim a bind just created may not have reached the
     // watch yet).
@@ -175,84 +188,72 @@ bool ClaimController::ReconcileClaim(const ClaimKey& key,
                    StdSv(st.status().message()));
       return false;
     }
-    absl::Status s = ForceLetGo(*have);
-    if (s.ok()) {
-      spdlog::warn("claim {}: its object was deleted without pdc's finalizer; its devices go "
-                   "by the reclaim policy",
-                   key.ToString());
-      return true;
-    }
-    if (!waiting_.contains(key)) {
-      spdlog::warn("claim {}: its object was deleted without pdc's finalizer; the claim is "
-                   "kept while {}",
-                   key.ToString(), StdSv(s.message()));
-    }
+  }
+  const absl::Status s = ForceLetGo(claim);
+  const std::string what =
+      successor == nullptr
+          ? "its object was deleted without pdc's finalizer"
+          : absl::StrCat("the object was re-created (UID ", successor->meta.uid,
+                         ", the claim had ", claim.uid, ")");
+  if (s.ok()) {
+    spdlog::warn("claim {}: {}; {} devices go by {} reclaim policy", key.ToString(), what,
+                 successor == nullptr ? "its" : "the old claim's",
+                 successor == nullptr ? "the" : "its");
+    return true;
+  }
+  if (!waiting_.contains(key)) {
+    spdlog::warn("claim {}: {}; {} is kept while {}{}", key.ToString(), what,
+                 successor == nullptr ? "the claim" : "the old claim", StdSv(s.message()),
+                 successor == nullptr ? "" : ", and the new object waits");
+  }
+  return false;
+}
+
+bool ClaimController::TakeReclaimPolicy(const api::ClaimObject& object, Claim& claim) {
+  const ReclaimPolicy policy = object.claim.spec.reclaim_policy;
+  if (claim.spec.reclaim_policy == policy) return true;
+  // The one spec field a user may change (the CRD refuses edits of the
+  // others): the devices go by the value the object has when deleted.
+  absl::Status s = allocator_->SetReclaimPolicy(claim.key, policy);
+  if (absl::IsNotFound(s)) return true;
+  if (!s.ok()) {
+    spdlog::warn("claim {}: cannot take its reclaim policy {}: {}", claim.key.ToString(),
+                 ToString(policy), StdSv(s.message()));
     return false;
   }
+  spdlog::info("claim {}: reclaim policy is now {}", claim.key.ToString(), ToString(policy));
+  claim.spec.reclaim_policy = policy;
+  return true;
+}
 
-  const api::ClaimObject& o = *object;
-  if (have.ok() && !SameClaim(*have, o)) {
-    // The name was deleted and used again: the old claim is gone.
-    absl::Status s = ForceLetGo(*have);
-    if (!s.ok()) {
-      if (!waiting_.contains(key)) {
-        spdlog::warn("claim {}: the object was re-created (UID {}, the claim had {}); the old "
-                     "claim is kept while {}, and the new object waits",
-                     key.ToString(), o.meta.uid, have->uid, StdSv(s.message()));
-      }
+bool ClaimController::ReconcileDeleting(const api::ClaimObject& o, const Claim* have) {
+  const ClaimKey& key = o.claim.key;
+  if (!HasFinalizer(o.meta)) return true;  // Not pdc's to hold.
+  // A claim whose devices are being erased keeps its finalizer until
+  // they are back on their host driver (the store takes it off then).
+  if (have == nullptr) {
+    if (store_->Withheld(key) && !store_->Reclaiming(key) && !ReclaimWithheld(key, o.meta.uid)) {
       return false;
     }
-    spdlog::warn("claim {}: the object was re-created (UID {}, the claim had {}); the old "
-                 "claim's devices go by its reclaim policy",
-                 key.ToString(), o.meta.uid, have->uid);
-    have = absl::NotFoundError("deleted");
+    return Settle(key, o.meta.uid);
   }
-
-  if (have.ok() && have->spec.reclaim_policy != o.claim.spec.reclaim_policy) {
-    // The one spec field a user may change (the CRD refuses edits of the
-    // others): the devices go by the value the object has when deleted.
-    absl::Status s = allocator_->SetReclaimPolicy(key, o.claim.spec.reclaim_policy);
-    if (!s.ok() && !absl::IsNotFound(s)) {
-      spdlog::warn("claim {}: cannot take its reclaim policy {}: {}", key.ToString(),
-                   ToString(o.claim.spec.reclaim_policy), StdSv(s.message()));
-      return false;
-    }
-    if (s.ok()) {
-      spdlog::info("claim {}: reclaim policy is now {}", key.ToString(),
-                   ToString(o.claim.spec.reclaim_policy));
-      have->spec.reclaim_policy = o.claim.spec.reclaim_policy;
-    }
+  absl::Status s = LetGo(*have);
+  if (s.ok() || absl::IsNotFound(s)) {
+    spdlog::info("claim {} deleted", key.ToString());
+    RecordReleased(options_.events, *have, o.meta.uid);
+    return Settle(key, o.meta.uid);
   }
-
-  if (o.meta.deleting) {
-    if (!HasFinalizer(o.meta)) return true;  // Not pdc's to hold.
-    // A claim whose devices are being erased keeps its finalizer until
-    // they are back on their host driver (the store takes it off then).
-    if (!have.ok()) {
-      if (store_->Withheld(key) && !store_->Reclaiming(key) && !ReclaimWithheld(key, o.meta.uid)) {
-        return false;
-      }
-      return Settle(key, o.meta.uid);
-    }
-    absl::Status s = LetGo(*have);
-    if (s.ok() || absl::IsNotFound(s)) {
-      spdlog::info("claim {} deleted", key.ToString());
-      RecordReleased(options_.events, *have, o.meta.uid);
-      return Settle(key, o.meta.uid);
-    }
-    if (absl::IsFailedPrecondition(s)) {
-      if (!waiting_.contains(key)) {
-        spdlog::info("claim {} is being deleted; kept while {}", key.ToString(),
-                     StdSv(s.message()));
-      }
-    } else {
-      spdlog::warn("claim {}: delete failed: {}", key.ToString(), StdSv(s.message()));
-    }
-    return false;
+  if (!absl::IsFailedPrecondition(s)) {
+    spdlog::warn("claim {}: delete failed: {}", key.ToString(), StdSv(s.message()));
+  } else if (!waiting_.contains(key)) {
+    spdlog::info("claim {} is being deleted; kept while {}", key.ToString(), StdSv(s.message()));
   }
+  return false;
+}
 
+bool ClaimController::ReconcileLive(const api::ClaimObject& o, bool in_allocator) {
+  const ClaimKey& key = o.claim.key;
   if (store_->Withheld(key)) return true;  // In a conflict: left alone until the next start.
-
   if (!HasFinalizer(o.meta)) {
     absl::Status s = store_->SetFinalizer(key, true);
     if (!s.ok()) {
@@ -260,7 +261,7 @@ bool ClaimController::ReconcileClaim(const ClaimKey& key,
       return false;
     }
   }
-  if (have.ok()) return true;
+  if (in_allocator) return true;
   absl::StatusOr<Claim> created = allocator_->CreateClaim(key, o.claim.spec, o.meta.uid);
   if (created.ok()) {
     refused_.erase(key);
@@ -372,6 +373,19 @@ void ClaimController::Sink::Replace(const std::vector<const api::json::Value*>& 
   }
 }
 
+void ClaimController::KeepObjectDeleted(const ClaimKey& key, std::string_view uid) {
+  std::optional<KubeApiStore::ObjectState> st = store_->Object(key);
+  if (!st.has_value() || st->uid != uid || st->claim_uid.empty()) return;
+  absl::StatusOr<Claim> kept = allocator_->GetClaim(key);
+  if (!kept.ok() || kept->uid != st->claim_uid) return;
+  // Before the store forgets the object: a status write in between would
+  // create it again.
+  store_->ObjectDeleted(st->claim_uid);
+  // Let go meanwhile (its Dropped came first): nothing to keep.
+  kept = allocator_->GetClaim(key);
+  if (!kept.ok() || kept->uid != st->claim_uid) store_->Dropped(st->claim_uid);
+}
+
 void ClaimController::Sink::Upsert(const api::json::Value& object) {
   controller_->cache_.Upsert(object);
 }
@@ -389,6 +403,7 @@ void ClaimController::Sink::Remove(const api::json::Value& object) {
     // A withheld claim whose finalizer was taken off by hand: its reclaim
     // policy applies all the same (once).
     if (c.store_->Withheld(key)) c.ReclaimWithheld(key, meta->uid);
+    c.KeepObjectDeleted(key, meta->uid);
     c.store_->Forget(key, meta->uid);
   }
   auto cached = c.cache_.Get(meta->Key());

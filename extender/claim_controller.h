@@ -127,10 +127,30 @@ class ClaimController final : public kube::Reconciler {
   // `key` is gone). False when it must be tried again later.
   bool ReconcileClaim(const ClaimKey& key, const std::optional<api::ClaimObject>& object)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The allocator's `claim` whose object is gone (`successor` null; made
+  // sure by a read) or is another object of that name now: the claim lets
+  // go of its devices, by its reclaim policy, unless a pod of its VM may
+  // run on them.
+  bool ReconcileGone(const Claim& claim, const api::ClaimObject* successor = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The object's reclaim policy, taken into the allocator's `claim`.
+  bool TakeReclaimPolicy(const api::ClaimObject& object, Claim& claim);
+  // An object being deleted; `have` is its claim in the allocator (null:
+  // none any more).
+  bool ReconcileDeleting(const api::ClaimObject& object, const Claim* have)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An object that lives: pdc's finalizer on it, and a claim for it in the
+  // allocator unless `in_allocator`.
+  bool ReconcileLive(const api::ClaimObject& object, bool in_allocator)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first list: the claims in a device conflict and those withheld get
   // their Events and conditions.
   void ReportRecovery();
   bool SameClaim(const Claim& claim, const api::ClaimObject& object) const;
+  // The object `uid` under `key` is gone: if the allocator keeps the claim
+  // it recorded (a pod of its VM may run on it), the store is told not to
+  // create that object again (KubeApiStore::ObjectDeleted).
+  void KeepObjectDeleted(const ClaimKey& key, std::string_view uid);
   // The claim is out of the allocator: takes pdc's finalizer off the
   // object `uid`, unless its devices are still being erased (the store
   // does it once they are back). False when it must be tried again.

@@ -190,6 +190,21 @@ absl::Status ClaimObjects::WriteStatus(const Claim& claim,
   for (;;) {
     std::optional<ClaimObjectState> st = Object(claim.key);
     if (!st.has_value()) {
+      bool deleted = false;
+      {
+        absl::MutexLock lock(&mu_);
+        deleted = deleted_.contains(claim.uid);
+      }
+      if (deleted) {
+        // Its object was deleted (its finalizer taken off by hand) while a
+        // pod of its VM ran: the claim is on its way out, not to be
+        // recorded again.
+        spdlog::info("claim {}: its object was deleted; status not written",
+                     claim.key.ToString());
+        Unrecorded(claim.key, absl::StrCat("the object of claim ", claim.key.ToString(),
+                                           " was deleted; its status was not written"));
+        return absl::OkStatus();
+      }
       if (claim.spec.owner_vm.empty()) {
         // A claim people created whose object is gone: the claim
         // controller removes it from the allocator.
@@ -471,6 +486,16 @@ void ClaimObjects::Forget(const ClaimKey& key, std::string_view uid) {
     objects_.erase(it);
   }
   if (options_.on_forget) options_.on_forget(key, uid);
+}
+
+void ClaimObjects::ObjectDeleted(std::string_view claim_uid) {
+  absl::MutexLock lock(&mu_);
+  deleted_.insert(std::string(claim_uid));
+}
+
+void ClaimObjects::Dropped(std::string_view claim_uid) {
+  absl::MutexLock lock(&mu_);
+  deleted_.erase(std::string(claim_uid));
 }
 
 std::optional<ClaimObjectState> ClaimObjects::Object(const ClaimKey& key) const {

@@ -29,6 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -115,6 +116,13 @@ class ClaimObjects {
   void Observe(const api::ObjectMeta& meta);
   // The object is gone (only if it still has `uid`).
   void Forget(const ClaimKey& key, std::string_view uid);
+  // The object of the allocator's claim `claim_uid` was deleted while the
+  // allocator keeps the claim (its finalizer taken off by hand while a pod
+  // of its VM runs): a status write does not create it again, the claim is
+  // on its way out. Until Dropped(claim_uid).
+  void ObjectDeleted(std::string_view claim_uid);
+  // The allocator let the claim `claim_uid` go.
+  void Dropped(std::string_view claim_uid);
   std::optional<ClaimObjectState> Object(const ClaimKey& key) const;
   // Reads the object again (NotFound, and forgotten, when it is gone).
   absl::StatusOr<ClaimObjectState> Reread(const ClaimKey& key, absl::Time deadline);
@@ -166,6 +174,9 @@ class ClaimObjects {
   // Template claims being created: key -> the allocator's UID, for an
   // object the watch shows before the create's answer arrives.
   absl::flat_hash_map<ClaimKey, std::string> creating_ ABSL_GUARDED_BY(mu_);
+  // Claims (their UIDs) whose object was deleted while the allocator kept
+  // them: a status write does not create their object again.
+  absl::flat_hash_set<std::string> deleted_ ABSL_GUARDED_BY(mu_);
   // Claims whose last record could not be written, and why.
   absl::flat_hash_map<ClaimKey, std::string> unrecorded_ ABSL_GUARDED_BY(mu_);
 };

@@ -472,6 +472,7 @@ absl::Status KubeApiStore::DropClaim(const ClaimKey& key, std::string_view claim
                                      const std::map<std::string, Holds>& batch_holds) {
   std::optional<ObjectState> st = objects_.Object(key);
   objects_.ClearUnrecorded(key);
+  objects_.Dropped(claim_uid);
   if (st.has_value() && !claim_uid.empty() && st->claim_uid != claim_uid) {
     // The object under the name records another claim (one being erased,
     // withheld, re-created): the claim let go never had a record there, and

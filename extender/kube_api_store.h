@@ -154,6 +154,11 @@ class KubeApiStore final : public Store {
   void Observe(const api::ObjectMeta& meta);
   // The object is gone (only if it still has `uid`).
   void Forget(const ClaimKey& key, std::string_view uid);
+  // ClaimObjects::ObjectDeleted and Dropped: the object of the allocator's
+  // claim `claim_uid` was deleted while the claim stays; no status write
+  // creates it again until the allocator lets the claim go.
+  void ObjectDeleted(std::string_view claim_uid) { objects_.ObjectDeleted(claim_uid); }
+  void Dropped(std::string_view claim_uid) { objects_.Dropped(claim_uid); }
   std::optional<ObjectState> Object(const ClaimKey& key) const;
   // Reads the object again (NotFound, and forgotten, when it is gone).
   absl::StatusOr<ObjectState> Reread(const ClaimKey& key, absl::Time deadline);
