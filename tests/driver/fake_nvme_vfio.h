@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -61,6 +62,8 @@ struct FakeVfioNvmeState {
   std::string serial = "FAKE-SN-1";
   uint64_t nsze = 64;  // Blocks of 512 bytes.
   std::vector<uint8_t> blocks = GuestPattern(64 * 512);
+  // Called with each command's opcode before it executes.
+  std::function<void(uint8_t)> on_command;
   // What happened.
   std::vector<std::pair<uint32_t, uint32_t>> writes;  // (offset, value) of every register write.
   std::vector<uint8_t> opcodes;                       // Admin and I/O commands executed.
@@ -221,6 +224,7 @@ class FakeVfioNvme : public NvmeVfioDevice {
     const uint32_t cdw11 = Get32(e + 44);
     const bool admin = &q == &queues_[0];
     s_->opcodes.push_back(opcode);
+    if (s_->on_command) s_->on_command(opcode);
     if (s_->fatal_on.contains(opcode)) {
       s_->csts |= 2;
       return;
