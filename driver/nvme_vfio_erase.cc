@@ -21,6 +21,9 @@ absl::StatusOr<NvmeEraseReport> EraseOnVfio(VfioBinder& binder, NvmeVfioOpener& 
             "administrator erases it")),
         kReasonEraseNoIdentity);
   }
+  // The group's own single-opener rule refuses it too, but this names the
+  // process (a VM that has not let go yet).
+  RETURN_IF_ERROR(binder.VfioGroupFree(address, "erasing it on vfio-pci"));
   absl::StatusOr<NvmeEraseReport> report;
   {
     auto channel = opener.Open(address);

@@ -426,6 +426,11 @@ absl::Status VfioBinder::VfioGroupFreeLocked(PciAddress address, std::string_vie
   return absl::OkStatus();
 }
 
+absl::Status VfioBinder::VfioGroupFree(PciAddress address, std::string_view doing) {
+  absl::MutexLock lock(&mu_);
+  return VfioGroupFreeLocked(address, doing);
+}
+
 absl::Status VfioBinder::GiveBackForErase(PciAddress address) {
   absl::MutexLock lock(&mu_);
   std::optional<JournalEntry> entry = journal_->Get(address);

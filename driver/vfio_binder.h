@@ -155,6 +155,10 @@ class VfioBinder {
   // The erase of drive `identity` is done: the entry turns `returned`
   // (FailedPrecondition when it is not `erasing`) until ForgetReturned.
   absl::Status CompleteErase(PciAddress address, std::string_view identity);
+  // OK unless a process holds the VFIO group of `address` open (a VM
+  // still runs on it): then Unavailable (vfio_group_in_use), naming it;
+  // `doing` names the step in the message.
+  absl::Status VfioGroupFree(PciAddress address, std::string_view doing);
   // Hands a drive erased on vfio-pci (nvme_vfio_erase.h; its entry
   // `returned`) to nvme; a no-op when it is off vfio-pci already.
   // FailedPrecondition when the entry is not `returned`; Unavailable

@@ -11,7 +11,8 @@
 // Format NVM (zeroes namespace 1), Set Features, Create I/O CQ/SQ, and Read
 // (02h) on I/O queue 1. A test can inject: RDY never following EN, CFS on
 // enable or on a command, a command that never completes, a status for an
-// opcode. Every register write is recorded.
+// opcode. Every register write is recorded. FakeVfioOpener opens it behind
+// the real NvmeVfioChannel.
 // For tests only. Thread-safety: not thread-safe.
 #ifndef PDC_TESTS_DRIVER_FAKE_NVME_VFIO_H_
 #define PDC_TESTS_DRIVER_FAKE_NVME_VFIO_H_
@@ -308,6 +309,25 @@ class FakeVfioNvme : public NvmeVfioDevice {
   uint64_t next_iova_ = 0x100000;
   std::map<uint32_t, Queue> queues_;
   std::optional<Queue> pending_cq_;
+};
+
+// Opens the fake controller behind the real channel, or fails as told.
+class FakeVfioOpener : public NvmeVfioOpener {
+ public:
+  absl::StatusOr<std::unique_ptr<NvmeAdminChannel>> Open(PciAddress) override {
+    ++opens;
+    if (!fail.ok()) return fail;
+    NvmeVfioOptions o;
+    o.clock = clock;
+    auto c = NvmeVfioChannel::Open(std::make_unique<FakeVfioNvme>(&state), o);
+    if (!c.ok()) return c.status();
+    return std::unique_ptr<NvmeAdminChannel>(std::move(*c));
+  }
+
+  FakeVfioNvmeState state;
+  absl::Status fail;
+  const Clock* clock = nullptr;  // The channel's waits; a test sets its FakeClock.
+  int opens = 0;
 };
 
 }  // namespace pdc::driver::testing

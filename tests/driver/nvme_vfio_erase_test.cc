@@ -25,25 +25,6 @@ using ::testing::StartsWith;
 
 constexpr char kVfioEraseDev[] = "0000:00:05.0";
 
-// Opens the fake controller behind the real channel, or fails as told.
-class FakeVfioOpener : public NvmeVfioOpener {
- public:
-  absl::StatusOr<std::unique_ptr<NvmeAdminChannel>> Open(PciAddress) override {
-    ++opens;
-    if (!fail.ok()) return fail;
-    NvmeVfioOptions o;
-    o.clock = clock;
-    auto c = NvmeVfioChannel::Open(std::make_unique<testing::FakeVfioNvme>(&state), o);
-    if (!c.ok()) return c.status();
-    return std::unique_ptr<NvmeAdminChannel>(std::move(*c));
-  }
-
-  testing::FakeVfioNvmeState state;
-  absl::Status fail;
-  const Clock* clock = nullptr;
-  int opens = 0;
-};
-
 class EraseOnVfioTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -86,7 +67,7 @@ class EraseOnVfioTest : public ::testing::Test {
   std::unique_ptr<BindJournal> journal_;
   std::unique_ptr<VfioBinder> binder_;
   testing::FakeNvmeAdmin admin_;
-  FakeVfioOpener opener_;
+  testing::FakeVfioOpener opener_;
   EraseReturnOptions options_;
 };
 
@@ -167,6 +148,17 @@ TEST_F(EraseOnVfioTest, AnOpenGroupWaitsOnVfioPci) {
   EXPECT_EQ(Driver(), "vfio-pci");
   EXPECT_TRUE(Erasing());
   EXPECT_THAT(admin_.commands, IsEmpty());
+}
+
+// A process holding the group open is named, and nothing is opened.
+TEST_F(EraseOnVfioTest, AProcessHoldingTheGroupIsNamedAndWaitedFor) {
+  host_.kernel.AddProcess(4242, "qemu-kvm", {"vfio/5"});
+  auto r = Finish();
+  EXPECT_EQ(FailureReason(r.status()), kReasonVfioGroupInUse);
+  EXPECT_THAT(r.status().message(), HasSubstr("/dev/vfio/5 is open in process 4242 (qemu-kvm)"));
+  EXPECT_EQ(opener_.opens, 0);
+  EXPECT_EQ(Driver(), "vfio-pci");
+  EXPECT_TRUE(Erasing());
 }
 
 // Only when VFIO is not possible for the drive: the kernel driver's path,
