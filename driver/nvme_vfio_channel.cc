@@ -168,7 +168,7 @@ class RealVfioNvmeDevice : public NvmeVfioDevice {
   uint64_t next_iova_ = kFirstIova;
 };
 
-absl::Status Unavailable(absl::Status s) { return WithFailureReason(std::move(s), kReasonVfioUnavailable); }
+absl::Status VfioUnavailable(absl::Status s) { return WithFailureReason(std::move(s), kReasonVfioUnavailable); }
 
 }  // namespace
 
@@ -182,17 +182,17 @@ absl::StatusOr<std::unique_ptr<NvmeVfioDevice>> OpenVfioNvmeDevice(Sysfs& sys,
         "opening ", addr, " over VFIO: it is bound to \"", info.driver, "\", not vfio-pci"));
   }
   if (info.iommu_group < 0) {
-    return Unavailable(absl::FailedPreconditionError(
+    return VfioUnavailable(absl::FailedPreconditionError(
         absl::StrCat("opening ", addr, " over VFIO: it is in no IOMMU group")));
   }
   const std::string where = absl::StrCat(addr, " (IOMMU group ", info.iommu_group, ")");
   const std::string container_path = absl::StrCat(Sv(dev_root), "/vfio/vfio");
   UniqueFd container(::open(container_path.c_str(), O_RDWR | O_CLOEXEC));
   if (!container.valid()) {
-    return Unavailable(ErrnoError(errno, absl::StrCat(where, ": open ", container_path)));
+    return VfioUnavailable(ErrnoError(errno, absl::StrCat(where, ": open ", container_path)));
   }
   if (::ioctl(container.get(), VFIO_GET_API_VERSION) != VFIO_API_VERSION) {
-    return Unavailable(absl::FailedPreconditionError(
+    return VfioUnavailable(absl::FailedPreconditionError(
         absl::StrCat(where, ": ", container_path, " speaks another VFIO API version")));
   }
   const std::string group_path = absl::StrCat(Sv(dev_root), "/vfio/", info.iommu_group);
@@ -205,21 +205,21 @@ absl::StatusOr<std::unique_ptr<NvmeVfioDevice>> OpenVfioNvmeDevice(Sysfs& sys,
                                               "process (a VM still holds it); retried")),
           kReasonVfioGroupInUse);
     }
-    return Unavailable(ErrnoError(e, absl::StrCat(where, ": open ", group_path)));
+    return VfioUnavailable(ErrnoError(e, absl::StrCat(where, ": open ", group_path)));
   }
   vfio_group_status status;
   std::memset(&status, 0, sizeof(status));
   status.argsz = sizeof(status);
   if (::ioctl(group.get(), VFIO_GROUP_GET_STATUS, &status) != 0) {
-    return Unavailable(ErrnoError(errno, absl::StrCat(where, ": VFIO_GROUP_GET_STATUS")));
+    return VfioUnavailable(ErrnoError(errno, absl::StrCat(where, ": VFIO_GROUP_GET_STATUS")));
   }
   if ((status.flags & VFIO_GROUP_FLAGS_VIABLE) == 0) {
-    return Unavailable(absl::FailedPreconditionError(absl::StrCat(
+    return VfioUnavailable(absl::FailedPreconditionError(absl::StrCat(
         where, ": the group is not viable (another of its devices is on a host driver)")));
   }
   int container_fd = container.get();
   if (::ioctl(group.get(), VFIO_GROUP_SET_CONTAINER, &container_fd) != 0) {
-    return Unavailable(ErrnoError(errno, absl::StrCat(where, ": VFIO_GROUP_SET_CONTAINER")));
+    return VfioUnavailable(ErrnoError(errno, absl::StrCat(where, ": VFIO_GROUP_SET_CONTAINER")));
   }
   int iommu = 0;
   if (::ioctl(container.get(), VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) > 0) {
@@ -227,12 +227,12 @@ absl::StatusOr<std::unique_ptr<NvmeVfioDevice>> OpenVfioNvmeDevice(Sysfs& sys,
   } else if (::ioctl(container.get(), VFIO_CHECK_EXTENSION, VFIO_TYPE1_IOMMU) > 0) {
     iommu = VFIO_TYPE1_IOMMU;
   } else {
-    return Unavailable(absl::FailedPreconditionError(
+    return VfioUnavailable(absl::FailedPreconditionError(
         absl::StrCat(where, ": the VFIO container offers no TYPE1 IOMMU (vfio_iommu_type1 "
                      "not loaded?)")));
   }
   if (::ioctl(container.get(), VFIO_SET_IOMMU, iommu) != 0) {
-    return Unavailable(ErrnoError(
+    return VfioUnavailable(ErrnoError(
         errno, absl::StrCat(where, ": VFIO_SET_IOMMU ",
                             iommu == VFIO_TYPE1v2_IOMMU ? "TYPE1v2" : "TYPE1")));
   }
@@ -316,6 +316,7 @@ uint32_t NvmeVfioChannel::Doorbell(uint16_t qid, bool completion) const {
 
 absl::Status NvmeVfioChannel::WaitReady(bool ready, std::string_view step) {
   const absl::Time deadline = options_.clock->Now() + ready_timeout_;
+  absl::Duration wait = options_.poll_interval;
   for (;;) {
     ASSIGN_OR_RETURN(uint32_t csts, Read(kNvmeRegCsts, "CSTS"));
     if (csts == 0xFFFFFFFF) {
@@ -333,7 +334,8 @@ absl::Status NvmeVfioChannel::WaitReady(bool ready, std::string_view step) {
                   absl::StrFormat("CSTS.RDY did not become %d within %s (CAP.TO; CSTS %08xh)",
                                   ready ? 1 : 0, absl::FormatDuration(ready_timeout_), csts));
     }
-    options_.clock->SleepFor(options_.poll_interval);
+    options_.clock->SleepFor(std::min(wait, deadline - options_.clock->Now()));
+    wait = std::min(wait * 2, std::max(options_.max_poll_interval, options_.poll_interval));
   }
 }
 
@@ -443,6 +445,7 @@ absl::StatusOr<uint16_t> NvmeVfioChannel::Submit(Queue& q, const NvmeAdminComman
                         absl::StrFormat("the SQ %u tail doorbell", q.id)));
 
   const absl::Time deadline = options_.clock->Now() + cmd.timeout;
+  absl::Duration wait = options_.poll_interval;
   for (;;) {
     const uint8_t* c = q.cq.data + size_t{q.head} * kCqEntry;
     const uint32_t dw3 = LoadCqDword(c, 3);
@@ -480,7 +483,8 @@ absl::StatusOr<uint16_t> NvmeVfioChannel::Submit(Queue& q, const NvmeAdminComman
                   absl::StrCat("no completion within ", absl::FormatDuration(cmd.timeout),
                                " (polled CQ ", q.id, " entry ", q.head, ")"));
     }
-    options_.clock->SleepFor(options_.poll_interval);
+    options_.clock->SleepFor(std::min(wait, deadline - options_.clock->Now()));
+    wait = std::min(wait * 2, std::max(options_.max_poll_interval, options_.poll_interval));
   }
 }
 

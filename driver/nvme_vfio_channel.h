@@ -100,8 +100,11 @@ absl::StatusOr<std::unique_ptr<NvmeVfioDevice>> OpenVfioNvmeDevice(Sysfs& sys,
 
 struct NvmeVfioOptions {
   const Clock* clock = RealClock();
-  // Between two looks at CSTS or the completion queue.
-  absl::Duration poll_interval = absl::Microseconds(100);
+  // Between two looks at CSTS or the completion queue: `poll_interval`
+  // first, doubled up to `max_poll_interval` while the wait lasts (a format
+  // of a large drive takes minutes).
+  absl::Duration poll_interval = absl::Microseconds(50);
+  absl::Duration max_poll_interval = absl::Milliseconds(10);
   uint16_t admin_queue_entries = 32;
   uint16_t io_queue_entries = 16;
 };

@@ -132,6 +132,24 @@ TEST_F(NvmeVfioChannelTest, ACommandWithoutCompletionTimesOutAndStopsTheChannel)
   EXPECT_EQ(state_.cc & 1, 0u);
 }
 
+// A long command is polled ever less often, up to max_poll_interval, and
+// the last wait ends at the deadline, not after it.
+TEST_F(NvmeVfioChannelTest, PollingBacksOffUpToItsCap) {
+  state_.never_complete = {0x80};
+  options_.poll_interval = absl::Microseconds(50);
+  options_.max_poll_interval = absl::Milliseconds(10);
+  ASSERT_OK_AND_ASSIGN(auto channel, OpenChannel());
+  const int64_t sleeps = clock_.sleeps();
+  const absl::Time start = clock_.Now();
+  auto st = channel->Run({.opcode = kNvmeAdminFormatNvm, .nsid = 1, .timeout = absl::Seconds(60)},
+                         {});
+  EXPECT_THAT(st.status(), StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(clock_.Now() - start, absl::Seconds(60));
+  // 50 us doubling to 10 ms: 8 short waits, then 6000 of 10 ms at most.
+  EXPECT_LE(clock_.sleeps() - sleeps, 6010);
+  EXPECT_GE(clock_.sleeps() - sleeps, 6000);
+}
+
 TEST_F(NvmeVfioChannelTest, ReadyThatNeverComesIsBoundedByCapTimeout) {
   state_.never_ready = true;
   state_.to = 6;  // 3 s.
