@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -36,9 +37,66 @@ constexpr uint8_t kOpSetFeatures = 0x09;
 constexpr uint8_t kOpCreateIoCq = 0x05;
 constexpr uint8_t kOpCreateIoSq = 0x01;
 constexpr uint32_t kFeatureNumberOfQueues = 0x07;
-// DMA addresses handed out from here up: above the low 4 GiB, where x86
-// IOMMUs reserve the MSI window and firmware (RMRR) ranges.
+// DMA addresses are handed out from 4 GiB up (below lie the MSI window and
+// firmware (RMRR) ranges of x86 IOMMUs), within a range the IOMMU says is
+// usable when it says so (VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE).
 constexpr uint64_t kFirstIova = uint64_t{1} << 32;
+constexpr uint64_t kLowestIova = uint64_t{1} << 20;
+constexpr uint64_t kIovaSpace = uint64_t{16} << 20;  // Far more than the channel maps.
+
+struct IovaWindow {
+  uint64_t first = kFirstIova;
+  uint64_t last = ~uint64_t{0};
+};
+
+// The usable IOVA ranges of `container` (its IOMMU set), or none when the
+// kernel does not say (then any address is taken to be usable).
+absl::StatusOr<std::vector<vfio_iova_range>> IovaRanges(int container) {
+  std::vector<uint64_t> buf(512);  // 4 KiB, 8-byte aligned.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto* info = reinterpret_cast<vfio_iommu_type1_info*>(buf.data());
+    std::memset(buf.data(), 0, buf.size() * 8);
+    info->argsz = static_cast<uint32_t>(buf.size() * 8);
+    if (::ioctl(container, VFIO_IOMMU_GET_INFO, info) != 0) {
+      return absl::ErrnoToStatus(errno, "VFIO_IOMMU_GET_INFO");
+    }
+    if (info->argsz > buf.size() * 8) {  // Too small for the capabilities: again.
+      buf.assign((info->argsz + 7) / 8, 0);
+      continue;
+    }
+    std::vector<vfio_iova_range> out;
+    if ((info->flags & VFIO_IOMMU_INFO_CAPS) == 0) return out;
+    const auto* base = reinterpret_cast<const uint8_t*>(buf.data());
+    const size_t size = buf.size() * 8;
+    for (uint32_t off = info->cap_offset, hops = 0;
+         off != 0 && off + sizeof(vfio_info_cap_header) <= size && hops < 64; ++hops) {
+      const auto* h = reinterpret_cast<const vfio_info_cap_header*>(base + off);
+      if (h->id == VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE &&
+          off + sizeof(vfio_iommu_type1_info_cap_iova_range) <= size) {
+        const auto* r = reinterpret_cast<const vfio_iommu_type1_info_cap_iova_range*>(h);
+        const size_t n = std::min<size_t>(
+            r->nr_iovas, (size - off - sizeof(*r)) / sizeof(vfio_iova_range));
+        out.assign(r->iova_ranges, r->iova_ranges + n);
+      }
+      off = h->next;
+    }
+    return out;
+  }
+  return absl::InternalError("VFIO_IOMMU_GET_INFO keeps asking for a larger buffer");
+}
+
+// Where the channel's DMA buffers go: from 4 GiB up in the first usable
+// range that has room there, else from 1 MiB up.
+std::optional<IovaWindow> ChooseIova(const std::vector<vfio_iova_range>& ranges) {
+  if (ranges.empty()) return IovaWindow{};
+  for (uint64_t floor : {kFirstIova, kLowestIova}) {
+    for (const vfio_iova_range& r : ranges) {
+      const uint64_t first = std::max<uint64_t>(r.start, floor);
+      if (r.end >= first && r.end - first >= kIovaSpace - 1) return IovaWindow{first, r.end};
+    }
+  }
+  return std::nullopt;
+}
 
 size_t RoundUpToPage(size_t n) { return (n + kPage - 1) / kPage * kPage; }
 
@@ -59,14 +117,17 @@ absl::Status ErrnoError(int err, std::string_view what) {
 class RealVfioNvmeDevice : public NvmeVfioDevice {
  public:
   RealVfioNvmeDevice(std::string describe, UniqueFd container, UniqueFd group, UniqueFd device,
-                     uint64_t config_offset, uint64_t bar0_offset, uint64_t bar0_size)
+                     uint64_t config_offset, uint64_t bar0_offset, uint64_t bar0_size,
+                     IovaWindow iova)
       : describe_(std::move(describe)),
         container_(std::move(container)),
         group_(std::move(group)),
         device_(std::move(device)),
         config_offset_(config_offset),
         bar0_offset_(bar0_offset),
-        bar0_size_(bar0_size) {}
+        bar0_size_(bar0_size),
+        iova_last_(iova.last),
+        next_iova_(iova.first) {}
 
   ~RealVfioNvmeDevice() override {
     // The device first (vfio-pci resets the function when its last user
@@ -118,6 +179,11 @@ class RealVfioNvmeDevice : public NvmeVfioDevice {
 
   absl::StatusOr<DmaBuffer> AllocateDma(size_t bytes) override {
     bytes = RoundUpToPage(std::max<size_t>(bytes, 1));
+    if (iova_last_ - next_iova_ < bytes - 1) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "%s: no IOVA left for %u bytes of DMA memory (usable up to %#x)", describe_, bytes,
+          iova_last_));
+    }
     void* addr = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (addr == MAP_FAILED) {
       return ErrnoError(errno, absl::StrCat(describe_, ": mmap of ", bytes, " bytes for DMA"));
@@ -164,8 +230,9 @@ class RealVfioNvmeDevice : public NvmeVfioDevice {
   const uint64_t config_offset_;
   const uint64_t bar0_offset_;
   const uint64_t bar0_size_;
+  const uint64_t iova_last_;
   std::vector<Mapping> mappings_;
-  uint64_t next_iova_ = kFirstIova;
+  uint64_t next_iova_;
 };
 
 absl::Status VfioUnavailable(absl::Status s) { return WithFailureReason(std::move(s), kReasonVfioUnavailable); }
@@ -236,6 +303,16 @@ absl::StatusOr<std::unique_ptr<NvmeVfioDevice>> OpenVfioNvmeDevice(Sysfs& sys,
         errno, absl::StrCat(where, ": VFIO_SET_IOMMU ",
                             iommu == VFIO_TYPE1v2_IOMMU ? "TYPE1v2" : "TYPE1")));
   }
+  auto ranges = IovaRanges(container.get());
+  if (!ranges.ok()) {
+    return VfioUnavailable(absl::Status(ranges.status().code(),
+                                        absl::StrCat(where, ": ", ranges.status().message())));
+  }
+  std::optional<IovaWindow> window = ChooseIova(*ranges);
+  if (!window) {
+    return VfioUnavailable(absl::FailedPreconditionError(absl::StrCat(
+        where, ": the IOMMU offers no IOVA range of ", kIovaSpace >> 20, " MiB above 1 MiB")));
+  }
   UniqueFd device(::ioctl(group.get(), VFIO_GROUP_GET_DEVICE_FD, addr.c_str()));
   if (!device.valid()) {
     return ErrnoError(errno, absl::StrCat(where, ": VFIO_GROUP_GET_DEVICE_FD"));
@@ -264,7 +341,7 @@ absl::StatusOr<std::unique_ptr<NvmeVfioDevice>> OpenVfioNvmeDevice(Sysfs& sys,
   }
   return std::unique_ptr<NvmeVfioDevice>(
       new RealVfioNvmeDevice(where, std::move(container), std::move(group), std::move(device),
-                             config.offset, bar0.offset, bar0.size));
+                             config.offset, bar0.offset, bar0.size, *window));
 }
 
 NvmeVfioChannel::NvmeVfioChannel(std::unique_ptr<NvmeVfioDevice> device,

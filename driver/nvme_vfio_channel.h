@@ -91,7 +91,8 @@ class NvmeVfioDevice {
 // `dev_root`/vfio ("/dev/vfio"): its IOMMU group (from `sys`, a view of
 // /sys) into a new container with the TYPE1v2 (else TYPE1) IOMMU, its device
 // descriptor, BAR0 through pread/pwrite, DMA buffers mapped at IOVAs from
-// 4 GiB up. Unavailable with vfio_group_in_use when another process holds
+// 4 GiB up within a range the IOMMU reports usable (else from 1 MiB up).
+// Unavailable with vfio_group_in_use when another process holds
 // the group open (a VM still runs on it); kReasonVfioUnavailable when VFIO
 // cannot be used for it; FailedPrecondition when it is not on vfio-pci.
 absl::StatusOr<std::unique_ptr<NvmeVfioDevice>> OpenVfioNvmeDevice(Sysfs& sys,
