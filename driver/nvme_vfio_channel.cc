@@ -42,12 +42,6 @@ constexpr uint32_t kFeatureNumberOfQueues = 0x07;
 // usable when it says so (VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE).
 constexpr uint64_t kFirstIova = uint64_t{1} << 32;
 constexpr uint64_t kLowestIova = uint64_t{1} << 20;
-constexpr uint64_t kIovaSpace = uint64_t{16} << 20;  // Far more than the channel maps.
-
-struct IovaWindow {
-  uint64_t first = kFirstIova;
-  uint64_t last = ~uint64_t{0};
-};
 
 // The usable IOVA ranges of `container` (its IOMMU set), or none when the
 // kernel does not say (then any address is taken to be usable).
@@ -83,19 +77,6 @@ absl::StatusOr<std::vector<vfio_iova_range>> IovaRanges(int container) {
     return out;
   }
   return absl::InternalError("VFIO_IOMMU_GET_INFO keeps asking for a larger buffer");
-}
-
-// Where the channel's DMA buffers go: from 4 GiB up in the first usable
-// range that has room there, else from 1 MiB up.
-std::optional<IovaWindow> ChooseIova(const std::vector<vfio_iova_range>& ranges) {
-  if (ranges.empty()) return IovaWindow{};
-  for (uint64_t floor : {kFirstIova, kLowestIova}) {
-    for (const vfio_iova_range& r : ranges) {
-      const uint64_t first = std::max<uint64_t>(r.start, floor);
-      if (r.end >= first && r.end - first >= kIovaSpace - 1) return IovaWindow{first, r.end};
-    }
-  }
-  return std::nullopt;
 }
 
 size_t RoundUpToPage(size_t n) { return (n + kPage - 1) / kPage * kPage; }
@@ -239,6 +220,17 @@ absl::Status VfioUnavailable(absl::Status s) { return WithFailureReason(std::mov
 
 }  // namespace
 
+std::optional<IovaWindow> ChooseIovaWindow(const std::vector<IovaWindow>& usable) {
+  if (usable.empty()) return IovaWindow{kFirstIova, ~uint64_t{0}};
+  for (uint64_t floor : {kFirstIova, kLowestIova}) {
+    for (const IovaWindow& r : usable) {
+      const uint64_t first = std::max<uint64_t>(r.first, floor);
+      if (r.last >= first && r.last - first >= kIovaSpace - 1) return IovaWindow{first, r.last};
+    }
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::unique_ptr<NvmeVfioDevice>> OpenVfioNvmeDevice(Sysfs& sys,
                                                                    std::string_view dev_root,
                                                                    PciAddress address) {
@@ -308,7 +300,9 @@ absl::StatusOr<std::unique_ptr<NvmeVfioDevice>> OpenVfioNvmeDevice(Sysfs& sys,
     return VfioUnavailable(absl::Status(ranges.status().code(),
                                         absl::StrCat(where, ": ", ranges.status().message())));
   }
-  std::optional<IovaWindow> window = ChooseIova(*ranges);
+  std::vector<IovaWindow> usable;
+  for (const vfio_iova_range& r : *ranges) usable.push_back({r.start, r.end});
+  std::optional<IovaWindow> window = ChooseIovaWindow(usable);
   if (!window) {
     return VfioUnavailable(absl::FailedPreconditionError(absl::StrCat(
         where, ": the IOMMU offers no IOVA range of ", kIovaSpace >> 20, " MiB above 1 MiB")));

@@ -32,9 +32,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -86,6 +88,21 @@ class NvmeVfioDevice {
   // the device; valid until the device is destroyed.
   virtual absl::StatusOr<DmaBuffer> AllocateDma(size_t bytes) = 0;
 };
+
+// An inclusive range of I/O virtual addresses.
+struct IovaWindow {
+  uint64_t first = 0;
+  uint64_t last = 0;
+};
+// The IOVA space the channel asks for (far more than it maps).
+inline constexpr uint64_t kIovaSpace = uint64_t{16} << 20;
+
+// Where the DMA buffers go, given the IOMMU's usable ranges (ascending;
+// none: the kernel does not say, any address is usable): from 4 GiB up (below
+// lie the MSI window and firmware ranges of x86 IOMMUs) in the first range
+// with kIovaSpace of room there, else from 1 MiB up; none when no range has
+// room.
+std::optional<IovaWindow> ChooseIovaWindow(const std::vector<IovaWindow>& usable);
 
 // The real device: the function at `address`, bound to vfio-pci, through
 // `dev_root`/vfio ("/dev/vfio"): its IOMMU group (from `sys`, a view of

@@ -50,6 +50,31 @@ class NvmeVfioChannelTest : public ::testing::Test {
   NvmeVfioOptions options_;
 };
 
+TEST(ChooseIovaWindowTest, PrefersRoomAboveFourGibWithinAUsableRange) {
+  constexpr uint64_t kGib = uint64_t{1} << 30;
+  struct Case {
+    const char* name;
+    std::vector<IovaWindow> usable;
+    std::optional<uint64_t> first;  // nullopt: no window.
+  };
+  const std::vector<Case> cases = {
+      {"the kernel says nothing", {}, 4 * kGib},
+      // Intel VT-d with the MSI window cut out, 39-bit addresses.
+      {"above the MSI window", {{0, 0xFEDFFFFF}, {0xFEF00000, (uint64_t{1} << 39) - 1}}, 4 * kGib},
+      {"a range starting above 4 GiB", {{0, 0xFEDFFFFF}, {8 * kGib, 9 * kGib}}, 8 * kGib},
+      {"only 32-bit addresses", {{0, 0xFFFFFFFF}}, uint64_t{1} << 20},
+      {"too little room anywhere", {{0, 0xFFFFF}, {4 * kGib, 4 * kGib + 4095}}, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::optional<IovaWindow> w = ChooseIovaWindow(c.usable);
+    ASSERT_EQ(w.has_value(), c.first.has_value());
+    if (!w) continue;
+    EXPECT_EQ(w->first, *c.first);
+    EXPECT_GE(w->last - w->first, kIovaSpace - 1);
+  }
+}
+
 TEST_F(NvmeVfioChannelTest, ResetsAnEnabledControllerThenEnablesItWithTheAdminQueues) {
   state_.cc = 0x00460001;  // Left enabled by a driver.
   state_.csts = 0x1;
