@@ -288,6 +288,11 @@ struct NodeConfig {
   // allowSriov: offer SR-IOV physical functions with virtual functions
   // enabled, and virtual functions of storage controllers. Refused when false.
   bool allow_sriov = false;
+  // eraseOnVfio: erase a deleted claim's NVMe drive while it stays on
+  // vfio-pci, from userspace through its VFIO group, so the host's block
+  // layer never sees the guest's data; false (or VFIO not possible for the
+  // drive) erases it through the nvme driver after handing it back.
+  bool erase_on_vfio = true;
   // For device classes in `dra` mode (deviceClasses[].mode):
   // kubeletDir: kubelet's root; its plugins_registry/ is where a DRA driver
   // registers, plugins/<driver>/dra.sock where it serves.

@@ -528,6 +528,9 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Enum(
       "node.allowSriov", booleans,
       [](auto& c) -> auto& { return c.node.allow_sriov; }));
+  f.push_back(Enum(
+      "node.eraseOnVfio", booleans,
+      [](auto& c) -> auto& { return c.node.erase_on_vfio; }));
   f.push_back(Str(
       "node.kubeletDir", [](auto& c) -> auto& { return c.node.kubelet_dir; }));
   f.push_back(Str(

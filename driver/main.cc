@@ -38,6 +38,7 @@
 #include "driver/node_reconciler.h"
 #include "driver/node_routes.h"
 #include "driver/nvme_erase.h"
+#include "driver/nvme_vfio_channel.h"
 #include "driver/sysfs.h"
 #include "driver/vfio_binder.h"
 #include "kube/kube_http_client.h"
@@ -185,6 +186,10 @@ int Main(int argc, char** argv) {
   options.classes = config->device_classes;
   options.heartbeat = nc.heartbeat_interval;
   options.nvme_admin = &nvme_admin;
+  // A deleted claim's drive is erased where it is, on vfio-pci, unless
+  // node.eraseOnVfio is false (or VFIO is not possible for it).
+  DevVfioNvmeOpener vfio_opener(&sys, nc.dev_root);
+  if (nc.erase_on_vfio) options.erase.vfio = &vfio_opener;
   // Classes in `dra` mode: pdc-node is their DRA driver (driver/dra/), and
   // the device plugin leaves them alone.
   std::vector<DeviceClass> plugin_classes;

@@ -311,7 +311,13 @@ void Reconciler::ReturnToHost(PciAddress a, PassResult* result) {
   }
   std::optional<JournalEntry> entry = journal_->Get(a);
   // Handed back already; waiting for the extender to see the acknowledgement.
-  if (entry && entry->state == JournalState::kReturned) return;
+  if (entry && entry->state == JournalState::kReturned) {
+    // Erased on vfio-pci, where handing it to nvme failed: again.
+    if (info->driver == kVfioPci) {
+      if (absl::Status s = binder_->ReturnErased(a); !s.ok()) NoteError(key, s, "restore", result);
+    }
+    return;
+  }
   const DeviceKind& kind = KindOf(*info);
   if (kind.ScrubsOnReclaim() || (entry && KindScrubbingOn(entry->original_driver) != nullptr)) {
     // Journaled before anything moves; RunPendingErases does the rest.

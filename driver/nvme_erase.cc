@@ -20,6 +20,7 @@
 #include "common/status_macros.h"
 #include "common/file_util.h"
 #include "common/strings.h"
+#include "driver/nvme_vfio_erase.h"
 #include "driver/pci_function.h"
 
 namespace pdc::driver {
@@ -596,6 +597,17 @@ absl::StatusOr<NvmeEraseReport> FinishPendingErase(VfioBinder& binder, Sysfs& sy
   }
   auto before = ReadPciFunction(sys, address);
   const bool was_on_vfio = before.ok() && before->driver == kVfioPci;
+  // Where it is, so the host's block layer never sees the guest's data;
+  // through nvme only when VFIO cannot be used for it.
+  std::string vfio_not_possible;
+  if (was_on_vfio && options.vfio != nullptr) {
+    absl::StatusOr<NvmeEraseReport> on_vfio =
+        EraseOnVfio(binder, *options.vfio, address, *entry, options);
+    if (on_vfio.ok() || FailureReason(on_vfio.status()) != kReasonVfioUnavailable) {
+      return on_vfio;
+    }
+    vfio_not_possible = std::string(on_vfio.status().message());
+  }
   // From here on, a failure puts the device back on vfio-pci, off the
   // host's block layer: always when this call took it off vfio-pci, and
   // when it was on nvme already unless it is not (or not known to be) the
@@ -674,6 +686,9 @@ absl::StatusOr<NvmeEraseReport> FinishPendingErase(VfioBinder& binder, Sysfs& sy
     return out;
   }
   RETURN_IF_ERROR(binder.CompleteErase(address, out->identity));
+  out->path = vfio_not_possible.empty()
+                  ? "nvme"
+                  : absl::StrCat("nvme (VFIO not possible: ", vfio_not_possible, ")");
   return out;
 }
 

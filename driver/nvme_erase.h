@@ -67,6 +67,8 @@
 
 namespace pdc::driver {
 
+class NvmeVfioOpener;  // nvme_vfio_channel.h
+
 inline constexpr std::string_view kReasonEraseUnsupported = "erase_unsupported";
 inline constexpr std::string_view kReasonEraseStatus = "erase_nvme_status";
 inline constexpr std::string_view kReasonEraseIo = "erase_io_error";
@@ -171,6 +173,10 @@ struct NvmeEraseReport {
   // Blocks read back after the erase; `verify_note` says why none when 0.
   int verified_blocks = 0;
   std::string verify_note;
+  // How the commands reached the controller: "vfio-pci" (from userspace,
+  // the function never left vfio-pci) or "nvme" (the kernel driver's
+  // passthrough), with the reason when the VFIO path was not possible.
+  std::string path;
 };
 
 // Erases all user data of `controller` ("nvme0") through `channel`, once
@@ -189,10 +195,17 @@ struct EraseReturnOptions {
   absl::Duration controller_wait = absl::Seconds(30);
   absl::Duration poll_interval = absl::Milliseconds(100);
   const Clock* clock = RealClock();
+  // Erases a function on vfio-pci where it is (nvme_vfio_erase.h); null:
+  // through nvme always. Must outlive the call.
+  NvmeVfioOpener* vfio = nullptr;
 };
 
 // The return-to-host path of an NVMe controller whose erase is journaled
-// pending (VfioBinder::MarkErasePending): off vfio-pci onto nvme (refused
+// pending (VfioBinder::MarkErasePending). On vfio-pci with `options.vfio`
+// set, the erase runs there, from userspace (EraseOnVfio in
+// nvme_vfio_erase.h), and only the erased drive goes to nvme; when VFIO is
+// not possible for it (kReasonVfioUnavailable) it falls back to the kernel
+// driver's path: off vfio-pci onto nvme (refused
 // while a process holds its VFIO group open), wait (bounded) for its
 // controller, check that the host does not use it (holding its block
 // devices exclusively for the whole erase), open the controller once,

@@ -426,6 +426,11 @@ absl::Status VfioBinder::VfioGroupFreeLocked(PciAddress address, std::string_vie
   return absl::OkStatus();
 }
 
+absl::Status VfioBinder::VfioGroupFree(PciAddress address, std::string_view doing) {
+  absl::MutexLock lock(&mu_);
+  return VfioGroupFreeLocked(address, doing);
+}
+
 absl::Status VfioBinder::GiveBackForErase(PciAddress address) {
   absl::MutexLock lock(&mu_);
   std::optional<JournalEntry> entry = journal_->Get(address);
@@ -513,10 +518,34 @@ absl::Status VfioBinder::CompleteErase(PciAddress address, std::string_view iden
   return WithReason(journal_->Put(returned), kReasonJournal);
 }
 
+absl::Status VfioBinder::ReturnErased(PciAddress address) {
+  absl::MutexLock lock(&mu_);
+  return ReturnErasedLocked(address);
+}
+
+absl::Status VfioBinder::ReturnErasedLocked(PciAddress address) {
+  std::optional<JournalEntry> entry = journal_->Get(address);
+  if (!entry || entry->state != JournalState::kReturned) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no erased drive waits to be handed back at ", address.ToString()));
+  }
+  auto info = ReadPciFunction(*sys_, address);
+  if (!info.ok()) {
+    return WithReason(info.status(), absl::IsNotFound(info.status()) ? kReasonNotFound : kReasonSysfs);
+  }
+  if (info->driver != kVfioPci && info->driver_override != kVfioPci) return absl::OkStatus();
+  return GiveBackLocked(address, "nvme");
+}
+
 absl::Status VfioBinder::ForgetReturned(PciAddress address) {
   absl::MutexLock lock(&mu_);
   std::optional<JournalEntry> entry = journal_->Get(address);
   if (!entry || entry->state != JournalState::kReturned) return absl::OkStatus();
+  // Erased on vfio-pci and not handed back yet: without its entry it would
+  // look bound by someone else.
+  if (auto info = ReadPciFunction(*sys_, address); info.ok() && info->driver == kVfioPci) {
+    RETURN_IF_ERROR(ReturnErasedLocked(address));
+  }
   return WithReason(journal_->Remove(address), kReasonJournal);
 }
 

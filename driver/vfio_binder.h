@@ -20,7 +20,9 @@
 //            host-use check before the first destructive command;
 //            HoldForErase puts it back on vfio-pci when the erase failed;
 //            CompleteErase journals it `returned` (the acknowledgement the
-//            extender waits for) once nvme_erase.h erased it.
+//            extender waits for) once nvme_erase.h erased it. A drive
+//            erased where it is, on vfio-pci (nvme_vfio_erase.h), goes to
+//            nvme only after that (ReturnErased).
 // No unbind from vfio-pci while a process holds /dev/vfio/<group> open (the
 // kernel's unbind would wait, in pdc-node, until the VM lets go): the step
 // fails Unavailable (vfio_group_in_use), naming the holder, and is retried.
@@ -153,8 +155,18 @@ class VfioBinder {
   // The erase of drive `identity` is done: the entry turns `returned`
   // (FailedPrecondition when it is not `erasing`) until ForgetReturned.
   absl::Status CompleteErase(PciAddress address, std::string_view identity);
-  // Drops a `returned` entry (the extender acknowledged it); a no-op for
-  // any other state.
+  // OK unless a process holds the VFIO group of `address` open (a VM
+  // still runs on it): then Unavailable (vfio_group_in_use), naming it;
+  // `doing` names the step in the message.
+  absl::Status VfioGroupFree(PciAddress address, std::string_view doing);
+  // Hands a drive erased on vfio-pci (nvme_vfio_erase.h; its entry
+  // `returned`) to nvme; a no-op when it is off vfio-pci already.
+  // FailedPrecondition when the entry is not `returned`; Unavailable
+  // (vfio_group_in_use) while its VFIO group is open.
+  absl::Status ReturnErased(PciAddress address);
+  // Drops a `returned` entry (the extender acknowledged it), handing a
+  // drive still on vfio-pci to nvme first (ReturnErased); a no-op for any
+  // other state.
   absl::Status ForgetReturned(PciAddress address);
   // Moves the `erasing` entry of `from` to `to`, where its drive is now (a
   // renumbering): FailedPrecondition when `to` has an entry.
@@ -179,6 +191,7 @@ class VfioBinder {
   // and waits for `original` ("" = any driver but vfio-pci).
   absl::Status GiveBackLocked(PciAddress address, const std::string& original)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ReturnErasedLocked(PciAddress address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK unless a process holds the VFIO group of `address` open (then
   // Unavailable, vfio_group_in_use, naming it); `doing` names the step.
   absl::Status VfioGroupFreeLocked(PciAddress address, std::string_view doing)

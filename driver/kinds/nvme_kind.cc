@@ -10,7 +10,8 @@
 //    holding /dev/nvmeN or /dev/ngXnY open, and, unless node.allowSharedNvme,
 //    a subsystem or namespaces shared with another controller (CMIC, NMIC).
 //  - Scrub on reclaim: the erase of nvme_erase.h, through the controller's
-//    admin interface on the nvme driver.
+//    admin interface: from userspace on vfio-pci (nvme_vfio_erase.h) when
+//    pdc-node has a VFIO opener, else on the nvme driver.
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -341,7 +342,8 @@ class Nvme final : public DeviceKind {
         report.namespaces.empty() ? "none" : absl::StrJoin(report.namespaces, ","),
         ", formatted ", formatted.empty() ? "none" : absl::StrJoin(formatted, ", "), "; ",
         report.verified_blocks, " block(s) read back",
-        report.verify_note.empty() ? "" : absl::StrCat(" (", report.verify_note, ")"))};
+        report.verify_note.empty() ? "" : absl::StrCat(" (", report.verify_note, ")"),
+        "; commands through ", report.path)};
   }
 };
 

@@ -367,6 +367,15 @@ TEST(ConfigTest, HostUseSwitchesDefaultToRefusing) {
   EXPECT_TRUE(c.node.allow_sriov);
 }
 
+// The erase of a deleted claim's NVMe drive stays on vfio-pci unless
+// switched off.
+TEST(ConfigTest, EraseOnVfioDefaultsToOn) {
+  PdcConfig c;
+  EXPECT_TRUE(c.node.erase_on_vfio);
+  ASSERT_OK(ApplyYaml("node:\n  eraseOnVfio: false\n", "pdc.yaml", &c));
+  EXPECT_FALSE(c.node.erase_on_vfio);
+}
+
 TEST(ConfigTest, UnknownKeysAreRejectedWithASuggestion) {
   EXPECT_THAT(FromYaml("extender:\n  lsten: 0.0.0.0:1\n"),
               StatusIs(absl::StatusCode::kInvalidArgument,

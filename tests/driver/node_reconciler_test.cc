@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/driver/fake_nvme_admin.h"
+#include "tests/driver/fake_nvme_vfio.h"
 #include "tests/driver/test_util.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
@@ -377,6 +378,40 @@ TEST_F(ReconcilerTest, ReturnToHostRestoresAndRetainKeeps) {
   EXPECT_FALSE(journal_->Get(Addr("0000:00:03.0")));
   ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
   EXPECT_THAT(api_.inventories.back().returned, IsEmpty());
+}
+
+// With a VFIO opener the erase runs on vfio-pci: the kernel driver's
+// passthrough is never used. A hand-back to nvme that failed after the
+// erase was recorded is retried by the next pass, not the erase.
+TEST_F(ReconcilerTest, ErasesOnVfioPciAndRetriesAFailedHandBack) {
+  testing::FakeVfioOpener vfio;
+  vfio.clock = &binder_clock_;
+  vfio.state.serial = "disk-a";
+  ReconcilerOptions ro = Options();
+  ro.erase.vfio = &vfio;
+  reconciler_ = std::make_unique<Reconciler>(&host_.kernel, binder_.get(), journal_.get(), &api_,
+                                             metrics_.get(), &clock_, ro);
+  ASSERT_OK(reconciler_->Start());
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  ASSERT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+  Claim({}, 6);
+  api_.allocations.return_to_host = {Addr("0000:00:03.0")};
+  host_.kernel.FailWrite("drivers/vfio-pci/unbind");
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(r.erased, 1);
+  EXPECT_EQ(vfio.state.formats, 1);
+  EXPECT_THAT(admin_.Formats(), IsEmpty());
+  EXPECT_TRUE(admin_.controllers["nvme0"].namespaces[1].has_data);  // Never reached.
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+  EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kReturned);
+  EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"erased\"} 1"));
+  ASSERT_OK_AND_ASSIGN(PassResult again, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_THAT(again.errors, IsEmpty());
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_EQ(vfio.state.formats, 1);  // Not erased again.
+  EXPECT_EQ(vfio.opens, 1);
+  EXPECT_THAT(api_.inventories.back().returned, ElementsAre("disk-a"));
 }
 
 // A failed erase: the device is back on vfio-pci (the host's block layer

@@ -13,7 +13,12 @@
 // pattern is bound to vfio-pci, journaled `erasing`, "crashes" (journal
 // reopened, binder recovered), then FinishPendingErase hands it to nvme and
 // formats it (Format NVM, SES=1) through /dev/nvmeN; the namespace, read
-// back with O_DIRECT, must hold zeros where the pattern was.
+// back with O_DIRECT, must hold zeros where the pattern was. And the erase
+// where the drive is (--vfio-erase=<serial>): a drive holding the pattern
+// and LVM2/ext4 signatures is erased on vfio-pci through pdc's VFIO channel,
+// while a second thread watches that neither its driver link nor any block
+// device of it appears on the host before the channel closed (the erase is
+// recorded right after); then it is on nvme and reads zeros.
 // Prints one "PASS:"/"FAIL:" line per check, the bind and restore latencies,
 // and finally "PDC-GUEST-RESULT: PASS" or "PDC-GUEST-RESULT: FAIL".
 // Not part of the product.
@@ -28,21 +33,26 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "model/types.h"
 #include "driver/bind_journal.h"
 #include "driver/discovery.h"
 #include "driver/host_usage.h"
 #include "driver/nvme_erase.h"
+#include "driver/nvme_vfio_channel.h"
 #include "driver/sysfs.h"
 #include "driver/vfio_binder.h"
 
@@ -392,6 +402,8 @@ class Guest {
     const std::string detached = Flag(argc, argv, "detached");
     if (!detached.empty()) DetachedCheck(detached);
     if (!erase.empty()) OtherDriveCheck(Flag(argc, argv, "solo"));
+    const std::string vfio_erase = Flag(argc, argv, "vfio-erase");
+    if (!vfio_erase.empty()) VfioEraseCheck(vfio_erase);
     return Finish();
   }
 
@@ -667,6 +679,160 @@ class Guest {
           absl::StrCat("/dev/", after, " reads zeros where the pattern was (O_DIRECT)"));
     Check(BlockSize(after) == block_size,
           absl::StrCat("the LBA format is kept (logical block size ", block_size, ")"));
+  }
+
+  // Block devices of the function at `a` in /sys/class/block.
+  std::vector<std::string> BlockDevicesAt(PciAddress a) {
+    std::vector<std::string> out;
+    auto names = sys_.List("class/block");
+    if (!names.ok()) return out;
+    for (const std::string& n : *names) {
+      auto target = sys_.Resolve("class/block/" + n);
+      if (target.ok() && target->find("/" + a.ToString() + "/") != std::string::npos) {
+        out.push_back(n);
+      }
+    }
+    return out;
+  }
+
+  // An NvmeAdminChannel that notes when it closed (the controller disabled
+  // and the VFIO group released: the erase is recorded right after).
+  class NotedChannel : public NvmeAdminChannel {
+   public:
+    NotedChannel(std::unique_ptr<NvmeAdminChannel> inner, std::atomic<int64_t>* closed_ns,
+                 std::atomic<int>* commands)
+        : inner_(std::move(inner)), closed_ns_(closed_ns), commands_(commands) {}
+    ~NotedChannel() override {
+      inner_.reset();
+      closed_ns_->store(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    absl::StatusOr<uint16_t> Run(const NvmeAdminCommand& cmd, std::span<uint8_t> data) override {
+      ++*commands_;
+      return inner_->Run(cmd, data);
+    }
+    absl::StatusOr<uint16_t> RunIo(const NvmeAdminCommand& cmd,
+                                   std::span<uint8_t> data) override {
+      ++*commands_;
+      return inner_->RunIo(cmd, data);
+    }
+
+   private:
+    std::unique_ptr<NvmeAdminChannel> inner_;
+    std::atomic<int64_t>* closed_ns_;
+    std::atomic<int>* commands_;
+  };
+
+  class NotedOpener : public NvmeVfioOpener {
+   public:
+    NotedOpener(NvmeVfioOpener* real, std::atomic<int64_t>* closed_ns, std::atomic<int>* commands)
+        : real_(real), closed_ns_(closed_ns), commands_(commands) {}
+    absl::StatusOr<std::unique_ptr<NvmeAdminChannel>> Open(PciAddress a) override {
+      auto c = real_->Open(a);
+      if (!c.ok()) return c.status();
+      return std::unique_ptr<NvmeAdminChannel>(
+          new NotedChannel(std::move(*c), closed_ns_, commands_));
+    }
+
+   private:
+    NvmeVfioOpener* real_;
+    std::atomic<int64_t>* closed_ns_;
+    std::atomic<int>* commands_;
+  };
+
+  // The erase where the drive is: on vfio-pci, through pdc's VFIO channel;
+  // the host sees no block device of it before the erase is done.
+  void VfioEraseCheck(const std::string& serial) {
+    auto it = by_serial_.find(serial);
+    Check(it != by_serial_.end(),
+          absl::StrCat("discovery finds the drive to erase on vfio-pci (", serial, ")"));
+    if (it == by_serial_.end()) return;
+    const PciAddress a = it->second.address;
+    const std::string before = Namespace(a);
+    int pattern = 0, zero = 0;
+    Check(!before.empty() && ReadRegions(before, &pattern, &zero) && pattern == 2,
+          absl::StrCat("/dev/", before, " holds the host's pattern (and LVM2/ext4 signatures) "
+                       "before"));
+    auto journal = BindJournal::Open("/tmp/pdc-vfio-erase-journal");
+    if (!journal.ok()) return Check(false, "vfio-erase journal opens");
+    BinderOptions options;
+    options.classes = classes_;
+    options.verify_attempts = 1000;
+    options.verify_interval = absl::Milliseconds(5);
+    VfioBinder binder(&sys_, &dev_, &proc_, journal->get(), options);
+    // As after an earlier claim of this drive, whose guest wrote the
+    // signatures: pdc knows the drive, so they do not refuse the bind.
+    Check((*journal)->Put({a, JournalState::kReturned, "nvme", serial}).ok(),
+          "the drive is journaled as one pdc had before");
+    auto bound = binder.Bind({a});
+    Check(bound.ok() && Driver(a) == "vfio-pci",
+          absl::StrCat("the drive is on vfio-pci: ", bound.ok() ? "ok" : bound.status().ToString()));
+    auto pending = binder.MarkErasePending(a);
+    Check(pending.ok() && *pending, "its erase is journaled pending");
+    Check(BlockDevicesAt(a).empty(), "no block device of it while on vfio-pci");
+
+    // Watches the host's view of the drive until the erase returns.
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> seen_ns{0};
+    std::string seen_what;
+    std::thread watcher([&] {
+      while (!stop.load()) {
+        const std::string d = Driver(a);
+        std::vector<std::string> blocks = BlockDevicesAt(a);
+        if (d != "vfio-pci" || !blocks.empty()) {
+          seen_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
+          seen_what = absl::StrCat("driver \"", d, "\", block devices ",
+                                   blocks.empty() ? std::string("none") : blocks.front());
+          return;
+        }
+        ::usleep(500);
+      }
+    });
+    DevVfioNvmeOpener real(&sys_, "/dev");
+    std::atomic<int64_t> closed_ns{0};
+    std::atomic<int> commands{0};
+    NotedOpener noted(&real, &closed_ns, &commands);
+    DevNvmeAdmin admin("/dev");
+    EraseReturnOptions eo;
+    eo.controller_wait = absl::Seconds(30);
+    eo.poll_interval = absl::Milliseconds(20);
+    eo.vfio = &noted;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto report = FinishPendingErase(binder, sys_, admin, a, eo);
+    const auto t1 = std::chrono::steady_clock::now();
+    // Wait (bounded) for nvme to show the drive, then stop watching.
+    for (int i = 0; i < 300 && seen_ns.load() == 0; ++i) ::usleep(10000);
+    stop.store(true);
+    watcher.join();
+    Check(report.ok() && report->path == "vfio-pci",
+          absl::StrCat("erased on vfio-pci through the VFIO channel: ",
+                       report.ok() ? absl::StrCat(report->method, ", path ", report->path, ", ",
+                                                  report->verified_blocks, " block(s) read back")
+                                   : report.status().ToString()));
+    Check(commands.load() > 0 && closed_ns.load() != 0,
+          absl::StrCat(commands.load(), " commands went through the channel, which then closed"));
+    Check(seen_ns.load() == 0 || seen_ns.load() > closed_ns.load(),
+          absl::StrCat("nothing of the drive reached the host before the erase was done (first "
+                       "seen: ", seen_what.empty() ? std::string("never") : seen_what,
+                       seen_ns.load() == 0
+                           ? std::string()
+                           : absl::StrFormat(", %.1f ms after the channel closed",
+                                             (seen_ns.load() - closed_ns.load()) / 1e6),
+                       ")"));
+    if (closed_ns.load() != 0) {
+      const double erase_ms =
+          (closed_ns.load() - t0.time_since_epoch().count()) / 1e6;
+      std::printf("vfio erase latency: %.1f ms (VFIO open, controller reset, identify, format, "
+                  "read-back), %.1f ms with the record and the hand-back to nvme\n",
+                  erase_ms, Ms(t1 - t0));
+    }
+    auto e = (*journal)->Get(a);
+    Check(e && e->state == JournalState::kReturned && e->serial == serial,
+          "the erase is journaled done (returned) for that drive");
+    Check(Driver(a) == "nvme", "only then is the drive on nvme");
+    const std::string after = Namespace(a);
+    Check(!after.empty() && ReadRegions(after, &pattern, &zero) && pattern == 0 && zero == 2,
+          absl::StrCat("/dev/", after, " reads zeros where the pattern and the signatures were "
+                       "(O_DIRECT)"));
   }
 
   int Finish() {

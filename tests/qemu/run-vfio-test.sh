@@ -13,6 +13,10 @@
 # script fills with a pattern is bound to vfio-pci, journaled `erasing`,
 # handed to nvme and formatted (Format NVM, SES=1) by pdc's own code; the
 # guest reads zeros back and, after QEMU exits, the image holds no pattern.
+# And the erase where the drive is: a drive whose image holds the pattern and
+# LVM2/ext4 signatures is erased on vfio-pci through pdc's VFIO channel
+# (userspace NVMe over the emulated IOMMU), no block device of it appearing
+# before the erase is done; after QEMU exits its image holds neither.
 #
 # Usage: tests/qemu/run-vfio-test.sh [BUILD_DIR]
 #   BUILD_DIR (default: $PDC_BUILD_DIR or <repo>/build) is a CMake build tree
@@ -57,9 +61,9 @@ else
   cp "$GUEST_BIN" "$ROOT/pdc-vfio-guest-check"
 fi
 { qemu_init_prologue; cat <<'INIT'; } >"$ROOT/init"
-# nvme probes asynchronously: wait for the six controllers and their serials.
+# nvme probes asynchronously: wait for the controllers and their serials.
 i=0
-while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 6 ] && [ $i -lt 300 ]; do
+while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 7 ] && [ $i -lt 300 ]; do
   sleep 0.1; i=$((i + 1))
 done
 mounted=""
@@ -77,7 +81,7 @@ else
   echo "guest: could not mount the pdc-mnt namespace ($mounted)"
 fi
 /pdc-vfio-guest-check --solo=pdc-solo --mounted=pdc-mnt --shared=pdc-sh1,pdc-sh2 \
-  --foreign=pdc-foreign --erase=pdc-erase --detached=pdc-det
+  --foreign=pdc-foreign --erase=pdc-erase --detached=pdc-det --vfio-erase=pdc-vfioerase
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "guest: kernel log tail:"
@@ -107,12 +111,21 @@ done
 DET_IMG=$WORK/detached.img
 rm -f "$DET_IMG" && cp "$ERASE_IMG" "$DET_IMG"
 
+# 5d. The drive erased on vfio-pci: the pattern, an LVM2 label in sector 1 and
+# an ext4 superblock magic (what a guest leaves and the host must not parse).
+VFIO_ERASE_IMG=$WORK/vfio-erase.img
+rm -f "$VFIO_ERASE_IMG" && cp "$ERASE_IMG" "$VFIO_ERASE_IMG"
+printf 'LABELONE\001\000\000\000\000\000\000\000\000\000\000\000\040\000\000\000LVM2 001' |
+  dd of="$VFIO_ERASE_IMG" bs=1 seek=512 conv=notrunc status=none
+printf '\123\357' | dd of="$VFIO_ERASE_IMG" bs=1 seek=1080 conv=notrunc status=none
+[ "$(grep -a -c LABELONE "$VFIO_ERASE_IMG")" -gt 0 ] || die "could not write the LVM2 label"
+
 # --- 6. Boot -------------------------------------------------------------------
 # pcie.0: pdc-solo and pdc-mnt (a group each); pcie-pci-bridge br1: pdc-sh1 and
 # pdc-sh2 (one group with the bridge); pcie-pci-bridge br2: pdc-foreign and a
 # pci-testdev (one group, a device no class matches).
 null_drive() { echo "if=none,id=$1,driver=null-co,size=64M"; }
-log "booting $KV under QEMU (TCG, intel-iommu, 7 NVMe)"
+log "booting $KV under QEMU (TCG, intel-iommu, 8 NVMe)"
 CONSOLE=$WORK/console.log
 set +e
 timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
@@ -121,6 +134,7 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -drive "$(null_drive d0)" -device nvme,drive=d0,serial=pdc-solo \
   -drive if=none,id=dm,file="$IMG",format=raw -device nvme,drive=dm,serial=pdc-mnt \
   -drive if=none,id=de,file="$ERASE_IMG",format=raw -device nvme,drive=de,serial=pdc-erase \
+  -drive if=none,id=dv,file="$VFIO_ERASE_IMG",format=raw -device nvme,drive=dv,serial=pdc-vfioerase \
   -device nvme-subsys,id=subsys0,nqn=pdc-det \
   -device nvme,serial=pdc-det,subsys=subsys0 \
   -drive if=none,id=dd,file="$DET_IMG",format=raw -device nvme-ns,drive=dd,nsid=1,detached=on \
@@ -133,7 +147,7 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$WORK/initrd.gz" \
   -append "console=ttyS0 panic=-1 intel_iommu=on iommu=pt quiet loglevel=3" \
   -nodefaults -display none -serial stdio -no-reboot </dev/null 2>&1 |
-  tee "$CONSOLE" | grep --line-buffered -E '^(PASS|FAIL|guest|discovery|safety check latency|bind latency|restore latency|erase latency|PDC-GUEST-RESULT|  )'
+  tee "$CONSOLE" | grep --line-buffered -E '^(PASS|FAIL|guest|discovery|safety check latency|bind latency|restore latency|erase latency|vfio erase latency|PDC-GUEST-RESULT|  )'
 qemu_rc=${PIPESTATUS[0]}
 set -e
 
@@ -145,6 +159,12 @@ if [ "$left" -ne 0 ]; then
   die "the erased drive's image still holds its data"
 fi
 log "PASS: $ERASE_IMG holds no pattern after the guest's erase"
+# The drive erased on vfio-pci: neither the pattern nor the signatures left.
+vleft=$(grep -a -c -e "$PATTERN" -e LABELONE "$VFIO_ERASE_IMG" || true)
+if [ "$vleft" -ne 0 ]; then
+  die "$VFIO_ERASE_IMG (erased on vfio-pci) still holds the pattern or the LVM2 label ($vleft lines)"
+fi
+log "PASS: $VFIO_ERASE_IMG holds no pattern and no LVM2 label after the erase on vfio-pci"
 # The detached namespace: erased (no pattern), or refused and reported so.
 det_left=$(grep -a -c "$PATTERN" "$DET_IMG" || true)
 if [ "$det_left" -ne 0 ] && ! grep -q "^PASS: refused: the erase stays pending" "$CONSOLE"; then
