@@ -665,6 +665,14 @@ void RenumberingWhileErasePending(Env& e, PciAddress a) {
     if (fd >= 0) close(fd);
   }
   Check(written, absl::StrCat(e.opt.part_serial, " holds data (", kGuestData, ")"));
+  // pdc-node may have seen this program's descriptor (a host use) in a
+  // pass while the data was written: free again once a pass no longer does.
+  std::optional<api::DeviceListing> free;
+  const bool offered = WaitFor(absl::Seconds(20), [&] {
+    free = e.view.BySerial(e.opt.part_serial);
+    return free && free->state == api::DeviceState::kFree;
+  });
+  Check(offered, absl::StrCat(e.opt.part_serial, " is free with its data (", Describe(free), ")"));
   api::ClaimCreate create;
   create.key = ClaimKey{kNs, "part-disk-2"};
   create.spec.resource_name = kResource;
