@@ -288,6 +288,12 @@ struct NodeConfig {
   // allowSriov: offer SR-IOV physical functions with virtual functions
   // enabled, and virtual functions of storage controllers. Refused when false.
   bool allow_sriov = false;
+  // firmwareChange: what pdc-node does when an NVMe controller whose claim
+  // was deleted (reclaimPolicy Delete) reports other firmware (revision,
+  // slots, boot partitions) than when it was bound: "hold" keeps it
+  // unerased on vfio-pci for an administrator (reason firmware_changed);
+  // "report" erases it and logs and counts the change.
+  std::string firmware_change = "hold";
   // For device classes in `dra` mode (deviceClasses[].mode):
   // kubeletDir: kubelet's root; its plugins_registry/ is where a DRA driver
   // registers, plugins/<driver>/dra.sock where it serves.

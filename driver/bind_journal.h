@@ -12,10 +12,14 @@
 // bus renumbering may have put another drive at the address, and a drive
 // that stayed on vfio-pci (vfio-pci.ids=, driverctl) shows no serial to
 // check (docs/design.md §4.1).
+// The firmware state the drive reported when it was bound (NVMe:
+// nvme_firmware.h, one word) is kept with the entry and compared when the
+// drive comes back for its erase.
 // File format (text, one entry a line, sorted by address):
-//   pdc-vfio-journal v2
-//   <address> <binding|bound|restoring|erasing|returned> <original driver or -> <serial or -> <boot or ->
-// A v1 journal (no boot field) is read with every boot "unknown".
+//   pdc-vfio-journal v3
+//   <address> <binding|bound|restoring|erasing|returned> <original driver or -> <serial or -> <boot or -> <firmware or ->
+// A v2 journal (no firmware field) is read with every firmware unknown, a
+// v1 journal (no boot field either) also with every boot "unknown".
 // Thread-safety: thread-safe.
 #ifndef PDC_DRIVER_BIND_JOURNAL_H_
 #define PDC_DRIVER_BIND_JOURNAL_H_
@@ -55,6 +59,9 @@ struct JournalEntry {
   // The boot (kernel boot_id) `serial` was read from sysfs in; "" until Put
   // stamps the current one, kUnknownBoot when a v1 journal held the entry.
   std::string boot_id = {};
+  // The drive's firmware state read at bind (its kind's encoding, one
+  // space-free word); "" when unknown (not read, or an older journal).
+  std::string firmware = {};
 
   bool operator==(const JournalEntry&) const = default;
 };

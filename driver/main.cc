@@ -185,6 +185,7 @@ int Main(int argc, char** argv) {
   options.classes = config->device_classes;
   options.heartbeat = nc.heartbeat_interval;
   options.nvme_admin = &nvme_admin;
+  options.erase.erase.hold_on_firmware_change = nc.firmware_change != "report";
   // Classes in `dra` mode: pdc-node is their DRA driver (driver/dra/), and
   // the device plugin leaves them alone.
   std::vector<DeviceClass> plugin_classes;

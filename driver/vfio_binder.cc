@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "driver/device_kind.h"
 #include "driver/discovery.h"
 #include "driver/host_usage.h"
 
@@ -264,6 +265,8 @@ absl::Status VfioBinder::BindOneLocked(const PciFunctionInfo& i) {
   const std::string addr = i.address.ToString();
   const std::string dir = DevicePath(i.address);
   JournalEntry entry{i.address, JournalState::kBinding, i.driver, i.serial};
+  // What the drive's firmware is now, compared when it comes back.
+  entry.firmware = KindOf(i).FirmwareState(host_, i);
   if (auto old = journal_->Get(i.address)) {
     // Keep the driver we knew from the first time (e.g. an interrupted
     // restore), never its serial: the drive at the address now may be

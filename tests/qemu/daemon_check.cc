@@ -810,6 +810,13 @@ void ErasedAfterReboot(Env& e, const std::string& serial) {
   std::optional<PciAddress> a = ClaimForDelete(e, "rb-disk", serial, "vm6", "g7h8i");
   if (!a) return;
   const std::string addr = a->ToString();
+  // The bind journaled what the controller said of its firmware (FR, the
+  // firmware slot log; QEMU has no boot partitions), compared at the erase.
+  std::vector<std::string> journaled =
+      LinesWith(e.opt.state_dir + "/vfio-journal", {addr + " bound", serial, "fr=", "afi=", "fs="});
+  Check(!journaled.empty(), absl::StrCat("pdc-node journaled the firmware state of ", addr,
+                                         " at bind (fr=, afi=, fs=)"));
+  if (!journaled.empty()) std::printf("  journal: %s\n", journaled.back().c_str());
   if (!StopNode(e)) return;
   Check(e.pdc->DeleteClaim(ClaimKey{kNs, "rb-disk"}, true).ok(),
         "claim rb-disk deleted (force) while pdc-node is down");
