@@ -14,12 +14,14 @@
 // check (docs/design.md §4.1).
 // The firmware state the drive reported when it was bound (NVMe:
 // nvme_firmware.h, one word) is kept with the entry and compared when the
-// drive comes back for its erase.
+// drive comes back for its erase; so is its PCIe Device Serial Number, when
+// it has one: readable on vfio-pci too, another number at the address is
+// another drive.
 // File format (text, one entry a line, sorted by address):
 //   pdc-vfio-journal v3
-//   <address> <binding|bound|restoring|erasing|returned> <original driver or -> <serial or -> <boot or -> <firmware or ->
-// A v2 journal (no firmware field) is read with every firmware unknown, a
-// v1 journal (no boot field either) also with every boot "unknown".
+//   <address> <binding|bound|restoring|erasing|returned> <original driver or -> <serial or -> <boot or -> <firmware or -> <dsn or ->
+// A v2 journal (no firmware, no DSN field) is read with both unknown, a v1
+// journal (no boot field either) also with every boot "unknown".
 // Thread-safety: thread-safe.
 #ifndef PDC_DRIVER_BIND_JOURNAL_H_
 #define PDC_DRIVER_BIND_JOURNAL_H_
@@ -62,6 +64,8 @@ struct JournalEntry {
   // The drive's firmware state read at bind (its kind's encoding, one
   // space-free word); "" when unknown (not read, or an older journal).
   std::string firmware = {};
+  // The PCIe Device Serial Number read at bind ("dsn:..."); "" when none.
+  std::string dsn = {};
 
   bool operator==(const JournalEntry&) const = default;
 };

@@ -267,6 +267,7 @@ absl::Status VfioBinder::BindOneLocked(const PciFunctionInfo& i) {
   JournalEntry entry{i.address, JournalState::kBinding, i.driver, i.serial};
   // What the drive's firmware is now, compared when it comes back.
   entry.firmware = KindOf(i).FirmwareState(host_, i);
+  entry.dsn = i.dsn;
   if (auto old = journal_->Get(i.address)) {
     // Keep the driver we knew from the first time (e.g. an interrupted
     // restore), never its serial: the drive at the address now may be
@@ -445,6 +446,17 @@ absl::Status VfioBinder::GiveBackForErase(PciAddress address) {
                   absl::StrCat("not erasing ", Describe(*info), ": the journal names no drive "
                                "for its pending erase, so which drive holds the deleted claim's "
                                "data cannot be checked; held until an administrator erases it"));
+  }
+  // The Device Serial Number names the drive on any driver (vfio-pci too):
+  // another one, or none where one was read at bind, is not ours.
+  if (!entry->dsn.empty() && info->dsn != entry->dsn) {
+    return Refuse(kReasonDriveChanged,
+                  absl::StrCat("not erasing ", Describe(*info), ": its PCIe Device Serial Number "
+                               "is ", info->dsn.empty() ? std::string("unreadable or absent")
+                                                        : "\"" + info->dsn + "\"",
+                               ", not \"", entry->dsn, "\" journaled when drive \"",
+                               entry->serial, "\" was bound: another drive is at the address (a "
+                               "renumbering or a swap); left alone"));
   }
   // On a host driver sysfs names the drive: another one is not ours.
   if (!info->serial.empty() && info->serial != entry->serial) {
