@@ -163,6 +163,16 @@ void ReadFirmwareLogs(NvmeAdminChannel& channel, absl::Duration timeout,
 std::vector<std::string> FirmwareChanges(const NvmeFirmwareState& bound,
                                          const NvmeFirmwareState& now) {
   std::vector<std::string> out;
+  // Read at bind and unreadable now: firmware that stopped answering is
+  // not taken for unchanged.
+  auto gone = [&](bool known_then, bool known_now, std::string_view what) {
+    if (known_then && !known_now) {
+      out.push_back(absl::StrCat(Sv(what), " was read at bind and cannot be read now"));
+    }
+  };
+  gone(!bound.revision.empty(), !now.revision.empty(), "the firmware revision (FR)");
+  gone(!bound.afi.empty(), !now.afi.empty(), "the Firmware Slot Information log");
+  gone(!bound.boot.empty(), !now.boot.empty(), "the Boot Partition log");
   if (!bound.revision.empty() && !now.revision.empty() && bound.revision != now.revision) {
     out.push_back(absl::StrCat("firmware revision (FR) ", OrUnset(bound.revision), " -> ",
                                OrUnset(now.revision)));

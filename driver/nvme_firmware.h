@@ -13,7 +13,8 @@
 //   boot      Boot Partition log page (LID 15h) header: BPINFO (ABPID, the
 //             active boot partition, and BPSZ, its size in 128 KiB units);
 //             "none" when the controller answers that it has no such page.
-// An empty field is unknown (not read, or unreadable) and not compared.
+// An empty field is unknown (not read, or unreadable); one unknown at bind
+// is not compared, one known at bind and unknown at the return is a change.
 // Encoded as one space-free word for the bind journal:
 //   fr=<v>,afi=<2 hex>,fs=<v>/<v>/.../<v>,bp=<abpid>.<bpsz>|none
 // with every value percent-encoded; unknown keys are ignored on decoding.
@@ -65,7 +66,8 @@ std::string FirmwareRevisionOf(std::span<const uint8_t> identify_controller);
 void ReadFirmwareLogs(NvmeAdminChannel& channel, absl::Duration timeout, NvmeFirmwareState* state);
 
 // What differs between `bound` (recorded at bind) and `now`, one sentence
-// per field; a field unknown on either side is not compared.
+// per field; a field not recorded at bind is not compared, one recorded
+// then and unreadable now is a change.
 std::vector<std::string> FirmwareChanges(const NvmeFirmwareState& bound,
                                          const NvmeFirmwareState& now);
 

@@ -64,7 +64,7 @@ TEST(NvmeFirmwareStateTest, DecodingNamesWhatDoesNotRead) {
   EXPECT_EQ(st, (NvmeFirmwareState{.revision = "2.0"}));
 }
 
-TEST(NvmeFirmwareStateTest, ChangesComparesOnlyWhatBothSidesKnow) {
+TEST(NvmeFirmwareStateTest, ChangesComparesWhatWasRecordedAtBind) {
   const NvmeFirmwareState bound{
       .revision = "1.0", .afi = "01", .slots = {"1.0", "", ""}, .boot = "0.1"};
   struct Case {
@@ -82,7 +82,11 @@ TEST(NvmeFirmwareStateTest, ChangesComparesOnlyWhatBothSidesKnow) {
        {"(AFI) 01h -> 21h", "slot 2 (FRS2) (empty) -> \"6.6\""}},
       {"boot partition", {.revision = "1.0", .afi = "01", .slots = {"1.0", "", ""}, .boot = "1.1"},
        {"boot partitions (BPINFO ABPID.BPSZ) 0.1 -> 1.1"}},
-      {"unknown now", {.revision = "1.0"}, {}},
+      // Firmware that stops answering a log it answered at bind.
+      {"unreadable now",
+       {.revision = "1.0"},
+       {"Firmware Slot Information log was read at bind and cannot be read now",
+        "Boot Partition log was read at bind and cannot be read now"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
