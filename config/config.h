@@ -293,6 +293,12 @@ struct NodeConfig {
   // layer never sees the guest's data; false (or VFIO not possible for the
   // drive) erases it through the nvme driver after handing it back.
   bool erase_on_vfio = true;
+  // firmwareChange: what pdc-node does when an NVMe controller whose claim
+  // was deleted (reclaimPolicy Delete) reports other firmware (revision,
+  // slots, boot partitions) than when it was bound: "hold" keeps it
+  // unerased on vfio-pci for an administrator (reason firmware_changed);
+  // "report" erases it and logs and counts the change.
+  std::string firmware_change = "hold";
   // For device classes in `dra` mode (deviceClasses[].mode):
   // kubeletDir: kubelet's root; its plugins_registry/ is where a DRA driver
   // registers, plugins/<driver>/dra.sock where it serves.

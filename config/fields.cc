@@ -531,6 +531,11 @@ std::vector<FieldSpec> MakeFields() {
   f.push_back(Enum(
       "node.eraseOnVfio", booleans,
       [](auto& c) -> auto& { return c.node.erase_on_vfio; }));
+  const std::vector<std::pair<std::string, std::string>> firmware_changes = {
+      {"hold", "hold"}, {"report", "report"}};
+  f.push_back(Enum(
+      "node.firmwareChange", firmware_changes,
+      [](auto& c) -> auto& { return c.node.firmware_change; }));
   f.push_back(Str(
       "node.kubeletDir", [](auto& c) -> auto& { return c.node.kubelet_dir; }));
   f.push_back(Str(

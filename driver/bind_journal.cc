@@ -10,7 +10,8 @@
 namespace pdc::driver {
 namespace {
 
-constexpr std::string_view kHeader = "pdc-vfio-journal v2";
+constexpr std::string_view kHeader = "pdc-vfio-journal v3";
+constexpr std::string_view kHeaderV2 = "pdc-vfio-journal v2";
 constexpr std::string_view kHeaderV1 = "pdc-vfio-journal v1";
 
 std::optional<JournalState> ParseState(absl::string_view s) {
@@ -57,10 +58,11 @@ absl::StatusOr<std::unique_ptr<BindJournal>> BindJournal::Open(std::string path,
       absl::StrSplit(*content, '\n', absl::SkipEmpty());
   if (lines.empty()) return j;
   const bool v1 = lines[0] == Sv(kHeaderV1);
-  if (lines[0] != Sv(kHeader) && !v1) {
+  const bool v2 = lines[0] == Sv(kHeaderV2);
+  if (lines[0] != Sv(kHeader) && !v1 && !v2) {
     return absl::DataLossError(absl::StrCat(path, ": first line is not \"", Sv(kHeader), "\""));
   }
-  const size_t fields = v1 ? 4 : 5;
+  const size_t fields = v1 ? 4 : v2 ? 5 : 7;
   absl::MutexLock lock(&j->mu_);
   for (size_t i = 1; i < lines.size(); ++i) {
     std::vector<absl::string_view> f = absl::StrSplit(lines[i], ' ');
@@ -74,7 +76,9 @@ absl::StatusOr<std::unique_ptr<BindJournal>> BindJournal::Open(std::string path,
     auto state = ParseState(f[1]);
     if (!state) return corrupt("bad state");
     j->entries_[*address] = JournalEntry{*address, *state, FromDash(f[2]), FromDash(f[3]),
-                                         v1 ? std::string(kUnknownBoot) : FromDash(f[4])};
+                                         v1 ? std::string(kUnknownBoot) : FromDash(f[4]),
+                                         fields > 5 ? FromDash(f[5]) : std::string(),
+                                         fields > 6 ? FromDash(f[6]) : std::string()};
   }
   return j;
 }
@@ -109,6 +113,9 @@ absl::Status BindJournal::Put(const JournalEntry& in) {
     entry.boot_id = current_boot_;
   }
   if (!IsWord(entry.boot_id)) entry.boot_id.clear();
+  // Like the serial: one that would not read back is unknown.
+  if (!IsWord(entry.firmware)) entry.firmware.clear();
+  if (!IsWord(entry.dsn)) entry.dsn.clear();
   absl::MutexLock lock(&mu_);
   auto old = entries_.find(entry.address);
   std::optional<JournalEntry> previous;
@@ -172,7 +179,7 @@ absl::Status BindJournal::PersistLocked() {
   for (const auto& [a, e] : entries_) {
     absl::StrAppend(&out, a.ToString(), " ", Sv(ToString(e.state)), " ",
                     OrDash(e.original_driver), " ", OrDash(e.serial), " ",
-                    OrDash(e.boot_id), "\n");
+                    OrDash(e.boot_id), " ", OrDash(e.firmware), " ", OrDash(e.dsn), "\n");
   }
   return WriteFileAtomically(path_, out);
 }

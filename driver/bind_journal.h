@@ -12,10 +12,16 @@
 // bus renumbering may have put another drive at the address, and a drive
 // that stayed on vfio-pci (vfio-pci.ids=, driverctl) shows no serial to
 // check (docs/design.md §4.1).
+// The firmware state the drive reported when it was bound (NVMe:
+// nvme_firmware.h, one word) is kept with the entry and compared when the
+// drive comes back for its erase; so is its PCIe Device Serial Number, when
+// it has one: readable on vfio-pci too, another number at the address is
+// another drive.
 // File format (text, one entry a line, sorted by address):
-//   pdc-vfio-journal v2
-//   <address> <binding|bound|restoring|erasing|returned> <original driver or -> <serial or -> <boot or ->
-// A v1 journal (no boot field) is read with every boot "unknown".
+//   pdc-vfio-journal v3
+//   <address> <binding|bound|restoring|erasing|returned> <original driver or -> <serial or -> <boot or -> <firmware or -> <dsn or ->
+// A v2 journal (no firmware, no DSN field) is read with both unknown, a v1
+// journal (no boot field either) also with every boot "unknown".
 // Thread-safety: thread-safe.
 #ifndef PDC_DRIVER_BIND_JOURNAL_H_
 #define PDC_DRIVER_BIND_JOURNAL_H_
@@ -55,6 +61,11 @@ struct JournalEntry {
   // The boot (kernel boot_id) `serial` was read from sysfs in; "" until Put
   // stamps the current one, kUnknownBoot when a v1 journal held the entry.
   std::string boot_id = {};
+  // The drive's firmware state read at bind (its kind's encoding, one
+  // space-free word); "" when unknown (not read, or an older journal).
+  std::string firmware = {};
+  // The PCIe Device Serial Number read at bind ("dsn:..."); "" when none.
+  std::string dsn = {};
 
   bool operator==(const JournalEntry&) const = default;
 };

@@ -28,6 +28,7 @@
 namespace pdc::driver {
 
 class HostUseProbe;  // host_usage.h
+struct HostView;     // host_usage.h
 class VfioBinder;    // vfio_binder.h
 class NvmeAdmin;     // nvme_erase.h
 struct EraseReturnOptions;
@@ -45,6 +46,10 @@ struct ScrubContext {
 // namespace(s) 1, 2").
 struct ScrubReport {
   std::string what;
+  // What the scrub found changed since the bind that it did not refuse for
+  // (node.firmwareChange: report): one sentence each, logged as warnings
+  // and counted.
+  std::vector<std::string> warnings = {};
 };
 
 // What the guest needs of the host for the function.
@@ -93,6 +98,14 @@ class DeviceKind {
   // failure the scrub stays pending. Only called when ScrubsOnReclaim().
   virtual absl::StatusOr<ScrubReport> Scrub(const ScrubContext& context,
                                             PciAddress address) const;
+
+  // The function's firmware state, read while it is on its host driver
+  // (at bind), as one space-free word for the bind journal; "" when the
+  // kind records none or it cannot be read. Compared by the kind's scrub.
+  virtual std::string FirmwareState(const HostView& /*host*/,
+                                    const PciFunctionInfo& /*info*/) const {
+    return "";
+  }
 
   virtual GuestNeeds Guest() const { return GuestNeeds{}; }
 

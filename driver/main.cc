@@ -190,6 +190,7 @@ int Main(int argc, char** argv) {
   // node.eraseOnVfio is false (or VFIO is not possible for it).
   DevVfioNvmeOpener vfio_opener(&sys, nc.dev_root);
   if (nc.erase_on_vfio) options.erase.vfio = &vfio_opener;
+  options.erase.erase.hold_on_firmware_change = nc.firmware_change != "report";
   // Classes in `dra` mode: pdc-node is their DRA driver (driver/dra/), and
   // the device plugin leaves them alone.
   std::vector<DeviceClass> plugin_classes;

@@ -33,6 +33,11 @@ NodeMetrics::NodeMetrics(MetricsRegistry* r)
                                     DefaultLatencyBuckets())),
       erases_pending(r->AddGauge("pdc_node_erases_pending",
                                  "NVMe erases journaled and not finished (devices unhealthy).")),
+      firmware_changes(r->AddCounterFamily(
+          "pdc_node_firmware_changes_total",
+          "Devices whose firmware changed while claimed, found at their erase: held unerased "
+          "(per refused attempt) or erased and reported.",
+          {"action"})),
       host_used(r->AddGauge("pdc_node_devices_host_used",
                             "Managed devices not offered because the host uses them or the "
                             "host-use check could not run (devices unhealthy).")),

@@ -34,6 +34,10 @@ class NodeMetrics {
   CounterFamily* erases;
   Histogram* erase_seconds;  // pdc_node_erase_duration_seconds (successful erases)
   Gauge* erases_pending;     // pdc_node_erases_pending (journaled, not done)
+  // pdc_node_firmware_changes_total{action="held|reported"}: devices whose
+  // firmware changed while claimed, found at their erase: held unerased
+  // (each refused attempt) or erased and reported (node.firmwareChange).
+  CounterFamily* firmware_changes;
   // pdc_node_devices_host_used: managed devices not offered because the
   // host uses them (or that could not be checked), from the last discovery.
   Gauge* host_used;

@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "driver/device_kind.h"
 #include "driver/discovery.h"
+#include "driver/nvme_firmware.h"
 #include "driver/pci_function.h"
 #include "spdlog/spdlog.h"
 
@@ -473,10 +474,20 @@ void Reconciler::EraseOne(PciAddress a, PassResult* result) {
     retry.next = clock_->Now() + retry.backoff;
     retry.message = std::string(report.status().message());
     // Handing it back to nvme failed (a restore), or the erase itself did.
-    const bool erase_step = FailureReason(report.status()).starts_with("erase_");
+    const std::string reason = FailureReason(report.status());
+    const bool erase_step = reason.starts_with("erase_") || reason == kReasonFirmwareChanged;
     NoteError(key, report.status(), erase_step ? "erase" : "restore", result);
-    if (metrics_) metrics_->erases->WithLabels({"failed"})->Increment();
+    if (metrics_) {
+      metrics_->erases->WithLabels({"failed"})->Increment();
+      if (reason == kReasonFirmwareChanged) {
+        metrics_->firmware_changes->WithLabels({"held"})->Increment();
+      }
+    }
     return;
+  }
+  for (const std::string& w : report->warnings) {
+    spdlog::warn("{}", w);
+    if (metrics_) metrics_->firmware_changes->WithLabels({"reported"})->Increment();
   }
   erase_retry_.erase(a);
   last_error_.erase(key);

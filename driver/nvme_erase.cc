@@ -21,6 +21,7 @@
 #include "common/file_util.h"
 #include "common/strings.h"
 #include "driver/nvme_vfio_erase.h"
+#include "driver/nvme_firmware.h"
 #include "driver/pci_function.h"
 
 namespace pdc::driver {
@@ -399,6 +400,33 @@ absl::StatusOr<NvmeEraseReport> EraseNvmeController(NvmeAdminChannel& channel,
                                  "drive took the address (a renumbering or a swap); not erased"));
   }
 
+  // Firmware: what the controller says of it now against what it said at
+  // bind, before anything is erased (firmware the guest installed would be
+  // what runs the erase).
+  NvmeFirmwareState firmware;
+  firmware.revision = FirmwareRevisionOf(ctrl);
+  if (options.before_command) options.before_command(options.identify_timeout);
+  ReadFirmwareLogs(channel, options.identify_timeout, &firmware);
+  report.firmware = EncodeFirmwareState(firmware);
+  if (!options.bound_firmware.empty()) {
+    absl::StatusOr<NvmeFirmwareState> bound = DecodeFirmwareState(options.bound_firmware);
+    report.firmware_changes =
+        bound.ok() ? FirmwareChanges(*bound, firmware)
+                   : std::vector<std::string>{absl::StrCat(
+                         "the firmware state journaled at bind does not read (",
+                         bound.status().message(), ")")};
+    if (!report.firmware_changes.empty() && options.hold_on_firmware_change) {
+      return s.Refuse(
+          kReasonFirmwareChanged,
+          absl::StrCat("its firmware changed while it was claimed: ",
+                       absl::StrJoin(report.firmware_changes, "; "),
+                       ". The guest owned the whole controller and may have installed firmware "
+                       "that would run this erase; not erased, held on vfio-pci for an "
+                       "administrator (check the firmware with the vendor's tools; "
+                       "node.firmwareChange: report erases and reports instead)"));
+    }
+  }
+
   if (ns_management) {
     ASSIGN_OR_RETURN(std::vector<uint32_t> allocated,
                      s.List(kCnsAllocatedList, "Allocated Namespace ID List"));
@@ -663,6 +691,7 @@ absl::StatusOr<NvmeEraseReport> FinishPendingErase(VfioBinder& binder, Sysfs& sy
     }
     NvmeEraseOptions eo = options.erase;
     eo.clock = options.clock;
+    eo.bound_firmware = entry->firmware;
     return EraseNvmeController(**channel, controller, addr, entry->serial, eo);
   }();
   if (!out.ok()) {

@@ -12,6 +12,11 @@
 //     reads it) before any destructive command: another drive at the
 //     address is refused (drive_changed), an unknown identity too.
 //     OACS (Format NVM, Namespace Management), SANICAP, FNA, CMIC, CNTLID.
+//     FR, with the Firmware Slot Information and Boot Partition log
+//     headers (nvme_firmware.h), is compared with what was journaled at
+//     bind, before anything is erased: a change refuses the erase
+//     (firmware_changed, held for an administrator) or, with
+//     hold_on_firmware_change false, is reported with the erase.
 //   Active namespace list (CNS 02h; NVMe 1.0 controllers answer Invalid
 //     Field, then NSIDs 1..NN are tried) and, with Namespace Management,
 //     the Allocated namespace list (CNS 10h): a namespace the guest detached
@@ -157,6 +162,12 @@ struct NvmeEraseOptions {
   // Called before every admin command with its timeout (the reconciler
   // counts a running erase as progress). May be empty.
   std::function<void(absl::Duration)> before_command;
+  // The firmware state journaled when the drive was bound
+  // (nvme_firmware.h's word; "" unknown: nothing to compare), and what a
+  // change does: refuse the erase (node.firmwareChange: hold) or erase and
+  // report it (NvmeEraseReport::firmware_changes).
+  std::string bound_firmware;
+  bool hold_on_firmware_change = true;
 };
 
 struct NvmeEraseReport {
@@ -177,6 +188,11 @@ struct NvmeEraseReport {
   // the function never left vfio-pci) or "nvme" (the kernel driver's
   // passthrough), with the reason when the VFIO path was not possible.
   std::string path;
+  // The firmware state read now (nvme_firmware.h's word), and what changed
+  // since the bind (with hold_on_firmware_change false; else the erase was
+  // refused).
+  std::string firmware;
+  std::vector<std::string> firmware_changes;
 };
 
 // Erases all user data of `controller` ("nvme0") through `channel`, once

@@ -24,6 +24,9 @@ absl::StatusOr<NvmeEraseReport> EraseOnVfio(VfioBinder& binder, NvmeVfioOpener& 
   // The group's own single-opener rule refuses it too, but this names the
   // process (a VM that has not let go yet).
   RETURN_IF_ERROR(binder.VfioGroupFree(address, "erasing it on vfio-pci"));
+  // The drive the erase is for (its Device Serial Number, where it has
+  // one); Identify's serial is compared once the channel is open.
+  RETURN_IF_ERROR(binder.PendingEraseDrive(address).status());
   absl::StatusOr<NvmeEraseReport> report;
   {
     auto channel = opener.Open(address);
@@ -38,6 +41,7 @@ absl::StatusOr<NvmeEraseReport> EraseOnVfio(VfioBinder& binder, NvmeVfioOpener& 
     }
     NvmeEraseOptions eo = options.erase;
     eo.clock = options.clock;
+    eo.bound_firmware = entry.firmware;
     report = EraseNvmeController(**channel, "on vfio-pci", addr, entry.serial, eo);
     // The channel closes here: the controller is disabled and the group
     // released before anything else may touch the function.

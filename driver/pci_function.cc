@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "driver/device_kind.h"
+#include "driver/kinds/kinds.h"
 
 namespace pdc::driver {
 namespace {
@@ -71,6 +72,9 @@ absl::StatusOr<PciFunctionInfo> ReadPciFunction(Sysfs& sysfs, PciAddress address
     info.driver_override = std::move(*ov);
   }
   KindOf(info).ReadIdentity(sysfs, dir, &info);
+  info.dsn = info.serial.starts_with("dsn:")
+                 ? info.serial
+                 : ReadDeviceSerialNumber(sysfs, dir, info.address.function());
   return info;
 }
 

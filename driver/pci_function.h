@@ -37,6 +37,11 @@ struct PciFunctionInfo {
   // Serial Number "dsn:<16 hex>.<function>"; "" when none.
   std::string serial;
   std::string model;            // NVMe model, trimmed; "" otherwise.
+  // The PCIe Device Serial Number capability (ID 0003h) of its config space,
+  // "dsn:<16 hex>.<function>" (the `serial` of kinds known by it); "" when
+  // it has none or the extended config space cannot be read. vfio-pci
+  // leaves config space readable, so it names the drive on any driver.
+  std::string dsn;
   // NVMe: the sum of the sizes of the namespaces the kernel shows below the
   // controller (block `size` attributes, 512-byte sectors), read only while
   // nvme has it; unset otherwise.

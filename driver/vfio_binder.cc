@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "driver/device_kind.h"
 #include "driver/discovery.h"
 #include "driver/host_usage.h"
 
@@ -264,6 +265,9 @@ absl::Status VfioBinder::BindOneLocked(const PciFunctionInfo& i) {
   const std::string addr = i.address.ToString();
   const std::string dir = DevicePath(i.address);
   JournalEntry entry{i.address, JournalState::kBinding, i.driver, i.serial};
+  // What the drive's firmware is now, compared when it comes back.
+  entry.firmware = KindOf(i).FirmwareState(host_, i);
+  entry.dsn = i.dsn;
   if (auto old = journal_->Get(i.address)) {
     // Keep the driver we knew from the first time (e.g. an interrupted
     // restore), never its serial: the drive at the address now may be
@@ -431,8 +435,7 @@ absl::Status VfioBinder::VfioGroupFree(PciAddress address, std::string_view doin
   return VfioGroupFreeLocked(address, doing);
 }
 
-absl::Status VfioBinder::GiveBackForErase(PciAddress address) {
-  absl::MutexLock lock(&mu_);
+absl::StatusOr<PciFunctionInfo> VfioBinder::PendingEraseDriveLocked(PciAddress address) {
   std::optional<JournalEntry> entry = journal_->Get(address);
   if (!entry || entry->state != JournalState::kErasing) {
     return absl::FailedPreconditionError(
@@ -448,6 +451,17 @@ absl::Status VfioBinder::GiveBackForErase(PciAddress address) {
                                "for its pending erase, so which drive holds the deleted claim's "
                                "data cannot be checked; held until an administrator erases it"));
   }
+  // The Device Serial Number names the drive on any driver (vfio-pci too):
+  // another one, or none where one was read at bind, is not ours.
+  if (!entry->dsn.empty() && info->dsn != entry->dsn) {
+    return Refuse(kReasonDriveChanged,
+                  absl::StrCat("not erasing ", Describe(*info), ": its PCIe Device Serial Number "
+                               "is ", info->dsn.empty() ? std::string("unreadable or absent")
+                                                        : "\"" + info->dsn + "\"",
+                               ", not \"", entry->dsn, "\" journaled when drive \"",
+                               entry->serial, "\" was bound: another drive is at the address (a "
+                               "renumbering or a swap); left alone"));
+  }
   // On a host driver sysfs names the drive: another one is not ours.
   if (!info->serial.empty() && info->serial != entry->serial) {
     return Refuse(kReasonDriveChanged,
@@ -455,7 +469,18 @@ absl::Status VfioBinder::GiveBackForErase(PciAddress address) {
                                "\", not \"", entry->serial, "\" whose erase is pending (a "
                                "renumbering or a swap); left alone"));
   }
-  if (info->driver == "nvme" && info->driver_override.empty()) return absl::OkStatus();
+  return *std::move(info);
+}
+
+absl::StatusOr<PciFunctionInfo> VfioBinder::PendingEraseDrive(PciAddress address) {
+  absl::MutexLock lock(&mu_);
+  return PendingEraseDriveLocked(address);
+}
+
+absl::Status VfioBinder::GiveBackForErase(PciAddress address) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(const PciFunctionInfo info, PendingEraseDriveLocked(address));
+  if (info.driver == "nvme" && info.driver_override.empty()) return absl::OkStatus();
   // The erase goes through nvme, whatever the device had before.
   return GiveBackLocked(address, "nvme");
 }

@@ -145,6 +145,11 @@ class VfioBinder {
   // Unavailable (vfio_group_in_use) while its VFIO group is open. The entry
   // stays `erasing`.
   absl::Status GiveBackForErase(PciAddress address);
+  // The function at `address` if it is the drive whose erase is pending
+  // there: the journal names a drive, and its PCIe Device Serial Number
+  // (journaled at bind) and, on a host driver, its serial are that drive's;
+  // refused as GiveBackForErase is otherwise. Moves nothing.
+  absl::StatusOr<PciFunctionInfo> PendingEraseDrive(PciAddress address);
   // The host-use check of `function` (on nvme, its erase pending): OK when
   // the host leaves it alone, its block devices then held in `hold`;
   // FailedPrecondition (host_in_use) otherwise.
@@ -192,6 +197,8 @@ class VfioBinder {
   absl::Status GiveBackLocked(PciAddress address, const std::string& original)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ReturnErasedLocked(PciAddress address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PciFunctionInfo> PendingEraseDriveLocked(PciAddress address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK unless a process holds the VFIO group of `address` open (then
   // Unavailable, vfio_group_in_use, naming it); `doing` names the step.
   absl::Status VfioGroupFreeLocked(PciAddress address, std::string_view doing)

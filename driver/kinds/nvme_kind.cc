@@ -12,6 +12,9 @@
 //  - Scrub on reclaim: the erase of nvme_erase.h, through the controller's
 //    admin interface: from userspace on vfio-pci (nvme_vfio_erase.h) when
 //    pdc-node has a VFIO opener, else on the nvme driver.
+//  - Firmware state at bind (nvme_firmware.h): Identify Controller FR, the
+//    Firmware Slot Information and Boot Partition log headers through the
+//    admin channel when there is one, else sysfs firmware_rev alone.
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -31,6 +34,7 @@
 #include "driver/host_usage.h"
 #include "driver/kinds/kinds.h"
 #include "driver/nvme_erase.h"
+#include "driver/nvme_firmware.h"
 #include "driver/vfio_binder.h"
 
 namespace pdc::driver {
@@ -319,6 +323,29 @@ class Nvme final : public DeviceKind {
 
   bool VirtualFunctionsShareData() const override { return true; }
 
+  std::string FirmwareState(const HostView& host, const PciFunctionInfo& info) const override {
+    if (info.driver != kNvmeDriver || info.nvme_controller.empty()) return "";
+    const std::string cdir =
+        absl::StrCat(DevicePath(info.address), "/nvme/", info.nvme_controller);
+    NvmeFirmwareState state;
+    if (auto fr = ReadTrimmed(*host.sys, cdir + "/firmware_rev"); fr.ok()) state.revision = *fr;
+    if (host.nvme_admin != nullptr) {
+      auto number = ReadTrimmed(*host.sys, cdir + "/dev");
+      auto channel = host.nvme_admin->Open(info.nvme_controller, number.ok() ? *number : "");
+      if (channel.ok()) {
+        std::vector<uint8_t> data(4096);
+        NvmeAdminCommand cmd{.opcode = kNvmeAdminIdentify, .nsid = 0, .cdw10 = 1,
+                             .timeout = absl::Seconds(10)};
+        if (auto st = (*channel)->Run(cmd, data); st.ok() && *st == 0) {
+          const std::string fr = FirmwareRevisionOf(data);
+          if (!fr.empty()) state.revision = fr;
+        }
+        ReadFirmwareLogs(**channel, absl::Seconds(10), &state);
+      }
+    }
+    return EncodeFirmwareState(state);
+  }
+
   bool ScrubsOnReclaim() const override { return true; }
   std::string_view ScrubDriver() const override { return kNvmeDriver; }
 
@@ -337,13 +364,20 @@ class Nvme final : public DeviceKind {
     for (uint32_t id : report.formatted) {
       formatted.push_back(id == kNvmeNsidAll ? "all" : absl::StrCat(id));
     }
-    return ScrubReport{absl::StrCat(
+    ScrubReport out{absl::StrCat(
         report.controller, ", drive ", report.identity, ": ", report.method, "; namespaces ",
         report.namespaces.empty() ? "none" : absl::StrJoin(report.namespaces, ","),
         ", formatted ", formatted.empty() ? "none" : absl::StrJoin(formatted, ", "), "; ",
         report.verified_blocks, " block(s) read back",
         report.verify_note.empty() ? "" : absl::StrCat(" (", report.verify_note, ")"),
         "; commands through ", report.path)};
+    for (const std::string& change : report.firmware_changes) {
+      out.warnings.push_back(absl::StrCat(
+          "the firmware of ", address.ToString(), " (drive ", report.identity,
+          ") changed while it was claimed: ", change,
+          "; erased and handed back anyway (node.firmwareChange: report)"));
+    }
+    return out;
   }
 };
 

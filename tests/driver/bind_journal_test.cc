@@ -30,11 +30,11 @@ TEST(BindJournalTest, PersistsSortedEntriesAcrossReopen) {
   }
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(path));
   EXPECT_EQ(text,
-            "pdc-vfio-journal v2\n"
-            "0000:00:03.0 binding - - -\n"
-            "0000:3b:00.0 bound nvme S1 -\n"
-            "0000:5e:00.0 restoring nvme - -\n"
-            "0000:af:00.0 erasing nvme S9 -\n");
+            "pdc-vfio-journal v3\n"
+            "0000:00:03.0 binding - - - - -\n"
+            "0000:3b:00.0 bound nvme S1 - - -\n"
+            "0000:5e:00.0 restoring nvme - - - -\n"
+            "0000:af:00.0 erasing nvme S9 - - -\n");
   ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(path));
   EXPECT_THAT(j->Entries(),
               ElementsAre(JournalEntry{Addr("0000:00:03.0"), JournalState::kBinding, "", ""},
@@ -64,9 +64,9 @@ TEST(BindJournalTest, MovesAnEntryAndKeepsTheReturnedState) {
   }
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(path));
   EXPECT_EQ(text,
-            "pdc-vfio-journal v2\n"
-            "0000:5e:00.0 returned nvme S2 -\n"
-            "0000:af:00.0 erasing nvme S1 -\n");
+            "pdc-vfio-journal v3\n"
+            "0000:5e:00.0 returned nvme S2 - - -\n"
+            "0000:af:00.0 erasing nvme S1 - - -\n");
   ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(path));
   EXPECT_EQ(j->Get(Addr("0000:5e:00.0"))->state, JournalState::kReturned);
   EXPECT_EQ(j->Get(Addr("0000:af:00.0"))->serial, "S1");
@@ -81,7 +81,8 @@ TEST(BindJournalTest, CorruptFileIsDataLoss) {
       {"garbage\n", "first line"},
       {"pdc-vfio-journal v1\n0000:00:03.0 bound nvme\n", ":2: want 4 fields"},
       {"pdc-vfio-journal v2\n0000:00:03.0 bound nvme S1\n", ":2: want 5 fields"},
-      {"pdc-vfio-journal v3\n", "first line"},
+      {"pdc-vfio-journal v3\n0000:00:03.0 bound nvme S1 - fr=1\n", ":2: want 7 fields"},
+      {"pdc-vfio-journal v4\n", "first line"},
       {"pdc-vfio-journal v1\n0000:00:3.0 bound nvme -\n", "bad PCI address"},
       {"pdc-vfio-journal v1\n0000:00:03.0 maybe nvme -\n", "bad state"},
   };
@@ -113,10 +114,10 @@ TEST(BindJournalTest, SerialIsCurrentInTheBootItWasReadIn) {
   }
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(path));
   EXPECT_EQ(text,
-            "pdc-vfio-journal v2\n"
-            "0000:3b:00.0 bound nvme S1 boot-a\n"
-            "0000:5e:00.0 bound - - -\n"
-            "0000:af:00.0 bound nvme S9 boot-0\n");
+            "pdc-vfio-journal v3\n"
+            "0000:3b:00.0 bound nvme S1 boot-a - -\n"
+            "0000:5e:00.0 bound - - - - -\n"
+            "0000:af:00.0 bound nvme S9 boot-0 - -\n");
   ASSERT_OK_AND_ASSIGN(auto same_boot, BindJournal::Open(path, "boot-a"));
   EXPECT_TRUE(same_boot->SerialCurrent(*same_boot->Get(Addr("0000:3b:00.0"))));
   ASSERT_OK_AND_ASSIGN(auto rebooted, BindJournal::Open(path, "boot-b"));
@@ -134,12 +135,38 @@ TEST(BindJournalTest, Version1JournalIsReadWithBootsUnknown) {
   EXPECT_EQ(*e, (JournalEntry{Addr("0000:3b:00.0"), JournalState::kBound, "nvme", "S1",
                               std::string(kUnknownBoot)}));
   EXPECT_TRUE(j->SerialCurrent(*e));
-  // Any write: the file becomes v2.
+  // Any write: the file becomes v3.
   ASSERT_OK(j->Put({Addr("0000:00:03.0"), JournalState::kBinding, "", ""}));
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(tmp.Join("j")));
   EXPECT_EQ(text,
-            "pdc-vfio-journal v2\n0000:00:03.0 binding - - -\n"
-            "0000:3b:00.0 bound nvme S1 unknown\n");
+            "pdc-vfio-journal v3\n0000:00:03.0 binding - - - - -\n"
+            "0000:3b:00.0 bound nvme S1 unknown - -\n");
+}
+
+// The firmware state and the Device Serial Number read at bind are kept
+// with the entry; a journal of a pdc-node that did not record them (v2)
+// reads with them unknown, and one that would not read back is dropped, as
+// a serial is.
+TEST(BindJournalTest, KeepsTheFirmwareStateAndReadsVersion2WithoutIt) {
+  pdc::testing::TempDir tmp;
+  std::ofstream(tmp.Join("j")) << "pdc-vfio-journal v2\n0000:3b:00.0 bound nvme S1 boot-a\n";
+  ASSERT_OK_AND_ASSIGN(auto j, BindJournal::Open(tmp.Join("j"), "boot-a"));
+  EXPECT_EQ(*j->Get(Addr("0000:3b:00.0")),
+            (JournalEntry{Addr("0000:3b:00.0"), JournalState::kBound, "nvme", "S1", "boot-a", ""}));
+  ASSERT_OK(j->Put({Addr("0000:5e:00.0"), JournalState::kBinding, "nvme", "S2", "",
+                    "fr=1.2,afi=01,fs=1.2/,bp=none", "dsn:0011223344556677.0"}));
+  ASSERT_OK(j->Put({Addr("0000:af:00.0"), JournalState::kBinding, "nvme", "S3", "", "fr=a b"}));
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFileToString(tmp.Join("j")));
+  EXPECT_EQ(text,
+            "pdc-vfio-journal v3\n"
+            "0000:3b:00.0 bound nvme S1 boot-a - -\n"
+            "0000:5e:00.0 binding nvme S2 boot-a fr=1.2,afi=01,fs=1.2/,bp=none "
+            "dsn:0011223344556677.0\n"
+            "0000:af:00.0 binding nvme S3 boot-a - -\n");
+  ASSERT_OK_AND_ASSIGN(auto k, BindJournal::Open(tmp.Join("j"), "boot-a"));
+  EXPECT_EQ(k->Get(Addr("0000:5e:00.0"))->firmware, "fr=1.2,afi=01,fs=1.2/,bp=none");
+  EXPECT_EQ(k->Get(Addr("0000:5e:00.0"))->dsn, "dsn:0011223344556677.0");
+  EXPECT_EQ(k->Get(Addr("0000:af:00.0"))->firmware, "");
 }
 
 TEST(BindJournalTest, DriverNameWithSpaceIsRefused) {

@@ -18,6 +18,9 @@
 //    then the outcome (SSTAT 1 completed, or 3 failed).
 //  - Read (02h, I/O) of one block: a pattern while the namespace holds
 //    data, zeros after an erase.
+//  - Firmware: Identify Controller FR, the Firmware Slot Information log
+//    page (03h: AFI, FRS1..FRS7) and the Boot Partition log page (15h:
+//    BPINFO in its header; Invalid Field when the controller has none).
 // Each namespace holds a "data" flag that an erase clears, so a test sees
 // what was erased. For tests only. Thread-safety: not thread-safe.
 #ifndef PDC_TESTS_DRIVER_FAKE_NVME_ADMIN_H_
@@ -65,6 +68,10 @@ struct FakeController {
   bool format_erases = true;  // False: formats report success, erase nothing.
   int sanitize_polls = 1;     // Log reads answering "in progress".
   uint16_t sanitize_outcome = 1;  // SSTAT status after the polls.
+  std::string firmware_rev = "1.0";           // FR.
+  uint8_t afi = 0x01;                         // Slot 1 running.
+  std::vector<std::string> slots = {"1.0"};  // FRS1.., the rest empty.
+  std::optional<uint32_t> bpinfo;             // Boot partitions (BPINFO); none.
   std::map<uint32_t, FakeNamespace> namespaces;  // NSID -> namespace.
   // State of the last sanitize (Sanitize Status log).
   int sanitize_left = -1;
@@ -196,6 +203,22 @@ class FakeNvmeAdmin : public NvmeAdmin {
         return uint16_t{0};
       }
       case kNvmeAdminGetLogPage: {
+        const uint32_t numd = (cmd.cdw10 >> 16) + 1;  // NUMDL, dwords.
+        if ((cmd.cdw10 & 0xff) == 0x03) {  // Firmware Slot Information.
+          if (data.size() < 512 || numd * 4 != data.size()) return uint16_t{0x4002};
+          data[0] = c.afi;
+          for (size_t n = 0; n < c.slots.size() && n < 7; ++n) {
+            std::memset(&data[8 + 8 * n], ' ', 8);
+            std::memcpy(&data[8 + 8 * n], c.slots[n].data(), std::min<size_t>(c.slots[n].size(), 8));
+          }
+          return uint16_t{0};
+        }
+        if ((cmd.cdw10 & 0xff) == 0x15) {  // Boot Partition.
+          if (!c.bpinfo || data.size() < 16 || numd * 4 != data.size()) return uint16_t{0x4002};
+          data[0] = 0x15;
+          Put32(data, 4, *c.bpinfo);
+          return uint16_t{0};
+        }
         if ((cmd.cdw10 & 0xff) != kNvmeLogSanitizeStatus || data.size() < 512) {
           return uint16_t{0x4002};
         }
@@ -222,6 +245,8 @@ class FakeNvmeAdmin : public NvmeAdmin {
       case 0x01: {
         std::memset(&data[4], ' ', 20);
         std::memcpy(&data[4], c.serial.data(), std::min<size_t>(c.serial.size(), 20));
+        std::memset(&data[64], ' ', 8);
+        std::memcpy(&data[64], c.firmware_rev.data(), std::min<size_t>(c.firmware_rev.size(), 8));
         data[76] = c.cmic;
         std::memcpy(&data[78], &c.cntlid, 2);
         const uint16_t oacs = (c.format ? 0x2 : 0) | (c.ns_management ? 0x8 : 0);

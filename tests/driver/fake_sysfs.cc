@@ -115,6 +115,7 @@ void FakeKernel::Attach(const std::string& address, const std::string& driver) {
     // The kernel pads serial and model with spaces.
     Put(cdir + "/serial", spec.serial + "    \n");
     Put(cdir + "/model", spec.model + "                  \n");
+    Put(cdir + "/firmware_rev", spec.firmware_rev + "\n");
     Put(cdir + "/state", "live\n");
     // The controller's character device (nvme_dev_class, major from the
     // kernel's dynamic range) and each namespace's generic one (ngXnY).

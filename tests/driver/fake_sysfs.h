@@ -50,6 +50,8 @@ struct FakePciDevice {
   // kernel prints them; not written when "" (the kernel hides zero ones).
   std::string nguid = "";
   std::string eui = "";
+  // The controller's `firmware_rev` (Identify Controller FR).
+  std::string firmware_rev = "1.0";
 };
 
 // The kernel boot_id a FakeKernel reports (proc/sys/kernel/random/boot_id).

@@ -473,6 +473,47 @@ TEST_F(ReconcilerTest, FailedEraseKeepsTheDeviceUnhealthyAndIsRetriedWithBackoff
   EXPECT_TRUE(Rendered("pdc_node_erases_total{outcome=\"failed\"} 2"));
 }
 
+// The controller reports other firmware at the erase than when it was bound
+// (its sysfs firmware_rev, journaled at bind): held unerased on vfio-pci,
+// logged and counted; an administrator who accepts the new firmware sets
+// node.firmwareChange: report, and the next pdc-node erases it and counts
+// the change as reported. Fails on a version that erases without comparing.
+TEST_F(ReconcilerTest, AFirmwareChangeWhileClaimedIsHeldThenReportedWhenAccepted) {
+  Claim({"0000:00:03.0"}, 5);
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  ASSERT_TRUE(journal_->Get(Addr("0000:00:03.0")));
+  EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->firmware, "fr=1.0");
+  admin_.controllers["nvme0"].firmware_rev = "6.6";  // The guest's doing.
+  Claim({}, 6);
+  api_.allocations.return_to_host = {Addr("0000:00:03.0")};
+  ASSERT_OK_AND_ASSIGN(PassResult held, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(held.erased, 0);
+  EXPECT_THAT(held.errors, ElementsAre(AllOf(HasSubstr("firmware changed while it was claimed"),
+                                             HasSubstr("\"1.0\" -> \"6.6\""))));
+  EXPECT_EQ(Driver("0000:00:03.0"), "vfio-pci");
+  EXPECT_EQ(journal_->Get(Addr("0000:00:03.0"))->state, JournalState::kErasing);
+  EXPECT_TRUE(admin_.controllers["nvme0"].namespaces[1].has_data);
+  EXPECT_THAT(admin_.Formats(), IsEmpty());
+  EXPECT_TRUE(Rendered("pdc_node_firmware_changes_total{action=\"held\"} 1"));
+  EXPECT_TRUE(Rendered(
+      "pdc_node_bind_failures_total{operation=\"erase\",reason=\"firmware_changed\"} 1"));
+  ASSERT_OK(reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(api_.inventories.back().devices[0].health, DeviceHealth::kUnhealthy);
+  EXPECT_EQ(api_.inventories.back().devices[0].unhealthy_reason, UnhealthyReason::kErasing);
+
+  ReconcilerOptions accept = Options();
+  accept.erase.erase.hold_on_firmware_change = false;
+  reconciler_ = std::make_unique<Reconciler>(&host_.kernel, binder_.get(), journal_.get(), &api_,
+                                             metrics_.get(), &clock_, accept);
+  ASSERT_OK(reconciler_->Start());
+  ASSERT_OK_AND_ASSIGN(PassResult done, reconciler_->RunOnce(absl::ZeroDuration()));
+  EXPECT_EQ(done.erased, 1);
+  EXPECT_FALSE(admin_.controllers["nvme0"].namespaces[1].has_data);
+  EXPECT_EQ(Driver("0000:00:03.0"), "nvme");
+  EXPECT_TRUE(Rendered("pdc_node_firmware_changes_total{action=\"reported\"} 1"));
+  EXPECT_TRUE(Rendered("pdc_node_firmware_changes_total{action=\"held\"} 1"));
+}
+
 // A crash after the erase was journaled: a new process reports the device
 // unhealthy at once and finishes the erase before reporting it healthy,
 // whether or not the extender still lists it.

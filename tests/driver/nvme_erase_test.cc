@@ -1,11 +1,15 @@
 #include "driver/nvme_erase.h"
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "driver/nvme_firmware.h"
 #include "tests/driver/fake_nvme_admin.h"
 #include "tests/driver/test_util.h"
 #include "tests/testing/fake_clock.h"
@@ -218,7 +222,11 @@ TEST_F(EraseTest, SanitizeWhenSupportedAndWaitsForTheStatusLog) {
     ASSERT_EQ(admin_.Of(kNvmeAdminSanitize).size(), 1u);
     EXPECT_EQ(admin_.Of(kNvmeAdminSanitize)[0].cdw10, c.sanact | 0x8);  // AUSE set.
     EXPECT_THAT(admin_.Formats(), IsEmpty());
-    EXPECT_EQ(admin_.Of(kNvmeAdminGetLogPage).size(), 4u);  // 3 in progress, then done.
+    size_t status_reads = 0;
+    for (const auto& cmd : admin_.Of(kNvmeAdminGetLogPage)) {
+      status_reads += (cmd.cdw10 & 0xff) == kNvmeLogSanitizeStatus;
+    }
+    EXPECT_EQ(status_reads, 4u);  // 3 in progress, then done.
     EXPECT_EQ(clock_.Now() - start, absl::Seconds(3));
     EXPECT_TRUE(admin_.AllErased("nvme0"));
     EXPECT_EQ(r.verified_blocks, 4);
@@ -377,6 +385,142 @@ TEST_F(EraseTest, ManyNamespacesAreListedPageByPage) {
   EXPECT_EQ(allocated, 2);
 }
 
+// The firmware the controller reports at the erase against what it
+// reported at bind: a change (a revision, a download committed for the next
+// reset, a boot partition) holds the drive before anything is erased, or,
+// when not held, is reported with the erase. Fails on a version that erases
+// without comparing.
+TEST_F(EraseTest, AFirmwareChangeSinceTheBindHoldsTheDriveBeforeAnyErase) {
+  ctrl().namespaces[1] = FakeNamespace{};
+  ctrl().bpinfo = 0x00000002;
+  options_.bound_firmware = "fr=1.0,afi=01,fs=1.0//////,bp=0.2";
+  ASSERT_OK_AND_ASSIGN(NvmeEraseReport same, Erase());
+  EXPECT_EQ(same.firmware, options_.bound_firmware);
+  EXPECT_THAT(same.firmware_changes, IsEmpty());
+  struct Case {
+    std::string name;
+    std::function<void(testing::FakeController&)> change;
+    std::string says;
+  } cases[] = {
+      {"revision", [](auto& c) { c.firmware_rev = "6.6"; c.slots = {"6.6"}; },
+       "firmware revision (FR) \"1.0\" -> \"6.6\""},
+      {"pending activation", [](auto& c) { c.afi = 0x21; c.slots = {"1.0", "6.6"}; },
+       "slot 2 (FRS2) (empty) -> \"6.6\""},
+      {"boot partition", [](auto& c) { c.bpinfo = 0x80000002; }, "0.2 -> 1.2"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    testing::FakeController saved = ctrl();
+    c.change(ctrl());
+    ctrl().namespaces[1].has_data = true;
+    admin_.commands.clear();
+    options_.hold_on_firmware_change = true;
+    auto held = Erase();
+    EXPECT_THAT(held, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               AllOf(HasSubstr("its firmware changed while it was claimed"),
+                                     HasSubstr(c.says), HasSubstr("not erased"))));
+    EXPECT_EQ(FailureReason(held.status()), kReasonFirmwareChanged);
+    EXPECT_THAT(Destructive(), IsEmpty());
+    EXPECT_TRUE(ctrl().namespaces[1].has_data);
+    options_.hold_on_firmware_change = false;
+    ASSERT_OK_AND_ASSIGN(NvmeEraseReport reported, Erase());
+    EXPECT_THAT(absl::StrJoin(reported.firmware_changes, "; "), HasSubstr(c.says));
+    EXPECT_TRUE(admin_.AllErased("nvme0"));
+    ctrl() = saved;
+  }
+}
+
+// Nothing recorded at bind (a journal of an older pdc-node, a controller
+// whose logs could not be read): nothing to compare, erased.
+TEST_F(EraseTest, FirmwareNotRecordedAtBindIsNotCompared) {
+  ctrl().namespaces[1] = FakeNamespace{};
+  ctrl().firmware_rev = "6.6";
+  for (const std::string bound : {"", "afi=01"}) {
+    SCOPED_TRACE(bound);
+    ctrl().namespaces[1].has_data = true;
+    options_.bound_firmware = bound;
+    ASSERT_OK_AND_ASSIGN(NvmeEraseReport r, Erase());
+    EXPECT_THAT(r.firmware_changes, IsEmpty());
+    EXPECT_EQ(r.firmware, "fr=6.6,afi=01,fs=1.0//////,bp=none");
+    EXPECT_TRUE(admin_.AllErased("nvme0"));
+  }
+  // One that does not read counts as changed: held.
+  options_.bound_firmware = "fr=%zz";
+  EXPECT_EQ(FailureReason(Erase().status()), kReasonFirmwareChanged);
+}
+
+// Config space whose only extended capability is a Device Serial Number.
+std::string ConfigWithDeviceSerialNumber(uint64_t serial) {
+  std::string c(4096, '\0');
+  const uint32_t header = 0x0003 | (1u << 16);  // DSN, version 1, next 0.
+  std::memcpy(&c[0x100], &header, 4);
+  std::memcpy(&c[0x104], &serial, 8);
+  return c;
+}
+
+// An NVMe controller's PCIe Device Serial Number (config space, readable on
+// vfio-pci) is read next to its SN and journaled at bind; at the return,
+// another number at the address — or none — is another drive: nothing is
+// unbound or erased. QEMU's NVMe controller has no DSN, so this is tested
+// here only. Fails on a version that does not compare it.
+TEST(DeviceSerialNumberTest, AnotherNumberAtTheReturnIsAnotherDriveLeftOnVfioPci) {
+  FakeHost host;
+  host.kernel.AddDevice({.address = kDev, .group = 3, .driver = "nvme", .serial = "disk-a"});
+  const std::string config = host.kernel.sys_root() + "/bus/pci/devices/" + kDev + "/config";
+  auto put = [&](const std::string& content) {
+    std::ofstream(config, std::ios::trunc | std::ios::binary) << content;
+  };
+  put(ConfigWithDeviceSerialNumber(0x0011223344556677ull));
+  ASSERT_OK_AND_ASSIGN(PciFunctionInfo info, ReadPciFunction(host.kernel, Addr(kDev)));
+  EXPECT_EQ(info.serial, "disk-a");
+  EXPECT_EQ(info.dsn, "dsn:0011223344556677.0");
+  ASSERT_OK_AND_ASSIGN(auto journal, BindJournal::Open(host.tmp.Join("journal")));
+  pdc::testing::FakeClock clock;
+  BinderOptions bo;
+  bo.classes = {NvmeClass()};
+  bo.verify_attempts = 2;
+  bo.clock = &clock;
+  VfioBinder binder(&host.kernel, &host.dev, &host.proc, journal.get(), bo);
+  ASSERT_OK(binder.Bind({Addr(kDev)}));
+  EXPECT_EQ(journal->Get(Addr(kDev))->dsn, "dsn:0011223344556677.0");
+  ASSERT_OK(binder.MarkErasePending(Addr(kDev)));
+  FakeNvmeAdmin admin;
+  admin.controllers["nvme0"].serial = "disk-a";
+  admin.controllers["nvme0"].namespaces[1] = FakeNamespace{};
+  EraseReturnOptions eo;
+  eo.clock = &clock;
+  eo.controller_wait = absl::Seconds(5);
+  auto driver = [&] {
+    auto d = LinkName(host.kernel, std::string("bus/pci/devices/") + kDev + "/driver");
+    return d.ok() ? *d : "";
+  };
+  struct Case {
+    std::string name;
+    std::string config;
+    std::string says;
+  } cases[] = {
+      {"another number", ConfigWithDeviceSerialNumber(0x8899aabbccddeeffull),
+       "\"dsn:8899aabbccddeeff.0\", not \"dsn:0011223344556677.0\""},
+      {"none readable", std::string(256, '\0'), "unreadable or absent"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    put(c.config);
+    auto r = FinishPendingErase(binder, host.kernel, admin, Addr(kDev), eo);
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition,
+                            AllOf(HasSubstr(c.says), HasSubstr("left alone"))));
+    EXPECT_EQ(FailureReason(r.status()), kReasonDriveChanged);
+    EXPECT_EQ(driver(), "vfio-pci");
+    EXPECT_EQ(admin.opens, 0);
+    EXPECT_EQ(journal->Get(Addr(kDev))->state, JournalState::kErasing);
+  }
+  // The drive bound is back at the address: erased.
+  put(ConfigWithDeviceSerialNumber(0x0011223344556677ull));
+  ASSERT_OK(FinishPendingErase(binder, host.kernel, admin, Addr(kDev), eo));
+  EXPECT_FALSE(admin.controllers["nvme0"].namespaces[1].has_data);
+  EXPECT_EQ(journal->Get(Addr(kDev))->state, JournalState::kReturned);
+}
+
 TEST(DevNvmeAdminTest, RefusesNamesThatAreNotControllersAndReportsOpenErrors) {
   pdc::testing::TempDir tmp;
   DevNvmeAdmin admin(tmp.path());
@@ -458,6 +602,31 @@ TEST_F(FinishPendingEraseTest, ErasesOnNvmeThenDropsTheJournalEntry) {
   EXPECT_TRUE(Returned());
   EXPECT_EQ(Driver(), "nvme");
   EXPECT_EQ(admin_.opens, 1);  // One descriptor for every command.
+}
+
+// The firmware state journaled at bind (sysfs firmware_rev here) is compared
+// at the return: another revision keeps the drive unerased on vfio-pci, its
+// erase pending (firmware_changed); with node.firmwareChange: report it is
+// erased and the change reported.
+TEST_F(FinishPendingEraseTest, FirmwareChangedSinceTheBindIsHeldOnVfioPci) {
+  auto bound = journal_->Get(Addr(kDev));
+  ASSERT_TRUE(bound);
+  EXPECT_EQ(bound->firmware, "fr=1.0");
+  ASSERT_OK(binder_->MarkErasePending(Addr(kDev)));
+  EXPECT_EQ(journal_->Get(Addr(kDev))->firmware, "fr=1.0");  // Kept while erasing.
+  admin_.controllers["nvme0"].firmware_rev = "6.6";
+  auto r = FinishPendingErase(*binder_, host_.kernel, admin_, Addr(kDev), options_);
+  EXPECT_EQ(FailureReason(r.status()), kReasonFirmwareChanged);
+  EXPECT_EQ(Driver(), "vfio-pci");
+  EXPECT_TRUE(Erasing());
+  EXPECT_TRUE(admin_.controllers["nvme0"].namespaces[1].has_data);
+  EXPECT_THAT(admin_.Formats(), IsEmpty());
+  options_.erase.hold_on_firmware_change = false;
+  ASSERT_OK_AND_ASSIGN(NvmeEraseReport done,
+                       FinishPendingErase(*binder_, host_.kernel, admin_, Addr(kDev), options_));
+  EXPECT_THAT(done.firmware_changes, ElementsAre(HasSubstr("\"1.0\" -> \"6.6\"")));
+  EXPECT_TRUE(Returned());
+  EXPECT_FALSE(admin_.controllers["nvme0"].namespaces[1].has_data);
 }
 
 TEST_F(FinishPendingEraseTest, WaitsBoundedForTheControllerDevice) {

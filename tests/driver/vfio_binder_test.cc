@@ -93,7 +93,8 @@ TEST_F(VfioBinderTest, BindsAndRestoresWithTheKernelsSequenceOfWrites) {
                           "bus/pci/drivers/nvme/unbind <- 0000:00:03.0",
                           "bus/pci/drivers_probe <- 0000:00:03.0"));
   EXPECT_THAT(journal_->Entries(),
-              ElementsAre(JournalEntry{Addr("0000:00:03.0"), JournalState::kBound, "nvme", "sn-a"}));
+              ElementsAre(JournalEntry{Addr("0000:00:03.0"), JournalState::kBound, "nvme", "sn-a",
+                                       "", "fr=1.0", ""}));
 
   ASSERT_OK_AND_ASSIGN(RestoreOutcome back, binder_->Restore(Addr("0000:00:03.0")));
   EXPECT_EQ(back, RestoreOutcome::kRestored);

@@ -26,7 +26,12 @@
 // restarted pdc-node; a Delete-policy erase waits while the VFIO group is
 // open (pdc-node keeps answering), and a renumbering while it is pending
 // formats nothing but the claimed drive ("unplug-part", "plug-host2",
-// "plug-part").
+// "plug-part"). Last, Delete-policy drives whose claims are deleted while
+// pdc-node is down and which come back to nvme as after a node reboot: with
+// pdc-node's journal the drive is erased before it is listed free; with its
+// state directory lost it stays held (ReturningToHost), never free, and
+// nothing is erased; and a controller whose only namespace is detached is
+// erased or its erase refused, never reported done with the data there.
 // Prints "PASS:"/"FAIL:" lines and "PDC-DAEMON-RESULT: PASS|FAIL".
 // Not part of the product.
 #include <fcntl.h>
@@ -37,7 +42,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,6 +79,13 @@ struct Options {
   // The drive a Delete-policy claim holds: partitioned under a restarted
   // pdc-node, then erased while its VFIO group is open.
   std::string part_serial;
+  // Delete-policy drives that come back to nvme as after a node reboot:
+  // with pdc-node's journal, and with its state directory lost.
+  std::string rebooted_serial;
+  std::string lost_serial;
+  // A controller whose only namespace is detached.
+  std::string detached_serial;
+  std::string state_dir = "/var/lib/pdc-node";
   std::string node_pid_file = "/tmp/pdc-node.pid";
   std::string node_cmd = "/pdc-node --config=/etc/pdc/pdc.yaml";
   std::string node_metrics = "http://127.0.0.1:9100";
@@ -424,6 +438,52 @@ bool ProcessGone(int pid) {
                           stat[paren + 2] == 'Z');
 }
 
+// pdc-node stopped (SIGTERM) and gone; false (checked) when it is not.
+bool StopNode(Env& e) {
+  const int pid = ReadPid(e.opt.node_pid_file);
+  Check(pid > 0 && kill(pid, SIGTERM) == 0, absl::StrCat("pdc-node (pid ", pid, ") stopped"));
+  if (pid <= 0) return false;
+  const bool gone = WaitFor(absl::Seconds(20), [&] { return ProcessGone(pid); });
+  Check(gone, "pdc-node exited");
+  return gone;
+}
+
+// pdc-node started again, its output appended to its log; its pid, or -1.
+pid_t StartNode(Env& e) {
+  const pid_t child = fork();
+  if (child == 0) {
+    const int out = open(e.opt.node_log.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (out >= 0) {
+      dup2(out, 1);
+      dup2(out, 2);
+    }
+    execl("/bin/sh", "sh", "-c", absl::StrCat("exec ", e.opt.node_cmd).c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  {
+    std::ofstream pf(e.opt.node_pid_file, std::ios::trunc);
+    pf << child << "\n";
+  }
+  Check(child > 0, absl::StrCat("pdc-node started again (pid ", child, ")"));
+  return child;
+}
+
+// What a reboot does to a drive on vfio-pci (a driver_override does not
+// persist): unbound from vfio-pci, the override cleared, probed, so nvme
+// takes it. True once its namespace's block device exists.
+bool ToNvmeByHand(PciAddress a, const std::string& serial) {
+  const std::string addr = a.ToString();
+  const std::string dev = absl::StrCat("/sys/bus/pci/devices/", addr);
+  return WriteSysfs(dev + "/driver/unbind", addr) && WriteSysfs(dev + "/driver_override", "\n") &&
+         WriteSysfs("/sys/bus/pci/drivers_probe", addr) &&
+         WaitFor(absl::Seconds(20), [&] {
+           std::optional<driver::PciFunctionInfo> f = FunctionBySerial(serial);
+           return f && f->address == a && !f->nvme_controller.empty() &&
+                  access(absl::StrCat("/dev/", f->nvme_controller, "n1").c_str(), F_OK) == 0;
+         });
+}
+
 // An MBR with two Linux partitions (1 MiB at 2048, 1 MiB at 4096) and no
 // file system in them.
 std::string TwoPartitionMbr() {
@@ -450,20 +510,8 @@ std::string TwoPartitionMbr() {
 // claim's guest wrote is not the host's).
 void PartitionedDriveAfterRestart(Env& e, PciAddress a) {
   const std::string addr = a.ToString();
-  const int pid = ReadPid(e.opt.node_pid_file);
-  Check(pid > 0 && kill(pid, SIGTERM) == 0, absl::StrCat("pdc-node (pid ", pid, ") stopped"));
-  if (pid <= 0) return;
-  const bool gone = WaitFor(absl::Seconds(20), [&] { return ProcessGone(pid); });
-  Check(gone, "pdc-node exited");
-  const std::string dev = absl::StrCat("/sys/bus/pci/devices/", addr);
-  const bool on_nvme =
-      WriteSysfs(dev + "/driver/unbind", addr) && WriteSysfs(dev + "/driver_override", "\n") &&
-      WriteSysfs("/sys/bus/pci/drivers_probe", addr) &&
-      WaitFor(absl::Seconds(20), [&] {
-        std::optional<driver::PciFunctionInfo> f = FunctionBySerial(e.opt.part_serial);
-        return f && f->address == a && !f->nvme_controller.empty() &&
-               access(absl::StrCat("/dev/", f->nvme_controller, "n1").c_str(), F_OK) == 0;
-      });
+  if (!StopNode(e)) return;
+  const bool on_nvme = ToNvmeByHand(a, e.opt.part_serial);
   Check(on_nvme, absl::StrCat(addr, " is back on nvme (by hand, as after a reboot)"));
   if (!on_nvme) return;
   const std::string ns = absl::StrCat(FunctionBySerial(e.opt.part_serial)->nvme_controller, "n1");
@@ -478,22 +526,7 @@ void PartitionedDriveAfterRestart(Env& e, PciAddress a) {
             });
   Check(written, absl::StrCat(ns, " has an MBR with partitions ", ns, "p1 and ", ns,
                               "p2 (kernel re-read the table)"));
-  const pid_t child = fork();
-  if (child == 0) {
-    const int out = open(e.opt.node_log.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
-    if (out >= 0) {
-      dup2(out, 1);
-      dup2(out, 2);
-    }
-    execl("/bin/sh", "sh", "-c", absl::StrCat("exec ", e.opt.node_cmd).c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  {
-    std::ofstream pf(e.opt.node_pid_file, std::ios::trunc);
-    pf << child << "\n";
-  }
-  Check(child > 0, absl::StrCat("pdc-node started again (pid ", child, ")"));
+  if (StartNode(e) <= 0) return;
   const bool vfio = WaitFor(absl::Seconds(40), [&] { return OnDriver(a, driver::kVfioPci); });
   Check(vfio, absl::StrCat("the restarted pdc-node bound the partitioned claimed drive ", addr,
                            " to vfio-pci"));
@@ -632,6 +665,14 @@ void RenumberingWhileErasePending(Env& e, PciAddress a) {
     if (fd >= 0) close(fd);
   }
   Check(written, absl::StrCat(e.opt.part_serial, " holds data (", kGuestData, ")"));
+  // pdc-node may have seen this program's descriptor (a host use) in a
+  // pass while the data was written: free again once a pass no longer does.
+  std::optional<api::DeviceListing> free;
+  const bool offered = WaitFor(absl::Seconds(20), [&] {
+    free = e.view.BySerial(e.opt.part_serial);
+    return free && free->state == api::DeviceState::kFree;
+  });
+  Check(offered, absl::StrCat(e.opt.part_serial, " is free with its data (", Describe(free), ")"));
   api::ClaimCreate create;
   create.key = ClaimKey{kNs, "part-disk-2"};
   create.spec.resource_name = kResource;
@@ -725,6 +766,240 @@ void RenumberingWhileErasePending(Env& e, PciAddress a) {
                                " is no longer held for the finished erase (", Describe(x), ")"));
 }
 
+// The Delete-policy claim `claim` pinned to `serial`, bound on vfio-pci and
+// handed off to a pod of VM `vm` (name and UID ending in `suffix`).
+std::optional<PciAddress> ClaimForDelete(Env& e, const std::string& claim,
+                                         const std::string& serial, const std::string& vm,
+                                         const std::string& suffix) {
+  api::ClaimCreate create;
+  create.key = ClaimKey{kNs, claim};
+  create.spec.resource_name = kResource;
+  create.spec.count = 1;
+  create.spec.serial = serial;
+  create.spec.reclaim_policy = ReclaimPolicy::kDelete;
+  Check(e.pdc->CreateClaim(create).ok(),
+        absl::StrCat("claim ", claim, " pinned to ", serial, ", reclaimPolicy Delete"));
+  const sim::PodInfo pod = VmPod(vm, suffix, {claim});
+  if (!Schedule(e, pod)) return std::nullopt;
+  return CheckBoundAndHandedOff(e, claim, pod, serial);
+}
+
+// Lines of pdc-node's log saying that it erased the drive at `addr` (and,
+// when given, that the drive it erased is `serial`).
+size_t ErasedLines(const Env& e, const std::string& addr, const std::string& serial = "") {
+  std::vector<std::string> needles = {"erased " + addr + " "};
+  if (!serial.empty()) needles.push_back("drive " + serial + ":");
+  return LinesWith(e.opt.node_log, needles).size();
+}
+
+// The patterns run-daemon-test.sh writes at 0 and 8 MiB of the images of
+// the drives below (and greps for after QEMU exits; also in the detached
+// namespace's image).
+constexpr char kRebootPattern[] = "PDC-REBOOT-PATTERN";
+constexpr char kLostPattern[] = "PDC-LOST-PATTERN";
+
+// A deleted Delete-claim's drive that comes back to nvme by a reboot of the
+// node (a driver_override does not persist): pdc-node is down when the claim
+// is deleted, the drive is handed to nvme as the boot's probe does, and
+// pdc-node starts again with its journal. The drive must be erased before it
+// is offered: never listed free before pdc-node logged the erase of that
+// drive, and its pattern gone (read here, grepped in its image by the script).
+void ErasedAfterReboot(Env& e, const std::string& serial) {
+  Check(FirstSector(serial).starts_with(kRebootPattern),
+        absl::StrCat(serial, " holds ", kRebootPattern, " (its claim's guest data)"));
+  std::optional<PciAddress> a = ClaimForDelete(e, "rb-disk", serial, "vm6", "g7h8i");
+  if (!a) return;
+  const std::string addr = a->ToString();
+  // The bind journaled what the controller said of its firmware (FR, the
+  // firmware slot log; QEMU has no boot partitions), compared at the erase.
+  std::vector<std::string> journaled =
+      LinesWith(e.opt.state_dir + "/vfio-journal", {addr + " bound", serial, "fr=", "afi=", "fs="});
+  Check(!journaled.empty(), absl::StrCat("pdc-node journaled the firmware state of ", addr,
+                                         " at bind (fr=, afi=, fs=)"));
+  if (!journaled.empty()) std::printf("  journal: %s\n", journaled.back().c_str());
+  if (!StopNode(e)) return;
+  Check(e.pdc->DeleteClaim(ClaimKey{kNs, "rb-disk"}, true).ok(),
+        "claim rb-disk deleted (force) while pdc-node is down");
+  const bool on_nvme = ToNvmeByHand(*a, serial);
+  Check(on_nvme, absl::StrCat(addr, " came back to nvme as after a reboot (override cleared, "
+                              "drivers_probe)"));
+  Check(FirstSector(serial).starts_with(kRebootPattern),
+        absl::StrCat("on nvme, ", serial, " still holds the deleted claim's data"));
+  const size_t erased_before = ErasedLines(e, addr, serial);
+  if (StartNode(e) <= 0 || !on_nvme) return;
+  bool offered_early = false;
+  std::string seen_before;  // What the listing said before the erase was recorded.
+  std::optional<api::DeviceListing> l;
+  const std::string zeros(512, '\0');
+  const bool erased = WaitFor(absl::Seconds(60), [&] {
+    l = e.view.BySerial(serial);
+    // pdc-node logs the erase before it reports the acknowledgement, so a
+    // listing read before the log that says free was offered too early.
+    const bool recorded = ErasedLines(e, addr, serial) > erased_before;
+    if (!recorded && l) {
+      offered_early = offered_early || l->state == api::DeviceState::kFree;
+      const std::string d = Describe(l);
+      if (seen_before.find(d) == std::string::npos) absl::StrAppend(&seen_before, "; ", d);
+    }
+    return recorded && l && l->state == api::DeviceState::kFree && FirstSector(serial) == zeros;
+  });
+  if (!seen_before.empty()) std::printf("  listed before the erase:%s\n", seen_before.c_str() + 1);
+  Check(!offered_early, absl::StrCat(serial, " was never listed free before pdc-node recorded "
+                                     "its erase"));
+  Check(erased, absl::StrCat(serial, " is erased (first sector zeros) and free on nvme (",
+                             Describe(l), ")"));
+  std::vector<std::string> lines = LinesWith(e.opt.node_log, {"erased " + addr + " "});
+  if (!lines.empty()) std::printf("  pdc-node: %s\n", lines.back().c_str());
+}
+
+// A controller of an NVM subsystem whose only namespace is detached (no
+// block device shows it) and holds a pattern, claimed with Delete: once the
+// claim is deleted pdc-node erases it (attaching the namespace for the
+// format) or refuses; a refusal keeps it unhealthy and never free. The
+// script greps the namespace's image: a pattern left is a failure unless
+// the refusal was seen here.
+void DetachedNamespaceErase(Env& e, const std::string& serial) {
+  std::optional<driver::PciFunctionInfo> f = FunctionBySerial(serial);
+  Check(f.has_value() && FirstSector(serial).empty(),
+        absl::StrCat(serial, " is there and no block device shows its detached namespace"));
+  std::optional<PciAddress> a = ClaimForDelete(e, "det-disk", serial, "vm8", "m1n2o");
+  if (!a) return;
+  const std::string addr = a->ToString();
+  const size_t erased_before = ErasedLines(e, addr);
+  const size_t refused_before = LinesWith(e.opt.node_log, {"erase " + addr + ":"}).size();
+  Check(e.pdc->DeleteClaim(ClaimKey{kNs, "det-disk"}, true).ok(), "claim det-disk deleted (force)");
+  bool erased = false;
+  std::vector<std::string> refused;
+  WaitFor(absl::Seconds(60), [&] {
+    erased = ErasedLines(e, addr) > erased_before;
+    refused = LinesWith(e.opt.node_log, {"erase " + addr + ":"});
+    return erased || refused.size() > refused_before;
+  });
+  std::optional<api::DeviceListing> l;
+  if (erased) {
+    std::printf("  pdc-node: %s\n",
+                LinesWith(e.opt.node_log, {"erased " + addr + " "}).back().c_str());
+    const bool freed = WaitFor(absl::Seconds(20), [&] {
+      l = e.view.ByAddress(*a);
+      return l && l->state == api::DeviceState::kFree && OnDriver(*a, "nvme");
+    });
+    Check(freed, absl::StrCat("erased: the detached namespace's controller ", addr,
+                              " is erased and free on nvme (", Describe(l), ")"));
+    return;
+  }
+  Check(refused.size() > refused_before,
+        absl::StrCat("pdc-node erased ", addr, " or refused its erase within 60 s"));
+  if (refused.size() <= refused_before) return;
+  std::printf("  pdc-node: %s\n", refused.back().c_str());
+  // Three more passes: still held.
+  bool offered = false;
+  WaitFor(absl::Seconds(3), [&] {
+    l = e.view.ByAddress(*a);
+    offered = offered || (l && l->state == api::DeviceState::kFree);
+    return false;
+  });
+  Check(!offered && l && l->state != api::DeviceState::kFree &&
+            l->device.health == DeviceHealth::kUnhealthy && ErasedLines(e, addr) == erased_before,
+        absl::StrCat("refused: the detached-namespace erase stays pending, never reported done, "
+                     "never free (", Describe(l), ")"));
+}
+
+// A deleted Delete-claim's drive back on nvme after a reboot that lost
+// pdc-node's state directory (its bind journal): pdc-node has no record of
+// which drive was claimed, so it erases nothing; pdc-extender keeps the
+// drive held (ReturningToHost) until the erase of that drive is
+// acknowledged, and it is never listed free. Last: the other drives on
+// vfio-pci have no journal entry afterwards either.
+void HeldAfterLostJournal(Env& e, const std::string& serial) {
+  Check(FirstSector(serial).starts_with(kLostPattern),
+        absl::StrCat(serial, " holds ", kLostPattern, " (its claim's guest data)"));
+  std::optional<PciAddress> a = ClaimForDelete(e, "lost-disk", serial, "vm7", "j9k8l");
+  if (!a) return;
+  const std::string addr = a->ToString();
+  if (!StopNode(e)) return;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(e.opt.state_dir, ec)) {
+    std::filesystem::remove_all(entry.path(), ec);
+    if (ec) break;
+  }
+  Check(!ec && std::filesystem::is_empty(e.opt.state_dir, ec),
+        absl::StrCat("pdc-node's state directory ", e.opt.state_dir, " wiped (journal lost)"));
+  Check(e.pdc->DeleteClaim(ClaimKey{kNs, "lost-disk"}, true).ok(),
+        "claim lost-disk deleted (force) while pdc-node is down");
+  const bool on_nvme = ToNvmeByHand(*a, serial);
+  Check(on_nvme, absl::StrCat(addr, " came back to nvme as after a reboot"));
+  if (StartNode(e) <= 0 || !on_nvme) return;
+  std::optional<api::DeviceListing> l;
+  const bool reported = WaitFor(absl::Seconds(30), [&] {
+    l = e.view.BySerial(serial);
+    return l && l->device.driver == "nvme";
+  });
+  Check(reported, absl::StrCat("pdc-node reported ", serial, " on nvme (", Describe(l), ")"));
+  std::vector<std::string> lines;
+  const bool logged = WaitFor(absl::Seconds(20), [&] {
+    lines = LinesWith(e.opt.node_log, {"erase " + addr + ":"});
+    return !lines.empty();
+  });
+  Check(logged, absl::StrCat("pdc-node logged why it does not erase ", addr));
+  if (logged) std::printf("  pdc-node: %s\n", lines.back().c_str());
+  // Five passes: held all along.
+  bool offered = false;
+  WaitFor(absl::Seconds(5), [&] {
+    l = e.view.BySerial(serial);
+    offered = offered || !l || l->state == api::DeviceState::kFree;
+    return false;
+  });
+  std::printf("  pdc-node reports, pdc-extender lists: %s\n", Describe(l).c_str());
+  Check(!offered && l && l->state == api::DeviceState::kReturning,
+        absl::StrCat(serial, " is held by pdc-extender (ReturningToHost), never listed free (",
+                     Describe(l), ")"));
+  Check(FirstSector(serial).starts_with(kLostPattern),
+        absl::StrCat(serial, " is not erased: no record says which drive was claimed"));
+  Check(ErasedLines(e, addr) == 0, absl::StrCat("pdc-node reports no erase of ", addr));
+}
+
+// Drives kept from the checks before theirs: a child holds the controller's
+// character device open (a passthrough user the host-use check counts), so
+// they are not free when an unpinned claim or "nothing is free" is checked.
+// Returns the child's pid, or -1.
+pid_t HoldController(const std::string& serial) {
+  std::optional<driver::PciFunctionInfo> f = FunctionBySerial(serial);
+  if (!f || f->nvme_controller.empty()) return -1;
+  const std::string dev = absl::StrCat("/dev/", f->nvme_controller);
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(dev.c_str(), O_RDONLY | O_CLOEXEC);
+    const char ok = fd >= 0 ? '1' : '0';
+    (void)!write(ready[1], &ok, 1);
+    if (fd < 0) _exit(1);
+    while (true) pause();
+  }
+  close(ready[1]);
+  char ok = '0';
+  (void)!read(ready[0], &ok, 1);
+  close(ready[0]);
+  Check(ok == '1', absl::StrCat("a child process (pid ", pid, ") holds ", dev, " (", serial,
+                                ") open until its check"));
+  return ok == '1' ? pid : -1;
+}
+
+// Ends the hold of `serial` (HoldController) and waits for it to be free.
+void ReleaseHeld(Env& e, std::map<std::string, pid_t>& held, const std::string& serial) {
+  auto it = held.find(serial);
+  if (it == held.end() || it->second <= 0) return;
+  kill(it->second, SIGKILL);
+  waitpid(it->second, nullptr, 0);
+  held.erase(it);
+  std::optional<api::DeviceListing> l;
+  const bool freed = WaitFor(absl::Seconds(20), [&] {
+    l = e.view.BySerial(serial);
+    return l && l->state == api::DeviceState::kFree;
+  });
+  Check(freed, absl::StrCat(serial, " is free once released (", Describe(l), ")"));
+}
+
 // A child holds /dev/<ns> open with O_EXCL until killed.
 pid_t HoldExclusive(const std::string& serial) {
   std::optional<driver::PciFunctionInfo> f = FunctionBySerial(serial);
@@ -770,12 +1045,19 @@ int Main(int argc, char** argv) {
       (uio ? opt.uio : opt.hand_vfio) = *addr;
     }
     else if (a.starts_with("--partitioned=")) opt.part_serial = value("--partitioned=");
+    else if (a.starts_with("--rebooted=")) opt.rebooted_serial = value("--rebooted=");
+    else if (a.starts_with("--journal-lost=")) opt.lost_serial = value("--journal-lost=");
+    else if (a.starts_with("--detached=")) opt.detached_serial = value("--detached=");
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
     }
   }
   const pid_t holder = excl.empty() ? -1 : HoldExclusive(excl);
+  std::map<std::string, pid_t> held;
+  for (const std::string& s : {opt.rebooted_serial, opt.detached_serial, opt.lost_serial}) {
+    if (!s.empty()) held[s] = HoldController(s);
+  }
   if (!excl.empty()) opt.host_used.push_back(excl + ":held with O_EXCL by a child process");
 
   driver::testing::FakeKubelet kubelet(opt.plugin_dir);
@@ -799,11 +1081,14 @@ int Main(int argc, char** argv) {
   std::vector<std::string> serials = {opt.vm_serial};
   for (const std::string& h : opt.host_used) serials.push_back(h.substr(0, h.find(':')));
   if (!opt.part_serial.empty()) serials.push_back(opt.part_serial);
+  for (const auto& [s, pid] : held) serials.push_back(s);
   const bool inventory = WaitFor(absl::Seconds(30), [&] {
     for (const std::string& s : serials) {
       std::optional<api::DeviceListing> l = e.view.BySerial(s);
       std::optional<driver::PciFunctionInfo> f = FunctionBySerial(s);
       if (!l || !f || l->device.address != f->address) return false;
+      // The held drives are reported held before any claim is made.
+      if (held.contains(s) && l->device.health != DeviceHealth::kUnhealthy) return false;
     }
     return true;
   });
@@ -833,6 +1118,24 @@ int Main(int argc, char** argv) {
     PartitionedDriveAfterRestart(e, *part);
     EraseWaitsForOpenGroup(e, *part);
     if (opt.move) RenumberingWhileErasePending(e, *part);
+  }
+  if (!opt.rebooted_serial.empty()) {
+    ReleaseHeld(e, held, opt.rebooted_serial);
+    ErasedAfterReboot(e, opt.rebooted_serial);
+  }
+  if (!opt.detached_serial.empty()) {
+    ReleaseHeld(e, held, opt.detached_serial);
+    DetachedNamespaceErase(e, opt.detached_serial);
+  }
+  if (!opt.lost_serial.empty()) {
+    ReleaseHeld(e, held, opt.lost_serial);
+    HeldAfterLostJournal(e, opt.lost_serial);
+  }
+  for (const auto& [s, pid] : held) {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
   }
   if (holder > 0) {
     kill(holder, SIGKILL);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real-kernel test of pdc's whole node path. Boots the same stock Debian 12
-# kernel as run-vfio-test.sh under QEMU/TCG (emulated Intel IOMMU, nine
+# kernel as run-vfio-test.sh under QEMU/TCG (emulated Intel IOMMU, twelve
 # emulated NVMe controllers, two of them behind hot-pluggable
 # pcie-root-ports, three more hot-plugged later) and runs, inside a busybox initramfs, the real daemons on
 # loopback: pdc-extender (embedded file store) and pdc-node (reconcile loop,
@@ -19,6 +19,9 @@
 # "plug-host2" and "plug-part" renumber the drive whose erase is pending and
 # put the host's drive (serial pdc-host2, content PDC-HOST-CONTENT, checked in
 # its image afterwards) into its slot.
+# Afterwards it checks the images of two Delete-policy drives holding a
+# pattern: pdc-rb (back on nvme as after a node reboot) must hold none, and
+# pdc-det's detached namespace none unless the guest saw its erase refused.
 #
 # Usage: tests/qemu/run-daemon-test.sh [BUILD_DIR]
 #   BUILD_DIR (default: $PDC_BUILD_DIR or <repo>/build) is a CMake build tree
@@ -72,7 +75,7 @@ ns_of() {  # The namespace block device of the controller with serial $1.
   done
 }
 i=0
-while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 9 ] && [ $i -lt 300 ]; do
+while [ "$(ls /sys/class/nvme 2>/dev/null | wc -l)" -lt 12 ] && [ $i -lt 300 ]; do
   sleep 0.1; i=$((i + 1))
 done
 mnt=$(ns_of pdc-mnt); lp=$(ns_of pdc-loop)
@@ -102,6 +105,9 @@ node:
   stateDir: /var/lib/pdc-node
   heartbeatInterval: 1s
   metricsListen: "127.0.0.1:9100"
+  # pdc-det's controller is in an NVM subsystem (CMIC: more than one
+  # controller may share it); offered so that its erase is exercised.
+  allowSharedNvme: true
 YAML
 /pdc-extender --config=/etc/pdc/pdc.yaml >/tmp/pdc-extender.log 2>&1 &
 /pdc-node --config=/etc/pdc/pdc.yaml >/tmp/pdc-node.log 2>&1 &
@@ -109,7 +115,8 @@ echo $! >/tmp/pdc-node.pid
 /pdc-daemon-guest-check --node=guest --vm=pdc-vm --exclusive=pdc-excl \
   --host-used=pdc-mnt:mounted --host-used=pdc-loop:backs-a-loop-device \
   --host-used=pdc-md:an-unassembled-md-member --host-used=pdc-lvm:an-inactive-LVM-PV \
-  --uio="$uio" --hand-vfio="$hand" --partitioned=pdc-part --move
+  --uio="$uio" --hand-vfio="$hand" --partitioned=pdc-part --move \
+  --rebooted=pdc-rb --detached=pdc-det --journal-lost=pdc-lost
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "guest: pdc-node log tail:"; tail -n 25 /tmp/pdc-node.log | sed 's/^/  | /'
@@ -138,6 +145,22 @@ printf '\xfc\x4e\x2b\xa9\x01\x00\x00\x00' |
   dd of="$WORK/md.img" bs=1 seek=4096 conv=notrunc status=none
 { printf 'LABELONE\x01\x00\x00\x00\x00\x00\x00\x00'; printf '\x00%.0s' 1 2 3 4 5 6 7 8
   printf 'LVM2 001'; } | dd of="$WORK/lvm.img" bs=1 seek=512 conv=notrunc status=none
+
+# Drives of Delete-policy claims whose guest data is a pattern at 0 and 8
+# MiB: one comes back to nvme as after a node reboot (must be erased), one
+# after a reboot that lost pdc-node's journal (held, never free); and the
+# only namespace of an NVM subsystem's controller, detached (erased or the
+# erase refused, never reported done with the pattern there).
+pattern_image() {  # PATH PATTERN
+  rm -f "$1" && truncate -s 16M "$1"
+  for off_mib in 0 8; do
+    (yes "$2" || true) | head -c 1048576 | dd of="$1" bs=1M seek="$off_mib" conv=notrunc status=none
+  done
+  [ "$(grep -a -c "$2" "$1")" -gt 0 ] || die "could not write $2 into $1"
+}
+pattern_image "$WORK/reboot.img" PDC-REBOOT-PATTERN
+pattern_image "$WORK/lost.img" PDC-LOST-PATTERN
+pattern_image "$WORK/detached.img" PDC-DETACHED-PATTERN
 
 # --- QEMU's monitor ---------------------------------------------------------------
 MON=$WORK/monitor.sock
@@ -211,7 +234,7 @@ on_action() {
 }
 
 # --- Boot -----------------------------------------------------------------------
-log "booting $KV under QEMU (TCG, intel-iommu, 9 NVMe, 4 root ports)"
+log "booting $KV under QEMU (TCG, intel-iommu, 12 NVMe, 4 root ports)"
 CONSOLE=$WORK/console.log
 : >"$CONSOLE"
 rm -f "$MON"
@@ -237,6 +260,12 @@ timeout -k 5 "$VM_TIMEOUT" qemu-system-x86_64 \
   -device nvme,id=part-nvme,drive=dp,serial=pdc-part,bus=rp3 \
   -drive if=none,id=du,driver=null-co,size=64M -device nvme,drive=du,serial=pdc-uio \
   -drive if=none,id=dh,driver=null-co,size=64M -device nvme,drive=dh,serial=pdc-hand \
+  -drive if=none,id=drb,file="$WORK/reboot.img",format=raw -device nvme,drive=drb,serial=pdc-rb \
+  -drive if=none,id=dls,file="$WORK/lost.img",format=raw -device nvme,drive=dls,serial=pdc-lost \
+  -device nvme-subsys,id=subsys0,nqn=pdc-det \
+  -device nvme,serial=pdc-det,subsys=subsys0 \
+  -drive if=none,id=dd,file="$WORK/detached.img",format=raw \
+  -device nvme-ns,drive=dd,nsid=1,detached=on,shared=off \
   -kernel "$KDIR/boot/vmlinuz-$KV" -initrd "$INITRD" \
   -append "console=ttyS0 panic=-1 intel_iommu=on iommu=pt quiet loglevel=3" \
   -monitor "unix:$MON,server,nowait" \
@@ -259,5 +288,21 @@ set -e
 if ! grep -q "^PDC-DAEMON-RESULT: FAIL" "$CONSOLE" &&
     [ "$(head -c 16 "$WORK/host2.img")" != "PDC-HOST-CONTENT" ]; then
   die "host2.img (the host's drive, serial pdc-host2) lost its content"
+fi
+# The drive that came back to nvme by a reboot was erased before it was
+# offered; the detached namespace was erased, or its erase refused and never
+# reported done.
+if ! grep -q "^PDC-DAEMON-RESULT: FAIL" "$CONSOLE"; then
+  left=$(grep -a -c PDC-REBOOT-PATTERN "$WORK/reboot.img" || true)
+  [ "$left" -eq 0 ] || die "reboot.img (pdc-rb, its claim deleted, back on nvme by a reboot) still holds its pattern ($left lines)"
+  log "PASS: reboot.img (pdc-rb) holds no pattern"
+  det_left=$(grep -a -c PDC-DETACHED-PATTERN "$WORK/detached.img" || true)
+  if [ "$det_left" -ne 0 ] && grep -q "^PASS: erased: the detached namespace" "$CONSOLE"; then
+    die "pdc-det was reported erased but detached.img still holds its pattern ($det_left lines)"
+  fi
+  if [ "$det_left" -ne 0 ] && ! grep -q "^PASS: refused: the detached-namespace erase" "$CONSOLE"; then
+    die "detached.img (pdc-det) still holds its pattern and the erase did not say it refused"
+  fi
+  log "PASS: detached.img (pdc-det): $([ "$det_left" -eq 0 ] && echo erased || echo "pattern kept, erase refused")"
 fi
 qemu_verdict "$CONSOLE" PDC-DAEMON-RESULT "$qemu_rc" "real-kernel whole-node test"
