@@ -50,6 +50,7 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
     std::string pod_uid;
     std::string pod_json;
     int generation = 0;  // Pods made, for their names.
+    bool started = false;  // Its VMI has had a pod: the next start makes another VMI.
   };
 
   // node-a's drives; each on vfio-pci while pdc holds it for a claim or as
@@ -141,6 +142,7 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
         what = "create VM";
         vm.vmi_uid = CreateVm(vm.name);
         vm.exists = true;
+        vm.started = false;
         break;
       case 2:
       case 3:
@@ -151,6 +153,8 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
           break;
         }
         what = "start VM";
+        if (vm.started) vm.vmi_uid = RestartVmi(vm.name);
+        vm.started = true;
         vm.pod = absl::StrCat("virt-launcher-", vm.name, "-", ++vm.generation);
         vm.pod_json = CreatePod(vm.name, vm.pod, vm.vmi_uid);
         rapidjson::Document d;
