@@ -1,8 +1,11 @@
 // A randomized soak of Kubernetes mode against the kube-apiserver double on
 // a real etcd: VMs created, started, stopped, deleted and re-created under
 // the same names, their claims deleted, node-a's driver reporting erases as
-// done, their reclaim policy edited, with apiserver delays, failures, lost
-// answers and refusals (403: a quota, a forbidden status write) and pdc-extender
+// done, their reclaim policy edited and their immutable spec fields edited
+// (refused, 422, by the CRD's CEL rules, which the double enforces:
+// tests/testing/kube_crd_rules.h), with apiserver delays, failures, lost
+// answers and refusals (403: a quota, a forbidden status write; 422: a
+// claim's create or status write found invalid) and pdc-extender
 // restarts (what a leader kill leaves: the process keeps nothing the API
 // does not hold), under templateReclaimPolicy Delete and Retain. The
 // invariants (tests/kube/claim_invariants.h) are checked after every step.
@@ -20,6 +23,7 @@
 #include "api/rest_json.h"
 #include "tests/kube/claim_invariants.h"
 #include "tests/kube/extender_on_double.h"
+#include "tests/testing/kube_crd_rules.h"
 
 namespace pdc::testing {
 namespace {
@@ -34,6 +38,7 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
                               public ::testing::WithParamInterface<ReclaimPolicy> {
  protected:
   void TearDown() override {
+    kube::EnforceCrdRules(false);
     ExtenderOnDoubleTest::TearDown();
     if (IsSkipped()) return;
     DeleteAllClaims();
@@ -115,6 +120,8 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
     // after the first.
     c->extender.allocator.serialize_handoffs = false;
   };
+  // The claim CRD's CEL rules, as kube-apiserver enforces them.
+  kube::EnforceCrdRules(true);
   StartExtender(StoreKind::kKubernetes);
   ASSERT_TRUE(AwaitReady());
   Report();
@@ -160,7 +167,7 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
         rapidjson::Document d;
         d.Parse(vm.pod_json.data(), vm.pod_json.size());
         vm.pod_uid = kube::GetString(d, {"metadata", "uid"});
-        switch (std::uniform_int_distribution<int>(0, 7)(rng)) {
+        switch (std::uniform_int_distribution<int>(0, 9)(rng)) {
           case 0:
             what += " (claim write delayed)";
             api_->DelayRequests({"PATCH", "/persistentdeviceclaims/"}, 1, absl::Milliseconds(300));
@@ -181,6 +188,14 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
             what += " (claim status forbidden)";
             api_->admission().Forbid(
                 {"pdc.kubevirt.io", "persistentdeviceclaims/status", "patch", ns_});
+            break;
+          case 5:  // 422: a validating admission policy refuses the claim's create.
+            what += " (claim create invalid)";
+            api_->FailRequests({"POST", "persistentdeviceclaims"}, 1, 422);
+            break;
+          case 6:  // 422: ... or a write of its status.
+            what += " (claim status invalid)";
+            api_->FailRequests({"PATCH", "/persistentdeviceclaims/"}, 1, 422);
             break;
           default:
             break;
@@ -211,8 +226,23 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
         Call("DELETE", Vms(absl::StrCat("/", vm.name)));
         vm.exists = false;
         break;
-      case 7:  // kubectl delete its claim, or edit its reclaim policy.
-        if (std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
+      case 7:  // kubectl delete its claim, or edit its spec.
+        if (const int edit = std::uniform_int_distribution<int>(0, 5)(rng); edit >= 3) {
+          // An immutable field: the CRD's rules refuse it (422), whatever
+          // the claim's state; an absent claim is 404.
+          static constexpr const char* kEdits[] = {
+              R"({"spec":{"count":2}})", R"({"spec":{"node":"node-b"}})",
+              R"({"spec":{"serial":"SN-OTHER"}})"};
+          what = "edit spec (immutable)";
+          const KubeReply r = Call("PATCH", Claims(absl::StrCat("/", vm.name, "-nvme")),
+                                   kEdits[edit - 3], "application/merge-patch+json");
+          if (r.status != 404) {
+            EXPECT_EQ(r.status, 422) << kEdits[edit - 3] << ": " << r.text;
+            EXPECT_THAT(r.text, ::testing::HasSubstr("is immutable")) << r.text;
+          }
+          break;
+        }
+        if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
           what = "edit reclaimPolicy";
           Call("PATCH", Claims(absl::StrCat("/", vm.name, "-nvme")),
                absl::StrCat(R"({"spec":{"reclaimPolicy":")",
