@@ -5,9 +5,10 @@
 // (refused, 422, by the CRD's CEL rules, which the double enforces:
 // tests/testing/kube_crd_rules.h), with apiserver delays, failures, lost
 // answers and refusals (403: a quota, a forbidden status write; 422: a
-// claim's create or status write found invalid) and pdc-extender
-// restarts (what a leader kill leaves: the process keeps nothing the API
-// does not hold), under templateReclaimPolicy Delete and Retain. The
+// claim's create or status write found invalid) and leader kills (two
+// pdc-extender replicas elect a leader over the double's Lease; the leader
+// is stopped, the other takes over from what the API holds, a new replica
+// stands by), under templateReclaimPolicy Delete and Retain. The
 // invariants (tests/kube/claim_invariants.h) are checked after every step.
 // Seeded (PDC_SOAK_SEED, default 31); PDC_SOAK_STEPS steps per policy
 // (default 100: seconds, for ctest).
@@ -16,6 +17,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -39,6 +41,7 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
  protected:
   void TearDown() override {
     kube::EnforceCrdRules(false);
+    if (standby_) standby_->Stop();
     ExtenderOnDoubleTest::TearDown();
     if (IsSkipped()) return;
     DeleteAllClaims();
@@ -103,6 +106,39 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
     }
   }
 
+  // Waits (20 s) until the replica app_ serves as the leader.
+  bool AwaitLeader() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (absl::Now() < deadline) {
+      absl::StatusOr<HttpResponse> r = pdc_->Get("/readyz/leader");
+      if (r.ok() && r->status == 200) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+  // A second replica, standing by (it waits for the Lease).
+  void StartStandby() {
+    std::unique_ptr<extender::ExtenderApp> leader = std::move(app_);
+    std::unique_ptr<HttpClient> client = std::move(pdc_);
+    StartExtender(StoreKind::kKubernetes);
+    standby_ = std::move(app_);
+    standby_client_ = std::move(pdc_);
+    app_ = std::move(leader);
+    pdc_ = std::move(client);
+  }
+  // The leader is killed: the standby takes the Lease over and serves from
+  // what the API holds; a new replica stands by.
+  void KillLeader() {
+    app_->Stop();
+    app_ = std::move(standby_);
+    pdc_ = std::move(standby_client_);
+    ASSERT_TRUE(AwaitLeader());
+    StartStandby();
+  }
+
+  std::unique_ptr<extender::ExtenderApp> standby_;
+  std::unique_ptr<HttpClient> standby_client_;
+
   void DeletePod(Vm& vm) {
     if (vm.pod.empty()) return;
     Call("DELETE", Pods(absl::StrCat("/", vm.pod)),
@@ -119,11 +155,18 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
     // No pdc-node confirms hand-offs here: the gate would refuse every VM
     // after the first.
     c->extender.allocator.serialize_handoffs = false;
+    // Two replicas electing a leader over the double's Lease.
+    LeaderElectionConfig& le = c->extender.leader_election;
+    le.enabled = true;
+    le.lease_duration = absl::Seconds(4);
+    le.renew_deadline = absl::Seconds(3);
+    le.retry_period = absl::Milliseconds(200);
   };
   // The claim CRD's CEL rules, as kube-apiserver enforces them.
   kube::EnforceCrdRules(true);
   StartExtender(StoreKind::kKubernetes);
-  ASSERT_TRUE(AwaitReady());
+  ASSERT_TRUE(AwaitLeader());
+  StartStandby();
   Report();
   ClaimInvariants invariants(client_.get(), ns_);
   const int64_t steps = EnvInt("PDC_SOAK_STEPS", 100);
@@ -132,6 +175,7 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
   std::vector<Vm> vms(kVms);
   for (int i = 0; i < kVms; ++i) vms[i].name = absl::StrCat("vm", i);
   std::map<std::string, int64_t> done;
+  std::map<std::string, int64_t> faults;  // Of the starts: what befell the bind.
   int64_t acked = 0;
 
   for (int64_t step = 0; step < steps; ++step) {
@@ -167,7 +211,13 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
         rapidjson::Document d;
         d.Parse(vm.pod_json.data(), vm.pod_json.size());
         vm.pod_uid = kube::GetString(d, {"metadata", "uid"});
-        switch (std::uniform_int_distribution<int>(0, 9)(rng)) {
+        bool kill_during_bind = false;
+        switch (std::uniform_int_distribution<int>(0, 10)(rng)) {
+          case 10:  // The leader is killed while the bind's claim write is slow.
+            what += " (leader killed during the bind)";
+            api_->DelayRequests({"", "persistentdeviceclaims"}, 1, absl::Milliseconds(500));
+            kill_during_bind = true;
+            break;
           case 0:
             what += " (claim write delayed)";
             api_->DelayRequests({"PATCH", "/persistentdeviceclaims/"}, 1, absl::Milliseconds(300));
@@ -201,7 +251,27 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
             break;
         }
         (void)Filter(vm.pod_json);
-        const std::string answer = Bind(vm.pod, vm.pod_uid).body;
+        std::string answer;
+        if (kill_during_bind) {
+          std::thread bind([&, port = app_->port()] {
+            HttpClientOptions o;
+            o.base_url = absl::StrCat("http://127.0.0.1:", port);
+            o.timeout = absl::Seconds(20);
+            std::unique_ptr<HttpClient> c = std::move(HttpClient::Create(o)).value();
+            absl::StatusOr<HttpResponse> r = c->Post(
+                "/scheduler/bind",
+                absl::StrCat(R"({"PodName":")", vm.pod, R"(","PodNamespace":")", ns_,
+                             R"(","PodUID":")", vm.pod_uid, R"(","Node":"node-a"})"));
+            answer = r.ok() ? r->body : r.status().ToString();
+          });
+          // Most often the bind is under way by then; either order is a case.
+          absl::SleepFor(absl::Milliseconds(100));
+          KillLeader();
+          bind.join();
+          if (HasFatalFailure()) return;
+        } else {
+          answer = Bind(vm.pod, vm.pod_uid).body;
+        }
         api_->ClearFaults();
         api_->admission().Clear();
         if (answer == R"({"Error":""})") {
@@ -233,7 +303,7 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
           static constexpr const char* kEdits[] = {
               R"({"spec":{"count":2}})", R"({"spec":{"node":"node-b"}})",
               R"({"spec":{"serial":"SN-OTHER"}})"};
-          what = "edit spec (immutable)";
+          what = "edit immutable spec";
           const KubeReply r = Call("PATCH", Claims(absl::StrCat("/", vm.name, "-nvme")),
                                    kEdits[edit - 3], "application/merge-patch+json");
           if (r.status != 404) {
@@ -260,20 +330,24 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
         ReleaseOne();
         Report();
         break;
-      case 9:  // pdc-extender killed (a leader kill: the next starts from the API).
-        what = "restart";
-        RestartExtender(StoreKind::kKubernetes);
-        ASSERT_TRUE(AwaitReady());
+      case 9:  // The leader killed: the other replica takes over from the API.
+        what = "leader kill";
+        KillLeader();
+        if (HasFatalFailure()) return;
         Report();
         break;
     }
-    ++done[what.substr(0, what.find(' ') == std::string::npos ? what.size() : what.find(" ("))];
+    const size_t fault = what.find(" (");
+    ++done[what.substr(0, fault)];
+    if (fault != std::string::npos) ++faults[what.substr(fault + 2, what.size() - fault - 3)];
     std::vector<std::string> v = invariants.Check();
     EXPECT_TRUE(v.empty()) << "step " << step << " (" << what << ", " << vm.name
                            << "): " << ::testing::PrintToString(v);
   }
   std::string summary;
   for (const auto& [what, n] : done) absl::StrAppend(&summary, " ", what, "=", n);
+  absl::StrAppend(&summary, "; of the starts:");
+  for (const auto& [what, n] : faults) absl::StrAppend(&summary, " ", what, "=", n);
   std::cout << "soak (" << ToString(policy) << "): " << invariants.steps() << " steps, "
             << acked << " binds acknowledged, " << invariants.violations()
             << " violations;" << summary << std::endl;
