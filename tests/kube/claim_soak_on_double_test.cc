@@ -1,7 +1,8 @@
 // A randomized soak of Kubernetes mode against the kube-apiserver double on
 // a real etcd: VMs created, started, stopped, deleted and re-created under
 // the same names, their claims deleted, node-a's driver reporting erases as
-// done, their reclaim policy edited and their immutable spec fields edited
+// done (a returned drive back on nvme and named in the inventory's
+// `returned`), their reclaim policy edited and their immutable spec fields edited
 // (refused, 422, by the CRD's CEL rules, which the double enforces:
 // tests/testing/kube_crd_rules.h), with apiserver delays, failures, lost
 // answers and refusals (403: a quota, a forbidden status write; 422: a
@@ -65,6 +66,9 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
   // Released, else on nvme (an erase has finished).
   void Report() {
     std::map<std::string, std::string> driver;
+    // Drives of deleted Delete-policy claims: pdc-node erases them, puts
+    // them back on nvme and says so (the inventory's `returned`).
+    std::vector<std::string> returned;
     absl::StatusOr<HttpResponse> listed = pdc_->Get("/v1/devices");
     if (listed.ok() && listed->status == 200) {
       absl::StatusOr<std::vector<api::DeviceListing>> devices = api::ParseDeviceList(listed->body);
@@ -73,6 +77,7 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
           const bool held =
               d.state == api::DeviceState::kAllocated || d.state == api::DeviceState::kReleased;
           driver[d.device.address.ToString()] = held ? "vfio-pci" : "nvme";
+          if (d.state == api::DeviceState::kReturning) returned.push_back(d.device.serial);
         }
       }
     }
@@ -85,8 +90,9 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
       d.driver = it == driver.end() ? "nvme" : it->second;
       inventory.push_back(d);
     }
-    absl::StatusOr<HttpResponse> r =
-        pdc_->Put("/v1/nodes/node-a/inventory", api::WriteInventory(Inventory("node-a", inventory)));
+    NodeInventory inv = Inventory("node-a", inventory);
+    inv.returned = returned;
+    absl::StatusOr<HttpResponse> r = pdc_->Put("/v1/nodes/node-a/inventory", api::WriteInventory(inv));
     EXPECT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
   }
 
