@@ -295,6 +295,14 @@ class Allocator {
   // Advances with every committed mutation (one record each); never goes
   // back, also across restarts.
   virtual uint64_t revision() const = 0;
+  // The getters above see a mutation as soon as it is decided, before its
+  // record is durable (a bind waiting for its claims to reach the
+  // Kubernetes API). A reader that tells others what the allocator holds
+  // (pdc-node's allocations, the webhook's pin) calls this after reading:
+  // it returns once every record of the state at the call is durable, so
+  // what was read is acknowledged state; the store's error when it cannot
+  // be made durable (then answer nothing from it).
+  virtual absl::Status AwaitReadsDurable() const = 0;
 
   // --- Change notification -------------------------------------------------
   // The contract for learning about changes without polling (pdc-extender's

@@ -52,8 +52,8 @@ absl::StatusOr<BindOutcome> AllocatorImpl::Bind(const SchedulingRequest& request
     }
 
     const uint64_t revision = state_.revision() + 1;
-    const Reservation reservation{request.vm, request.pod_name, request.pod_uid,
-                                  request.vm_uid};
+    Reservation reservation{request.vm, request.pod_name, request.pod_uid, request.vm_uid};
+    reservation.vmi_uid = request.vmi_uid;
     std::vector<Mutation> mutations;
     std::vector<PciAddress> allocated;
     size_t next_pending = 0;

@@ -171,6 +171,19 @@ absl::Status AllocatorImpl::AwaitDurable(Store::Ticket ticket) {
   return failed_;
 }
 
+absl::Status AllocatorImpl::AwaitReadsDurable() const {
+  Store::Ticket ticket = 0;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    RETURN_IF_ERROR(FailedLocked());
+    ticket = last_ticket_;
+  }
+  // Records are appended in revision order and Sync covers every earlier
+  // one: the last ticket at the call covers all the reader saw.
+  if (ticket == 0) return absl::OkStatus();
+  return store_->Sync(ticket);
+}
+
 void AllocatorImpl::SetChangeListener(ChangeListener listener) {
   listener_ = std::move(listener);
 }

@@ -78,6 +78,7 @@ class AllocatorImpl final : public Allocator {
   absl::StatusOr<NodeAllocations> GetNodeAllocations(std::string_view node) const override;
   AllocatorStats Stats() const override;
   uint64_t revision() const override;
+  absl::Status AwaitReadsDurable() const override ABSL_LOCKS_EXCLUDED(mu_);
   void SetChangeListener(ChangeListener listener) override;
 
   absl::Status Checkpoint() override;

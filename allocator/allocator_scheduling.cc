@@ -14,6 +14,15 @@
 namespace pdc {
 namespace {
 
+// A pod of the VirtualMachineInstance whose launcher pod holds `r`, and not
+// that pod: a copy of the launcher's labels and owner references (anyone
+// who may create pods in the namespace can make one). KubeVirt makes one
+// launcher pod per VMI (virt-controller's CurrentVMIPod); the reservation
+// goes over only to a pod of the VM's next VMI (a restart).
+bool SecondPodOfVmi(const Reservation& r, const RequestPlan& plan) {
+  return !r.vmi_uid.empty() && r.vmi_uid == plan.vmi_uid && r.pod_uid != plan.pod_uid;
+}
+
 // Collects distinct messages for a FilterResult.
 class MessageTable {
  public:
@@ -171,6 +180,16 @@ AllocatorImpl::Evaluation AllocatorImpl::EvaluateLocked(const RequestPlan& plan,
                                  "); it is released once that VM is deleted")
                   : absl::StrCat("claim ", c.key.ToString(), " is in use by VM ", c.key.ns, "/",
                                  r.vm),
+              node};
+    }
+    if (c.status.reserved_for && SecondPodOfVmi(*c.status.reserved_for, plan)) {
+      const Reservation& r = *c.status.reserved_for;
+      return {Verdict::kUnresolvable, FilterReason::kReservedByOther, {},
+              absl::StrCat("claim ", c.key.ToString(), " is held by pod ", r.pod_name,
+                           ", the launcher pod of VirtualMachineInstance uid ", r.vmi_uid,
+                           "; a VirtualMachineInstance has one launcher pod (one with host "
+                           "devices is never live-migrated), so pod ",
+                           plan.pod_name, " of the same VirtualMachineInstance takes over nothing"),
               node};
     }
     for (const BoundDevice& b : c.status.devices) {

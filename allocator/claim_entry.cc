@@ -16,7 +16,7 @@ int LowerHexValue(char c) { return c >= 'A' && c <= 'F' ? -1 : HexDigitValue(c);
 // A field added to Claim must be carried here too (the constructor and
 // ToClaim), or an entry would drop it without a word: this trips first.
 #if defined(__GLIBCXX__) && __SIZEOF_POINTER__ == 8
-static_assert(sizeof(Claim) == 560 && sizeof(ClaimSpec) == 184 && sizeof(ClaimStatus) == 272,
+static_assert(sizeof(Claim) == 592 && sizeof(ClaimSpec) == 184 && sizeof(ClaimStatus) == 304,
               "Claim changed: carry the change in ClaimEntry, then update these sizes");
 #endif
 

@@ -31,7 +31,9 @@ enum Tag : uint8_t {
 // Version 7 added ReleasedDevice::claim_uid after the mark's claim key;
 // older marks decode with "" (unknown: the namespace still decides who may
 // pin the device back).
-constexpr uint8_t kFormatVersion = 7;
+// Version 8 added Reservation::vmi_uid after the claim rank; older
+// reservations decode with "" (unknown: any pod of the VM may take it over).
+constexpr uint8_t kFormatVersion = 8;
 constexpr uint8_t kOldestFormatVersion = 1;
 
 void EncodeDevice(Encoder& e, const Device& d) {
@@ -126,6 +128,7 @@ void EncodeClaim(Encoder& e, const Claim& c) {
   e.String(s.owner_vm_uid);
   if (st.reserved_for) e.String(st.reserved_for->vm_uid);
   if (st.reserved_for) e.Varint(st.reserved_for->claim_rank);
+  if (st.reserved_for) e.String(st.reserved_for->vmi_uid);
 }
 
 void DecodeClaim(Decoder& d, uint8_t version, Claim& c) {
@@ -176,6 +179,8 @@ void DecodeClaim(Decoder& d, uint8_t version, Claim& c) {
   const uint64_t rank = d.Varint();
   if (rank > UINT32_MAX) d.Fail();
   st.reserved_for->claim_rank = static_cast<uint32_t>(rank);
+  if (version < 8) return;
+  st.reserved_for->vmi_uid = std::string(d.String());
 }
 
 void EncodeNode(Encoder& e, const NodeRecord& n) {

@@ -205,6 +205,8 @@ void BuildRequestPlan(const ClusterState& state, const AllocatorOptions& options
   plan.vm = request.vm;
   plan.vm_uid = request.vm_uid;
   plan.pod_uid = request.pod_uid;
+  plan.pod_name = request.pod_name;
+  plan.vmi_uid = request.vmi_uid;
   if (too_many > 0) {
     plan.problem = absl::StrCat("the pod requests ", too_many, " ", too_many_resource,
                                 ", more than one node may hold (", kMaxNodeDevices, ")");

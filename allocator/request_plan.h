@@ -23,6 +23,8 @@ struct RequestPlan {
   std::string vm;             // The requesting VM.
   std::string vm_uid;         // Its UID, "" when unknown (docs/design.md §4.5).
   std::string pod_uid;        // The requesting pod.
+  std::string pod_name;       // Its name, for messages.
+  std::string vmi_uid;        // Its VMI's UID, "" when unknown (Kubernetes mode).
   // Non-empty: no node can run the pod until the claims change (a missing or
   // Lost claim, claims inconsistent with the pod's requests).
   std::string problem;

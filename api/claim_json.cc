@@ -36,6 +36,10 @@ void WriteReservation(Writer& w, const std::optional<Reservation>& r) {
     Key(w, "vmUid");
     Str(w, r->vm_uid);
   }
+  if (!r->vmi_uid.empty()) {
+    Key(w, "vmiUid");
+    Str(w, r->vmi_uid);
+  }
   w.EndObject();
 }
 
@@ -54,11 +58,14 @@ absl::StatusOr<std::optional<Reservation>> ParseReservation(
   if (!vm.empty()) RETURN_IF_ERROR(ValidateObjectName(at("vm"), vm));
   if (!pn.empty()) RETURN_IF_ERROR(ValidateObjectName(at("podName"), pn));
   if (!pu.empty()) RETURN_IF_ERROR(ValidateUid(at("podUid"), pu));
+  ASSIGN_OR_RETURN(std::string_view vi, json::OptString(*v, "vmiUid", at("vmiUid")));
   if (!vu.empty()) RETURN_IF_ERROR(ValidateUid(at("vmUid"), vu));
+  if (!vi.empty()) RETURN_IF_ERROR(ValidateUid(at("vmiUid"), vi));
   r.vm = std::string(vm);
   r.pod_name = std::string(pn);
   r.pod_uid = std::string(pu);
   r.vm_uid = std::string(vu);
+  r.vmi_uid = std::string(vi);
   return std::optional<Reservation>(std::move(r));
 }
 

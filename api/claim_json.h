@@ -51,7 +51,7 @@ absl::StatusOr<Claim> ParseClaim(std::string_view body);
 // {"items": [claim, ...]}; a wrong item is named by its index.
 absl::StatusOr<std::vector<Claim>> ParseClaimList(std::string_view body);
 
-// A claim's reservation ({"vm", "podName", "podUid", "vmUid"}) or null.
+// A claim's reservation ({"vm", "podName", "podUid", "vmUid", "vmiUid"}) or null.
 void WriteReservation(json::Writer& w, const std::optional<Reservation>& r);
 absl::StatusOr<std::optional<Reservation>> ParseReservation(const json::Value& obj,
                                                             std::string_view key,

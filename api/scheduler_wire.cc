@@ -196,6 +196,9 @@ absl::StatusOr<PodRequest> PodToRequest(const Value& pod,
         absl::StrCat("Pod.metadata.annotations[\"", Sv(kDomainAnnotation), "\"]"), domain));
   }
   r.vm = VmIdentity(vm_label, domain, name);
+  ASSIGN_OR_RETURN(std::string_view created_by,
+                   MapValue(labels, kCreatedByLabel, "Pod.metadata.labels"));
+  out.created_by = std::string(created_by);
   ASSIGN_OR_RETURN(std::vector<OwnerReference> owners,
                    ReadOwnerReferences(*meta, "Pod.metadata"));
   if (const OwnerReference* c = ControllerOf(owners)) out.controller = *c;

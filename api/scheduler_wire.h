@@ -34,6 +34,9 @@ namespace pdc::api {
 inline constexpr std::string_view kClaimsAnnotation = "pdc.kubevirt.io/claims";
 inline constexpr std::string_view kDevicesAnnotation = "pdc.kubevirt.io/devices";
 inline constexpr std::string_view kVmNameLabel = "vm.kubevirt.io/name";
+// The UID of the VirtualMachineInstance a virt-launcher pod was made for
+// (virt-controller's podLabels, pkg/virt-controller/services/template.go).
+inline constexpr std::string_view kCreatedByLabel = "kubevirt.io/created-by";
 inline constexpr std::string_view kDomainAnnotation = "kubevirt.io/domain";
 inline constexpr int kMaxExtenderPriority = 10;
 
@@ -50,6 +53,9 @@ struct PodRequest {
   // VirtualMachineInstance), when it has one: in Kubernetes mode, the
   // only thing that says which VM the pod belongs to.
   std::optional<OwnerReference> controller;
+  // The label kubevirt.io/created-by ("" when absent): in Kubernetes mode it
+  // must name the controller's UID.
+  std::string created_by;
 };
 
 // Extracts what the allocator needs from a v1.Pod JSON object. Wrong JSON

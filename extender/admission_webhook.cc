@@ -184,6 +184,14 @@ WebhookDecision AdmissionWebhook::Decide(const api::AdmissionRequest& request) c
                  absl::StrCat("not pinned to ", node,
                               ": the pod's required node affinity has no node selector term"));
   }
+  // A pin is an answer from the allocator's state: only once what it read
+  // is durable (never a bind whose claims are still on their way to the
+  // Kubernetes API, which may yet be refused and undone).
+  if (absl::Status s = allocator_->AwaitReadsDurable(); !s.ok()) {
+    return NoPin(WebhookOutcome::kUnresolved,
+                 absl::StrCat("not pinned to ", node, ": the claims' state is not durable (",
+                              s.message(), "); the scheduler places the pod"));
+  }
   WebhookDecision d;
   d.outcome = WebhookOutcome::kPinned;
   d.node = node;

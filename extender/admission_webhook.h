@@ -5,8 +5,9 @@
 // a share of the nodes in large clusters, percentageOfNodesToScore) offers
 // the extender's filter that node and no other.
 //
-// Decision (Decide, pure over memory: the allocator's state and the VM
-// directory, never the Kubernetes API):
+// Decision (Decide, over memory: the allocator's state and the VM
+// directory, never the Kubernetes API; a pin waits until the state it read
+// is durable, Allocator::AwaitReadsDurable):
 //  - only a Pod CREATE of a virt-launcher pod (label kubevirt.io:
 //    virt-launcher) without spec.nodeName is considered; every other request
 //    is allowed untouched;
@@ -81,7 +82,8 @@ class AdmissionWebhook {
                    api::ManagedResources managed, const Clock* clock,
                    MetricsRegistry* registry);
 
-  // The decision for a review already read (pure; no I/O).
+  // The decision for a review already read (no I/O but the wait for the
+  // allocator's store).
   WebhookDecision Decide(const api::AdmissionRequest& request) const;
 
   // POST <any path>: the AdmissionReview in, the AdmissionReview out.

@@ -78,6 +78,8 @@ class ExtenderApp {
   // The admission webhook's port; 0 when extender.webhook.listen is "".
   uint16_t webhook_port() const;
   Allocator* allocator() const { return allocator_.get(); }
+  // Null without a Kubernetes API (the VMs' and VirtualMachines' caches).
+  const VmDirectory* vm_directory() const { return vms_.get(); }
   // Null unless store: kubernetes with a Kubernetes API.
   const ClaimController* claim_controller() const { return claims_.get(); }
   // Null unless extender.dra.keeper.enabled (and, with leader election,

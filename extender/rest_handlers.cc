@@ -167,6 +167,13 @@ HttpResponse RestHandlers::GetAllocations(std::string_view node,
   absl::StatusOr<NodeAllocations> a = ctx_->allocator->GetNodeAllocations(node);
   if (!a.ok()) return ErrorResponse(a.status());
   if (a->version > since || !allow_wait || wait <= absl::ZeroDuration()) {
+    // pdc-node acts on this answer (hands devices over, erases returned
+    // ones): only once what it says is durable, never a bind or a claim's
+    // deletion still on its way to the store.
+    if (absl::Status s = ctx_->allocator->AwaitReadsDurable(); !s.ok()) {
+      return ErrorResponse(absl::UnavailableError(absl::StrCat(
+          "the allocations of node ", Sv(node), " are not durable yet: ", s.message())));
+    }
     return Ok(WriteNodeAllocations(node, *a));
   }
   HttpResponse r;

@@ -199,8 +199,22 @@ absl::StatusOr<api::PodRequest> PodForScheduling(const api::json::Value& pod,
         absl::StrCat("pod ", out->request.ns, "/", out->request.pod_name, ": ",
                      vm.status().message()));
   }
+  // virt-controller labels every launcher pod with its VMI's UID; a pod
+  // whose label does not name its controller was not made by it.
+  if (out->created_by != out->controller->uid) {
+    return api::json::FieldError(
+        absl::StrCat("Pod.metadata.labels[\"", Sv(api::kCreatedByLabel), "\"]"),
+        absl::StrCat("pod ", out->request.ns, "/", out->request.pod_name,
+                     out->created_by.empty() ? ": it has no label naming"
+                                             : ": its label does not name",
+                     " the UID of its controller VirtualMachineInstance ",
+                     out->controller->name, " (", out->controller->uid,
+                     "), which virt-controller sets on every virt-launcher pod; it takes over no "
+                     "claim"));
+  }
   out->request.vm = vm->name;
   out->request.vm_uid = vm->uid;
+  out->request.vmi_uid = out->controller->uid;
   return out;
 }
 

@@ -167,8 +167,14 @@ absl::StatusOr<std::vector<ClaimKey>> ReleaseVmsNotInDirectory(const VmDirectory
 // What the verbs schedule: api::PodToRequest, and in Kubernetes mode
 // (`directory` not null) the VM of a pod that needs managed devices from
 // its owner chain, never from its labels (request.vm and request.vm_uid are
-// set to it; a pass-through pod is left alone). A broken chain is the pod's problem
-// (FieldError on Pod.metadata.ownerReferences), for filter's answer.
+// set to it, request.vmi_uid to its VMI; a pass-through pod is left alone).
+// A broken chain is the pod's problem (FieldError on
+// Pod.metadata.ownerReferences), for filter's answer; so is a label
+// kubevirt.io/created-by that does not name the controller VMI's UID (every
+// pod virt-controller makes carries it). Owner references and labels can be
+// copied by anyone who may create pods in the namespace: the allocator also
+// refuses a second pod of a VMI whose launcher pod holds the claim
+// (Reservation::vmi_uid).
 absl::StatusOr<api::PodRequest> PodForScheduling(const api::json::Value& pod,
                                                  const api::ManagedResources& managed,
                                                  const VmDirectory* directory);

@@ -41,6 +41,10 @@ struct SchedulingRequest {
   // UID of the VM in Kubernetes mode (from the pod's owner chain); "" when
   // unknown (standalone mode: the name alone decides, docs/design.md §4.5).
   std::string vm_uid = {};
+  // UID of the pod's VirtualMachineInstance in Kubernetes mode (its
+  // controller, checked against the label kubevirt.io/created-by); "" when
+  // unknown (standalone mode).
+  std::string vmi_uid = {};
 };
 
 // What a node must prepare (for the node driver's long-poll).

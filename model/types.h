@@ -163,6 +163,12 @@ struct Reservation {
   // (HandoffOrderLess); 0 when unknown (a reservation made before it was
   // kept): the claim key then decides.
   uint32_t claim_rank = 0;
+  // UID of the VirtualMachineInstance whose launcher pod this is, in
+  // Kubernetes mode; "" when unknown (standalone mode, or a reservation made
+  // before it was kept). A VMI has one launcher pod (KubeVirt never
+  // live-migrates a VMI with host devices), so no other pod of the same VMI
+  // takes the reservation over (docs/design.md §4.5).
+  std::string vmi_uid = {};
 
   bool operator==(const Reservation&) const = default;
 };

@@ -122,6 +122,49 @@ TEST_F(VmUidTest, OnlyTheSameVmTakesAReservationOver) {
   EXPECT_EQ(Get({"default", "data"}).status.reserved_for->vm_uid, "uid-B");
 }
 
+// One launcher pod per VMI (Reservation::vmi_uid): another pod of the VMI
+// whose pod holds the claim takes nothing over, also after a restart; a pod
+// of the VM's next VMI does, and so does any pod of a reservation whose VMI
+// is unknown.
+TEST_F(VmUidTest, NoSecondPodOfTheHoldingVmiTakesTheReservationOver) {
+  SchedulingRequest first = UidPod("vm1", "uid-A", "pod-1");
+  first.vmi_uid = "vmi-1";
+  ASSERT_OK(allocator_->Bind(first, "node-a").status());
+  EXPECT_EQ(Get({"default", "vm1-nvme"}).status.reserved_for->vmi_uid, "vmi-1");
+  Reopen();
+  EXPECT_EQ(Get({"default", "vm1-nvme"}).status.reserved_for->vmi_uid, "vmi-1");
+  Report(Inventory("node-a", {NvmeDevice("0000:3b:00.0", 10), NvmeDevice("0000:5e:00.0", 11)}));
+  Report(Inventory("node-b", {NvmeDevice("0000:3b:00.0", 20), NvmeDevice("0000:5e:00.0", 21)}));
+  struct Case {
+    std::string name;
+    std::string pod_uid;
+    std::string vmi_uid;
+    bool takes_over;
+  };
+  const std::vector<Case> cases = {
+      {"the holding pod again", "pod-1", "vmi-1", true},
+      {"another pod of the same VMI", "pod-2", "vmi-1", false},
+      {"a pod of the VM's next VMI", "pod-3", "vmi-2", true},
+      {"a pod whose VMI is unknown", "pod-4", "", true},
+  };
+  for (const Case& c : cases) {
+    SchedulingRequest pod = UidPod("vm1", "uid-A", c.pod_uid);
+    pod.vmi_uid = c.vmi_uid;
+    FilterResult f = Filter(pod, kTwoNodes);
+    if (c.takes_over) {
+      EXPECT_EQ(f.nodes[0].verdict, Verdict::kFits) << c.name << ": " << f.MessageFor(0);
+      continue;
+    }
+    EXPECT_EQ(f.nodes[0].verdict, Verdict::kUnresolvable) << c.name;
+    EXPECT_EQ(f.nodes[0].reason, FilterReason::kReservedByOther) << c.name;
+    EXPECT_THAT(f.MessageFor(0), HasSubstr("of the same VirtualMachineInstance takes over nothing"))
+        << c.name;
+    EXPECT_THAT(allocator_->Bind(pod, "node-a"), StatusIs(absl::StatusCode::kFailedPrecondition))
+        << c.name;
+    EXPECT_EQ(Get({"default", "vm1-nvme"}).status.reserved_for->pod_uid, "pod-1") << c.name;
+  }
+}
+
 TEST_F(VmUidTest, RecreatedVmDoesNotInheritTheTemplateClaim) {
   ASSERT_OK(allocator_->Bind(UidPod("vm1", "uid-A", "pod-1"), "node-a").status());
   ASSERT_OK_AND_ASSIGN(std::vector<ClaimKey> released, allocator_->ReleaseVm("default", "uid-A"));

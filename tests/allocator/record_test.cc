@@ -34,7 +34,8 @@ Record SampleRecord() {
   c.status.node = "node-a";
   c.status.devices = {{*PciAddress::Parse("0000:3b:00.0"), "SN1"},
                       {*PciAddress::Parse("0000:5e:00.0"), ""}};
-  c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid", "vm-uid-1", 3};
+  c.status.reserved_for =
+      Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid", "vm-uid-1", 3, "vmi-uid-1"};
   c.status.handed_off_to = "older-pod-uid";
   r.mutations.push_back(PutClaim{c});
   r.mutations.push_back(DeleteClaim{{"ns2", "old"}});
@@ -159,10 +160,10 @@ TEST(RecordTest, Version1ClaimsDecodeAsHandedOff) {
   r.mutations.push_back(PutClaim{c});
   std::string bytes = EncodeRecord(r);
   // The claim is the last thing encoded; its handed_off_to, owner_vm_uid
-  // and reservation's vm_uid ("" each) and claim_rank (0) are the four
-  // trailing bytes. Dropping them and the version gives a v1 record.
-  ASSERT_EQ(bytes.substr(bytes.size() - 4), std::string(4, '\0'));
-  bytes.resize(bytes.size() - 4);
+  // and reservation's vm_uid ("" each), claim_rank (0) and vmi_uid ("") are
+  // the five trailing bytes. Dropping them and the version gives a v1 record.
+  ASSERT_EQ(bytes.substr(bytes.size() - 5), std::string(5, '\0'));
+  bytes.resize(bytes.size() - 5);
   bytes[0] = 1;
   ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
   const auto& claim = std::get<PutClaim>(decoded.mutations.at(0)).claim;
@@ -198,9 +199,9 @@ TEST(RecordTest, Version3ClaimsDecodeWithoutVmUids) {
   struct Case {
     std::string name;
     bool reserved;
-    size_t uid_bytes;  // Trailing bytes a v5 encoding adds for the UIDs and rank.
+    size_t uid_bytes;  // Trailing bytes a v8 encoding adds for the UIDs and rank.
   };
-  for (const Case& tc : {Case{"reserved", true, 3}, Case{"not reserved", false, 1}}) {
+  for (const Case& tc : {Case{"reserved", true, 4}, Case{"not reserved", false, 1}}) {
     Record r;
     r.revision = 8;
     Claim c;
@@ -240,8 +241,9 @@ TEST(RecordTest, Version4ReservationsDecodeWithoutARank) {
   c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid", "vm-uid", 0};
   r.mutations.push_back(PutClaim{c});
   std::string bytes = EncodeRecord(r);
-  ASSERT_EQ(bytes.back(), '\0');  // The rank, 0.
-  bytes.pop_back();
+  // The rank (0) and the VMI's UID ("").
+  ASSERT_EQ(bytes.substr(bytes.size() - 2), std::string(2, '\0'));
+  bytes.resize(bytes.size() - 2);
   bytes[0] = 4;
   ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
   EXPECT_EQ(decoded, r);
@@ -300,10 +302,32 @@ TEST(RecordTest, AReasonOnAHealthyDeviceOrAnUnknownOneIsDataLoss) {
   }
 }
 
-// Records are written as version 7, which keeps both VM UIDs, the claim's
-// rank in its reserving pod, the reason a device is unhealthy and the UID of
-// a Released device's claim.
-TEST(RecordTest, WritesVersion7WithVmUidsClaimRankAndReleasedClaimUid) {
+// Version 7 reservations (before the VMI's UID) decode with it unknown;
+// the same bytes as version 8 are short.
+TEST(RecordTest, Version7ReservationsDecodeWithoutAVmiUid) {
+  Record r;
+  r.revision = 9;
+  Claim c;
+  c.key = {"default", "data"};
+  c.spec.resource_name = "devices.kubevirt.io/nvme";
+  c.status.phase = ClaimPhase::kBound;
+  c.status.node = "node-a";
+  c.status.reserved_for = Reservation{"vm1", "virt-launcher-vm1-abcde", "pod-uid", "vm-uid", 2};
+  r.mutations.push_back(PutClaim{c});
+  std::string bytes = EncodeRecord(r);
+  ASSERT_EQ(bytes.back(), '\0');  // The VMI's UID, "".
+  bytes.pop_back();
+  bytes[0] = 7;
+  ASSERT_OK_AND_ASSIGN(Record decoded, DecodeRecord(bytes));
+  EXPECT_EQ(decoded, r);
+  bytes[0] = 8;
+  EXPECT_THAT(DecodeRecord(bytes), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+// Records are written as version 8, which keeps both VM UIDs, the claim's
+// rank in its reserving pod and its VMI's UID, the reason a device is
+// unhealthy and the UID of a Released device's claim.
+TEST(RecordTest, WritesVersion8WithVmUidsClaimRankVmiUidAndReleasedClaimUid) {
   const Record sample = SampleRecord();
   ASSERT_OK_AND_ASSIGN(Record back, DecodeRecord(EncodeRecord(sample)));
   const Claim& c = std::get<PutClaim>(back.mutations.at(0)).claim;
@@ -311,7 +335,8 @@ TEST(RecordTest, WritesVersion7WithVmUidsClaimRankAndReleasedClaimUid) {
   ASSERT_TRUE(c.status.reserved_for.has_value());
   EXPECT_EQ(c.status.reserved_for->vm_uid, "vm-uid-1");
   EXPECT_EQ(c.status.reserved_for->claim_rank, 3u);
-  EXPECT_EQ(EncodeRecord(sample)[0], 7);
+  EXPECT_EQ(c.status.reserved_for->vmi_uid, "vmi-uid-1");
+  EXPECT_EQ(EncodeRecord(sample)[0], 8);
   const NodeRecord& n = std::get<PutNode>(back.mutations.at(2)).node;
   ASSERT_EQ(n.released.size(), 2u);
   EXPECT_EQ(n.released[0].claim_uid, "c-uid");

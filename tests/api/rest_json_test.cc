@@ -345,6 +345,7 @@ TEST(ClaimJsonTest, ParsedStringsAreBounded) {
            Row{R"({"status":{"handedOffTo":"a b"}})", "status.handedOffTo"},
            Row{R"({"status":{"reservedFor":{"podUid":"a b"}}})", "status.reservedFor.podUid"},
            Row{R"({"status":{"reservedFor":{"vmUid":"a b"}}})", "status.reservedFor.vmUid"},
+           Row{R"({"status":{"reservedFor":{"vmiUid":"a b"}}})", "status.reservedFor.vmiUid"},
            Row{absl::StrCat(R"({"ownerVM":"vm1","ownerVMUid":")", huge, "\"}"), "ownerVMUid"},
            Row{R"({"status":{"devices":[{"address":"0000:3b:00.0","serial":"S\u0007"}]}})",
                "status.devices[0].serial"},
@@ -440,6 +441,11 @@ TEST(ClaimJsonTest, ClaimListRoundTrips) {
   a.status.reserved_for->vm_uid = "vm-uid-1";
   EXPECT_THAT(WriteClaim(a), HasSubstr(R"("ownerVM":"vm1","ownerVMUid":"vm-uid-1")"));
   EXPECT_THAT(WriteClaim(a), HasSubstr(R"("podUid":"u1","vmUid":"vm-uid-1"})"));
+  ASSERT_OK_AND_ASSIGN(one, ParseClaim(std::string_view(WriteClaim(a))));
+  EXPECT_EQ(one, a);
+  // So does the VMI's UID of the reservation.
+  a.status.reserved_for->vmi_uid = "vmi-uid-1";
+  EXPECT_THAT(WriteClaim(a), HasSubstr(R"("vmUid":"vm-uid-1","vmiUid":"vmi-uid-1"})"));
   ASSERT_OK_AND_ASSIGN(one, ParseClaim(std::string_view(WriteClaim(a))));
   EXPECT_EQ(one, a);
   EXPECT_THAT(ParseClaimList(R"({"items":[{"status":{"phase":"Gone"}}]})"),

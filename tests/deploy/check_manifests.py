@@ -1429,7 +1429,7 @@ def main():
                                    "reason", "message"},
               f"CRD status.conditions fields {condition_fields} (metav1.Condition)")
         check(status["phase"]["enum"] == ["Pending", "Bound", "Lost"], "phases")
-        check(set(status["reservedFor"]["properties"]) == {"vm", "vmUid", "podName", "podUid"},
+        check(set(status["reservedFor"]["properties"]) == {"vm", "vmUid", "vmiUid", "podName", "podUid"},
               "reservedFor fields")
         cols = {c["name"]: c["jsonPath"] for c in v["additionalPrinterColumns"]}
         for want in ("Phase", "Node", "Devices", "VM", "Age"):

@@ -147,7 +147,8 @@ TEST_F(ClaimRulesOnDoubleTest, AReleasedDeviceGoesBackOnlyToItsNamespace) {
   ns_ = saved;
   const std::string pod = absl::StrCat(
       R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"virt-launcher-b-x","namespace":")",
-      other_ns_, R"(","uid":"pod-b-uid","labels":{"kubevirt.io":"virt-launcher","vm.kubevirt.io/name":"b"},)",
+      other_ns_, R"(","uid":"pod-b-uid","labels":{"kubevirt.io":"virt-launcher","vm.kubevirt.io/name":"b",)",
+      R"("kubevirt.io/created-by":")", vmi_uid, R"("},)",
       Owner("VirtualMachineInstance", "b", vmi_uid), ",",
       R"("annotations":{"pdc.kubevirt.io/claims":"steal"}},"spec":{"schedulerName":"pdc-scheduler",)",
       R"("containers":[{"name":"compute","resources":{"limits":{"devices.kubevirt.io/nvme":"1"}}}]}})");

@@ -1,10 +1,15 @@
 // A randomized soak of Kubernetes mode against the kube-apiserver double on
 // a real etcd: VMs created, started, stopped, deleted and re-created under
 // the same names, their claims deleted, node-a's driver reporting erases as
-// done, their reclaim policy edited, with apiserver delays, failures, lost
-// answers and refusals (403: a quota, a forbidden status write) and pdc-extender
-// restarts (what a leader kill leaves: the process keeps nothing the API
-// does not hold), under templateReclaimPolicy Delete and Retain. The
+// done (a returned drive back on nvme and named in the inventory's
+// `returned`), their reclaim policy edited and their immutable spec fields edited
+// (refused, 422, by the CRD's CEL rules, which the double enforces:
+// tests/testing/kube_crd_rules.h), with apiserver delays, failures, lost
+// answers and refusals (403: a quota, a forbidden status write; 422: a
+// claim's create or status write found invalid) and leader kills (two
+// pdc-extender replicas elect a leader over the double's Lease; the leader
+// is stopped, the other takes over from what the API holds, a new replica
+// stands by), under templateReclaimPolicy Delete and Retain. The
 // invariants (tests/kube/claim_invariants.h) are checked after every step.
 // Seeded (PDC_SOAK_SEED, default 31); PDC_SOAK_STEPS steps per policy
 // (default 100: seconds, for ctest).
@@ -13,6 +18,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -20,6 +26,7 @@
 #include "api/rest_json.h"
 #include "tests/kube/claim_invariants.h"
 #include "tests/kube/extender_on_double.h"
+#include "tests/testing/kube_crd_rules.h"
 
 namespace pdc::testing {
 namespace {
@@ -34,6 +41,8 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
                               public ::testing::WithParamInterface<ReclaimPolicy> {
  protected:
   void TearDown() override {
+    kube::EnforceCrdRules(false);
+    if (standby_) standby_->Stop();
     ExtenderOnDoubleTest::TearDown();
     if (IsSkipped()) return;
     DeleteAllClaims();
@@ -50,12 +59,16 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
     std::string pod_uid;
     std::string pod_json;
     int generation = 0;  // Pods made, for their names.
+    bool started = false;  // Its VMI has had a pod: the next start makes another VMI.
   };
 
   // node-a's drives; each on vfio-pci while pdc holds it for a claim or as
   // Released, else on nvme (an erase has finished).
   void Report() {
     std::map<std::string, std::string> driver;
+    // Drives of deleted Delete-policy claims: pdc-node erases them, puts
+    // them back on nvme and says so (the inventory's `returned`).
+    std::vector<std::string> returned;
     absl::StatusOr<HttpResponse> listed = pdc_->Get("/v1/devices");
     if (listed.ok() && listed->status == 200) {
       absl::StatusOr<std::vector<api::DeviceListing>> devices = api::ParseDeviceList(listed->body);
@@ -64,6 +77,7 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
           const bool held =
               d.state == api::DeviceState::kAllocated || d.state == api::DeviceState::kReleased;
           driver[d.device.address.ToString()] = held ? "vfio-pci" : "nvme";
+          if (d.state == api::DeviceState::kReturning) returned.push_back(d.device.serial);
         }
       }
     }
@@ -76,8 +90,9 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
       d.driver = it == driver.end() ? "nvme" : it->second;
       inventory.push_back(d);
     }
-    absl::StatusOr<HttpResponse> r =
-        pdc_->Put("/v1/nodes/node-a/inventory", api::WriteInventory(Inventory("node-a", inventory)));
+    NodeInventory inv = Inventory("node-a", inventory);
+    inv.returned = returned;
+    absl::StatusOr<HttpResponse> r = pdc_->Put("/v1/nodes/node-a/inventory", api::WriteInventory(inv));
     EXPECT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
   }
 
@@ -97,6 +112,39 @@ class ClaimSoakOnDoubleTest : public ExtenderOnDoubleTest,
     }
   }
 
+  // Waits (20 s) until the replica app_ serves as the leader.
+  bool AwaitLeader() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (absl::Now() < deadline) {
+      absl::StatusOr<HttpResponse> r = pdc_->Get("/readyz/leader");
+      if (r.ok() && r->status == 200) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+  // A second replica, standing by (it waits for the Lease).
+  void StartStandby() {
+    std::unique_ptr<extender::ExtenderApp> leader = std::move(app_);
+    std::unique_ptr<HttpClient> client = std::move(pdc_);
+    StartExtender(StoreKind::kKubernetes);
+    standby_ = std::move(app_);
+    standby_client_ = std::move(pdc_);
+    app_ = std::move(leader);
+    pdc_ = std::move(client);
+  }
+  // The leader is killed: the standby takes the Lease over and serves from
+  // what the API holds; a new replica stands by.
+  void KillLeader() {
+    app_->Stop();
+    app_ = std::move(standby_);
+    pdc_ = std::move(standby_client_);
+    ASSERT_TRUE(AwaitLeader());
+    StartStandby();
+  }
+
+  std::unique_ptr<extender::ExtenderApp> standby_;
+  std::unique_ptr<HttpClient> standby_client_;
+
   void DeletePod(Vm& vm) {
     if (vm.pod.empty()) return;
     Call("DELETE", Pods(absl::StrCat("/", vm.pod)),
@@ -113,9 +161,18 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
     // No pdc-node confirms hand-offs here: the gate would refuse every VM
     // after the first.
     c->extender.allocator.serialize_handoffs = false;
+    // Two replicas electing a leader over the double's Lease.
+    LeaderElectionConfig& le = c->extender.leader_election;
+    le.enabled = true;
+    le.lease_duration = absl::Seconds(4);
+    le.renew_deadline = absl::Seconds(3);
+    le.retry_period = absl::Milliseconds(200);
   };
+  // The claim CRD's CEL rules, as kube-apiserver enforces them.
+  kube::EnforceCrdRules(true);
   StartExtender(StoreKind::kKubernetes);
-  ASSERT_TRUE(AwaitReady());
+  ASSERT_TRUE(AwaitLeader());
+  StartStandby();
   Report();
   ClaimInvariants invariants(client_.get(), ns_);
   const int64_t steps = EnvInt("PDC_SOAK_STEPS", 100);
@@ -124,6 +181,7 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
   std::vector<Vm> vms(kVms);
   for (int i = 0; i < kVms; ++i) vms[i].name = absl::StrCat("vm", i);
   std::map<std::string, int64_t> done;
+  std::map<std::string, int64_t> faults;  // Of the starts: what befell the bind.
   int64_t acked = 0;
 
   for (int64_t step = 0; step < steps; ++step) {
@@ -141,6 +199,7 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
         what = "create VM";
         vm.vmi_uid = CreateVm(vm.name);
         vm.exists = true;
+        vm.started = false;
         break;
       case 2:
       case 3:
@@ -151,12 +210,20 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
           break;
         }
         what = "start VM";
+        if (vm.started) vm.vmi_uid = RestartVmi(vm.name);
+        vm.started = true;
         vm.pod = absl::StrCat("virt-launcher-", vm.name, "-", ++vm.generation);
         vm.pod_json = CreatePod(vm.name, vm.pod, vm.vmi_uid);
         rapidjson::Document d;
         d.Parse(vm.pod_json.data(), vm.pod_json.size());
         vm.pod_uid = kube::GetString(d, {"metadata", "uid"});
-        switch (std::uniform_int_distribution<int>(0, 7)(rng)) {
+        bool kill_during_bind = false;
+        switch (std::uniform_int_distribution<int>(0, 10)(rng)) {
+          case 10:  // The leader is killed while the bind's claim write is slow.
+            what += " (leader killed during the bind)";
+            api_->DelayRequests({"", "persistentdeviceclaims"}, 1, absl::Milliseconds(500));
+            kill_during_bind = true;
+            break;
           case 0:
             what += " (claim write delayed)";
             api_->DelayRequests({"PATCH", "/persistentdeviceclaims/"}, 1, absl::Milliseconds(300));
@@ -178,11 +245,39 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
             api_->admission().Forbid(
                 {"pdc.kubevirt.io", "persistentdeviceclaims/status", "patch", ns_});
             break;
+          case 5:  // 422: a validating admission policy refuses the claim's create.
+            what += " (claim create invalid)";
+            api_->FailRequests({"POST", "persistentdeviceclaims"}, 1, 422);
+            break;
+          case 6:  // 422: ... or a write of its status.
+            what += " (claim status invalid)";
+            api_->FailRequests({"PATCH", "/persistentdeviceclaims/"}, 1, 422);
+            break;
           default:
             break;
         }
         (void)Filter(vm.pod_json);
-        const std::string answer = Bind(vm.pod, vm.pod_uid).body;
+        std::string answer;
+        if (kill_during_bind) {
+          std::thread bind([&, port = app_->port()] {
+            HttpClientOptions o;
+            o.base_url = absl::StrCat("http://127.0.0.1:", port);
+            o.timeout = absl::Seconds(20);
+            std::unique_ptr<HttpClient> c = std::move(HttpClient::Create(o)).value();
+            absl::StatusOr<HttpResponse> r = c->Post(
+                "/scheduler/bind",
+                absl::StrCat(R"({"PodName":")", vm.pod, R"(","PodNamespace":")", ns_,
+                             R"(","PodUID":")", vm.pod_uid, R"(","Node":"node-a"})"));
+            answer = r.ok() ? r->body : r.status().ToString();
+          });
+          // Most often the bind is under way by then; either order is a case.
+          absl::SleepFor(absl::Milliseconds(100));
+          KillLeader();
+          bind.join();
+          if (HasFatalFailure()) return;
+        } else {
+          answer = Bind(vm.pod, vm.pod_uid).body;
+        }
         api_->ClearFaults();
         api_->admission().Clear();
         if (answer == R"({"Error":""})") {
@@ -207,8 +302,23 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
         Call("DELETE", Vms(absl::StrCat("/", vm.name)));
         vm.exists = false;
         break;
-      case 7:  // kubectl delete its claim, or edit its reclaim policy.
-        if (std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
+      case 7:  // kubectl delete its claim, or edit its spec.
+        if (const int edit = std::uniform_int_distribution<int>(0, 5)(rng); edit >= 3) {
+          // An immutable field: the CRD's rules refuse it (422), whatever
+          // the claim's state; an absent claim is 404.
+          static constexpr const char* kEdits[] = {
+              R"({"spec":{"count":2}})", R"({"spec":{"node":"node-b"}})",
+              R"({"spec":{"serial":"SN-OTHER"}})"};
+          what = "edit immutable spec";
+          const KubeReply r = Call("PATCH", Claims(absl::StrCat("/", vm.name, "-nvme")),
+                                   kEdits[edit - 3], "application/merge-patch+json");
+          if (r.status != 404) {
+            EXPECT_EQ(r.status, 422) << kEdits[edit - 3] << ": " << r.text;
+            EXPECT_THAT(r.text, ::testing::HasSubstr("is immutable")) << r.text;
+          }
+          break;
+        }
+        if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
           what = "edit reclaimPolicy";
           Call("PATCH", Claims(absl::StrCat("/", vm.name, "-nvme")),
                absl::StrCat(R"({"spec":{"reclaimPolicy":")",
@@ -226,20 +336,24 @@ TEST_P(ClaimSoakOnDoubleTest, RandomLifecyclesKeepTheInvariants) {
         ReleaseOne();
         Report();
         break;
-      case 9:  // pdc-extender killed (a leader kill: the next starts from the API).
-        what = "restart";
-        RestartExtender(StoreKind::kKubernetes);
-        ASSERT_TRUE(AwaitReady());
+      case 9:  // The leader killed: the other replica takes over from the API.
+        what = "leader kill";
+        KillLeader();
+        if (HasFatalFailure()) return;
         Report();
         break;
     }
-    ++done[what.substr(0, what.find(' ') == std::string::npos ? what.size() : what.find(" ("))];
+    const size_t fault = what.find(" (");
+    ++done[what.substr(0, fault)];
+    if (fault != std::string::npos) ++faults[what.substr(fault + 2, what.size() - fault - 3)];
     std::vector<std::string> v = invariants.Check();
     EXPECT_TRUE(v.empty()) << "step " << step << " (" << what << ", " << vm.name
                            << "): " << ::testing::PrintToString(v);
   }
   std::string summary;
   for (const auto& [what, n] : done) absl::StrAppend(&summary, " ", what, "=", n);
+  absl::StrAppend(&summary, "; of the starts:");
+  for (const auto& [what, n] : faults) absl::StrAppend(&summary, " ", what, "=", n);
   std::cout << "soak (" << ToString(policy) << "): " << invariants.steps() << " steps, "
             << acked << " binds acknowledged, " << invariants.violations()
             << " violations;" << summary << std::endl;

@@ -55,6 +55,7 @@ class ClaimsOnDoubleTest : public ExtenderOnDoubleTest {
         "POST", Pods(),
         absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")", pod, R"(",)",
                      R"("annotations":{"pdc.kubevirt.io/claims":")", claims, R"("},)",
+                     R"("labels":{"kubevirt.io/created-by":")", vmi_uid, R"("},)",
                      Owner("VirtualMachineInstance", vm, vmi_uid),
                      R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
   }

@@ -146,6 +146,16 @@ users:
                                        vm, R"(",)", Owner("VirtualMachine", vm, vm_uid),
                                        R"(},"spec":{}})"));
   }
+  // VM `vm` (made by CreateVm) starts again: virt-controller makes a new
+  // VirtualMachineInstance (another UID) for every start, and one launcher
+  // pod for it. Deletes the VMI of the last start; returns the new VMI's uid.
+  std::string RestartVmi(const std::string& vm) {
+    Call("DELETE", Vmis(absl::StrCat("/", vm)));
+    const std::string vm_uid = Call("GET", Vms(absl::StrCat("/", vm))).Str({"metadata", "uid"});
+    return Create(Vmis(), absl::StrCat(R"({"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstance","metadata":{"name":")",
+                                       vm, R"(",)", Owner("VirtualMachine", vm, vm_uid),
+                                       R"(},"spec":{}})"));
+  }
   // The virt-launcher pod of a VMI, created in the API; returns it as
   // kube-scheduler sees it (the stored object).
   std::string CreatePod(const std::string& vm, const std::string& pod, const std::string& vmi_uid) {
@@ -153,7 +163,8 @@ users:
         "POST", Pods(),
         absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")", pod,
                      R"(","labels":{"kubevirt.io":"virt-launcher","vm.kubevirt.io/name":")", vm,
-                     R"("},)", Owner("VirtualMachineInstance", vm, vmi_uid),
+                     R"(","kubevirt.io/created-by":")", vmi_uid, R"("},)",
+                     Owner("VirtualMachineInstance", vm, vmi_uid),
                      R"(},"spec":{"schedulerName":"pdc-scheduler","containers":[{"name":"compute","image":"virt-launcher","resources":{"limits":{"devices.kubevirt.io/nvme":"1"},"requests":{"devices.kubevirt.io/nvme":"1"}}}]}})"));
     EXPECT_EQ(r.status, 201) << r.text;
     return r.text;

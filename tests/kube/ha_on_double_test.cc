@@ -199,6 +199,7 @@ class HaOnDoubleTest : public ExtenderOnDoubleTest {
           "DELETE", Pods(absl::StrCat("/virt-launcher-", name, "-", run - 1)),
           R"({"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0})");
     }
+    if (run > 0) vmi_uid_[vm] = RestartVmi(name);
     const std::string pod = CreatePod(name, pod_name, vmi_uid_[vm]);
     const std::string pod_uid =
         Call("GET", Pods("/" + pod_name)).Str({"metadata", "uid"});

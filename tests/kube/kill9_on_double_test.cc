@@ -162,6 +162,7 @@ TEST_F(Kill9OnDoubleTest, EveryRestartGetsItsOwnDeviceWhateverFails) {
     const std::string pod_name = absl::StrCat("virt-launcher-", vm, "-", round);
     Call("DELETE", Pods(absl::StrCat("/virt-launcher-", vm, "-", round - 3)),
          R"({"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0})");
+    if (round >= static_cast<int>(vms.size())) vmi_uid[vm] = RestartVmi(vm);
     const std::string pod = CreatePod(vm, pod_name, vmi_uid[vm]);
     const std::string pod_uid = Call("GET", Pods("/" + pod_name)).Str({"metadata", "uid"});
     // The watch may not have brought the new VMI yet.

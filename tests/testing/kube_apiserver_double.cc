@@ -61,6 +61,8 @@ std::string ReasonFor(int code) {
       return "Timeout";
     case 429:
       return "TooManyRequests";
+    case 422:
+      return "Invalid";  // A validating admission policy or webhook's refusal.
     default:
       return "InternalError";
   }

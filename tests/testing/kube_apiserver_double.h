@@ -5,7 +5,8 @@
 // kube_resources.cc, kube_list.cc and kube_apiserver_double.cc):
 //  - resources (kube_resources.h, StandardResources): pods (+status,
 //    +binding), events, persistentdeviceclaims.pdc.kubevirt.io/v1alpha1
-//    (+status), virtualmachines / virtualmachineinstances.kubevirt.io/v1
+//    (+status; the CRD's CEL rules when enabled: kube_crd_rules.h),
+//    virtualmachines / virtualmachineinstances.kubevirt.io/v1
 //    (+status), leases.coordination.k8s.io/v1,
 //    endpointslices.discovery.k8s.io/v1, resourceclaims (+status, with
 //    kube-apiserver's validation: kube_resource_claims.h),

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "tests/testing/kube_crd_rules.h"
 #include "tests/testing/kube_list.h"
 #include "tests/testing/kube_resource_claims.h"
 #include "tests/testing/kube_resource_slices.h"
@@ -106,7 +107,7 @@ std::vector<KubeResource> StandardResources() {
       {"", "v1", "configmaps", "ConfigMap", false, false, false, "/registry/configmaps/", nullptr},
       {"pdc.kubevirt.io", "v1alpha1", "persistentdeviceclaims",
        "PersistentDeviceClaim", true, false, false,
-       "/registry/pdc.kubevirt.io/persistentdeviceclaims/", nullptr},
+       "/registry/pdc.kubevirt.io/persistentdeviceclaims/", ValidatePersistentDeviceClaim},
       {"kubevirt.io", "v1", "virtualmachines", "VirtualMachine", true, false,
        false, "/registry/kubevirt.io/virtualmachines/", nullptr},
       {"kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance",
