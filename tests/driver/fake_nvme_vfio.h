@@ -7,7 +7,9 @@
 // makes it execute every new entry and post its completion.
 // Commands: Identify (CNS 01h controller: SN, OACS with Format NVM, NN=1;
 // CNS 02h active list; CNS 00h namespace 1: NSZE, LBA format 0 of 512
-// bytes), Get Log Page (a pattern, any length: PRP1, PRP2 and PRP lists),
+// bytes), Get Log Page (Firmware Slot Information as FakeNvmeController's
+// default; no Boot Partition log; any other log page a pattern of any
+// length: PRP1, PRP2 and PRP lists),
 // Format NVM (zeroes namespace 1), Set Features, Create I/O CQ/SQ, and Read
 // (02h) on I/O queue 1. A test can inject: RDY never following EN, CFS on
 // enable or on a command, a command that never completes, a status for an
@@ -61,6 +63,11 @@ struct FakeVfioNvmeState {
   std::set<uint8_t> never_complete;
   std::map<uint8_t, uint16_t> status_of;  // Status field (SC 7:0, SCT 10:8, DNR 14).
   std::string serial = "FAKE-SN-1";
+  // Firmware, as FakeNvmeController (fake_nvme_admin.h) has it by default:
+  // FR, slot 1 active holding it, no boot partitions.
+  std::string firmware_rev = "1.0";
+  uint8_t afi = 0x01;
+  std::string slot1 = "1.0";
   uint64_t nsze = 64;  // Blocks of 512 bytes.
   std::vector<uint8_t> blocks = GuestPattern(64 * 512);
   // Called with each command's opcode before it executes.
@@ -240,6 +247,8 @@ class FakeVfioNvme : public NvmeVfioDevice {
       if (cns == 0x01) {
         std::memset(&d[4], ' ', 20);
         std::memcpy(&d[4], s_->serial.data(), std::min<size_t>(20, s_->serial.size()));
+        std::memset(&d[64], ' ', 8);
+        std::memcpy(&d[64], s_->firmware_rev.data(), std::min<size_t>(8, s_->firmware_rev.size()));
         d[256] = 0x2;  // OACS: Format NVM.
         d[516] = 1;    // NN.
       } else if (cns == 0x02) {
@@ -252,6 +261,18 @@ class FakeVfioNvme : public NvmeVfioDevice {
         status = 0x4002;
       }
       if (status == 0) CopyOut(e, d);
+    } else if (admin && opcode == 0x02 && (cdw10 & 0xFF) == 0x03) {  // Firmware Slot Information.
+      std::vector<uint8_t> d(4 * (size_t{cdw10 >> 16} + 1), 0);
+      if (d.size() < 512) {
+        status = 0x4002;
+      } else {
+        d[0] = s_->afi;
+        std::memset(&d[8], ' ', 8);
+        std::memcpy(&d[8], s_->slot1.data(), std::min<size_t>(8, s_->slot1.size()));
+        CopyOut(e, d);
+      }
+    } else if (admin && opcode == 0x02 && (cdw10 & 0xFF) == 0x15) {  // Boot Partition: none.
+      status = 0x4002;
     } else if (admin && opcode == 0x02) {  // Get Log Page: NUMDL+1 dwords of a pattern.
       std::vector<uint8_t> d(4 * (size_t{cdw10 >> 16} + 1));
       for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<uint8_t>(i % 251);
