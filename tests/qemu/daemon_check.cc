@@ -336,8 +336,13 @@ void Renumbering(Env& e, PciAddress old_addr) {
   Check(follows && c->status.devices[0].serial == e.opt.vm_serial,
         absl::StrCat("claim vm1-disk follows serial ", e.opt.vm_serial, " to ", now.ToString(),
                      ", Bound"));
-  std::vector<std::string> moved =
-      LinesWith(e.opt.extender_log, {"moved from " + old_s + " to " + now.ToString()});
+  // Logged once the move's record is durable, which may be after the
+  // claim reads Bound at the new address.
+  std::vector<std::string> moved;
+  WaitFor(absl::Seconds(10), [&] {
+    moved = LinesWith(e.opt.extender_log, {"moved from " + old_s + " to " + now.ToString()});
+    return !moved.empty();
+  });
   Check(!moved.empty(), "pdc-extender recorded the move");
   if (!moved.empty()) std::printf("  pdc-extender: %s\n", moved.back().c_str());
   const bool vfio = WaitFor(absl::Seconds(20), [&] { return OnDriver(now, driver::kVfioPci); });
