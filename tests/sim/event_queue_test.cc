@@ -3,8 +3,9 @@
 // the engine does (an event handler schedules later events).
 #include "sim/event_queue.h"
 
-#include <algorithm>
 #include <random>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -16,11 +17,9 @@ TEST(EventQueue, PopsByTimeThenInsertionOrder) {
   for (int seed = 0; seed < 5; ++seed) {
     std::mt19937 rng(seed);
     EventQueue q;
-    struct Pushed {
-      SimTime time;
-      int32_t id;
-    };
-    std::vector<Pushed> pending;  // Pushed, not popped, in push order.
+    // Pushed, not popped: ids grow with each push, so (time, id) orders
+    // them by time, then insertion order (the reference, kept sorted).
+    std::set<std::pair<SimTime, int32_t>> pending;
     int32_t next_id = 0;
     SimTime now = 0;
     for (int step = 0; step < 20000; ++step) {
@@ -28,31 +27,25 @@ TEST(EventQueue, PopsByTimeThenInsertionOrder) {
         // Few distinct times, so that ties are common.
         const SimTime t = now + static_cast<SimTime>(rng() % 8);
         q.Push(t, EventType::kRetry, next_id);
-        pending.push_back({t, next_id++});
+        pending.emplace(t, next_id++);
         continue;
       }
       // The expected next: the earliest time, first pushed among equals.
-      auto want = std::min_element(pending.begin(), pending.end(),
-                                   [](const Pushed& a, const Pushed& b) {
-                                     return a.time < b.time;
-                                   });
+      const auto [want_time, want_id] = *pending.begin();
       ASSERT_EQ(q.size(), pending.size());
       const Event top = q.top();  // A copy: Pop() moves the heap.
       const Event e = q.Pop();
       ASSERT_EQ(top.a, e.a);
-      ASSERT_EQ(e.time, want->time) << "seed " << seed << " step " << step;
-      ASSERT_EQ(e.a, want->id) << "seed " << seed << " step " << step;
+      ASSERT_EQ(e.time, want_time) << "seed " << seed << " step " << step;
+      ASSERT_EQ(e.a, want_id) << "seed " << seed << " step " << step;
       now = e.time;
-      pending.erase(want);
+      pending.erase(pending.begin());
     }
     while (!q.empty()) {
-      auto want = std::min_element(pending.begin(), pending.end(),
-                                   [](const Pushed& a, const Pushed& b) {
-                                     return a.time < b.time;
-                                   });
+      ASSERT_FALSE(pending.empty());
       const Event e = q.Pop();
-      ASSERT_EQ(e.a, want->id);
-      pending.erase(want);
+      ASSERT_EQ(e.a, pending.begin()->second);
+      pending.erase(pending.begin());
     }
     EXPECT_TRUE(pending.empty());
   }
